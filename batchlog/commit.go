@@ -1,0 +1,238 @@
+package batchlog
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"inlet/idem"
+)
+
+// commitLoop is the single committer goroutine (see the package comment). It owns
+// Partition.next and l.producers.
+func (l *Log) commitLoop() {
+	defer l.done.Done()
+	defer close(l.pending)
+	var (
+		reqs    []*Request
+		carried *Request
+	)
+	for {
+		reqs = reqs[:0]
+		var first *Request
+		switch {
+		case carried != nil:
+			first, carried = carried, nil
+		default:
+			select {
+			case first = <-l.queue:
+			case <-l.stop:
+				// Drain what was submitted before Close, then stop.
+				select {
+				case first = <-l.queue:
+				default:
+					return
+				}
+			}
+		}
+		reqs = append(reqs, first)
+		bytes := requestBytes(first)
+	drain:
+		for bytes < l.opts.MaxGroupBytes {
+			select {
+			case r := <-l.queue:
+				n := requestBytes(r)
+				if bytes+n > l.opts.MaxGroupBytes {
+					carried = r
+					break drain
+				}
+				reqs = append(reqs, r)
+				bytes += n
+			default:
+				break drain
+			}
+		}
+		l.commitGroup(reqs, bytes)
+	}
+}
+
+func requestBytes(r *Request) int {
+	n := 0
+	for i := range r.Appends {
+		n += len(r.Appends[i].Batch)
+	}
+	return n
+}
+
+// groupScratch is reused by the committer across groups.
+type groupScratch struct {
+	gen       uint64
+	producers []producerKey
+	touched   map[producerKey]uint64
+	kv        []byte
+}
+
+func (l *Log) commitGroup(reqs []*Request, bytes int) {
+	pg := l.getPending()
+	pg.requests = append(pg.requests[:0], reqs...)
+	pg.advances = pg.advances[:0]
+	if l.failed.Load() {
+		for _, r := range reqs {
+			for i := range r.Appends {
+				if r.Appends[i].Err == ErrNone {
+					r.Appends[i].Err = ErrKafkaStorage
+				}
+			}
+		}
+		l.pending <- pg
+		return
+	}
+	s := &l.scratch
+	s.gen++
+	s.producers = s.producers[:0]
+	if s.touched == nil {
+		s.touched = map[producerKey]uint64{}
+	}
+	g := l.store.newGroup(bytes)
+	pg.g = g
+	for _, r := range reqs {
+		for i := range r.Appends {
+			l.commitAppend(g, pg, &r.Appends[i])
+		}
+	}
+	for _, adv := range pg.advances {
+		var k [highKeyLen]byte
+		putHighKey(k[:], adv.p.ID)
+		v := binary.BigEndian.AppendUint64(s.kv[:0], uint64(adv.hw))
+		v = binary.BigEndian.AppendUint64(v, uint64(adv.p.logStart.Load()))
+		g.set(k[:], v)
+		s.kv = v
+	}
+	for _, pk := range s.producers {
+		var k [producerKeyLen]byte
+		putProducerKey(k[:], pk.id, pk.partition)
+		s.kv = l.producers[pk].AppendBinary(s.kv[:0])
+		g.set(k[:], s.kv)
+	}
+	if err := g.apply(); err != nil {
+		l.fail(fmt.Errorf("apply group: %w", err))
+	}
+	l.pending <- pg
+}
+
+// commitAppend runs the idempotence check for one batch and, when it is new, assigns its
+// offsets and adds it to the group.
+func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
+	if a.Err != ErrNone || a.Partition == nil {
+		return
+	}
+	p := a.Partition
+	a.LogStartOffset = p.logStart.Load()
+	var st *idem.State
+	if a.ProducerID >= 0 {
+		key := producerKey{a.ProducerID, p.ID}
+		st = l.producers[key]
+		if st == nil {
+			st = new(idem.State)
+			*st = idem.NewState()
+			l.producers[key] = st
+		}
+		switch v, dup, code := st.Check(a.ProducerEpoch, a.BaseSequence, a.NumRecords); v {
+		case idem.Duplicate:
+			// Answered with the original offsets once this group's turn comes, which is
+			// after the original's group is durable.
+			a.BaseOffset = dup.BaseOffset
+			return
+		case idem.Reject:
+			a.Err = code
+			return
+		}
+		if l.scratch.touched[key] != l.scratch.gen {
+			l.scratch.touched[key] = l.scratch.gen
+			l.scratch.producers = append(l.scratch.producers, key)
+		}
+	}
+	base := p.next
+	p.next += int64(a.NumRecords)
+	// baseOffset lies outside the CRC-32C (which covers bytes 21..end), so patching it in place
+	// keeps the producer's batch valid byte for byte (DefaultRecordBatch).
+	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
+	g.setData(p.ID, base, a.Batch)
+	a.BaseOffset = base
+	if st != nil {
+		st.Push(a.ProducerEpoch, a.BaseSequence, a.NumRecords, base)
+	}
+	if n := len(pg.advances); n > 0 && pg.advances[n-1].p == p {
+		pg.advances[n-1].hw = p.next
+		return
+	}
+	for i := range pg.advances {
+		if pg.advances[i].p == p {
+			pg.advances[i].hw = p.next
+			return
+		}
+	}
+	pg.advances = append(pg.advances, hwAdvance{p: p, hw: p.next})
+}
+
+// completeLoop waits for each applied group's sync, in apply order, then publishes and answers.
+func (l *Log) completeLoop() {
+	defer l.done.Done()
+	for pg := range l.pending {
+		if pg.g != nil {
+			if err := pg.g.wait(); err != nil {
+				l.fail(fmt.Errorf("sync group: %w", err))
+			}
+		}
+		if l.failed.Load() {
+			// Nothing of an unsynced group may be acknowledged or published.
+			for _, r := range pg.requests {
+				for i := range r.Appends {
+					if r.Appends[i].Err == ErrNone {
+						r.Appends[i].Err = ErrKafkaStorage
+					}
+				}
+			}
+		} else {
+			for _, adv := range pg.advances {
+				adv.p.hw.Store(adv.hw)
+			}
+			if len(pg.advances) > 0 {
+				l.notify()
+			}
+		}
+		for _, r := range pg.requests {
+			if r.Done != nil {
+				r.Done(r)
+			}
+		}
+		if pg.g != nil {
+			pg.g.release()
+		}
+		l.putPending(pg)
+	}
+}
+
+func (l *Log) fail(err error) {
+	if l.failed.CompareAndSwap(false, true) {
+		l.opts.OnFatal(err)
+	}
+}
+
+func (l *Log) getPending() *pendingGroup {
+	select {
+	case pg := <-l.free:
+		return pg
+	default:
+		return &pendingGroup{}
+	}
+}
+
+func (l *Log) putPending(pg *pendingGroup) {
+	pg.g = nil
+	clear(pg.requests)
+	pg.requests = pg.requests[:0]
+	select {
+	case l.free <- pg:
+	default:
+	}
+}

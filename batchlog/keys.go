@@ -1,0 +1,70 @@
+package batchlog
+
+import "encoding/binary"
+
+// Key layout. Every key starts with a one-byte kind so the kinds never interleave and each can
+// be scanned alone at startup. Integers are big-endian so byte order is numeric order.
+//
+//	d <partition u32> <base offset u64>   record batch, exactly as the producer sent it except baseOffset
+//	h <partition u32>                     next offset (high watermark) u64, log start offset u64
+//	p <producer id u64> <partition u32>   idem.State encoding
+//	t <topic name>                        topic record (JSON)
+//	m <name>                              node metadata: producer-id block, partition-id counter
+const (
+	kindData     = 'd'
+	kindHigh     = 'h'
+	kindProducer = 'p'
+	kindTopic    = 't'
+	kindMeta     = 'm'
+)
+
+const dataKeyLen = 1 + 4 + 8
+
+func putDataKey(dst []byte, partition uint32, baseOffset int64) {
+	dst[0] = kindData
+	binary.BigEndian.PutUint32(dst[1:], partition)
+	binary.BigEndian.PutUint64(dst[5:], uint64(baseOffset))
+}
+
+func dataKey(partition uint32, baseOffset int64) []byte {
+	k := make([]byte, dataKeyLen)
+	putDataKey(k, partition, baseOffset)
+	return k
+}
+
+func dataKeyOffset(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[5:])) }
+
+const highKeyLen = 1 + 4
+
+func putHighKey(dst []byte, partition uint32) {
+	dst[0] = kindHigh
+	binary.BigEndian.PutUint32(dst[1:], partition)
+}
+
+const producerKeyLen = 1 + 8 + 4
+
+func putProducerKey(dst []byte, producerID int64, partition uint32) {
+	dst[0] = kindProducer
+	binary.BigEndian.PutUint64(dst[1:], uint64(producerID))
+	binary.BigEndian.PutUint32(dst[9:], partition)
+}
+
+func topicKey(name string) []byte { return append([]byte{kindTopic}, name...) }
+
+var (
+	metaProducerIDBlock = []byte{kindMeta, 'p', 'i', 'd'}
+	metaPartitionSeq    = []byte{kindMeta, 'p', 'a', 'r', 't'}
+	metaClusterID       = []byte{kindMeta, 'c', 'i', 'd'}
+)
+
+// prefixEnd returns the smallest key greater than every key starting with prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

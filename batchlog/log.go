@@ -1,0 +1,574 @@
+// Package batchlog is Inlet's durable log: record batches, high watermarks, producer state and
+// topic metadata in Pebble, written by one group committer.
+//
+// # Commit pipeline
+//
+// Producers' requests arrive on a queue (Submit). One committer goroutine owns every piece of
+// mutable log state (next offsets, producer windows) and loops:
+//
+//	drain the queue up to MaxGroupBytes
+//	for each append: idempotence check against committed-plus-pending state (idem.State)
+//	                 assign offsets, patch baseOffset into the batch, add it to the group
+//	add the touched high watermarks and producer states to the same group
+//	apply the group to Pebble without waiting for its fsync (ApplyNoSyncWait)
+//	hand the group to the completer
+//
+// The completer goroutine takes groups in apply order, waits for each one's fsync (SyncWait),
+// then publishes the new high watermarks and calls every request's Done. So while group N is
+// being synced, the committer already builds and applies group N+1, and Pebble's WAL writer
+// coalesces their syncs.
+//
+// Invariants:
+//   - A request's Done runs only after every group up to and including the one holding its
+//     appends is durable. A duplicate of a batch in an unsynced group is answered from a later
+//     group, so it too is answered only after the original is durable.
+//   - Published high watermarks (Partition.HighWatermark) never exceed what is durable. Pebble
+//     makes applied data visible before it is synced; readers must bound every read by the
+//     published high watermark, never by what an iterator sees.
+//   - Records, the high watermark and the producer state that describes them are in one atomic
+//     Pebble batch, so after a crash either all of a group exists or none of it does, and a
+//     retried batch is recognised as a duplicate exactly when its records survived.
+//
+// A simpler design, the committer waiting for each fsync itself (bbolt's DB.Batch), leaves the
+// CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
+//
+// Lock order: Log.topicsMu before Log.pidMu; neither is held while waiting on the committer.
+package batchlog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/idem"
+)
+
+// Kafka error codes set on an Append by the committer.
+const (
+	ErrNone           int16 = 0
+	ErrKafkaStorage   int16 = 56 // KAFKA_STORAGE_ERROR
+	ErrNotLeaderOrFol int16 = 6
+)
+
+// Options configure Open.
+type Options struct {
+	// Dir is the Pebble directory. Ignored when Discard is set.
+	Dir string
+	// Discard acknowledges without storing anything (benchmark ceiling only).
+	Discard bool
+	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
+	// MemTableSize/2: Pebble turns larger batches into flushable batches.
+	MaxGroupBytes int
+	// MemTableSize is Pebble's memtable size.
+	MemTableSize uint64
+	Logger       *slog.Logger
+	// OnFatal is called when a group cannot be written or synced. The log cannot continue
+	// after that (a later group may not be acknowledged while an earlier one is in doubt);
+	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
+	OnFatal func(error)
+}
+
+const (
+	defaultMaxGroupBytes = 16 << 20
+	defaultMemTableSize  = 64 << 20
+	producerIDBlock      = 1024
+)
+
+// Topic is a topic's immutable description; changes replace the whole value.
+type Topic struct {
+	Name       string
+	ID         [16]byte
+	Partitions []*Partition
+	Configs    map[string]string
+}
+
+// Partition is one partition's log position. Next offsets are owned by the committer;
+// HighWatermark is what readers may see.
+type Partition struct {
+	ID    uint32 // node-wide partition id, the key prefix of its data
+	Topic string
+	Index int32
+
+	next     int64 // committer-owned: next offset to assign
+	hw       atomic.Int64
+	logStart atomic.Int64
+}
+
+// HighWatermark is the offset after the last durable record.
+func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// LogStartOffset is the first offset still stored.
+func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+
+// Append is one batch of a produce request, for one partition.
+type Append struct {
+	Partition *Partition
+	// Batch is the validated record batch. The committer writes its base offset in place
+	// (bytes 0..7, outside the CRC) before storing it, so Batch must stay untouched by others
+	// until Done.
+	Batch         []byte
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+	NumRecords    int32
+
+	// Results, valid in Done.
+	BaseOffset     int64
+	LogStartOffset int64
+	Err            int16
+}
+
+// Request is what one produce request submits. Appends whose Err is already set (validation
+// failures) are skipped by the committer and answered with that error.
+type Request struct {
+	Appends []Append
+	// Done is called once, from the completer goroutine, after the request's appends are
+	// durable (or refused). It must not block for long: it runs on the commit path.
+	Done func(*Request)
+	// recordBytes is summed by the committer for group sizing.
+}
+
+type producerKey struct {
+	id        int64
+	partition uint32
+}
+
+// Log is the durable log of one node.
+type Log struct {
+	opts  Options
+	log   *slog.Logger
+	store store
+	db    *pebble.DB // nil in discard mode
+
+	queue   chan *Request
+	pending chan *pendingGroup
+	stop    chan struct{}
+	done    sync.WaitGroup
+	closed  atomic.Bool
+	failed  atomic.Bool
+
+	topicsMu  sync.RWMutex
+	topics    map[string]*Topic
+	partSeq   uint32
+	clusterID string
+
+	pidMu       sync.Mutex
+	nextPID     int64
+	pidBlockEnd int64
+
+	// committer-owned
+	producers map[producerKey]*idem.State
+	scratch   groupScratch
+	free      chan *pendingGroup
+
+	notifyMu sync.Mutex
+	notifyCh chan struct{}
+}
+
+// pendingGroup is an applied group awaiting its sync.
+type pendingGroup struct {
+	g        group
+	requests []*Request
+	advances []hwAdvance
+}
+
+type hwAdvance struct {
+	p  *Partition
+	hw int64
+}
+
+// Open opens (or creates) the log and recovers its state.
+func Open(opts Options) (*Log, error) {
+	if opts.MaxGroupBytes <= 0 {
+		opts.MaxGroupBytes = defaultMaxGroupBytes
+	}
+	if opts.MemTableSize == 0 {
+		opts.MemTableSize = defaultMemTableSize
+	}
+	if uint64(opts.MaxGroupBytes) >= opts.MemTableSize/2 {
+		return nil, fmt.Errorf("batchlog: MaxGroupBytes %d must be below MemTableSize/2 (%d)", opts.MaxGroupBytes, opts.MemTableSize/2)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.OnFatal == nil {
+		logger := opts.Logger
+		opts.OnFatal = func(err error) {
+			logger.Error("batchlog: commit failed; stopping", "err", err)
+			os.Exit(1)
+		}
+	}
+	l := &Log{
+		opts:      opts,
+		log:       opts.Logger,
+		topics:    map[string]*Topic{},
+		producers: map[producerKey]*idem.State{},
+		notifyCh:  make(chan struct{}),
+	}
+	if opts.Discard {
+		l.store = discardStore{}
+		l.clusterID = newClusterID()
+	} else {
+		db, err := pebble.Open(opts.Dir, pebbleOptions(opts))
+		if err != nil {
+			return nil, fmt.Errorf("batchlog: open %s: %w", opts.Dir, err)
+		}
+		l.db = db
+		l.store = &pebbleStore{db: db}
+		if err := l.recover(); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	l.start()
+	return l, nil
+}
+
+// newWithStore builds a Log around a test store; nothing is recovered.
+func newWithStore(s store, opts Options) *Log {
+	if opts.MaxGroupBytes <= 0 {
+		opts.MaxGroupBytes = defaultMaxGroupBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.OnFatal == nil {
+		opts.OnFatal = func(err error) { panic(err) }
+	}
+	l := &Log{opts: opts, log: opts.Logger, store: s, topics: map[string]*Topic{},
+		producers: map[producerKey]*idem.State{}, notifyCh: make(chan struct{}), clusterID: "test"}
+	l.start()
+	return l
+}
+
+func (l *Log) start() {
+	l.queue = make(chan *Request, 4096)
+	// One group may be syncing while the next is built and applied; a third waits here.
+	l.pending = make(chan *pendingGroup, 2)
+	l.free = make(chan *pendingGroup, 4)
+	l.stop = make(chan struct{})
+	l.done.Add(2)
+	go l.commitLoop()
+	go l.completeLoop()
+}
+
+func pebbleOptions(opts Options) *pebble.Options {
+	o := &pebble.Options{
+		MemTableSize:                opts.MemTableSize,
+		MemTableStopWritesThreshold: 4,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      quietLogger{},
+	}
+	// Record data is already compressed (or deliberately not) by producers; keep it out of
+	// Pebble's compressors. Value separation moves record batches into blob files at flush,
+	// so compactions, which interleaved partitions make unavoidable, rewrite only keys and
+	// blob references instead of the data itself.
+	o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               true,
+			MinimumSize:           256,
+			MaxBlobReferenceDepth: 64,
+			RewriteMinimumAge:     0,
+			TargetGarbageRatio:    1.0,
+		}
+	}
+	o.EnsureDefaults()
+	o.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
+	return o
+}
+
+// quietLogger keeps Pebble's informational chatter out of Inlet's logs; errors still surface
+// through returned errors and Fatalf.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{})      {}
+func (quietLogger) Errorf(f string, a ...interface{}) { slog.Error(fmt.Sprintf("pebble: "+f, a...)) }
+func (quietLogger) Fatalf(f string, a ...interface{}) {
+	slog.Error(fmt.Sprintf("pebble: "+f, a...))
+	os.Exit(1)
+}
+
+func newClusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	// Kafka cluster ids are 22-character url-safe base64 of a UUID (Uuid.toString).
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	out := make([]byte, 22)
+	var acc uint32
+	bits := 0
+	j := 0
+	for _, c := range b {
+		acc = acc<<8 | uint32(c)
+		bits += 8
+		for bits >= 6 && j < 22 {
+			bits -= 6
+			out[j] = alphabet[(acc>>uint(bits))&63]
+			j++
+		}
+	}
+	if j < 22 {
+		out[j] = alphabet[(acc<<uint(6-bits))&63]
+	}
+	return string(out)
+}
+
+// ClusterID is stable across restarts.
+func (l *Log) ClusterID() string { return l.clusterID }
+
+type topicRecord struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"id"`
+	Partitions []uint32          `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+func (l *Log) recover() error {
+	get := func(k []byte) ([]byte, bool, error) {
+		v, c, err := l.db.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		out := append([]byte(nil), v...)
+		c.Close()
+		return out, true, nil
+	}
+	if v, ok, err := get(metaClusterID); err != nil {
+		return err
+	} else if ok {
+		l.clusterID = string(v)
+	} else {
+		l.clusterID = newClusterID()
+		if err := l.db.Set(metaClusterID, []byte(l.clusterID), pebble.Sync); err != nil {
+			return err
+		}
+	}
+	if v, ok, err := get(metaProducerIDBlock); err != nil {
+		return err
+	} else if ok {
+		// Ids below the persisted block end may have been handed out before the crash.
+		l.nextPID = int64(binary.BigEndian.Uint64(v))
+		l.pidBlockEnd = l.nextPID
+	}
+	if v, ok, err := get(metaPartitionSeq); err != nil {
+		return err
+	} else if ok {
+		l.partSeq = binary.BigEndian.Uint32(v)
+	}
+
+	byID := map[uint32]*Partition{}
+	err := l.scan([]byte{kindTopic}, func(k, v []byte) error {
+		var rec topicRecord
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("batchlog: topic record %q: %w", k[1:], err)
+		}
+		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs}
+		for i, id := range rec.Partitions {
+			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i)}
+			t.Partitions = append(t.Partitions, p)
+			byID[id] = p
+		}
+		l.topics[rec.Name] = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = l.scan([]byte{kindHigh}, func(k, v []byte) error {
+		if len(k) != highKeyLen || len(v) != 16 {
+			return fmt.Errorf("batchlog: corrupt high watermark key %x", k)
+		}
+		p := byID[binary.BigEndian.Uint32(k[1:])]
+		if p == nil {
+			return nil // a deleted topic's leftovers
+		}
+		p.next = int64(binary.BigEndian.Uint64(v))
+		p.hw.Store(p.next)
+		p.logStart.Store(int64(binary.BigEndian.Uint64(v[8:])))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return l.scan([]byte{kindProducer}, func(k, v []byte) error {
+		if len(k) != producerKeyLen {
+			return fmt.Errorf("batchlog: corrupt producer key %x", k)
+		}
+		st := new(idem.State)
+		if err := st.UnmarshalBinary(v); err != nil {
+			return fmt.Errorf("batchlog: producer state %x: %w", k, err)
+		}
+		key := producerKey{int64(binary.BigEndian.Uint64(k[1:])), binary.BigEndian.Uint32(k[9:])}
+		l.producers[key] = st
+		return nil
+	})
+}
+
+func (l *Log) scan(prefix []byte, fn func(k, v []byte) error) error {
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := fn(it.Key(), v); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Topic returns the named topic.
+func (l *Log) Topic(name string) (*Topic, bool) {
+	l.topicsMu.RLock()
+	t, ok := l.topics[name]
+	l.topicsMu.RUnlock()
+	return t, ok
+}
+
+// Topics returns every topic, sorted by name.
+func (l *Log) Topics() []*Topic {
+	l.topicsMu.RLock()
+	out := make([]*Topic, 0, len(l.topics))
+	for _, t := range l.topics {
+		out = append(out, t)
+	}
+	l.topicsMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ErrTopicExists is returned by CreateTopic for a name already in use.
+var ErrTopicExists = errors.New("topic already exists")
+
+// CreateTopic creates a topic durably: the topic record is synced before it is returned, so
+// no batch can be stored for a topic a restart would not know.
+func (l *Log) CreateTopic(name string, partitions int, configs map[string]string) (*Topic, error) {
+	if partitions <= 0 {
+		return nil, fmt.Errorf("batchlog: topic %q needs at least one partition", name)
+	}
+	l.topicsMu.Lock()
+	defer l.topicsMu.Unlock()
+	if t, ok := l.topics[name]; ok {
+		return t, ErrTopicExists
+	}
+	t := &Topic{Name: name, Configs: configs}
+	_, _ = rand.Read(t.ID[:])
+	rec := topicRecord{Name: name, ID: t.ID, Configs: configs}
+	seq := l.partSeq
+	for i := 0; i < partitions; i++ {
+		p := &Partition{ID: seq, Topic: name, Index: int32(i)}
+		t.Partitions = append(t.Partitions, p)
+		rec.Partitions = append(rec.Partitions, seq)
+		seq++
+	}
+	if l.db != nil {
+		v, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		b := l.db.NewBatch()
+		_ = b.Set(topicKey(name), v, nil)
+		_ = b.Set(metaPartitionSeq, binary.BigEndian.AppendUint32(nil, seq), nil)
+		err = b.Commit(pebble.Sync)
+		b.Close()
+		if err != nil {
+			return nil, fmt.Errorf("batchlog: create topic %q: %w", name, err)
+		}
+	}
+	l.partSeq = seq
+	l.topics[name] = t
+	return t, nil
+}
+
+// AllocateProducerID returns a producer id never returned before, also across restarts: ids
+// are reserved in durable blocks, and a restart resumes after the last reserved block.
+func (l *Log) AllocateProducerID() (int64, error) {
+	l.pidMu.Lock()
+	defer l.pidMu.Unlock()
+	if l.nextPID >= l.pidBlockEnd {
+		end := l.nextPID + producerIDBlock
+		if l.db != nil {
+			if err := l.db.Set(metaProducerIDBlock, binary.BigEndian.AppendUint64(nil, uint64(end)), pebble.Sync); err != nil {
+				return -1, fmt.Errorf("batchlog: reserve producer ids: %w", err)
+			}
+		}
+		l.pidBlockEnd = end
+	}
+	id := l.nextPID
+	l.nextPID++
+	return id, nil
+}
+
+// ErrClosed is returned for requests submitted after Close.
+var ErrClosed = errors.New("batchlog: closed")
+
+// Submit queues r for the next group commit. r.Done is called exactly once, after the
+// commit that holds its appends is durable. Submit must not be called after Close.
+func (l *Log) Submit(r *Request) {
+	l.queue <- r
+}
+
+// Close commits everything already submitted, answers it, and closes the store.
+func (l *Log) Close() error {
+	if !l.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(l.stop)
+	l.done.Wait()
+	return l.store.close()
+}
+
+// Changed returns a channel closed at the next high-watermark advance of any partition. Long
+// polls wait on it without holding an iterator.
+func (l *Log) Changed() <-chan struct{} {
+	l.notifyMu.Lock()
+	ch := l.notifyCh
+	l.notifyMu.Unlock()
+	return ch
+}
+
+func (l *Log) notify() {
+	l.notifyMu.Lock()
+	close(l.notifyCh)
+	l.notifyCh = make(chan struct{})
+	l.notifyMu.Unlock()
+}
+
+// ReadBatches appends whole stored batches of p to dst, starting with the batch containing
+// offset and ending before limit (which the caller takes from HighWatermark, or the LSO), up
+// to maxBytes (see store.readBatches for includeFirst).
+func (l *Log) ReadBatches(p *Partition, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
+	if offset >= limit {
+		return dst, nil
+	}
+	return l.store.readBatches(p.ID, offset, limit, maxBytes, includeFirst, dst)
+}
+
+// WaitIdle is for tests: it returns once every submitted request has been answered.
+func (l *Log) waitIdle(ctx context.Context) error {
+	done := make(chan struct{})
+	l.Submit(&Request{Done: func(*Request) { close(done) }})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,128 @@
+package batchlog
+
+import (
+	"encoding/binary"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// store is the seam between the committer and the storage engine, in the manner of pebble's
+// commitEnv: the committer decides what a group holds and in which order groups become
+// durable; a store only writes. Tests substitute a store that records calls and holds syncs
+// open, so commit ordering is tested without a database.
+type store interface {
+	// newGroup starts the write of one group; sizeHint is the bytes of record data it will hold.
+	newGroup(sizeHint int) group
+	// readBatches appends to dst the stored batches of partition, starting with the batch that
+	// contains offset, stopping before the first batch whose base offset is >= limit, and once
+	// at least maxBytes have been appended (the first batch is appended whatever its size when
+	// includeFirst is set; otherwise a batch that would pass maxBytes is left out).
+	readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error)
+	close() error
+}
+
+// group is one atomic, synced write.
+type group interface {
+	setData(partition uint32, baseOffset int64, batch []byte)
+	set(key, value []byte)
+	// apply makes the group visible to the engine and starts its sync, without waiting for it.
+	// Groups are applied in commit order by the single committer goroutine.
+	apply() error
+	// wait blocks until the group is durable. Called in apply order by the completer.
+	wait() error
+	release()
+}
+
+// pebbleStore keeps the log in Pebble.
+type pebbleStore struct {
+	db *pebble.DB
+}
+
+type pebbleGroup struct {
+	db *pebble.DB
+	b  *pebble.Batch
+}
+
+func (s *pebbleStore) newGroup(sizeHint int) group {
+	// Pre-size the batch so appending record data never regrows (and re-copies) it.
+	// Pebble pools batches; retaining buffers up to a full group keeps steady-state commits
+	// from allocating a fresh multi-megabyte buffer each time.
+	return &pebbleGroup{db: s.db, b: s.db.NewBatchWithSize(sizeHint+4096, pebble.WithMaxRetainedSizeBytes(64<<20))}
+}
+
+func (g *pebbleGroup) setData(partition uint32, baseOffset int64, batch []byte) {
+	// SetDeferred writes the key and value straight into the batch representation: one copy
+	// of the record data into the batch, none through an intermediate key buffer.
+	op := g.b.SetDeferred(dataKeyLen, len(batch))
+	putDataKey(op.Key, partition, baseOffset)
+	copy(op.Value, batch)
+	op.Finish()
+}
+
+func (g *pebbleGroup) set(key, value []byte) { _ = g.b.Set(key, value, nil) }
+
+func (g *pebbleGroup) apply() error { return g.db.ApplyNoSyncWait(g.b, pebble.Sync) }
+
+func (g *pebbleGroup) wait() error { return g.b.SyncWait() }
+
+func (g *pebbleGroup) release() { _ = g.b.Close() }
+
+func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
+	lower := dataKey(partition, 0)
+	upper := dataKey(partition, limit)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return dst, err
+	}
+	defer it.Close()
+	// The batch containing offset is the last one whose base offset is <= offset.
+	valid := it.SeekLT(dataKey(partition, offset+1))
+	if !valid {
+		valid = it.First()
+	}
+	appended := 0
+	for ; valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return dst, err
+		}
+		if len(v) < 61 {
+			panic("BUG: batchlog: stored batch shorter than a record batch header")
+		}
+		base := dataKeyOffset(it.Key())
+		last := base + int64(int32(binary.BigEndian.Uint32(v[23:27])))
+		if last < offset {
+			continue
+		}
+		if appended > 0 || !includeFirst {
+			if appended+len(v) > maxBytes {
+				break
+			}
+		}
+		dst = append(dst, v...)
+		appended += len(v)
+		if appended >= maxBytes {
+			break
+		}
+	}
+	return dst, nil
+}
+
+func (s *pebbleStore) close() error { return s.db.Close() }
+
+// discardStore acknowledges without storing: the ceiling the protocol, network and load
+// generator leave, measured by the benchmark harness. Nothing is readable.
+type discardStore struct{}
+
+type discardGroup struct{}
+
+func (discardStore) newGroup(int) group { return discardGroup{} }
+func (discardStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte) ([]byte, error) {
+	return dst, nil
+}
+func (discardStore) close() error                  { return nil }
+func (discardGroup) setData(uint32, int64, []byte) {}
+func (discardGroup) set(_, _ []byte)               {}
+func (discardGroup) apply() error                  { return nil }
+func (discardGroup) wait() error                   { return nil }
+func (discardGroup) release()                      {}
