@@ -1,0 +1,121 @@
+// Command inlet runs one Inlet node: a Kafka-protocol ingest broker on gnet and Pebble.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/server"
+)
+
+func main() {
+	var (
+		listen            = flag.String("listen", "127.0.0.1:9092", "Kafka listener host:port")
+		advertise         = flag.String("advertise", "", "host:port clients are told to connect to (default: the listen address)")
+		dataDir           = flag.String("data-dir", "./data", "Pebble data directory")
+		storage           = flag.String("storage", "pebble", "pebble (durable) or discard (acknowledge without storing: benchmark ceiling only)")
+		workers           = flag.Int("workers", runtime.NumCPU(), "gnet event loops")
+		nodeID            = flag.Int("node-id", 1, "broker node id")
+		defaultPartitions = flag.Int("default-partitions", 16, "partitions of auto-created topics")
+		autoCreate        = flag.Bool("auto-create-topics", true, "create unknown topics on produce or metadata requests")
+		maxRequest        = flag.String("max-request-bytes", "100MiB", "largest request frame accepted (checked before allocating)")
+		maxMessage        = flag.String("max-message-bytes", "1048588", "largest record batch accepted (Kafka's message.max.bytes)")
+		budget            = flag.String("inflight-budget", "256MiB", "bytes read from sockets but not yet committed; when full, sockets are not read")
+		groupBytes        = flag.String("max-group-bytes", "16MiB", "record bytes in one group commit")
+		logLevel          = flag.String("log-level", "info", "debug, info, warn or error")
+	)
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		usage("--log-level: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+
+	opts := batchlog.Options{Dir: *dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *groupBytes))}
+	switch *storage {
+	case "pebble":
+	case "discard":
+		opts.Discard = true
+		logger.Warn("storage=discard: produce requests are acknowledged and thrown away")
+	default:
+		usage("--storage must be pebble or discard, not %q", *storage)
+	}
+	blog, err := batchlog.Open(opts)
+	if err != nil {
+		logger.Error("open log", "err", err)
+		os.Exit(1)
+	}
+	srv, err := server.Start(server.Config{
+		Listen:            *listen,
+		Advertise:         *advertise,
+		NodeID:            int32(*nodeID),
+		Workers:           *workers,
+		DefaultPartitions: *defaultPartitions,
+		AutoCreateTopics:  *autoCreate,
+		MaxRequestBytes:   int(mustSize("max-request-bytes", *maxRequest)),
+		MaxMessageBytes:   int(mustSize("max-message-bytes", *maxMessage)),
+		InflightBudget:    mustSize("inflight-budget", *budget),
+		Logger:            logger,
+	}, blog)
+	if err != nil {
+		logger.Error("start", "err", err)
+		blog.Close()
+		os.Exit(1)
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	got := <-sig
+	logger.Info("draining", "signal", got.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := 0
+	if err := srv.Shutdown(ctx); err != nil {
+		logger.Error("shutdown", "err", err)
+		code = 1
+	}
+	if err := blog.Close(); err != nil {
+		logger.Error("close log", "err", err)
+		code = 1
+	}
+	logger.Info("stopped")
+	os.Exit(code)
+}
+
+// mustSize parses a byte count with an optional KiB/MiB/GiB (or K/M/G, also powers of two)
+// suffix.
+func mustSize(name, v string) int64 {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, suf := range []struct {
+		s string
+		m int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+		if strings.HasSuffix(s, suf.s) {
+			s, mult = strings.TrimSuffix(s, suf.s), suf.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		usage("--%s: %q is not a positive byte count", name, v)
+	}
+	return n * mult
+}
+
+func usage(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "inlet: "+f+"\n", a...)
+	os.Exit(2)
+}

@@ -1,0 +1,124 @@
+// Command loadgen runs kgo producers flat out (or at a rate) against a Kafka-compatible broker,
+// prints throughput and ack latency, and with --verify reads every record back to check
+// exactly-once (idempotent) or at-least-once (--plain) delivery.
+//
+// Exit status: 0 ok, 1 run error or failed verification, 2 usage error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"inlet/loadgen"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg loadgen.Config
+	var brokers, jsonPath string
+	var plain, quiet bool
+	flag.StringVar(&brokers, "brokers", loadgen.DefaultBroker, "comma-separated seed brokers")
+	flag.StringVar(&cfg.Topic, "topic", loadgen.DefaultTopic, "topic to produce to (created if missing)")
+	flag.IntVar(&cfg.Partitions, "partitions", loadgen.DefaultPartitions, "partitions when creating the topic")
+	flag.IntVar(&cfg.Producers, "producers", loadgen.DefaultProducers, "producers, one kgo client each")
+	flag.BoolVar(&cfg.Idempotent, "idempotent", true, "idempotent producers (exactly once)")
+	flag.BoolVar(&plain, "plain", false, "plain producers: no idempotence (at least once); same as --idempotent=false")
+	flag.IntVar(&cfg.RecordSize, "record-size", loadgen.DefaultRecordSize, "record value bytes")
+	flag.DurationVar(&cfg.Linger, "linger", loadgen.DefaultLinger, "producer linger (0 for none)")
+	batchMaxBytes := flag.Int("batch-max-bytes", int(loadgen.DefaultBatchMaxBytes), "producer batch max bytes")
+	flag.StringVar(&cfg.Compression, "compression", "none", "batch compression: "+strings.Join(loadgen.Compressions, ", "))
+	flag.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", loadgen.DefaultMaxBufferedRecords,
+		"records each producer buffers before Produce blocks")
+	flag.StringVar(&cfg.Partitioner, "partitioner", loadgen.DefaultPartitioner,
+		"partitioner: "+strings.Join(loadgen.Partitioners, ", "))
+	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long (0: no limit; when only --records is given: none)")
+	flag.Int64Var(&cfg.Records, "records", 0, "stop after this many records in total")
+	flag.Float64Var(&cfg.Rate, "rate", 0, "records per second over all producers, open loop (0: flat out)")
+	flag.DurationVar(&cfg.FlushTimeout, "flush-timeout", loadgen.DefaultFlushTimeout,
+		"how long to wait for outstanding acks after sending stops")
+	flag.BoolVar(&cfg.Verify, "verify", false, "read every record back and check delivery")
+	flag.StringVar(&jsonPath, "json", "", "write the whole result as JSON to this file")
+	flag.BoolVar(&quiet, "quiet", false, "no per-second lines")
+	flag.Parse()
+
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if flag.NArg() > 0 {
+		return usage(fmt.Errorf("unexpected arguments: %s", strings.Join(flag.Args(), " ")))
+	}
+	if plain && set["idempotent"] && cfg.Idempotent {
+		return usage(fmt.Errorf("--plain and --idempotent contradict each other"))
+	}
+	if plain {
+		cfg.Idempotent = false
+	}
+	if set["records"] && !set["duration"] {
+		cfg.Duration = 0
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = loadgen.NoLinger
+	}
+	cfg.BatchMaxBytes = int32(min(max(*batchMaxBytes, -1), 1<<31-1))
+	cfg.Brokers = strings.Split(brokers, ",")
+	if !quiet {
+		cfg.Live = os.Stdout
+	}
+
+	settings, err := cfg.Settings()
+	if err != nil {
+		return usage(err)
+	}
+	if err := settings.Write(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		return 1
+	}
+
+	// The first interrupt stops sending and still waits for acks (and skips verification); the
+	// second kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }()
+
+	res, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		return 1
+	}
+	if err := res.WriteSummary(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		return 1
+	}
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, res); err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+			return 1
+		}
+	}
+	if res.Verify != nil && !res.Verify.OK {
+		return 1
+	}
+	return 0
+}
+
+func usage(err error) int {
+	fmt.Fprintln(os.Stderr, "loadgen:", err)
+	flag.Usage()
+	return 2
+}
+
+func writeJSON(path string, res *loadgen.Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

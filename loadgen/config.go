@@ -1,0 +1,369 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Defaults. Each is the value a zero Config field gets.
+const (
+	DefaultBroker    = "127.0.0.1:9092"
+	DefaultTopic     = "loadgen"
+	DefaultProducers = 16
+
+	// DefaultPartitions matches DefaultProducers; with the round-robin partitioner every
+	// producer writes every partition, so 16 x 16 producer-partition streams reach the broker.
+	DefaultPartitions = 16
+
+	DefaultRecordSize = 100
+
+	// DefaultLinger is the linger of librdkafka 2.x (linger.ms=5) and of the Java producer since
+	// Kafka 4.0 (KIP-1030), the clients most producers run. kgo's own default is 10ms.
+	DefaultLinger = 5 * time.Millisecond
+
+	// DefaultBatchMaxBytes is kgo's default, Kafka's classic max.message.bytes (1000012): the
+	// largest batch a stock broker accepts, so no batch is ever refused for size.
+	DefaultBatchMaxBytes int32 = 1_000_012
+
+	// DefaultMaxBufferedRecords is per producer, twice kgo's 50,000. A producer sustains at most
+	// MaxBufferedRecords / ack latency records a second (Little's law): 100,000 records over a
+	// slow 50 ms commit still allow 2M records/s per producer, so the client buffer never caps a
+	// flat-out run. The price is loadgen memory (about 300 bytes a buffered record, ~0.5 GB for
+	// 16 full producers) and, flat out, ack latency that is mostly time queued in this buffer:
+	// use Rate to measure latency.
+	DefaultMaxBufferedRecords = 100_000
+
+	// DefaultPartitioner is "roundrobin"; see Partitioners.
+	DefaultPartitioner = "roundrobin"
+
+	// DefaultFlushTimeout bounds the wait for outstanding acks after producing stops.
+	DefaultFlushTimeout = 60 * time.Second
+
+	// NoLinger as Config.Linger sends batches as soon as the client can (kgo linger 0); a zero
+	// Linger means DefaultLinger.
+	NoLinger time.Duration = -1
+)
+
+// Compressions are the accepted Config.Compression values. "none" is set explicitly: kgo
+// compresses with snappy unless told otherwise.
+var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// Partitioners are the accepted Config.Partitioner values:
+//
+//   - "roundrobin" (default): each record goes to the next partition. Every partition gets an
+//     equal share of every producer's records from the first second of the run, even for a
+//     short --records run, and the broker sees all producer x partition streams at once, the
+//     hardest case for its per-partition idempotence state. The cost is batches 1/partitions
+//     the size a sticky partitioner builds.
+//   - "sticky": kgo.StickyPartitioner, which fills one partition's batch before moving to a
+//     random other one: fewer, larger batches; a short run may leave partitions empty.
+//   - "uniform": what an unconfigured kgo client uses, UniformBytesPartitioner(64 KiB,
+//     adaptive, keys): a new partition every 64 KiB, favouring partitions with less backlog.
+var Partitioners = []string{"roundrobin", "sticky", "uniform"}
+
+// Config describes one load run. The zero value of every field except Idempotent selects a
+// default; the zero Idempotent is false, plain (non-idempotent) producers.
+type Config struct {
+	Brokers []string `json:"brokers"`
+	Topic   string   `json:"topic"`
+	// Partitions is used when the topic is created (with kadm, before producing). An existing
+	// topic keeps its partition count; Result.Partitions reports the one used.
+	Partitions int `json:"partitions"`
+	// Producers is the number of producers, each its own kgo.Client with its own connection.
+	Producers int `json:"producers"`
+	// Idempotent selects kgo's idempotent producer; false sets kgo.DisableIdempotentWrite.
+	// Both use acks=all.
+	Idempotent bool `json:"idempotent"`
+
+	RecordSize         int           `json:"record_size"` // value bytes, at least ValueHeaderSize
+	Linger             time.Duration `json:"linger_ns"`   // NoLinger for none
+	BatchMaxBytes      int32         `json:"batch_max_bytes"`
+	Compression        string        `json:"compression"`
+	MaxBufferedRecords int           `json:"max_buffered_records"` // per producer
+	Partitioner        string        `json:"partitioner"`
+
+	// Duration and Records stop the run, whichever comes first; with neither, the run lasts
+	// until ctx is done. Records is the total over all producers (spread evenly), counted as
+	// sent records, all of which end acknowledged or failed.
+	Duration time.Duration `json:"duration_ns"`
+	Records  int64         `json:"records"`
+
+	// Rate is records per second over all producers; 0 sends flat out. With a rate the load is
+	// open loop: record i of a producer has an intended send time fixed in advance, and its
+	// latency is measured from that time, so a stalled broker shows as latency instead of
+	// silently slowing the sender (coordinated omission).
+	Rate float64 `json:"rate"`
+
+	FlushTimeout time.Duration `json:"flush_timeout_ns"`
+	Verify       bool          `json:"verify"`
+
+	// Live receives the topic line at the start and one line a second; nil prints nothing.
+	Live io.Writer `json:"-"`
+}
+
+// normalize fills defaults and checks the values.
+func (c Config) normalize() (Config, error) {
+	if len(c.Brokers) == 0 {
+		c.Brokers = []string{DefaultBroker}
+	}
+	setDefault(&c.Topic, DefaultTopic)
+	setDefault(&c.Partitions, DefaultPartitions)
+	setDefault(&c.Producers, DefaultProducers)
+	setDefault(&c.RecordSize, DefaultRecordSize)
+	setDefault(&c.Linger, DefaultLinger)
+	setDefault(&c.BatchMaxBytes, DefaultBatchMaxBytes)
+	setDefault(&c.Compression, "none")
+	setDefault(&c.MaxBufferedRecords, DefaultMaxBufferedRecords)
+	setDefault(&c.Partitioner, DefaultPartitioner)
+	setDefault(&c.FlushTimeout, DefaultFlushTimeout)
+	c.Compression = strings.ToLower(c.Compression)
+	c.Partitioner = strings.ToLower(c.Partitioner)
+
+	switch {
+	case c.Partitions < 1 || int64(c.Partitions) > math.MaxInt32:
+		return c, fmt.Errorf("partitions must be in [1, %d], got %d", math.MaxInt32, c.Partitions)
+	case c.Producers < 1 || int64(c.Producers) > math.MaxUint32:
+		// The producer index is a uint32 in every record value.
+		return c, fmt.Errorf("producers must be in [1, %d], got %d", uint32(math.MaxUint32), c.Producers)
+	case c.RecordSize < ValueHeaderSize:
+		return c, fmt.Errorf("record size must be at least %d bytes (producer and sequence number), got %d",
+			ValueHeaderSize, c.RecordSize)
+	case c.BatchMaxBytes < 512 || c.BatchMaxBytes > 1<<30:
+		// kgo's own bounds for ProducerBatchMaxBytes.
+		return c, fmt.Errorf("batch max bytes must be in [512, %d], got %d", 1<<30, c.BatchMaxBytes)
+	case int64(c.RecordSize) > int64(c.BatchMaxBytes)-128:
+		// A record must fit a batch with its framing (61-byte batch header, record header).
+		return c, fmt.Errorf("record size %d does not fit batch max bytes %d", c.RecordSize, c.BatchMaxBytes)
+	case c.Linger < NoLinger:
+		return c, fmt.Errorf("linger must not be negative, got %v", c.Linger)
+	case c.MaxBufferedRecords < 1:
+		return c, fmt.Errorf("max buffered records must be at least 1, got %d", c.MaxBufferedRecords)
+	case c.Duration < 0:
+		return c, fmt.Errorf("duration must not be negative, got %v", c.Duration)
+	case c.Records < 0:
+		return c, fmt.Errorf("records must not be negative, got %d", c.Records)
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return c, fmt.Errorf("rate must be a non-negative number, got %v", c.Rate)
+	case c.FlushTimeout < 0:
+		return c, fmt.Errorf("flush timeout must not be negative, got %v", c.FlushTimeout)
+	}
+	if _, err := compressionCodec(c.Compression); err != nil {
+		return c, err
+	}
+	if _, err := partitioner(c.Partitioner); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q is not one of %s", name, strings.Join(Compressions, ", "))
+}
+
+func partitioner(name string) (kgo.Partitioner, error) {
+	switch name {
+	case "roundrobin":
+		return kgo.RoundRobinPartitioner(), nil
+	case "sticky":
+		return kgo.StickyPartitioner(), nil
+	case "uniform":
+		return kgo.UniformBytesPartitioner(64<<10, true, true, nil), nil
+	}
+	return nil, fmt.Errorf("partitioner %q is not one of %s", name, strings.Join(Partitioners, ", "))
+}
+
+// The kgo settings Run pins that the Config does not expose, stated here so they are printed
+// and recorded with every result. They are kgo's defaults, set explicitly so a kgo upgrade
+// cannot change a benchmark silently.
+const (
+	// produceRequestTimeout is the broker-side timeout in each produce request (kgo default).
+	produceRequestTimeout = 10 * time.Second
+	// plainMaxInFlight is kgo's default for non-idempotent producers: one produce request per
+	// broker at a time keeps retries from reordering records.
+	plainMaxInFlight = 1
+	// idempotentMaxInFlight is fixed by kgo (and Kafka) at 5 for idempotent producers; the
+	// option that sets it is ignored for them.
+	idempotentMaxInFlight = 5
+)
+
+// producerOpts are the kgo options of producer index. Every option that affects throughput is
+// set explicitly, and each appears in Settings.
+func (c Config) producerOpts(index int) []kgo.Opt {
+	codec, _ := compressionCodec(c.Compression) // checked by normalize
+	part, _ := partitioner(c.Partitioner)
+	linger := c.Linger
+	if linger == NoLinger {
+		linger = 0
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(fmt.Sprintf("inlet-loadgen-%d", index)),
+		kgo.DefaultProduceTopic(c.Topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(linger),
+		kgo.ProducerBatchMaxBytes(c.BatchMaxBytes),
+		kgo.ProducerBatchCompression(codec),
+		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
+		kgo.RecordPartitioner(part),
+		kgo.ProduceRequestTimeout(produceRequestTimeout),
+		// RecordRetries and RecordDeliveryTimeout stay at kgo's defaults, unlimited and none:
+		// a record fails only when the client gives up on the broker, which is what an
+		// exactly-once check wants.
+	}
+	if !c.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(plainMaxInFlight))
+	}
+	return opts
+}
+
+// Settings is the resolved configuration of a run, every throughput-relevant kgo setting
+// included: it is printed before a run and recorded in its Result.
+type Settings struct {
+	Brokers            []string      `json:"brokers"`
+	Topic              string        `json:"topic"`
+	Partitions         int           `json:"partitions"` // after Run: the topic's actual count
+	Producers          int           `json:"producers"`
+	Idempotent         bool          `json:"idempotent"`
+	Acks               string        `json:"acks"`
+	MaxInFlight        int           `json:"max_in_flight_per_broker"`
+	RecordSize         int           `json:"record_size"`
+	Key                string        `json:"key"`
+	Linger             time.Duration `json:"linger_ns"`
+	BatchMaxBytes      int32         `json:"batch_max_bytes"`
+	Compression        string        `json:"compression"`
+	MaxBufferedRecords int           `json:"max_buffered_records"`
+	MaxBufferedBytes   string        `json:"max_buffered_bytes"`
+	Partitioner        string        `json:"partitioner"`
+	RecordRetries      string        `json:"record_retries"`
+	DeliveryTimeout    string        `json:"record_delivery_timeout"`
+	ProduceTimeout     time.Duration `json:"produce_request_timeout_ns"`
+	Rate               float64       `json:"rate"`
+	Duration           time.Duration `json:"duration_ns"`
+	Records            int64         `json:"records"`
+	FlushTimeout       time.Duration `json:"flush_timeout_ns"`
+	Verify             bool          `json:"verify"`
+	FranzGo            string        `json:"franz_go"`
+}
+
+// Settings fills defaults, checks the config and returns the settings a run will use. An error
+// is a usage error.
+func (c Config) Settings() (Settings, error) {
+	n, err := c.normalize()
+	if err != nil {
+		return Settings{}, err
+	}
+	return n.settings(), nil
+}
+
+func (c Config) settings() Settings {
+	s := Settings{
+		Brokers:            c.Brokers,
+		Topic:              c.Topic,
+		Partitions:         c.Partitions,
+		Producers:          c.Producers,
+		Idempotent:         c.Idempotent,
+		Acks:               "all",
+		MaxInFlight:        plainMaxInFlight,
+		RecordSize:         c.RecordSize,
+		Key:                "nil",
+		Linger:             max(c.Linger, 0),
+		BatchMaxBytes:      c.BatchMaxBytes,
+		Compression:        c.Compression,
+		MaxBufferedRecords: c.MaxBufferedRecords,
+		MaxBufferedBytes:   "unlimited",
+		Partitioner:        c.Partitioner,
+		RecordRetries:      "unlimited",
+		DeliveryTimeout:    "none",
+		ProduceTimeout:     produceRequestTimeout,
+		Rate:               c.Rate,
+		Duration:           c.Duration,
+		Records:            c.Records,
+		FlushTimeout:       c.FlushTimeout,
+		Verify:             c.Verify,
+		FranzGo:            franzGoVersion(),
+	}
+	if c.Idempotent {
+		s.MaxInFlight = idempotentMaxInFlight
+	}
+	return s
+}
+
+func franzGoVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/twmb/franz-go" {
+				return dep.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+// Write prints the settings, one per line.
+func (s Settings) Write(w io.Writer) error {
+	stop := "until interrupted"
+	switch {
+	case s.Duration > 0 && s.Records > 0:
+		stop = fmt.Sprintf("after %v or %d records", s.Duration, s.Records)
+	case s.Duration > 0:
+		stop = fmt.Sprintf("after %v", s.Duration)
+	case s.Records > 0:
+		stop = fmt.Sprintf("after %d records", s.Records)
+	}
+	rate := "flat out"
+	if s.Rate > 0 {
+		rate = fmt.Sprintf("%.0f records/s (open loop)", s.Rate)
+	}
+	linger := s.Linger.String()
+	if s.Linger == 0 {
+		linger = "none"
+	}
+	_, err := fmt.Fprintf(w, `loadgen: %d producers (one kgo client each), topic %q, %d partitions, brokers %s
+  franz-go               %s
+  idempotent             %t
+  acks                   %s
+  max in flight/broker   %d
+  record                 %d-byte value, key %s
+  linger                 %s
+  batch max bytes        %d
+  compression            %s
+  max buffered records   %d per producer
+  max buffered bytes     %s
+  partitioner            %s
+  record retries         %s
+  delivery timeout       %s
+  produce req timeout    %v
+  rate                   %s
+  stop                   %s (flush timeout %v)
+  verify                 %t
+`, s.Producers, s.Topic, s.Partitions, strings.Join(s.Brokers, ","), s.FranzGo, s.Idempotent, s.Acks,
+		s.MaxInFlight, s.RecordSize, s.Key, linger, s.BatchMaxBytes, s.Compression, s.MaxBufferedRecords,
+		s.MaxBufferedBytes, s.Partitioner, s.RecordRetries, s.DeliveryTimeout, s.ProduceTimeout, rate, stop,
+		s.FlushTimeout, s.Verify)
+	return err
+}

@@ -1,0 +1,115 @@
+package loadgen
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestZeroConfigGetsDefaults(t *testing.T) {
+	s, err := Config{}.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{
+		Brokers: []string{DefaultBroker}, Topic: DefaultTopic, Partitions: 16, Producers: 16,
+		Idempotent: false, Acks: "all", MaxInFlight: 1, RecordSize: 100, Key: "nil",
+		Linger: 5 * time.Millisecond, BatchMaxBytes: 1_000_012, Compression: "none",
+		MaxBufferedRecords: 100_000, MaxBufferedBytes: "unlimited", Partitioner: "roundrobin",
+		RecordRetries: "unlimited", DeliveryTimeout: "none", ProduceTimeout: 10 * time.Second,
+		FlushTimeout: 60 * time.Second, FranzGo: s.FranzGo,
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("settings\n%+v\nwant\n%+v", s, want)
+	}
+	if s, _ := (Config{Idempotent: true}).Settings(); s.MaxInFlight != 5 {
+		t.Fatalf("idempotent max in flight %d, want 5", s.MaxInFlight)
+	}
+	if s, _ := (Config{Linger: NoLinger}).Settings(); s.Linger != 0 {
+		t.Fatalf("NoLinger resolves to %v", s.Linger)
+	}
+}
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"record smaller than header": {RecordSize: ValueHeaderSize - 1},
+		"record larger than batch":   {RecordSize: 1000, BatchMaxBytes: 1000},
+		"batch below kgo minimum":    {BatchMaxBytes: 511},
+		"unknown compression":        {Compression: "brotli"},
+		"unknown partitioner":        {Partitioner: "hash"},
+		"negative partitions":        {Partitions: -1},
+		"negative producers":         {Producers: -3},
+		"negative rate":              {Rate: -1},
+		"negative records":           {Records: -1},
+		"negative duration":          {Duration: -time.Second},
+		"negative linger":            {Linger: -2},
+		"negative max buffered":      {MaxBufferedRecords: -1},
+	} {
+		if _, err := cfg.Settings(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if s, err := (Config{Compression: "ZSTD", Partitioner: "Sticky"}).Settings(); err != nil ||
+		s.Compression != "zstd" || s.Partitioner != "sticky" {
+		t.Fatalf("case-insensitive names: %+v, %v", s, err)
+	}
+}
+
+// The options must pin what Settings prints; kgo's own defaults differ (snappy, 10ms linger,
+// 50,000 buffered records, the uniform-bytes partitioner). kgo.NewClient does not connect.
+func TestProducerOptsPinKgoSettings(t *testing.T) {
+	for _, idempotent := range []bool{true, false} {
+		cfg, err := Config{Idempotent: idempotent, Linger: NoLinger}.normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(cfg.producerOpts(3)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for name, c := range map[string]struct{ got, want any }{
+			"compression":     {cl.OptValue(kgo.ProducerBatchCompression), []kgo.CompressionCodec{kgo.NoCompression()}},
+			"linger":          {cl.OptValue(kgo.ProducerLinger), time.Duration(0)},
+			"batch max bytes": {cl.OptValue(kgo.ProducerBatchMaxBytes), DefaultBatchMaxBytes},
+			"max buffered":    {cl.OptValue(kgo.MaxBufferedRecords), int64(DefaultMaxBufferedRecords)},
+			"acks":            {cl.OptValue(kgo.RequiredAcks), kgo.AllISRAcks()},
+			"not idempotent":  {cl.OptValue(kgo.DisableIdempotentWrite), !idempotent},
+			"produce timeout": {cl.OptValue(kgo.ProduceRequestTimeout), 10 * time.Second},
+			"client id":       {cl.OptValue(kgo.ClientID), "inlet-loadgen-3"},
+			"topic":           {cl.OptValue(kgo.DefaultProduceTopic), DefaultTopic},
+			"partitioner":     {reflect.TypeOf(cl.OptValue(kgo.RecordPartitioner)), reflect.TypeOf(kgo.RoundRobinPartitioner())},
+		} {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("idempotent %v: %s = %v, want %v", idempotent, name, c.got, c.want)
+			}
+		}
+		if !idempotent {
+			if got := cl.OptValue(kgo.MaxProduceRequestsInflightPerBroker); got != plainMaxInFlight {
+				t.Errorf("plain max in flight %v, want %d", got, plainMaxInFlight)
+			}
+		}
+	}
+}
+
+func TestSettingsWriteNamesEveryKgoSetting(t *testing.T) {
+	s, err := Config{Idempotent: true, Rate: 1000, Duration: time.Minute}.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"idempotent             true", "acks                   all",
+		"max in flight/broker   5", "linger                 5ms", "batch max bytes        1000012",
+		"compression            none", "max buffered records   100000 per producer",
+		"partitioner            roundrobin", "1000 records/s (open loop)", "after 1m0s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("settings output lacks %q:\n%s", want, b.String())
+		}
+	}
+}

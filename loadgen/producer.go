@@ -1,0 +1,170 @@
+package loadgen
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// producer is one kgo client sending records with dense sequence numbers. Its lifecycle runs on
+// one goroutine (send, then finish); kgo's promise goroutine for the client calls onResult.
+type producer struct {
+	index  uint32
+	client *kgo.Client
+	topic  string
+	start  time.Time // the run's start; latencies and intended send times are relative to it
+
+	// interval is the time between intended sends in nanoseconds, 0 for flat out; phase offsets
+	// this producer's schedule so that producers do not all send at the same instant.
+	interval float64
+	phase    time.Duration
+	quota    uint64 // records to send at most
+
+	sent      uint64 // sequence numbers 0..sent-1 were handed to kgo; owned by the lifecycle goroutine
+	acked     atomic.Uint64
+	failed    atomic.Uint64
+	ackedSeqs *Bitmap
+	latency   Histogram
+
+	errMu sync.Mutex
+	errs  map[string]uint64
+
+	flushedAt  time.Duration // since start: when Flush returned, i.e. the last ack or the abort
+	unresolved uint64        // sent records whose promise never came, even after Close
+
+	// free recycles sentRecords once kgo is done with them (after their promise), so that a
+	// flat-out run does not allocate a record and a value per send.
+	free    sync.Pool
+	promise func(*kgo.Record, error) // onResult, bound once so Produce does not allocate it
+}
+
+// sentRecord is a kgo.Record with what onResult needs to account for it. It reaches onResult as
+// the record's Context, which kgo carries untouched: a context whose Done is nil is never
+// treated as a cancellation signal (kgo's promisedRec.cancelingCtx), and Record.Timestamp cannot
+// carry the send time because kgo truncates it to milliseconds.
+type sentRecord struct {
+	rec      kgo.Record
+	buf      []byte
+	seq      uint64
+	intended time.Duration // since start
+}
+
+func (*sentRecord) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*sentRecord) Done() <-chan struct{}       { return nil }
+func (*sentRecord) Err() error                  { return nil }
+func (*sentRecord) Value(any) any               { return nil }
+
+func newProducer(index uint32, client *kgo.Client, topic string, recordSize int, quota uint64) *producer {
+	p := &producer{
+		index:     index,
+		client:    client,
+		topic:     topic,
+		quota:     min(quota, BitmapCapacity),
+		ackedSeqs: NewBitmap(),
+		errs:      make(map[string]uint64),
+	}
+	padding := Padding(recordSize)
+	p.free.New = func() any {
+		sr := &sentRecord{buf: make([]byte, recordSize)}
+		copy(sr.buf[ValueHeaderSize:], padding)
+		return sr
+	}
+	p.promise = p.onResult
+	return p
+}
+
+// send produces records until the quota is reached or stop is set. Produce blocks while the
+// client holds MaxBufferedRecords unacknowledged records: that is the flow control of a
+// flat-out run. ctx is the Produce context: cancelling it (the run's abort) fails what kgo has
+// not sent yet and unblocks a Produce waiting for buffer space.
+func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan struct{}) {
+	var timer *time.Timer
+	seq := uint64(0)
+	for ; seq < p.quota && !stop.Load(); seq++ {
+		var intended time.Duration
+		if p.interval > 0 {
+			intended = p.phase + time.Duration(float64(seq)*p.interval)
+			// Open loop: sleep only while ahead of schedule. A producer behind schedule (kgo
+			// blocked it, or a sleep overshot) sends at once, and the delay stays in the
+			// latency of the late records because it is measured from intended.
+			if wait := intended - time.Since(p.start); wait > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				select {
+				case <-timer.C:
+				case <-stopped:
+					timer.Stop()
+					p.sent = seq
+					return
+				}
+			}
+		} else {
+			// Flat out there is no schedule; the clock starts before Produce, so time spent
+			// blocked on a full buffer counts.
+			intended = time.Since(p.start)
+		}
+		sr := p.free.Get().(*sentRecord)
+		PutValueHeader(sr.buf, p.index, seq)
+		sr.seq = seq
+		sr.intended = intended
+		sr.rec = kgo.Record{Topic: p.topic, Value: sr.buf, Context: sr}
+		p.client.Produce(ctx, &sr.rec, p.promise)
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	p.sent = seq
+}
+
+// onResult is the promise of every record. kgo calls it serially per client, after which the
+// record is no longer kgo's. The acked bit is set before the counter is incremented: readers
+// that see the counter see the bit.
+func (p *producer) onResult(r *kgo.Record, err error) {
+	sr := r.Context.(*sentRecord)
+	if err != nil {
+		p.errMu.Lock()
+		p.errs[err.Error()]++
+		p.errMu.Unlock()
+		p.failed.Add(1)
+	} else {
+		latency := max(time.Since(p.start)-sr.intended, 0)
+		p.latency.Record(uint64(latency / time.Microsecond))
+		p.ackedSeqs.Set(sr.seq)
+		p.acked.Add(1)
+	}
+	p.free.Put(sr)
+}
+
+// finish waits for every sent record's ack, then closes the client. Flush returns early only if
+// ctx is cancelled (the run's flush timeout); Close then fails whatever kgo still holds.
+func (p *producer) finish(ctx context.Context) {
+	_ = p.client.Flush(ctx) // an error is the abort, already recorded by Run
+	p.flushedAt = time.Since(p.start)
+	p.client.Close()
+	// After an abort Close fails the leftover records, but their promises run on kgo's promise
+	// goroutine and may trail Close: give them a moment so the counts add up.
+	deadline := time.Now().Add(promiseDrainTimeout)
+	for p.acked.Load()+p.failed.Load() < p.sent && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if done := p.acked.Load() + p.failed.Load(); done < p.sent {
+		p.unresolved = p.sent - done
+	}
+}
+
+const promiseDrainTimeout = 10 * time.Second
+
+// errorCounts copies the error counts.
+func (p *producer) errorCounts(into map[string]uint64) {
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	for k, n := range p.errs {
+		into[k] += n
+	}
+}

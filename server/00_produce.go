@@ -1,0 +1,128 @@
+package server
+
+import (
+	"inlet/batchlog"
+	"inlet/wire"
+)
+
+// Produce v3-v12: magic-2 record batches only (v3+), acks 0, 1 and -1. On a single node acks=1
+// and acks=-1 both answer after the batch is fsynced; acks=0 answers nothing but is still
+// committed. v13 addresses topics by id and is not advertised.
+//
+// The path allocates nothing in steady state: the request is decoded by the hand-written
+// wire decoder into the pooled request's reused structs, batches stay slices of the frame
+// buffer until the committer copies them into the Pebble batch, and the response is encoded
+// into a pooled buffer (BenchmarkProducePath pins it).
+const produceKey = 0
+
+func init() {
+	register(api{key: produceKey, min: 3, max: 12})
+}
+
+// produceState is the reusable part of a request for the produce path.
+type produceState struct {
+	req   wire.ProduceRequest
+	resp  wire.ProduceResponse
+	log   batchlog.Request
+	where []respRef // where[i]: the response partition of log.Appends[i]
+	acks  int16
+}
+
+type respRef struct{ topic, partition int32 }
+
+func (s *Server) handleProduce(r *request) {
+	ps := &r.produce
+	frame := *r.buf
+	if err := ps.req.Decode(frame[r.hdr.BodyOffset:], r.hdr.APIVersion); err != nil {
+		s.protocolError(r, "bad produce request", err)
+		return
+	}
+	ps.resp.Reset()
+	ps.log.Appends = ps.log.Appends[:0]
+	ps.where = ps.where[:0]
+	ps.acks = ps.req.Acks
+	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
+	for ti := range ps.req.Topics {
+		rt := &ps.req.Topics[ti]
+		ot := ps.resp.AppendTopic(rt.Name)
+		var (
+			topic *batchlog.Topic
+			code  int16
+		)
+		if validAcks {
+			topic, code = s.topicFor(rt.Name, true)
+		}
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			op := ot.AppendPartition(rp.Index)
+			switch {
+			case !validAcks:
+				// ProduceRequest.validate: any acks other than -1, 0, 1 fails every partition.
+				op.ErrorCode = wire.ErrInvalidRequiredAcks
+				continue
+			case code != 0:
+				op.ErrorCode = code
+				continue
+			case rp.Index < 0 || int(rp.Index) >= len(topic.Partitions):
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
+				continue
+			}
+			h, vcode, msg := wire.ValidateProduceBatch(rp.Records, s.cfg.MaxMessageBytes)
+			if vcode == wire.ErrNone && (ps.req.TransactionalID != nil || h.IsTransactional()) {
+				// Transactions are not served yet; a transactional batch outside a
+				// transaction the broker knows is INVALID_TXN_STATE (KIP-890 verification).
+				vcode, msg = errInvalidTxnState, "transactions are not supported by this node yet"
+			}
+			if vcode != wire.ErrNone {
+				op.ErrorCode = vcode
+				op.ErrorMessage, op.HasErrorMessage = msg, true
+				continue
+			}
+			ps.log.Appends = append(ps.log.Appends, batchlog.Append{
+				Partition:     topic.Partitions[rp.Index],
+				Batch:         rp.Records,
+				ProducerID:    h.ProducerID,
+				ProducerEpoch: h.ProducerEpoch,
+				BaseSequence:  h.BaseSequence,
+				NumRecords:    h.NumRecords,
+			})
+			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
+		}
+	}
+	if ps.acks == 0 {
+		// No reply is ever written, but the slot must be passed so later replies can go.
+		r.c.reply(r.seq, nil)
+	}
+	if len(ps.log.Appends) == 0 {
+		r.produceCommitted(&ps.log)
+		return
+	}
+	s.blog.Submit(&ps.log)
+}
+
+// produceCommitted is the batch log's Done callback (bound once per pooled request). It runs
+// on the log's completer goroutine, after the group holding the request is durable.
+func (r *request) produceCommitted(lr *batchlog.Request) {
+	ps := &r.produce
+	c := r.c
+	s := c.s
+	for i := range lr.Appends {
+		a := &lr.Appends[i]
+		ref := ps.where[i]
+		op := &ps.resp.Topics[ref.topic].Partitions[ref.partition]
+		op.LogStartOffset = a.LogStartOffset
+		if a.Err != batchlog.ErrNone {
+			op.ErrorCode = a.Err
+			continue
+		}
+		op.BaseOffset = a.BaseOffset
+	}
+	if ps.acks == 0 {
+		s.release(r)
+		return
+	}
+	out := newReply(r.hdr.CorrelationID, r.hdr.APIVersion >= 9, 64+32*len(lr.Appends))
+	*out = ps.resp.AppendTo(*out, r.hdr.APIVersion)
+	wire.PatchFrameLength(*out)
+	s.finish(r, out)
+}

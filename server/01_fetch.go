@@ -1,0 +1,121 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch v4-v12. v4 brings isolation levels and the last stable offset, v5 the log start
+// offset, v7 fetch sessions (KIP-227: refused cleanly by always answering session id 0, which
+// clients take as "no session" and keep sending full requests), v11 rack ids (ignored: one
+// broker), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
+//
+// A fetch returns whole stored batches, starting with the batch that contains the fetch
+// offset, bounded by the high watermark (or the last stable offset for read_committed). It
+// waits up to MaxWaitMillis for MinBytes, on the log's commit notification, holding no
+// iterator while it waits.
+const fetchKey = 1
+
+func init() {
+	register(api{key: fetchKey, min: 4, max: 12, handle: handleFetch})
+}
+
+func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		// Take the notification channel before reading, so a commit that lands between the
+		// read and the wait still wakes us.
+		changed := s.blog.Changed()
+		resp, bytes, stop := s.fetchOnce(req)
+		if stop || bytes >= int(req.MinBytes) || s.draining.Load() {
+			return resp, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return resp, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			resp, _, _ = s.fetchOnce(req)
+			return resp, nil
+		}
+	}
+}
+
+// fetchOnce builds a response from what is committed now. stop is set when a partition
+// reports an error, which Kafka answers at once instead of waiting out MaxWaitMillis.
+func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, total int, stop bool) {
+	resp = req.ResponseKind().(*kmsg.FetchResponse)
+	resp.SessionID = 0
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = int(^uint32(0) >> 1)
+	}
+	for _, rt := range req.Topics {
+		ot := kmsg.NewFetchResponseTopic()
+		ot.Topic = rt.Topic
+		ot.TopicID = rt.TopicID
+		t, _ := s.blog.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewFetchResponseTopicPartition()
+			op.Partition = rp.Partition
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
+			op.PreferredReadReplica = -1
+			// Records is nullable on the wire, but Kafka always sends an empty (not null) set
+			// and librdkafka rejects a null one as a bad MessageSetSize.
+			op.RecordBatches = []byte{}
+			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				op.ErrorCode = errUnknownTopicOrPartition
+				ot.Partitions = append(ot.Partitions, op)
+				stop = true
+				continue
+			}
+			p := t.Partitions[rp.Partition]
+			hw := p.HighWatermark()
+			stable := s.lastStableOffset(p, req.IsolationLevel)
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = hw, stable, p.LogStartOffset()
+			limit := hw
+			if req.IsolationLevel == 1 {
+				limit = stable
+			}
+			switch {
+			case rp.FetchOffset < p.LogStartOffset() || rp.FetchOffset > hw:
+				op.ErrorCode = errOffsetOutOfRange
+				stop = true
+			case rp.FetchOffset < limit && total < maxBytes:
+				partMax := int(rp.PartitionMaxBytes)
+				if room := maxBytes - total; partMax > room {
+					partMax = room
+				}
+				// KIP-74: the first batch of the first partition with data is returned even
+				// when it is larger than the limits, so a consumer always makes progress.
+				includeFirst := total == 0
+				data, err := s.blog.ReadBatches(p, rp.FetchOffset, limit, partMax, includeFirst, op.RecordBatches)
+				if err != nil {
+					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode = errUnknownServerError
+					stop = true
+				}
+				op.RecordBatches = data
+				total += len(data)
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, total, stop
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/batchlog"
+	"inlet/wire"
+)
+
+// ListOffsets v0-v6: earliest (-2), latest (-1) and by timestamp (the first offset whose
+// record timestamp is >= the target, KIP-79), with read_committed bounded by the last stable
+// offset. v7's max-timestamp (-3, KIP-734) is not advertised yet.
+const listOffsetsKey = 2
+
+func init() {
+	register(api{key: listOffsetsKey, min: 0, max: 6, handle: handleListOffsets})
+}
+
+const (
+	listLatest   = -1
+	listEarliest = -2
+)
+
+func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewListOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t, _ := s.blog.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewListOffsetsResponseTopicPartition()
+			op.Partition = rp.Partition
+			op.Timestamp, op.Offset, op.LeaderEpoch = -1, -1, 0
+			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				op.ErrorCode = errUnknownTopicOrPartition
+				ot.Partitions = append(ot.Partitions, op)
+				continue
+			}
+			p := t.Partitions[rp.Partition]
+			stable := s.lastStableOffset(p, req.IsolationLevel)
+			switch rp.Timestamp {
+			case listLatest:
+				op.Offset = stable
+			case listEarliest:
+				op.Offset = p.LogStartOffset()
+			default:
+				off, ts, err := s.offsetForTimestamp(p, rp.Timestamp, stable)
+				if err != nil {
+					s.log.Error("list offsets by timestamp", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode = errUnknownServerError
+				}
+				op.Offset, op.Timestamp = off, ts
+			}
+			if req.Version == 0 {
+				// v0 answers a list of offsets (MaxNumOffsets of them, newest first); one
+				// segment here, so the answer is the single offset found.
+				if op.Offset >= 0 && rp.MaxNumOffsets > 0 {
+					op.OldStyleOffsets = []int64{op.Offset}
+				}
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}
+
+// lastStableOffset bounds reads: the high watermark for read_uncommitted, the LSO for
+// read_committed (equal until transactions are served).
+func (s *Server) lastStableOffset(p *batchlog.Partition, isolation int8) int64 {
+	return p.HighWatermark()
+}
+
+var errStopScan = errors.New("found")
+
+// offsetForTimestamp scans the partition's batches from the log start for the first record
+// whose timestamp is >= target. Batches whose max timestamp is below the target are skipped
+// without decoding. It answers (-1, -1) when no record qualifies, as Kafka does.
+func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) (int64, int64, error) {
+	const chunk = 4 << 20
+	var (
+		buf     []byte
+		scratch []byte
+		err     error
+	)
+	for from := p.LogStartOffset(); from < limit; {
+		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
+		if err != nil {
+			return -1, -1, err
+		}
+		if len(buf) == 0 {
+			break
+		}
+		for b := buf; len(b) >= wire.RecordBatchOverhead; {
+			n := 12 + int(binary.BigEndian.Uint32(b[8:12]))
+			if n > len(b) {
+				return -1, -1, errors.New("stored batch truncated")
+			}
+			batch := b[:n]
+			b = b[n:]
+			h, herr := wire.ParseBatchHeader(batch)
+			if herr != nil {
+				return -1, -1, herr
+			}
+			from = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+			if h.MaxTimestamp < target {
+				continue
+			}
+			if h.TimestampType() == 1 {
+				// LogAppendTime: every record carries the batch's max timestamp.
+				return h.BaseOffset, h.MaxTimestamp, nil
+			}
+			var foundOff, foundTS int64
+			scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
+				if ts := h.FirstTimestamp + rec.TimestampDelta; ts >= target {
+					foundOff, foundTS = h.BaseOffset+int64(rec.OffsetDelta), ts
+					return errStopScan
+				}
+				return nil
+			})
+			if errors.Is(err, errStopScan) {
+				return foundOff, foundTS, nil
+			}
+			if err != nil {
+				return -1, -1, err
+			}
+		}
+	}
+	return -1, -1, nil
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/batchlog"
+)
+
+// Metadata v0-v12. The node presents itself as a one-broker cluster that leads every
+// partition (leader epoch 0, replicas and ISR = itself). v10+ carries topic ids; requests by
+// topic id alone (v12) are answered UNKNOWN_TOPIC_ID for ids that are not known.
+const metadataKey = 3
+
+func init() {
+	register(api{key: metadataKey, min: 0, max: 12, handle: handleMetadata})
+}
+
+// authorizedOperationsOmitted is Integer.MIN_VALUE: "not requested".
+const authorizedOperationsOmitted = -2147483648
+
+func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.advHost, s.advPort
+	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	cid := s.blog.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = s.cfg.NodeID
+	resp.AuthorizedOperations = authorizedOperationsOmitted
+
+	// v0: an empty list means every topic. v1+: null means every topic, empty means none.
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range s.blog.Topics() {
+			resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t))
+		}
+		return resp, nil
+	}
+	// Before v4 there is no AllowAutoTopicCreation field and brokers auto-create.
+	create := req.Version < 4 || req.AllowAutoTopicCreation
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = 100 // UNKNOWN_TOPIC_ID
+			for _, t := range s.blog.Topics() {
+				if t.ID == rt.TopicID {
+					mt = s.metadataTopic(t.Name, 0, t)
+				}
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		t, code := s.topicFor([]byte(*rt.Topic), create)
+		if t == nil {
+			resp.Topics = append(resp.Topics, s.metadataTopic(*rt.Topic, code, nil))
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t))
+	}
+	return resp, nil
+}
+
+// metadataTopic describes t, or reports code for a topic that could not be found or made.
+func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	n := name
+	mt.Topic = &n
+	mt.ErrorCode = code
+	mt.AuthorizedOperations = authorizedOperationsOmitted
+	if t == nil {
+		return mt
+	}
+	mt.TopicID = t.ID
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Index
+		mp.Leader = s.cfg.NodeID
+		mp.LeaderEpoch = 0
+		mp.Replicas = []int32{s.cfg.NodeID}
+		mp.ISR = []int32{s.cfg.NodeID}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

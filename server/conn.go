@@ -1,0 +1,253 @@
+package server
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"inlet/wire"
+)
+
+// conn is one client connection.
+//
+// Framing runs on the connection's gnet loop; everything else runs on a worker goroutine that
+// exists while the connection has queued requests, so requests of one connection are decoded
+// and submitted in arrival order (idempotent sequences depend on it) and CRC checks, decoding
+// and long polls never run on a loop.
+//
+// Kafka clients require replies in request order per connection; gnet keeps none. Each request
+// takes a sequence number when it is framed; a reply is written when every earlier one has
+// been written or skipped (acks=0 produce takes a slot that is never written).
+type conn struct {
+	s  *Server
+	gc gnet.Conn
+
+	// loop-owned
+	nextSeq uint64
+	partial *request // a frame whose bytes have not all arrived yet
+	filled  int      // bytes of partial's frame copied so far
+
+	qmu     sync.Mutex
+	queue   []*request // queue[qhead:] waits for the worker
+	qhead   int
+	running bool
+
+	wmu      sync.Mutex
+	writeSeq uint64
+	slots    []slot // slots[i] holds the reply of request writeSeq+i
+	closed   bool
+}
+
+type slot struct {
+	ready bool
+	out   *[]byte // nil: nothing to write
+}
+
+// request is one framed request and the state its handling reuses; pooled.
+type request struct {
+	c    *conn
+	seq  uint64
+	buf  *[]byte // the frame without its length prefix; valid until release
+	size int64   // bytes held against the in-flight budget
+	hdr  wire.RequestHeader
+
+	produce produceState
+}
+
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+func getRequest() *request {
+	r := requestPool.Get().(*request)
+	if r.produce.log.Done == nil {
+		// Bound once per pooled request, so submitting allocates no closure.
+		r.produce.log.Done = r.produceCommitted
+	}
+	return r
+}
+
+func newConn(s *Server, gc gnet.Conn) *conn { return &conn{s: s, gc: gc} }
+
+// frames copies every complete request out of gnet's buffer (and the start of an incomplete
+// one into its own buffer, so gnet's buffer never has to hold a large frame) and queues it.
+// It runs on the event loop; it may wait for in-flight budget, which is how backpressure
+// reaches TCP.
+func (c *conn) frames() gnet.Action {
+	s := c.s
+	for !s.draining.Load() {
+		if c.partial != nil {
+			frame := *c.partial.buf
+			n, _ := c.gc.Read(frame[c.filled:])
+			c.filled += n
+			if c.filled < len(frame) {
+				return gnet.None
+			}
+			r := c.partial
+			c.partial = nil
+			c.enqueue(r)
+			continue
+		}
+		if c.gc.InboundBuffered() < 4 {
+			return gnet.None
+		}
+		p, err := c.gc.Peek(4)
+		if err != nil {
+			return gnet.None
+		}
+		size := int(int32(binary.BigEndian.Uint32(p)))
+		// A request header is at least api key, version and correlation id (8 bytes). The
+		// maximum is checked before anything is allocated (kafka-proxy's MaxRequestSize).
+		if size < 8 || size > s.cfg.MaxRequestBytes {
+			s.badFrames.Add(1)
+			s.log.Warn("closing connection: bad request size", "remote", c.gc.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+			return gnet.Close
+		}
+		_, _ = c.gc.Discard(4)
+		s.budget.acquire(int64(4 + size))
+		s.inflight.Add(1)
+		r := getRequest()
+		r.c, r.seq, r.size = c, c.nextSeq, int64(4+size)
+		c.nextSeq++
+		r.buf = getBuf(size)
+		c.partial, c.filled = r, 0
+	}
+	return gnet.None
+}
+
+func (c *conn) enqueue(r *request) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, r)
+	start := !c.running
+	c.running = true
+	c.qmu.Unlock()
+	if start {
+		go c.work()
+	}
+}
+
+// work handles queued requests in order and exits when the queue is empty.
+func (c *conn) work() {
+	for {
+		c.qmu.Lock()
+		if c.qhead == len(c.queue) {
+			c.queue, c.qhead = c.queue[:0], 0
+			c.running = false
+			c.qmu.Unlock()
+			return
+		}
+		r := c.queue[c.qhead]
+		c.queue[c.qhead] = nil
+		c.qhead++
+		c.qmu.Unlock()
+		c.s.handle(r)
+	}
+}
+
+// reply fills r's slot (out == nil: nothing to write) and writes every reply that is now
+// next in order.
+func (c *conn) reply(seq uint64, out *[]byte) {
+	c.wmu.Lock()
+	i := int(seq - c.writeSeq)
+	for len(c.slots) <= i {
+		c.slots = append(c.slots, slot{})
+	}
+	c.slots[i] = slot{ready: true, out: out}
+	n := 0
+	for n < len(c.slots) && c.slots[n].ready {
+		n++
+	}
+	if n == 0 {
+		c.wmu.Unlock()
+		return
+	}
+	// Writes are queued to the loop while wmu is held, so they reach the socket in order.
+	var outs []*[]byte
+	for _, sl := range c.slots[:n] {
+		if sl.out != nil {
+			outs = append(outs, sl.out)
+		}
+	}
+	copy(c.slots, c.slots[n:])
+	for j := len(c.slots) - n; j < len(c.slots); j++ {
+		c.slots[j] = slot{}
+	}
+	c.slots = c.slots[:len(c.slots)-n]
+	c.writeSeq += uint64(n)
+	if c.closed || len(outs) == 0 {
+		c.wmu.Unlock()
+		for _, o := range outs {
+			putBuf(o)
+		}
+		return
+	}
+	var err error
+	if len(outs) == 1 {
+		o := outs[0]
+		err = c.gc.AsyncWrite(*o, func(gnet.Conn, error) error { putBuf(o); return nil })
+	} else {
+		bs := make([][]byte, len(outs))
+		for j, o := range outs {
+			bs[j] = *o
+		}
+		err = c.gc.AsyncWritev(bs, func(gnet.Conn, error) error {
+			for _, o := range outs {
+				putBuf(o)
+			}
+			return nil
+		})
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		// The loop is gone (shutdown); the callback will not run.
+		for _, o := range outs {
+			putBuf(o)
+		}
+	}
+}
+
+func (c *conn) markClosed() {
+	c.wmu.Lock()
+	c.closed = true
+	for _, sl := range c.slots {
+		if sl.out != nil {
+			putBuf(sl.out)
+		}
+	}
+	c.slots = nil
+	c.wmu.Unlock()
+	// Requests already queued are still handled (a produce that was read is committed), but
+	// their replies go nowhere; nothing new arrives after OnClose.
+	if c.partial != nil {
+		// OnClose runs on the loop, which owns partial.
+		r := c.partial
+		c.partial = nil
+		c.s.release(r)
+	}
+}
+
+// close closes the connection from a worker (protocol error). Later replies are dropped.
+func (c *conn) close() { _ = c.gc.Close() }
+
+// release returns a finished request's buffer and budget. Its reply slot must have been
+// filled already.
+func (s *Server) release(r *request) {
+	s.budget.release(r.size)
+	putBuf(r.buf)
+	r.buf = nil
+	r.c = nil
+	requestPool.Put(r)
+	s.inflight.Done()
+}
+
+// finish fills r's reply slot with out (nil: no reply) and releases r.
+func (s *Server) finish(r *request, out *[]byte) {
+	r.c.reply(r.seq, out)
+	s.release(r)
+}
+
+// newReply starts a reply frame: length placeholder and response header.
+func newReply(correlationID int32, flexible bool, sizeHint int) *[]byte {
+	out := getBuf(sizeHint)
+	*out = wire.AppendResponseHeader((*out)[:0], correlationID, flexible)
+	return out
+}

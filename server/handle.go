@@ -1,0 +1,104 @@
+package server
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
+)
+
+// api is one served API key: the versions advertised in ApiVersions and its handler. Every
+// file named NN_name.go registers one in init, stating the versions it serves and why.
+type api struct {
+	key      int16
+	min, max int16
+	// handle answers a decoded request; nil for APIs with a hand-written path (produce).
+	handle func(s *Server, r *request, req kmsg.Request) (kmsg.Response, error)
+}
+
+var apis = map[int16]api{}
+
+func register(a api) {
+	if _, dup := apis[a.key]; dup {
+		panic(fmt.Sprintf("BUG: server: api key %d registered twice", a.key))
+	}
+	apis[a.key] = a
+}
+
+// SupportedAPIs lists the served API keys and versions, sorted by key: what ApiVersions
+// advertises (the README's table is checked against it).
+func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for _, a := range apis {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}
+
+// handle runs on the connection's worker goroutine.
+func (s *Server) handle(r *request) {
+	frame := *r.buf
+	hdr, err := wire.ParseRequestHeader(frame)
+	if err != nil {
+		s.protocolError(r, "bad request header", err)
+		return
+	}
+	r.hdr = hdr
+	a, ok := apis[hdr.APIKey]
+	if !ok || hdr.APIVersion < a.min || hdr.APIVersion > a.max {
+		if hdr.APIKey == apiVersionsKey {
+			// KIP-511: an ApiVersions version the broker does not know is answered at v0 with
+			// UNSUPPORTED_VERSION and the broker's ranges, so the client can pick one.
+			s.finish(r, apiVersionsUnsupported(hdr.CorrelationID))
+			return
+		}
+		// Kafka closes the connection on an unknown API or version (SocketServer).
+		s.protocolError(r, "unsupported api or version", fmt.Errorf("api key %d version %d", hdr.APIKey, hdr.APIVersion))
+		return
+	}
+	if hdr.APIKey == produceKey {
+		s.handleProduce(r)
+		return
+	}
+	req := kmsg.RequestForKey(hdr.APIKey)
+	req.SetVersion(hdr.APIVersion)
+	if err := req.ReadFrom(frame[hdr.BodyOffset:]); err != nil {
+		s.protocolError(r, "bad request body", err)
+		return
+	}
+	resp, err := a.handle(s, r, req)
+	if err != nil {
+		s.protocolError(r, "request refused", err)
+		return
+	}
+	s.finish(r, encodeResponse(hdr, resp))
+}
+
+func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *[]byte {
+	resp.SetVersion(hdr.APIVersion)
+	// ApiVersions responses always use header v0 (KIP-511), whatever the request's version.
+	flexible := resp.IsFlexible() && hdr.APIKey != apiVersionsKey
+	out := newReply(hdr.CorrelationID, flexible, 4096)
+	*out = resp.AppendTo(*out)
+	wire.PatchFrameLength(*out)
+	return out
+}
+
+// protocolError closes the connection (the first tier of errors: the stream cannot be
+// trusted any more), counts it and logs a short description.
+func (s *Server) protocolError(r *request, what string, err error) {
+	s.badFrames.Add(1)
+	frame := *r.buf
+	snippet := frame
+	if len(snippet) > 32 {
+		snippet = snippet[:32]
+	}
+	s.log.Warn("closing connection: "+what, "remote", r.c.gc.RemoteAddr().String(), "err", err, "frame", fmt.Sprintf("%q", snippet))
+	r.c.close()
+	s.finish(r, nil)
+}

@@ -1,0 +1,236 @@
+// Package server speaks the Kafka protocol on gnet event loops and hands requests to the batch
+// log. One file per API key (00_produce.go, 01_fetch.go, ...) in the manner of franz-go's kfake.
+//
+// Hot path (DESIGN.md): gnet loop frames a request and copies it once into a pooled buffer
+// (conn.go) -> the connection's worker decodes and validates it off the loop (00_produce.go) ->
+// the batch log's committer assigns offsets and commits a synced group (batchlog) -> the
+// completer's Done callback encodes the reply -> replies leave in request order (conn.go).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"inlet/batchlog"
+)
+
+// Config holds the server's settings; zero values take the documented defaults.
+type Config struct {
+	Listen            string // host:port; default 127.0.0.1:9092 (port 0 picks one)
+	Advertise         string // host:port put in Metadata; default the bound address
+	NodeID            int32  // default 1
+	Workers           int    // gnet event loops; default the number of CPUs
+	DefaultPartitions int    // partitions of auto-created topics; default 16
+	AutoCreateTopics  bool
+	MaxRequestBytes   int   // largest request frame accepted; default 100 MiB
+	MaxMessageBytes   int   // largest record batch; default 1 MiB + 12 (Kafka's message.max.bytes)
+	InflightBudget    int64 // bytes read but not yet answered; default 256 MiB
+	Logger            *slog.Logger
+}
+
+const (
+	defaultMaxRequestBytes = 100 << 20
+	defaultMaxMessageBytes = 1048588
+	defaultInflightBudget  = 256 << 20
+)
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:9092"
+	}
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 16
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = defaultMaxRequestBytes
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if c.InflightBudget <= 0 {
+		c.InflightBudget = defaultInflightBudget
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server is one Inlet node's Kafka listener.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg    Config
+	log    *slog.Logger
+	blog   *batchlog.Log
+	budget *budget
+
+	eng       gnet.Engine
+	booted    chan struct{}
+	runErr    chan error
+	addr      *net.TCPAddr
+	advHost   string
+	advPort   int32
+	draining  atomic.Bool
+	inflight  sync.WaitGroup // frames read and not yet answered
+	conns     atomic.Int64
+	badFrames atomic.Int64
+
+	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
+}
+
+// Start listens and serves until Shutdown. It returns once the listener is bound.
+func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
+	cfg.setDefaults()
+	s := &Server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		blog:   blog,
+		budget: newBudget(cfg.InflightBudget),
+		booted: make(chan struct{}),
+		runErr: make(chan error, 1),
+	}
+	opts := []gnet.Option{
+		gnet.WithMulticore(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReuseAddr(true),
+		gnet.WithLogger(gnetLogger{s.log}),
+	}
+	if cfg.Workers > 0 {
+		opts = append(opts, gnet.WithNumEventLoop(cfg.Workers))
+	}
+	go func() { s.runErr <- gnet.Run(s, "tcp://"+cfg.Listen, opts...) }()
+	select {
+	case <-s.booted:
+	case err := <-s.runErr:
+		return nil, fmt.Errorf("server: listen %s: %w", cfg.Listen, err)
+	}
+	if err := s.resolveAddr(); err != nil {
+		_ = s.eng.Stop(context.Background())
+		return nil, err
+	}
+	s.log.Info("listening", "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
+	return s, nil
+}
+
+// resolveAddr learns the bound port (the listen address may ask for port 0) from a duplicate
+// of the listener's descriptor, and settles the advertised address.
+func (s *Server) resolveAddr() error {
+	fd, err := s.eng.Dup()
+	if err != nil {
+		return fmt.Errorf("server: listener address: %w", err)
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return fmt.Errorf("server: listener address: %w", err)
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	case *unix.SockaddrInet6:
+		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	default:
+		return fmt.Errorf("server: unexpected listener address %T", sa)
+	}
+	adv := s.cfg.Advertise
+	if adv == "" {
+		adv = s.addr.String()
+	}
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		return fmt.Errorf("server: --advertise %q: %w", adv, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("server: --advertise %q: bad port", adv)
+	}
+	s.advHost, s.advPort = host, int32(p)
+	return nil
+}
+
+// Addr is the bound listener address.
+func (s *Server) Addr() string { return s.addr.String() }
+
+// Shutdown drains: it stops reading new requests and refuses new connections, waits until
+// every request already read has been committed and answered (or ctx ends), then closes the
+// listener and every connection. The caller closes the batch log afterwards.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+		// Replies are queued to the loops with AsyncWritev; give them a moment to reach the
+		// sockets before the loops close the connections.
+		time.Sleep(50 * time.Millisecond)
+	case <-ctx.Done():
+		err = fmt.Errorf("server: drain: %w", ctx.Err())
+	}
+	if stopErr := s.eng.Stop(context.Background()); stopErr != nil && err == nil && !errors.Is(stopErr, context.Canceled) {
+		err = stopErr
+	}
+	<-s.runErr
+	return err
+}
+
+// OnBoot records the engine.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	close(s.booted)
+	return gnet.None
+}
+
+// OnOpen attaches the connection state; while draining, new connections are closed at once.
+func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if s.draining.Load() {
+		return nil, gnet.Close
+	}
+	gc.SetContext(newConn(s, gc))
+	s.conns.Add(1)
+	return nil, gnet.None
+}
+
+// OnClose marks the connection closed; requests still in flight finish and drop their replies.
+func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+	if c, ok := gc.Context().(*conn); ok {
+		c.markClosed()
+		s.conns.Add(-1)
+	}
+	return gnet.None
+}
+
+// OnTraffic frames requests; see conn.frames.
+func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.Close
+	}
+	return c.frames()
+}
+
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(string, ...any)    {}
+func (g gnetLogger) Infof(string, ...any)     {}
+func (g gnetLogger) Warnf(f string, a ...any) { g.l.Warn(fmt.Sprintf("gnet: "+f, a...)) }
+func (g gnetLogger) Errorf(f string, a ...any) {
+	g.l.Error(fmt.Sprintf("gnet: "+f, a...))
+}
+func (g gnetLogger) Fatalf(f string, a ...any) {
+	g.l.Error(fmt.Sprintf("gnet: "+f, a...))
+	panic(fmt.Sprintf("gnet: "+f, a...))
+}
