@@ -199,7 +199,7 @@ func (s *gatedStore) gate(i int) chan struct{} {
 func (s *gatedStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte) ([]byte, error) {
 	return dst, nil
 }
-func (s *gatedStore) close() error                 { return nil }
+func (s *gatedStore) close() error                  { return nil }
 func (g *gatedGroup) setData(uint32, int64, []byte) {}
 func (g *gatedGroup) set(_, _ []byte)               {}
 func (g *gatedGroup) apply() error {
@@ -272,7 +272,7 @@ type failingStore struct{ discardStore }
 type failingGroup struct{ discardGroup }
 
 func (failingStore) newGroup(int) group { return failingGroup{} }
-func (failingGroup) wait() error       { return errSync }
+func (failingGroup) wait() error        { return errSync }
 
 var errSync = &syncError{}
 
