@@ -68,7 +68,7 @@ type groupScratch struct {
 	gen       uint64
 	producers []producerKey
 	touched   map[producerKey]uint64
-	kv        []byte
+	key, kv   []byte // the store copies keys and values on set, so one buffer serves all
 }
 
 func (l *Log) commitGroup(reqs []*Request, bytes int) {
@@ -99,19 +99,21 @@ func (l *Log) commitGroup(reqs []*Request, bytes int) {
 			l.commitAppend(g, pg, &r.Appends[i])
 		}
 	}
+	if cap(s.key) < producerKeyLen {
+		s.key = make([]byte, producerKeyLen)
+	}
 	for _, adv := range pg.advances {
-		var k [highKeyLen]byte
-		putHighKey(k[:], adv.p.ID)
-		v := binary.BigEndian.AppendUint64(s.kv[:0], uint64(adv.hw))
-		v = binary.BigEndian.AppendUint64(v, uint64(adv.p.logStart.Load()))
-		g.set(k[:], v)
-		s.kv = v
+		k := s.key[:highKeyLen]
+		putHighKey(k, adv.p.ID)
+		s.kv = binary.BigEndian.AppendUint64(s.kv[:0], uint64(adv.hw))
+		s.kv = binary.BigEndian.AppendUint64(s.kv, uint64(adv.p.logStart.Load()))
+		g.set(k, s.kv)
 	}
 	for _, pk := range s.producers {
-		var k [producerKeyLen]byte
-		putProducerKey(k[:], pk.id, pk.partition)
+		k := s.key[:producerKeyLen]
+		putProducerKey(k, pk.id, pk.partition)
 		s.kv = l.producers[pk].AppendBinary(s.kv[:0])
-		g.set(k[:], s.kv)
+		g.set(k, s.kv)
 	}
 	if err := g.apply(); err != nil {
 		l.fail(fmt.Errorf("apply group: %w", err))

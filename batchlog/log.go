@@ -171,8 +171,9 @@ type Log struct {
 	scratch   groupScratch
 	free      chan *pendingGroup
 
-	notifyMu sync.Mutex
-	notifyCh chan struct{}
+	notifyMu    sync.Mutex
+	notifyCh    chan struct{}
+	notifyTaken bool // someone may be waiting on notifyCh: replace it at the next advance
 }
 
 // pendingGroup is an applied group awaiting its sync.
@@ -224,7 +225,7 @@ func Open(opts Options) (*Log, error) {
 			return nil, fmt.Errorf("batchlog: open %s: %w", opts.Dir, err)
 		}
 		l.db = db
-		l.store = &pebbleStore{db: db}
+		l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
 		if err := l.recover(); err != nil {
 			db.Close()
 			return nil, err
@@ -540,14 +541,19 @@ func (l *Log) Close() error {
 func (l *Log) Changed() <-chan struct{} {
 	l.notifyMu.Lock()
 	ch := l.notifyCh
+	l.notifyTaken = true
 	l.notifyMu.Unlock()
 	return ch
 }
 
+// notify wakes the waiters of Changed. A commit with no waiter allocates nothing.
 func (l *Log) notify() {
 	l.notifyMu.Lock()
-	close(l.notifyCh)
-	l.notifyCh = make(chan struct{})
+	if l.notifyTaken {
+		close(l.notifyCh)
+		l.notifyCh = make(chan struct{})
+		l.notifyTaken = false
+	}
 	l.notifyMu.Unlock()
 }
 

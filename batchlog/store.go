@@ -35,19 +35,27 @@ type group interface {
 
 // pebbleStore keeps the log in Pebble.
 type pebbleStore struct {
-	db *pebble.DB
+	db   *pebble.DB
+	free chan *pebbleGroup
 }
 
 type pebbleGroup struct {
-	db *pebble.DB
-	b  *pebble.Batch
+	s *pebbleStore
+	b *pebble.Batch
 }
 
 func (s *pebbleStore) newGroup(sizeHint int) group {
 	// Pre-size the batch so appending record data never regrows (and re-copies) it.
 	// Pebble pools batches; retaining buffers up to a full group keeps steady-state commits
 	// from allocating a fresh multi-megabyte buffer each time.
-	return &pebbleGroup{db: s.db, b: s.db.NewBatchWithSize(sizeHint+4096, pebble.WithMaxRetainedSizeBytes(64<<20))}
+	var g *pebbleGroup
+	select {
+	case g = <-s.free:
+	default:
+		g = &pebbleGroup{s: s}
+	}
+	g.b = s.db.NewBatchWithSize(sizeHint+4096, pebble.WithMaxRetainedSizeBytes(64<<20))
+	return g
 }
 
 func (g *pebbleGroup) setData(partition uint32, baseOffset int64, batch []byte) {
@@ -61,11 +69,18 @@ func (g *pebbleGroup) setData(partition uint32, baseOffset int64, batch []byte) 
 
 func (g *pebbleGroup) set(key, value []byte) { _ = g.b.Set(key, value, nil) }
 
-func (g *pebbleGroup) apply() error { return g.db.ApplyNoSyncWait(g.b, pebble.Sync) }
+func (g *pebbleGroup) apply() error { return g.s.db.ApplyNoSyncWait(g.b, pebble.Sync) }
 
 func (g *pebbleGroup) wait() error { return g.b.SyncWait() }
 
-func (g *pebbleGroup) release() { _ = g.b.Close() }
+func (g *pebbleGroup) release() {
+	_ = g.b.Close()
+	g.b = nil
+	select {
+	case g.s.free <- g:
+	default:
+	}
+}
 
 func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
 	lower := dataKey(partition, 0)

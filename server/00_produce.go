@@ -122,7 +122,7 @@ func (r *request) produceCommitted(lr *batchlog.Request) {
 		return
 	}
 	out := newReply(r.hdr.CorrelationID, r.hdr.APIVersion >= 9, 64+32*len(lr.Appends))
-	*out = ps.resp.AppendTo(*out, r.hdr.APIVersion)
-	wire.PatchFrameLength(*out)
+	out.b = ps.resp.AppendTo(out.b, r.hdr.APIVersion)
+	wire.PatchFrameLength(out.b)
 	s.finish(r, out)
 }

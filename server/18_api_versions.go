@@ -22,13 +22,13 @@ func handleAPIVersions(s *Server, r *request, req kmsg.Request) (kmsg.Response, 
 }
 
 // apiVersionsUnsupported is the v0 reply to an ApiVersions version above 4.
-func apiVersionsUnsupported(correlationID int32) *[]byte {
+func apiVersionsUnsupported(correlationID int32) *outBuf {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = 35 // UNSUPPORTED_VERSION
 	resp.ApiKeys = SupportedAPIs()
 	out := newReply(correlationID, false, 1024)
-	*out = resp.AppendTo(*out)
-	wire.PatchFrameLength(*out)
+	out.b = resp.AppendTo(out.b)
+	wire.PatchFrameLength(out.b)
 	return out
 }

@@ -35,13 +35,50 @@ type conn struct {
 
 	wmu      sync.Mutex
 	writeSeq uint64
-	slots    []slot // slots[i] holds the reply of request writeSeq+i
+	slots    []slot    // slots[i] holds the reply of request writeSeq+i
+	outs     []*outBuf // scratch for reply
 	closed   bool
 }
 
 type slot struct {
 	ready bool
-	out   *[]byte // nil: nothing to write
+	out   *outBuf // nil: nothing to write
+}
+
+// outBuf is a reply frame on its way to the socket. Its written callback (bound once, when the
+// pool makes it) returns it to the pool, so queuing a reply allocates no closure.
+type outBuf struct {
+	b       []byte
+	written gnet.AsyncCallback
+}
+
+var outPool sync.Pool
+
+func init() {
+	outPool.New = func() any {
+		ob := new(outBuf)
+		ob.written = func(gnet.Conn, error) error { putOut(ob); return nil }
+		return ob
+	}
+}
+
+// maxPooledReply keeps the occasional huge fetch reply from being pinned by the pool.
+const maxPooledReply = 1 << 20
+
+func getOut(sizeHint int) *outBuf {
+	ob := outPool.Get().(*outBuf)
+	if cap(ob.b) < sizeHint {
+		ob.b = make([]byte, 0, sizeHint)
+	}
+	ob.b = ob.b[:0]
+	return ob
+}
+
+func putOut(ob *outBuf) {
+	if cap(ob.b) > maxPooledReply {
+		ob.b = nil
+	}
+	outPool.Put(ob)
 }
 
 // request is one framed request and the state its handling reuses; pooled.
@@ -145,7 +182,7 @@ func (c *conn) work() {
 
 // reply fills r's slot (out == nil: nothing to write) and writes every reply that is now
 // next in order.
-func (c *conn) reply(seq uint64, out *[]byte) {
+func (c *conn) reply(seq uint64, out *outBuf) {
 	c.wmu.Lock()
 	i := int(seq - c.writeSeq)
 	for len(c.slots) <= i {
@@ -161,12 +198,13 @@ func (c *conn) reply(seq uint64, out *[]byte) {
 		return
 	}
 	// Writes are queued to the loop while wmu is held, so they reach the socket in order.
-	var outs []*[]byte
+	outs := c.outs[:0]
 	for _, sl := range c.slots[:n] {
 		if sl.out != nil {
 			outs = append(outs, sl.out)
 		}
 	}
+	c.outs = outs
 	copy(c.slots, c.slots[n:])
 	for j := len(c.slots) - n; j < len(c.slots); j++ {
 		c.slots[j] = slot{}
@@ -174,35 +212,39 @@ func (c *conn) reply(seq uint64, out *[]byte) {
 	c.slots = c.slots[:len(c.slots)-n]
 	c.writeSeq += uint64(n)
 	if c.closed || len(outs) == 0 {
-		c.wmu.Unlock()
 		for _, o := range outs {
-			putBuf(o)
+			putOut(o)
 		}
+		clear(c.outs)
+		c.wmu.Unlock()
 		return
 	}
 	var err error
+	var multi []*outBuf
 	if len(outs) == 1 {
-		o := outs[0]
-		err = c.gc.AsyncWrite(*o, func(gnet.Conn, error) error { putBuf(o); return nil })
+		err = c.gc.AsyncWrite(outs[0].b, outs[0].written)
 	} else {
-		bs := make([][]byte, len(outs))
-		for j, o := range outs {
-			bs[j] = *o
+		// Several replies became writable at once (an earlier slow one finished): one writev.
+		multi = append([]*outBuf(nil), outs...)
+		bs := make([][]byte, len(multi))
+		for j, o := range multi {
+			bs[j] = o.b
 		}
 		err = c.gc.AsyncWritev(bs, func(gnet.Conn, error) error {
-			for _, o := range outs {
-				putBuf(o)
+			for _, o := range multi {
+				putOut(o)
 			}
 			return nil
 		})
 	}
-	c.wmu.Unlock()
 	if err != nil {
 		// The loop is gone (shutdown); the callback will not run.
 		for _, o := range outs {
-			putBuf(o)
+			putOut(o)
 		}
 	}
+	clear(c.outs)
+	c.wmu.Unlock()
 }
 
 func (c *conn) markClosed() {
@@ -210,7 +252,7 @@ func (c *conn) markClosed() {
 	c.closed = true
 	for _, sl := range c.slots {
 		if sl.out != nil {
-			putBuf(sl.out)
+			putOut(sl.out)
 		}
 	}
 	c.slots = nil
@@ -240,14 +282,14 @@ func (s *Server) release(r *request) {
 }
 
 // finish fills r's reply slot with out (nil: no reply) and releases r.
-func (s *Server) finish(r *request, out *[]byte) {
+func (s *Server) finish(r *request, out *outBuf) {
 	r.c.reply(r.seq, out)
 	s.release(r)
 }
 
 // newReply starts a reply frame: length placeholder and response header.
-func newReply(correlationID int32, flexible bool, sizeHint int) *[]byte {
-	out := getBuf(sizeHint)
-	*out = wire.AppendResponseHeader((*out)[:0], correlationID, flexible)
+func newReply(correlationID int32, flexible bool, sizeHint int) *outBuf {
+	out := getOut(sizeHint)
+	out.b = wire.AppendResponseHeader(out.b, correlationID, flexible)
 	return out
 }

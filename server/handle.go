@@ -79,13 +79,13 @@ func (s *Server) handle(r *request) {
 	s.finish(r, encodeResponse(hdr, resp))
 }
 
-func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *[]byte {
+func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *outBuf {
 	resp.SetVersion(hdr.APIVersion)
 	// ApiVersions responses always use header v0 (KIP-511), whatever the request's version.
 	flexible := resp.IsFlexible() && hdr.APIKey != apiVersionsKey
 	out := newReply(hdr.CorrelationID, flexible, 4096)
-	*out = resp.AppendTo(*out)
-	wire.PatchFrameLength(*out)
+	out.b = resp.AppendTo(out.b)
+	wire.PatchFrameLength(out.b)
 	return out
 }
 

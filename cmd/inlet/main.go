@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,8 @@ func main() {
 		budget            = flag.String("inflight-budget", "256MiB", "bytes read from sockets but not yet committed; when full, sockets are not read")
 		groupBytes        = flag.String("max-group-bytes", "16MiB", "record bytes in one group commit")
 		logLevel          = flag.String("log-level", "info", "debug, info, warn or error")
+		cpuProfile        = flag.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)")
+		memProfile        = flag.String("mem-profile", "", "write an allocation profile to this file at shutdown")
 	)
 	flag.Parse()
 
@@ -75,6 +78,8 @@ func main() {
 		os.Exit(1)
 	}
 
+	stopProfiles := startProfiles(logger, *cpuProfile, *memProfile)
+
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	got := <-sig
@@ -90,8 +95,42 @@ func main() {
 		logger.Error("close log", "err", err)
 		code = 1
 	}
+	stopProfiles()
 	logger.Info("stopped")
 	os.Exit(code)
+}
+
+// startProfiles starts the CPU profile and returns the function that ends it and writes the
+// allocation profile.
+func startProfiles(logger *slog.Logger, cpuPath, memPath string) func() {
+	var cpuFile *os.File
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			logger.Error("cpu profile", "err", err)
+		} else {
+			cpuFile = f
+		}
+	}
+	return func() {
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			cpuFile.Close()
+		}
+		if memPath != "" {
+			f, err := os.Create(memPath)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				logger.Error("mem profile", "err", err)
+			}
+		}
+	}
 }
 
 // mustSize parses a byte count with an optional KiB/MiB/GiB (or K/M/G, also powers of two)

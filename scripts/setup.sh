@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the tests need beyond Go and the module proxy: kcat (Debian's package) and a C
+# compiler for confluent-kafka-go's cgo build. Idempotent; needs root (or sudo) only when
+# something is missing.
+set -euo pipefail
+need=()
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "setup: installing ${need[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+go mod download
