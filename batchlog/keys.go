@@ -55,6 +55,7 @@ var (
 	metaProducerIDBlock = []byte{kindMeta, 'p', 'i', 'd'}
 	metaPartitionSeq    = []byte{kindMeta, 'p', 'a', 'r', 't'}
 	metaClusterID       = []byte{kindMeta, 'c', 'i', 'd'}
+	metaLayout          = []byte{kindMeta, 'l', 'a', 'y'}
 )
 
 // prefixEnd returns the smallest key greater than every key starting with prefix.

@@ -66,6 +66,11 @@ type Options struct {
 	Dir string
 	// Discard acknowledges without storing anything (benchmark ceiling only).
 	Discard bool
+	// Layout chooses where record data lives: LayoutSegments (the default: append-only segment
+	// files, index and metadata in Pebble) or LayoutPebble (record batches as Pebble values).
+	Layout string
+	// SegmentBytes is the size at which a new segment file is started.
+	SegmentBytes int64
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int
@@ -77,6 +82,12 @@ type Options struct {
 	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
 	OnFatal func(error)
 }
+
+// Record-data layouts (Options.Layout).
+const (
+	LayoutSegments = "segments"
+	LayoutPebble   = "pebble"
+)
 
 const (
 	defaultMaxGroupBytes = 16 << 20
@@ -225,9 +236,22 @@ func Open(opts Options) (*Log, error) {
 			return nil, fmt.Errorf("batchlog: open %s: %w", opts.Dir, err)
 		}
 		l.db = db
-		l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
-		if err := l.recover(); err != nil {
+		switch opts.Layout {
+		case "", LayoutSegments:
+			ss, err := openSegmentStore(opts.Dir, db, opts.SegmentBytes)
+			if err != nil {
+				db.Close()
+				return nil, fmt.Errorf("batchlog: open segments: %w", err)
+			}
+			l.store = ss
+		case LayoutPebble:
+			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
+		default:
 			db.Close()
+			return nil, fmt.Errorf("batchlog: unknown layout %q", opts.Layout)
+		}
+		if err := l.recover(); err != nil {
+			l.store.close()
 			return nil, err
 		}
 	}
@@ -387,6 +411,20 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	// Two layouts cannot share a directory: the data keys mean different things.
+	layout := []byte(LayoutPebble)
+	if _, ok := l.store.(*segmentStore); ok {
+		layout = []byte(LayoutSegments)
+	}
+	if v, ok, err := get(metaLayout); err != nil {
+		return err
+	} else if ok && string(v) != string(layout) {
+		return fmt.Errorf("batchlog: %s holds the %q layout, not %q", l.opts.Dir, v, layout)
+	} else if !ok {
+		if err := l.db.Set(metaLayout, layout, pebble.Sync); err != nil {
+			return err
+		}
+	}
 	err = l.scan([]byte{kindHigh}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 16 {
 			return fmt.Errorf("batchlog: corrupt high watermark key %x", k)
@@ -403,7 +441,7 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
-	return l.scan([]byte{kindProducer}, func(k, v []byte) error {
+	err = l.scan([]byte{kindProducer}, func(k, v []byte) error {
 		if len(k) != producerKeyLen {
 			return fmt.Errorf("batchlog: corrupt producer key %x", k)
 		}
@@ -415,6 +453,84 @@ func (l *Log) recover() error {
 		l.producers[key] = st
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if ss, ok := l.store.(*segmentStore); ok {
+		return l.replaySegments(ss, byID)
+	}
+	return nil
+}
+
+// replaySegments re-applies the segment entries written after Pebble's checkpoint: offsets,
+// high watermarks, producer windows and index entries, exactly as the committer would have,
+// then stores the result in one synced Pebble batch.
+func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error {
+	b := l.db.NewBatch()
+	defer b.Close()
+	touched := map[*Partition]bool{}
+	touchedProducers := map[producerKey]bool{}
+	var lastSeg uint32
+	var lastEnd int64
+	replayed := 0
+	err := ss.replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
+		p := byID[partition]
+		if p == nil {
+			return fmt.Errorf("batchlog: segment %d at %d names unknown partition %d", seg, pos, partition)
+		}
+		base := int64(binary.BigEndian.Uint64(batch))
+		if base != p.next {
+			return fmt.Errorf("batchlog: segment %d at %d: partition %d batch at offset %d, expected %d", seg, pos, partition, base, p.next)
+		}
+		count := int32(binary.BigEndian.Uint32(batch[57:]))
+		p.next = base + int64(count)
+		p.hw.Store(p.next)
+		touched[p] = true
+		if pid := int64(binary.BigEndian.Uint64(batch[43:])); pid >= 0 {
+			key := producerKey{pid, partition}
+			st := l.producers[key]
+			if st == nil {
+				st = new(idem.State)
+				*st = idem.NewState()
+				l.producers[key] = st
+			}
+			st.Push(int16(binary.BigEndian.Uint16(batch[51:])), int32(binary.BigEndian.Uint32(batch[53:])), count, base)
+			touchedProducers[key] = true
+		}
+		var k [dataKeyLen]byte
+		var v [16]byte
+		putDataKey(k[:], partition, base)
+		binary.BigEndian.PutUint32(v[0:], seg)
+		binary.BigEndian.PutUint64(v[4:], uint64(pos))
+		binary.BigEndian.PutUint32(v[12:], uint32(len(batch)))
+		_ = b.Set(k[:], v[:], nil)
+		lastSeg, lastEnd = seg, pos+int64(len(batch))
+		replayed++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if replayed == 0 {
+		return nil
+	}
+	for p := range touched {
+		var k [highKeyLen]byte
+		putHighKey(k[:], p.ID)
+		v := binary.BigEndian.AppendUint64(nil, uint64(p.next))
+		v = binary.BigEndian.AppendUint64(v, uint64(p.logStart.Load()))
+		_ = b.Set(k[:], v, nil)
+	}
+	for key := range touchedProducers {
+		var k [producerKeyLen]byte
+		putProducerKey(k[:], key.id, key.partition)
+		_ = b.Set(k[:], l.producers[key].AppendBinary(nil), nil)
+	}
+	ck := binary.BigEndian.AppendUint32(nil, lastSeg)
+	ck = binary.BigEndian.AppendUint64(ck, uint64(lastEnd))
+	_ = b.Set(metaCheckpoint, ck, nil)
+	l.log.Info("batchlog: replayed segment tail", "batches", replayed, "segment", lastSeg, "position", lastEnd)
+	return b.Commit(pebble.Sync)
 }
 
 func (l *Log) scan(prefix []byte, fn func(k, v []byte) error) error {

@@ -3,6 +3,7 @@ package batchlog
 import (
 	"context"
 	"encoding/binary"
+	"hash/crc32"
 	"sync"
 	"testing"
 	"time"
@@ -10,11 +11,20 @@ import (
 
 // fakeBatch builds a record-batch-shaped value: a 61-byte header with lastOffsetDelta set, and
 // a payload byte so batches are distinguishable. The committer and reader look at nothing else.
+// Its length and CRC fields are right, so segment replay accepts it.
 func fakeBatch(records int32, tag byte) []byte {
 	b := make([]byte, 61+1)
+	b[61] = tag
+	binary.BigEndian.PutUint64(b[43:], ^uint64(0)) // producer id -1
+	return sealBatch(b, records)
+}
+
+func sealBatch(b []byte, records int32) []byte {
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	b[16] = 2
 	binary.BigEndian.PutUint32(b[23:], uint32(records-1))
 	binary.BigEndian.PutUint32(b[57:], uint32(records))
-	b[61] = tag
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return b
 }
 
@@ -32,7 +42,11 @@ func submitWait(t *testing.T, l *Log, appends ...Append) *Request {
 }
 
 func idempotent(p *Partition, pid int64, epoch int16, seq, n int32, tag byte) Append {
-	return Append{Partition: p, Batch: fakeBatch(n, tag), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, NumRecords: n}
+	b := fakeBatch(n, tag)
+	binary.BigEndian.PutUint64(b[43:], uint64(pid))
+	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[53:], uint32(seq))
+	return Append{Partition: p, Batch: sealBatch(b, n), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, NumRecords: n}
 }
 
 func plain(p *Partition, n int32, tag byte) Append {

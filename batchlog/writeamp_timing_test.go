@@ -2,6 +2,7 @@ package batchlog
 
 import (
 	"bufio"
+	"encoding/binary"
 	"os"
 	"strconv"
 	"strings"
@@ -36,8 +37,14 @@ func processWriteBytes(tb testing.TB) int64 {
 // per byte acknowledged, including Pebble's flushes and compactions during the run. Run it
 // with -benchtime 60s for the figure in BENCHMARKS.md (make bench-writeamp).
 func BenchmarkWriteAmplification(b *testing.B) {
+	for _, layout := range []string{LayoutSegments, LayoutPebble} {
+		b.Run(layout, func(b *testing.B) { benchWriteAmplification(b, layout) })
+	}
+}
+
+func benchWriteAmplification(b *testing.B, layout string) {
 	dir := b.TempDir()
-	l, err := Open(Options{Dir: dir})
+	l, err := Open(Options{Dir: dir, Layout: layout})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,8 +52,9 @@ func BenchmarkWriteAmplification(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := fakeBatch(150, 0)
-	batch = append(batch, make([]byte, 16<<10-len(batch))...)
+	batch := make([]byte, 16<<10)
+	binary.BigEndian.PutUint64(batch[43:], ^uint64(0))
+	batch = sealBatch(batch, 150)
 	const inflight = 64
 	sem := make(chan struct{}, inflight)
 	var wg sync.WaitGroup

@@ -110,9 +110,13 @@ func BenchmarkProducePath(b *testing.B) {
 	for _, mode := range []struct {
 		name    string
 		discard bool
-	}{{"pebble", false}, {"discard", true}} {
+	}{{batchlog.LayoutSegments, false}, {batchlog.LayoutPebble, false}, {"discard", true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			blog, err := batchlog.Open(batchlog.Options{Dir: b.TempDir(), Discard: mode.discard})
+			layout := mode.name
+			if mode.discard {
+				layout = ""
+			}
+			blog, err := batchlog.Open(batchlog.Options{Dir: b.TempDir(), Discard: mode.discard, Layout: layout})
 			if err != nil {
 				b.Fatal(err)
 			}

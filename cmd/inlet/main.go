@@ -24,7 +24,8 @@ func main() {
 		listen            = flag.String("listen", "127.0.0.1:9092", "Kafka listener host:port")
 		advertise         = flag.String("advertise", "", "host:port clients are told to connect to (default: the listen address)")
 		dataDir           = flag.String("data-dir", "./data", "Pebble data directory")
-		storage           = flag.String("storage", "pebble", "pebble (durable) or discard (acknowledge without storing: benchmark ceiling only)")
+		storage           = flag.String("storage", "segments", "segments (record data in append-only segment files, index and metadata in Pebble), pebble (record data as Pebble values), or discard (acknowledge without storing: a benchmark ceiling only)")
+		segmentBytes      = flag.String("segment-bytes", "256MiB", "size at which a new segment file is started (--storage segments)")
 		workers           = flag.Int("workers", runtime.NumCPU(), "gnet event loops")
 		nodeID            = flag.Int("node-id", 1, "broker node id")
 		defaultPartitions = flag.Int("default-partitions", 16, "partitions of auto-created topics")
@@ -46,14 +47,15 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 
-	opts := batchlog.Options{Dir: *dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *groupBytes))}
+	opts := batchlog.Options{Dir: *dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *groupBytes)), SegmentBytes: mustSize("segment-bytes", *segmentBytes)}
 	switch *storage {
-	case "pebble":
+	case batchlog.LayoutSegments, batchlog.LayoutPebble:
+		opts.Layout = *storage
 	case "discard":
 		opts.Discard = true
 		logger.Warn("storage=discard: produce requests are acknowledged and thrown away")
 	default:
-		usage("--storage must be pebble or discard, not %q", *storage)
+		usage("--storage must be segments, pebble or discard, not %q", *storage)
 	}
 	blog, err := batchlog.Open(opts)
 	if err != nil {

@@ -1,0 +1,437 @@
+package batchlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+)
+
+// segmentStore keeps record data in append-only segment files and everything else (the batch
+// index, high watermarks, producer state, topics) in Pebble.
+//
+// Why: storing record batches as Pebble values costs every byte a copy into the batch, a WAL
+// write, a copy into the memtable arena and a blob-file write at flush (about 3.4 ns of CPU per
+// byte measured here, write amplification 2). A segment file is the write-ahead log itself:
+// the committer writes each group's batches straight from the request buffers with pwritev (no
+// user-space copy), the completer makes them durable with one fdatasync, and only then applies
+// a small unsynced Pebble batch holding the group's index entries, metadata and the segment
+// position it covers (the checkpoint).
+//
+// Recovery: Pebble holds a consistent prefix of those batches (an unsynced tail may be lost),
+// and its checkpoint says how far the segments are indexed. Everything after it is replayed
+// from the segment files, whose entries are self-describing: partition, then the record batch
+// with its base offset, sequence numbers and CRC. Replay stops at the first entry that does not
+// check out (a torn write of a group that was never acknowledged) and truncates there.
+//
+// Entry layout: partition u32, crc32c(partition bytes || batch[0:21]) u32, then the batch. The
+// batch's own CRC covers bytes 21..end; the header CRC covers the rest of the batch header.
+type segmentStore struct {
+	dir      string
+	db       *pebble.DB
+	segBytes int64
+
+	mu     sync.RWMutex // guards segs for readers
+	segs   map[uint32]*segment
+	active *segment // committer-owned
+
+	// completer-owned: everything before (syncedSeg, syncedPos) is durable.
+	syncedSeg uint32
+	syncedPos int64
+
+	free chan *segmentGroup
+}
+
+type segment struct {
+	id      uint32
+	f       *os.File
+	size    int64        // committer-owned: bytes written
+	written atomic.Int64 // size, published for the completer's sync bookkeeping
+}
+
+const (
+	segEntryHeader     = 8
+	defaultSegmentSize = 256 << 20
+	iovMax             = 1024 // IOV_MAX on Linux
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var metaCheckpoint = []byte{kindMeta, 'c', 'k', 'p', 't'}
+
+func segmentName(id uint32) string { return fmt.Sprintf("%010d.seg", id) }
+
+func openSegmentStore(dir string, db *pebble.DB, segBytes int64) (*segmentStore, error) {
+	if segBytes <= 0 {
+		segBytes = defaultSegmentSize
+	}
+	s := &segmentStore{dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{}, free: make(chan *segmentGroup, 4)}
+	// (syncedSeg 0, syncedPos 0) claims nothing: every group ends past position 0.
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".seg")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseUint(name, 10, 32)
+		if err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(s.dir, e.Name()), os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		s.segs[uint32(id)] = &segment{id: uint32(id), f: f, size: st.Size()}
+	}
+	return s, nil
+}
+
+// checkpoint reads how far the segments are indexed in Pebble.
+func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
+	v, c, err := s.db.Get(metaCheckpoint)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	if len(v) != 12 {
+		return 0, 0, fmt.Errorf("batchlog: corrupt checkpoint %x", v)
+	}
+	return binary.BigEndian.Uint32(v), int64(binary.BigEndian.Uint64(v[4:])), nil
+}
+
+// replay calls fn for every valid entry after the checkpoint, in write order, truncates a torn
+// tail, removes segments after a torn one, and makes the newest segment active.
+func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32, pos int64) error) error {
+	ckSeg, ckPos, err := s.checkpoint()
+	if err != nil {
+		return err
+	}
+	ids := make([]uint32, 0, len(s.segs))
+	for id := range s.segs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	torn := false
+	for _, id := range ids {
+		seg := s.segs[id]
+		if torn {
+			// Nothing after a torn write was acknowledged: groups are written in order.
+			seg.f.Close()
+			if err := os.Remove(seg.f.Name()); err != nil {
+				return err
+			}
+			delete(s.segs, id)
+			continue
+		}
+		if id < ckSeg {
+			continue
+		}
+		pos := int64(0)
+		if id == ckSeg {
+			pos = ckPos
+		}
+		end, err := s.replaySegment(seg, pos, fn)
+		if err != nil {
+			return err
+		}
+		if end < seg.size {
+			if err := seg.f.Truncate(end); err != nil {
+				return err
+			}
+			seg.size = end
+			torn = true
+		}
+	}
+	if len(s.segs) > 0 {
+		last := uint32(0)
+		for id := range s.segs {
+			last = max(last, id)
+		}
+		s.active = s.segs[last]
+	}
+	return nil
+}
+
+func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, error) {
+	r := io.NewSectionReader(seg.f, 0, seg.size)
+	var hdr [segEntryHeader + 61]byte
+	var buf []byte
+	for pos < seg.size {
+		if _, err := r.ReadAt(hdr[:], pos); err != nil {
+			return pos, nil // short tail
+		}
+		partition := binary.BigEndian.Uint32(hdr[0:])
+		want := binary.BigEndian.Uint32(hdr[4:])
+		crc := crc32.Update(crc32.Checksum(hdr[0:4], castagnoli), castagnoli, hdr[8:8+21])
+		if crc != want {
+			return pos, nil
+		}
+		n := 12 + int64(binary.BigEndian.Uint32(hdr[8+8:]))
+		if n < 61 || pos+segEntryHeader+n > seg.size {
+			return pos, nil
+		}
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := r.ReadAt(buf, pos+segEntryHeader); err != nil {
+			return pos, nil
+		}
+		if crc32.Checksum(buf[21:], castagnoli) != binary.BigEndian.Uint32(buf[17:]) {
+			return pos, nil
+		}
+		if err := fn(partition, buf, seg.id, pos+segEntryHeader); err != nil {
+			return pos, err
+		}
+		pos += segEntryHeader + n
+	}
+	return pos, nil
+}
+
+// roll starts a new active segment. The directory is synced so the new file's name is durable
+// before anything in it is acknowledged.
+func (s *segmentStore) roll() error {
+	id := uint32(0)
+	if s.active != nil {
+		id = s.active.id + 1
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, segmentName(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return err
+	}
+	seg := &segment{id: id, f: f}
+	s.mu.Lock()
+	s.segs[id] = seg
+	s.mu.Unlock()
+	s.active = seg
+	return nil
+}
+
+// segmentGroup is one group: the iovecs of its entries, the index entries they produce, and
+// the metadata batch applied after the data is durable.
+type segmentGroup struct {
+	s       *segmentStore
+	seg     *segment
+	start   int64 // position of the group's first entry in seg
+	end     int64
+	iov     [][]byte
+	headers []byte
+	index   []indexEntry
+	meta    *pebble.Batch
+}
+
+type indexEntry struct {
+	partition uint32
+	base      int64
+	pos       int64
+	length    uint32
+}
+
+func (s *segmentStore) newGroup(int) group {
+	var g *segmentGroup
+	select {
+	case g = <-s.free:
+	default:
+		g = &segmentGroup{s: s}
+	}
+	g.seg = nil
+	g.iov = g.iov[:0]
+	g.headers = g.headers[:0]
+	g.index = g.index[:0]
+	g.meta = s.db.NewBatch()
+	return g
+}
+
+func (g *segmentGroup) setData(partition uint32, base int64, batch []byte) {
+	g.headers = binary.BigEndian.AppendUint32(g.headers, partition)
+	crc := crc32.Update(crc32.Checksum(g.headers[len(g.headers)-4:], castagnoli), castagnoli, batch[:21])
+	g.headers = binary.BigEndian.AppendUint32(g.headers, crc)
+	// Headers are sliced out of g.headers in apply, once it no longer grows.
+	g.iov = append(g.iov, nil, batch)
+	g.index = append(g.index, indexEntry{partition: partition, base: base, length: uint32(len(batch))})
+}
+
+func (g *segmentGroup) set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
+
+// apply writes the group's entries at the end of the active segment with pwritev: the record
+// data goes from the request buffers to the kernel with no copy in between.
+func (g *segmentGroup) apply() error {
+	s := g.s
+	if s.active == nil || s.active.size >= s.segBytes {
+		if err := s.roll(); err != nil {
+			return err
+		}
+	}
+	g.seg = s.active
+	g.start = g.seg.size
+	pos := g.start
+	for i := range g.index {
+		g.iov[2*i] = g.headers[segEntryHeader*i : segEntryHeader*(i+1)]
+		g.index[i].pos = pos + segEntryHeader
+		pos += segEntryHeader + int64(g.index[i].length)
+	}
+	off := g.start
+	for iov := g.iov; len(iov) > 0; {
+		chunk := iov[:min(len(iov), iovMax)]
+		n, err := unix.Pwritev(int(g.seg.f.Fd()), chunk, off)
+		if err != nil {
+			return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
+		}
+		off += int64(n)
+		// Drop fully written iovecs; a short write continues inside the next one.
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+				continue
+			}
+			iov[0] = iov[0][n:]
+			n = 0
+		}
+	}
+	g.end = off
+	g.seg.size = off
+	g.seg.written.Store(off)
+	return nil
+}
+
+// wait makes the group durable (one fdatasync covers every group written to the segment
+// before it, so a sync that already covers this group is not repeated) and then applies its
+// index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from it.
+func (g *segmentGroup) wait() error {
+	s := g.s
+	// A group in an older segment than the last synced one is durable: its segment's last
+	// group synced it before any group of a newer segment was waited for.
+	if g.seg != nil && (g.seg.id > s.syncedSeg || (g.seg.id == s.syncedSeg && g.end > s.syncedPos)) {
+		// Everything the committer has written to the segment when the sync starts is
+		// durable after it, so later groups already written need no sync of their own.
+		written := g.seg.written.Load()
+		if err := unix.Fdatasync(int(g.seg.f.Fd())); err != nil {
+			return fmt.Errorf("batchlog: sync segment %d: %w", g.seg.id, err)
+		}
+		s.syncedSeg, s.syncedPos = g.seg.id, written
+	}
+	var k [dataKeyLen]byte
+	var v [20]byte
+	for _, e := range g.index {
+		putDataKey(k[:], e.partition, e.base)
+		binary.BigEndian.PutUint32(v[0:], g.seg.id)
+		binary.BigEndian.PutUint64(v[4:], uint64(e.pos))
+		binary.BigEndian.PutUint32(v[12:], e.length)
+		_ = g.meta.Set(k[:], v[:16], nil)
+	}
+	if g.seg != nil {
+		binary.BigEndian.PutUint32(v[0:], g.seg.id)
+		binary.BigEndian.PutUint64(v[4:], uint64(g.end))
+		_ = g.meta.Set(metaCheckpoint, v[:12], nil)
+	}
+	return g.meta.Commit(pebble.NoSync)
+}
+
+func (g *segmentGroup) release() {
+	_ = g.meta.Close()
+	g.meta = nil
+	clear(g.iov) // drop references to request buffers
+	select {
+	case g.s.free <- g:
+	default:
+	}
+}
+
+func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(partition, 0), UpperBound: dataKey(partition, limit)})
+	if err != nil {
+		return dst, err
+	}
+	defer it.Close()
+	valid := it.SeekLT(dataKey(partition, offset+1))
+	if !valid {
+		valid = it.First()
+	}
+	appended := 0
+	for ; valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return dst, err
+		}
+		if len(v) != 16 {
+			panic("BUG: batchlog: segment index entry is not 16 bytes")
+		}
+		segID := binary.BigEndian.Uint32(v)
+		pos := int64(binary.BigEndian.Uint64(v[4:]))
+		n := int(binary.BigEndian.Uint32(v[12:]))
+		if appended > 0 || !includeFirst {
+			if appended+n > maxBytes {
+				break
+			}
+		}
+		s.mu.RLock()
+		seg := s.segs[segID]
+		s.mu.RUnlock()
+		if seg == nil {
+			return dst, fmt.Errorf("batchlog: index names missing segment %d", segID)
+		}
+		start := len(dst)
+		dst = slices.Grow(dst, n)[:start+n]
+		if _, err := seg.f.ReadAt(dst[start:], pos); err != nil {
+			return dst[:start], fmt.Errorf("batchlog: read segment %d at %d: %w", segID, pos, err)
+		}
+		last := binary.BigEndian.Uint64(dst[start:]) + uint64(int32(binary.BigEndian.Uint32(dst[start+23:])))
+		if int64(last) < offset {
+			dst = dst[:start]
+			continue
+		}
+		appended += n
+		if appended >= maxBytes {
+			break
+		}
+	}
+	return dst, nil
+}
+
+func (s *segmentStore) close() error {
+	var first error
+	for _, seg := range s.segs {
+		if err := seg.f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := s.db.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}

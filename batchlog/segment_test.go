@@ -1,0 +1,169 @@
+package batchlog
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+func openLayout(t *testing.T, dir, layout string) *Log {
+	t.Helper()
+	l, err := Open(Options{Dir: dir, Layout: layout, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestBothLayoutsRecoverAfterRestart runs the restart scenario on each layout, with segments
+// small enough that the data spans several segment files.
+func TestBothLayoutsRecoverAfterRestart(t *testing.T) {
+	for _, layout := range []string{LayoutSegments, LayoutPebble} {
+		t.Run(layout, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLayout(t, dir, layout)
+			topic, _ := l.CreateTopic("t", 2, nil)
+			var appends []Append
+			for i := 0; i < 40; i++ {
+				appends = append(appends, idempotent(topic.Partitions[i%2], 9, 0, int32(i/2*3), 3, byte(i)))
+			}
+			for i := 0; i < len(appends); i += 4 {
+				submitWait(t, l, appends[i:i+4]...)
+			}
+			l.Close()
+			l = openLayout(t, dir, layout)
+			defer l.Close()
+			topic, _ = l.Topic("t")
+			for _, p := range topic.Partitions {
+				if p.HighWatermark() != 60 {
+					t.Fatalf("partition %d hw %d after restart", p.Index, p.HighWatermark())
+				}
+				got, err := l.ReadBatches(p, 0, 60, 1<<20, true, nil)
+				if err != nil || len(got) != 20*62 {
+					t.Fatalf("read %d bytes, err %v", len(got), err)
+				}
+				for i := 0; i < 20; i++ {
+					b := got[i*62 : (i+1)*62]
+					if binary.BigEndian.Uint64(b) != uint64(i*3) || b[61] != byte(2*i+int(p.Index)) {
+						t.Fatalf("partition %d batch %d: base %d tag %d", p.Index, i, binary.BigEndian.Uint64(b), b[61])
+					}
+				}
+			}
+			r := submitWait(t, l, idempotent(topic.Partitions[1], 9, 0, 57, 3, 39))
+			if r.Appends[0].BaseOffset != 57 || topic.Partitions[1].HighWatermark() != 60 {
+				t.Fatalf("last batch not a duplicate after restart: %+v", r.Appends[0])
+			}
+		})
+	}
+}
+
+func TestLayoutMismatchIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := openLayout(t, dir, LayoutPebble)
+	l.Close()
+	if _, err := Open(Options{Dir: dir, Layout: LayoutSegments}); err == nil {
+		t.Fatal("opened a pebble-layout directory as segments")
+	}
+}
+
+// TestTornSegmentTailIsTruncated appends half an entry and some garbage after the last
+// complete group, as a crash during a write would leave it: the restart keeps every complete
+// entry, drops the rest, and appends after it.
+func TestTornSegmentTailIsTruncated(t *testing.T) {
+	dir := t.TempDir()
+	l := openLayout(t, dir, LayoutSegments)
+	topic, _ := l.CreateTopic("t", 1, nil)
+	p := topic.Partitions[0]
+	submitWait(t, l, plain(p, 2, 'a'))
+	submitWait(t, l, plain(p, 3, 'b'))
+	l.Close()
+	seg := lastSegment(t, dir)
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := make([]byte, 8+62)
+	binary.BigEndian.PutUint32(entry, p.ID)
+	f.Write(entry[:30]) // torn: header and part of a batch
+	f.Close()
+
+	l = openLayout(t, dir, LayoutSegments)
+	defer l.Close()
+	p = mustTopic(t, l, "t").Partitions[0]
+	if p.HighWatermark() != 5 {
+		t.Fatalf("hw %d", p.HighWatermark())
+	}
+	r := submitWait(t, l, plain(p, 1, 'c'))
+	if r.Appends[0].BaseOffset != 5 {
+		t.Fatalf("append after torn tail at %d", r.Appends[0].BaseOffset)
+	}
+	got, _ := l.ReadBatches(p, 0, 6, 1<<20, true, nil)
+	if len(got) != 3*62 || got[2*62+61] != 'c' {
+		t.Fatalf("read %d bytes after repair", len(got))
+	}
+}
+
+// TestPebbleTailLossIsReplayedFromSegments simulates Pebble losing its unsynced tail: the
+// index, high watermarks, producer windows and checkpoint are rolled back to nothing, and the
+// restart must rebuild all of them from the segment files.
+func TestPebbleTailLossIsReplayedFromSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := openLayout(t, dir, LayoutSegments)
+	topic, _ := l.CreateTopic("t", 2, nil)
+	for i := int32(0); i < 6; i++ {
+		submitWait(t, l, idempotent(topic.Partitions[i%2], 4, 0, i/2*2, 2, byte(i)))
+	}
+	l.Close()
+
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	for _, prefix := range []byte{kindData, kindHigh, kindProducer} {
+		_ = b.DeleteRange([]byte{prefix}, []byte{prefix + 1}, nil)
+	}
+	_ = b.Delete(metaCheckpoint, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	l = openLayout(t, dir, LayoutSegments)
+	defer l.Close()
+	topic = mustTopic(t, l, "t")
+	for _, p := range topic.Partitions {
+		if p.HighWatermark() != 6 {
+			t.Fatalf("partition %d hw %d after replay", p.Index, p.HighWatermark())
+		}
+		if got, _ := l.ReadBatches(p, 0, 6, 1<<20, true, nil); len(got) != 3*62 {
+			t.Fatalf("read %d bytes after replay", len(got))
+		}
+	}
+	// The producer window came back from the replay: the last batch is a duplicate, a gap is not.
+	r := submitWait(t, l, idempotent(topic.Partitions[1], 4, 0, 4, 2, 5), idempotent(topic.Partitions[0], 4, 0, 9, 1, 9))
+	if r.Appends[0].Err != ErrNone || r.Appends[0].BaseOffset != 4 || r.Appends[1].Err != 45 {
+		t.Fatalf("after replay: %+v", r.Appends)
+	}
+}
+
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+	if len(m) == 0 {
+		t.Fatal("no segment files")
+	}
+	return m[len(m)-1]
+}
+
+func mustTopic(t *testing.T, l *Log, name string) *Topic {
+	t.Helper()
+	topic, ok := l.Topic(name)
+	if !ok {
+		t.Fatalf("topic %q missing", name)
+	}
+	return topic
+}
