@@ -49,6 +49,7 @@ func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error
 		}
 		select {
 		case <-changed:
+		case <-s.drainCh:
 		case <-timer.C:
 			resp, _, _ = s.fetchOnce(req)
 			return resp, nil

@@ -109,9 +109,13 @@ func newConn(s *Server, gc gnet.Conn) *conn { return &conn{s: s, gc: gc} }
 // one into its own buffer, so gnet's buffer never has to hold a large frame) and queues it.
 // It runs on the event loop; it may wait for in-flight budget, which is how backpressure
 // reaches TCP.
+//
+// While draining no new frame is started, but a frame already started is read to its end:
+// it holds an in-flight count that Shutdown waits for (crashtest's
+// TestSigtermFinishesPartialRequest).
 func (c *conn) frames() gnet.Action {
 	s := c.s
-	for !s.draining.Load() {
+	for {
 		if c.partial != nil {
 			frame := *c.partial.buf
 			n, _ := c.gc.Read(frame[c.filled:])
@@ -123,6 +127,9 @@ func (c *conn) frames() gnet.Action {
 			c.partial = nil
 			c.enqueue(r)
 			continue
+		}
+		if s.draining.Load() {
+			return gnet.None
 		}
 		if c.gc.InboundBuffered() < 4 {
 			return gnet.None
@@ -148,7 +155,6 @@ func (c *conn) frames() gnet.Action {
 		r.buf = getBuf(size)
 		c.partial, c.filled = r, 0
 	}
-	return gnet.None
 }
 
 func (c *conn) enqueue(r *request) {

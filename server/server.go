@@ -84,6 +84,7 @@ type Server struct {
 	advHost   string
 	advPort   int32
 	draining  atomic.Bool
+	drainCh   chan struct{}  // closed when draining starts: wakes long polls
 	inflight  sync.WaitGroup // frames read and not yet answered
 	conns     atomic.Int64
 	badFrames atomic.Int64
@@ -95,12 +96,13 @@ type Server struct {
 func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		blog:   blog,
-		budget: newBudget(cfg.InflightBudget),
-		booted: make(chan struct{}),
-		runErr: make(chan error, 1),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		blog:    blog,
+		budget:  newBudget(cfg.InflightBudget),
+		booted:  make(chan struct{}),
+		runErr:  make(chan error, 1),
+		drainCh: make(chan struct{}),
 	}
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
@@ -168,7 +170,9 @@ func (s *Server) Addr() string { return s.addr.String() }
 // every request already read has been committed and answered (or ctx ends), then closes the
 // listener and every connection. The caller closes the batch log afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
+	if s.draining.CompareAndSwap(false, true) {
+		close(s.drainCh)
+	}
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	var err error
