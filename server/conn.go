@@ -125,6 +125,7 @@ func (c *conn) frames() gnet.Action {
 			}
 			r := c.partial
 			c.partial = nil
+			s.budget.complete(r.size)
 			c.enqueue(r)
 			continue
 		}
@@ -146,9 +147,15 @@ func (c *conn) frames() gnet.Action {
 			s.log.Warn("closing connection: bad request size", "remote", c.gc.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
 			return gnet.Close
 		}
-		_, _ = c.gc.Discard(4)
-		s.budget.acquire(int64(4 + size))
+		// Count the frame before checking draining once more (Shutdown sets draining before
+		// it reads the count): either Shutdown waits for this frame or it is never started.
 		s.inflight.Add(1)
+		if s.draining.Load() {
+			s.inflight.Add(-1)
+			return gnet.None
+		}
+		_, _ = c.gc.Discard(4)
+		s.budget.acquirePartial(int64(4 + size))
 		r := getRequest()
 		r.c, r.seq, r.size = c, c.nextSeq, int64(4+size)
 		c.nextSeq++
@@ -269,6 +276,7 @@ func (c *conn) markClosed() {
 		// OnClose runs on the loop, which owns partial.
 		r := c.partial
 		c.partial = nil
+		c.s.budget.complete(r.size)
 		c.s.release(r)
 	}
 }
@@ -284,7 +292,7 @@ func (s *Server) release(r *request) {
 	r.buf = nil
 	r.c = nil
 	requestPool.Put(r)
-	s.inflight.Done()
+	s.inflight.Add(-1)
 }
 
 // finish fills r's reply slot with out (nil: no reply) and releases r.
