@@ -1,7 +1,7 @@
 # Inlet. `make demo` runs the main job; `make test` runs every test (set-up included).
 GO ?= go
 
-.PHONY: all build demo test test-short race fuzz bench-produce bench-writeamp setup clean
+.PHONY: all build demo test test-short race fuzz bench-produce bench-writeamp bench chaos profile setup clean
 
 all: build
 
@@ -42,6 +42,41 @@ bench-produce:
 # Bytes written to disk per byte acknowledged over a 60 s run of the batch log.
 bench-writeamp:
 	$(GO) test -run '^$$' -bench 'BenchmarkWriteAmplification' -benchtime 60s -timeout 10m ./batchlog/
+
+# The benchmark harness (bench/, cmd/bench): a sweep of inlet's --workers, inlet against
+# inlet-discard, kfake and kfake-sync (alternating), ack latency at 25/50/75% of the flat-out
+# rate, then BENCHMARKS.md and results/*.svg from every results/*.json. Each run starts a fresh
+# broker on a fresh data directory. Sized for about five minutes on a 2-core machine; for the
+# published figures use longer runs, e.g. make bench BENCH_DURATION=20s BENCH_REPEAT=3
+# BENCH_WORKERS=1,2,4,8,16. BENCH_FLAGS is added to every measuring run (e.g. --plain).
+BENCH_DURATION ?= 8s
+BENCH_REPEAT ?= 2
+BENCH_WORKERS ?= 1,2,4
+BENCH_FLAGS ?=
+bench: build
+	$(GO) build -o bin/bench ./cmd/bench
+	$(GO) build -o bin/kfake-broker ./cmd/kfake-broker
+	bin/bench sweep --inlet-bin bin/inlet --workers $(BENCH_WORKERS) --producers 16 --record-size 100 --duration $(BENCH_DURATION) --repeat $(BENCH_REPEAT) $(BENCH_FLAGS)
+	bin/bench compare --inlet-bin bin/inlet --kfake-bin bin/kfake-broker --producers 16 --record-size 100 --duration $(BENCH_DURATION) --repeat $(BENCH_REPEAT) $(BENCH_FLAGS)
+	bin/bench latency --inlet-bin bin/inlet --of flat --rates 0.25,0.5,0.75 --producers 16 --record-size 100 --duration $(BENCH_DURATION) $(BENCH_FLAGS)
+	bin/bench report
+
+# kill -9 under load: 16 idempotent producers for 60 s while inlet is SIGKILLed about every 3 s
+# and restarted on the same data directory; fails unless every acknowledged record is read back
+# exactly once. CHAOS_FLAGS adds flags (e.g. --plain, --rate 200000).
+CHAOS_FLAGS ?=
+chaos: build
+	$(GO) build -o bin/bench ./cmd/bench
+	bin/bench chaos --inlet-bin bin/inlet --kill-every 3s --duration 60s --producers 16 $(CHAOS_FLAGS)
+	bin/bench report
+
+# CPU and allocation profiles of inlet under the standard load (16 idempotent producers, flat
+# out): profiles/cpu-<date>.pprof, profiles/mem-<date>.pprof, their `go tool pprof -top` text,
+# and a line in profiles/README.md with the command.
+PROFILE_DURATION ?= 20s
+profile: build
+	$(GO) build -o bin/bench ./cmd/bench
+	bin/bench profile --inlet-bin bin/inlet --producers 16 --duration $(PROFILE_DURATION)
 
 clean:
 	rm -rf bin

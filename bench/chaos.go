@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"inlet/loadgen"
+)
+
+// ChaosOptions are the flags of `bench chaos`.
+type ChaosOptions struct {
+	Env
+	Load Load
+	// KillEvery is the mean time between SIGKILLs; each gap is drawn uniformly from
+	// [KillEvery/2, 3·KillEvery/2].
+	KillEvery time.Duration
+	// MaxKills caps the kills (0: as many as fit in the sending period).
+	MaxKills int
+	// Down is how long the broker stays dead before it is restarted.
+	Down time.Duration
+	// Rate is loadgen's offered records/s (0: flat out). Flat out, reading everything back
+	// for the verification takes about as long as the sending did.
+	Rate float64
+	// FlushTimeout is how long loadgen waits for outstanding acks after sending stops; it
+	// must outlast a restart, since kgo retries what a kill left unacknowledged.
+	FlushTimeout time.Duration
+	// Seed of the kill schedule; 0 picks one from the clock (recorded in the result).
+	Seed      int64
+	Storage   string
+	Workers   int
+	InletArgs []string
+}
+
+// killScheduler decides when the next SIGKILL lands.
+type killScheduler struct {
+	rng   *rand.Rand
+	every time.Duration
+}
+
+func newKillScheduler(seed int64, every time.Duration) *killScheduler {
+	return &killScheduler{rng: rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15)), every: every}
+}
+
+// gap draws the time to the next kill, uniform in [every/2, 3·every/2].
+func (k *killScheduler) gap() time.Duration {
+	return k.every/2 + time.Duration(k.rng.Int64N(int64(k.every)+1))
+}
+
+// nextKill returns when the next kill is due, as time since sending started, given the time
+// now; false when it would fall at or after sendEnd (a kill must land while producers are
+// sending) or maxKills (if > 0) kills were done.
+func (k *killScheduler) nextKill(now, sendEnd time.Duration, done, maxKills int) (time.Duration, bool) {
+	if maxKills > 0 && done >= maxKills {
+		return 0, false
+	}
+	at := now + k.gap()
+	return at, at < sendEnd
+}
+
+// liveWatcher forwards loadgen's live output and closes sending at its first per-second line,
+// which loadgen writes one second after the producers started sending (the line before it
+// names the topic and comes before the producers connect).
+type liveWatcher struct {
+	w       io.Writer
+	once    sync.Once
+	sending chan struct{}
+}
+
+func (l *liveWatcher) Write(p []byte) (int, error) {
+	if !strings.HasPrefix(string(p), "topic ") {
+		l.once.Do(func() { close(l.sending) })
+	}
+	if l.w != nil {
+		return l.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// Chaos runs loadgen with verification against inlet while SIGKILLing and restarting it on the
+// same data directory and port, then reports the kills survived and the verification: for
+// idempotent producers no loss and no duplicates, for plain ones no loss (duplicates counted).
+// The returned file's Chaos.OK is false when anything failed.
+func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
+	if o.KillEvery <= 0 {
+		return nil, errors.New("--kill-every must be positive")
+	}
+	if o.Load.Duration <= 0 {
+		return nil, errors.New("--duration must be positive")
+	}
+	if err := o.Env.prepare(); err != nil {
+		return nil, err
+	}
+	e := &o.Env
+	if o.Seed == 0 {
+		o.Seed = time.Now().UnixNano()
+	}
+	label := fmt.Sprintf("%s, %s, kill every %v", o.Load.label(), storageLabel(o.Storage), o.KillEvery)
+	f := e.newFile(KindChaos, label)
+	c := &ChaosOutcome{KillEverySeconds: o.KillEvery.Seconds(), Seed: o.Seed}
+	f.Chaos = c
+	failf := func(format string, a ...any) { c.Failures = append(c.Failures, fmt.Sprintf(format, a...)) }
+
+	base, err := os.MkdirTemp(e.TmpDir, "inlet-chaos-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if e.KeepData || !c.OK {
+			fmt.Fprintf(e.Stderr, "bench chaos: kept %s (data and server log)\n", base)
+		} else {
+			os.RemoveAll(base)
+		}
+	}()
+	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
+	c.DataFS = fsType(base)
+	target := e.inletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
+	srv, err := startServer(target, dir, logPath)
+	if err != nil {
+		return nil, err
+	}
+	c.Argv = target.argv(srv.port, dir)
+
+	cfg := o.Load.config(srv.addr(), o.Rate)
+	cfg.Verify = true
+	cfg.FlushTimeout = o.FlushTimeout
+	watch := &liveWatcher{w: e.Live, sending: make(chan struct{})}
+	cfg.Live = watch
+	type outcome struct {
+		res *loadgen.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := loadgen.Run(ctx, cfg)
+		done <- outcome{res, err}
+	}()
+	fmt.Fprintf(e.Stderr, "bench chaos: %s on %s for %v, SIGKILL every %v on average (seed %d)\n",
+		o.Load.label(), srv.addr(), o.Load.Duration, o.KillEvery, o.Seed)
+
+	var out outcome
+	finished := false
+	select {
+	case <-watch.sending:
+	case out = <-done:
+		finished = true
+	}
+	sched := newKillScheduler(o.Seed, o.KillEvery)
+	sendStart := time.Now().Add(-time.Second)
+	for !finished {
+		at, ok := sched.nextKill(time.Since(sendStart), o.Load.Duration, c.Kills, o.MaxKills)
+		if !ok {
+			break
+		}
+		timer := time.NewTimer(time.Until(sendStart.Add(at)))
+		select {
+		case out = <-done:
+			finished = true
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
+		if finished || ctx.Err() != nil {
+			break
+		}
+		if !srv.running() {
+			c.UnexpectedExits++
+			failf("inlet exited without being killed: %v", srv.state)
+			if err := srv.start(); err != nil {
+				failf("restart: %v", err)
+				break
+			}
+			continue
+		}
+		if err := srv.kill(); err != nil {
+			failf("%v", err)
+			break
+		}
+		killedAt := time.Since(sendStart)
+		c.Kills++
+		c.KillAt = append(c.KillAt, killedAt.Seconds())
+		time.Sleep(o.Down)
+		began := time.Now()
+		if err := srv.start(); err != nil {
+			failf("restart after kill %d: %v", c.Kills, err)
+			break
+		}
+		c.RestartSeconds = append(c.RestartSeconds, time.Since(began).Seconds())
+		fmt.Fprintf(e.Stderr, "bench chaos: kill %d at %.1fs, back in %v; about %v of sending left\n", c.Kills,
+			killedAt.Seconds(), time.Since(began).Round(time.Millisecond), max(o.Load.Duration-time.Since(sendStart), 0).Round(time.Second))
+	}
+	if !finished {
+		fmt.Fprintf(e.Stderr, "bench chaos: %d kills done; waiting for the acks and the verification\n", c.Kills)
+		out = <-done
+	}
+	if !srv.running() {
+		c.UnexpectedExits++
+		failf("inlet was not running at the end: %v", srv.state)
+	} else if _, err := srv.stop(); err != nil {
+		failf("stop: %v", err)
+	}
+
+	res := out.res
+	c.Loadgen = res
+	switch {
+	case out.err != nil:
+		failf("loadgen: %v", out.err)
+	case res.Interrupted:
+		failf("interrupted")
+	case res.Verify == nil:
+		failf("not verified")
+	}
+	if res != nil {
+		if v := res.Verify; v != nil {
+			c.Verdict = v.Verdict()
+			if !v.OK {
+				failf("%s: lost %d, duplicates %d, out of order %d, malformed %d, unknown %d", v.Verdict(), v.Lost,
+					v.Duplicates, v.OutOfOrder, v.Malformed, v.Unknown)
+			}
+			if v.Error != "" {
+				failf("verification could not finish: %s", v.Error)
+			}
+		}
+		if res.FlushTimedOut {
+			failf("acks still outstanding %v after sending stopped", res.Settings.FlushTimeout)
+		}
+		if res.Unresolved > 0 {
+			failf("%d records neither acked nor failed", res.Unresolved)
+		}
+		if res.Failed > 0 {
+			// kgo retries without limit, so a failure means a client gave up on the broker.
+			failf("%d records failed on the producer side: %v", res.Failed, res.Errors)
+		}
+		if res.Acked == 0 {
+			failf("nothing acknowledged")
+		}
+	}
+	c.OK = len(c.Failures) == 0
+	if c.Verdict == "" {
+		c.Verdict = "not verified"
+	}
+	if !c.OK && !strings.HasSuffix(c.Verdict, "FAILED") {
+		c.Verdict += " (run FAILED)"
+	}
+	f.Interrupted = ctx.Err() != nil
+	if err := e.finish(f); err != nil {
+		return f, err
+	}
+	writeChaosSummary(e.Stdout, f)
+	if !c.OK {
+		fmt.Fprintf(e.Stderr, "bench chaos: server log tail (%s):\n%s\n", logPath, logTail(logPath, 30))
+	}
+	return f, nil
+}
+
+func writeChaosSummary(w io.Writer, f *File) {
+	c := f.Chaos
+	fmt.Fprintf(w, "chaos: %s\n", f.Label)
+	fmt.Fprintf(w, "kills survived  %d (at %s s; restarts took %s s)\n", c.Kills, floats(c.KillAt, 1), floats(c.RestartSeconds, 2))
+	if res := c.Loadgen; res != nil {
+		fmt.Fprintf(w, "records         sent %s, acked %s, failed %s, %s records/s\n", thousands(float64(res.Sent)),
+			thousands(float64(res.Acked)), thousands(float64(res.Failed)), thousands(res.RecordsPerSec))
+		if v := res.Verify; v != nil {
+			fmt.Fprintf(w, "verify          read %s, lost %s, duplicates %s, out of order %s\n", thousands(float64(v.Read)),
+				thousands(float64(v.Lost)), thousands(float64(v.Duplicates)), thousands(float64(v.OutOfOrder)))
+		}
+	}
+	fmt.Fprintf(w, "verdict         %s\n", c.Verdict)
+	for _, m := range c.Failures {
+		fmt.Fprintf(w, "  failure: %s\n", m)
+	}
+}
+
+func floats(xs []float64, prec int) string {
+	if len(xs) == 0 {
+		return "–"
+	}
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fixed(x, prec)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Built-in compare targets.
+const (
+	TargetInlet        = "inlet"         // durable, --storage as given
+	TargetInletDiscard = "inlet-discard" // --storage discard: the protocol path without a log
+	TargetKfake        = "kfake"         // franz-go's kfake, in memory
+	TargetKfakeSync    = "kfake-sync"    // kfake with a data directory and an fsync per batch
+)
+
+// BuiltinTargets are the targets `bench compare` knows by name, in their default order.
+var BuiltinTargets = []string{TargetInlet, TargetInletDiscard, TargetKfake, TargetKfakeSync}
+
+// CompareOptions are the flags of `bench compare`.
+type CompareOptions struct {
+	Env
+	Load   Load
+	Repeat int
+	// Targets are built-in target names; Peers further brokers (ParsePeer).
+	Targets []string
+	Peers   []Target
+	// Storage and Workers apply to the inlet target (0 workers: inlet's default).
+	Storage   string
+	Workers   int
+	InletArgs []string
+	// KfakeBin is the kfake-broker binary; empty: build Root/bin/kfake-broker if a kfake
+	// target is measured.
+	KfakeBin string
+}
+
+// ParsePeer parses `name=shell command`. The command runs under /bin/sh -c with {port} and
+// {dir} replaced by the loopback port to listen on and a fresh data directory.
+func ParsePeer(s string) (Target, error) {
+	name, cmd, ok := strings.Cut(s, "=")
+	name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
+	if !ok || name == "" || cmd == "" {
+		return Target{}, fmt.Errorf("peer %q: want name='command with {port} and {dir}'", s)
+	}
+	if !strings.Contains(cmd, "{port}") {
+		return Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
+	}
+	if strings.ContainsAny(name, " \t/|") {
+		return Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/' or '|'", name)
+	}
+	return Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}}, nil
+}
+
+// Compare measures several brokers under the same load, alternating them (A B C A B C ...)
+// so that drift of the machine spreads over every target, and reports each target's medians
+// and its ratios to inlet's (or, without inlet, to the first target's).
+func Compare(ctx context.Context, o CompareOptions) (*File, error) {
+	if o.Repeat < 1 {
+		return nil, errors.New("need at least one repeat")
+	}
+	for _, name := range o.Targets {
+		if !slices.Contains(BuiltinTargets, name) {
+			return nil, fmt.Errorf("unknown target %q (built-in: %s; others with --peer)", name, strings.Join(BuiltinTargets, ", "))
+		}
+	}
+	if err := o.Env.prepare(); err != nil {
+		return nil, err
+	}
+	var targets []Target
+	for _, name := range o.Targets {
+		switch name {
+		case TargetInlet:
+			targets = append(targets, o.Env.inletTarget(name, o.Load, o.Storage, o.Workers, o.InletArgs))
+		case TargetInletDiscard:
+			targets = append(targets, o.Env.inletTarget(name, o.Load, "discard", o.Workers, o.InletArgs))
+		case TargetKfake, TargetKfakeSync:
+			if o.KfakeBin == "" {
+				bin, err := o.Env.build("kfake-broker", "inlet/cmd/kfake-broker")
+				if err != nil {
+					return nil, err
+				}
+				o.KfakeBin = bin
+			}
+			argv := []string{o.KfakeBin, "--listen", "127.0.0.1:{port}", "--default-partitions", strconv.Itoa(o.Load.Partitions)}
+			if name == TargetKfakeSync {
+				argv = append(argv, "--data-dir", "{dir}", "--sync")
+			}
+			targets = append(targets, Target{Name: name, Argv: argv})
+		}
+	}
+	for _, p := range o.Peers {
+		if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == p.Name }) {
+			return nil, fmt.Errorf("two targets named %q", p.Name)
+		}
+		targets = append(targets, p)
+	}
+	if len(targets) == 0 {
+		return nil, errors.New("no targets")
+	}
+
+	label := o.Load.label()
+	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+		label += ", inlet on " + storageLabel(o.Storage)
+	}
+	f := o.Env.newFile(KindCompare, label)
+	for _, t := range targets {
+		f.Targets = append(f.Targets, Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+	}
+	f.Baseline = targets[0].Name
+	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+		f.Baseline = TargetInlet
+	}
+	prog := newProgress(o.Env.Stderr, KindCompare, len(targets)*o.Repeat, perPointEstimate(o.Load, o.Env.Pause))
+	for rep := 1; rep <= o.Repeat && ctx.Err() == nil; rep++ {
+		for _, t := range targets {
+			if ctx.Err() != nil {
+				break
+			}
+			prog.begin("%s, repeat %d/%d", t.Name, rep, o.Repeat)
+			run := o.Env.measure(ctx, t, o.Load, 0)
+			run.Repeat = rep
+			if t.Name == TargetInlet || t.Name == TargetInletDiscard {
+				run.Workers = o.Workers
+			}
+			prog.end(&run)
+			f.Runs = append(f.Runs, run)
+			o.Env.pause(ctx)
+		}
+	}
+	f.Interrupted = ctx.Err() != nil
+	f.Summary = summarize(f.Runs, f.Baseline)
+	if err := o.Env.finish(f); err != nil {
+		return f, err
+	}
+	writeSummaryTable(o.Env.Stdout, f)
+	return f, nil
+}

@@ -1,0 +1,22 @@
+// Package bench is Inlet's benchmark harness, run by cmd/bench (`make bench`, `make chaos`,
+// `make profile`).
+//
+// Every measurement starts a fresh broker process (inlet, kfake through cmd/kfake-broker, or
+// any --peer command) on a fresh data directory and a free loopback port, waits until it
+// accepts, drives it with loadgen.Run in this process, reads the broker's CPU time, peak RSS and
+// disk writes from /proc just before stopping it with SIGTERM (proc.go), and keeps the run,
+// failed or not, in a result file: results/<kind>-<time>.json plus a row per run in
+// results/<kind>.csv (result.go). Medians and ratios are computed from the runs (summarize);
+// `bench report` renders BENCHMARKS.md between its markers and draws the SVG charts by hand
+// (report.go, svg.go).
+//
+// Brokers run as leaders of their own process groups (server.go): a shell wrapper and the
+// broker it starts are signalled and measured together, and a terminal's Ctrl-C reaches the
+// harness only, which then stops the broker itself and writes what it measured so far.
+//
+// Runs are interleaved so that drift of the machine spreads over every point: a sweep goes
+// 1 2 4 8 16, 1 2 4 8 16, ...; a comparison A B C, A B C, .... The chaos run (chaos.go) kills
+// inlet with SIGKILL at gaps drawn uniformly from [0.5, 1.5] × --kill-every while the producers
+// send, restarts it on the same directory and port, and fails unless loadgen's read-back
+// verification passes.
+package bench

@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// thousands prints v rounded to an integer with commas between groups of three digits.
+func thousands(v float64) string {
+	if !finite(v) {
+		return "–"
+	}
+	neg := v < 0
+	s := strconv.FormatFloat(math.Abs(math.Round(v)), 'f', 0, 64)
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// micros prints a latency given in microseconds with three significant digits in µs, ms or s.
+func micros(us float64) string {
+	switch {
+	case !finite(us):
+		return "–"
+	case us < 1000:
+		return strconv.FormatFloat(us, 'f', 0, 64) + " µs"
+	case us < 1e6:
+		return strconv.FormatFloat(us/1e3, 'f', 2, 64) + " ms"
+	default:
+		return strconv.FormatFloat(us/1e6, 'f', 2, 64) + " s"
+	}
+}
+
+// mib prints a byte count in MiB.
+func mib(b float64) string {
+	if !finite(b) {
+		return "–"
+	}
+	return strconv.FormatFloat(b/(1<<20), 'f', 0, 64) + " MiB"
+}
+
+// fixed prints v with prec decimals, "–" when not finite.
+func fixed(v float64, prec int) string {
+	if !finite(v) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// CommandLine renders args as one shell command line, quoting what the shell would split or
+// expand.
+func CommandLine(args []string) string {
+	parts := make([]string, len(args))
+	for i, a := range args {
+		parts[i] = shellQuote(a)
+	}
+	return strings.Join(parts, " ")
+}
+
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%{}", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

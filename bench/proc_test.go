@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as a tiny broker for the server tests: `<test binary> helper-listen
+// <port> [ignore-handler]` listens on the port and exits 0 on SIGTERM, or, with
+// ignore-handler, leaves SIGTERM's default action (death by the signal).
+func TestMain(m *testing.M) {
+	if len(os.Args) >= 3 && os.Args[1] == "helper-listen" {
+		l, err := net.Listen("tcp", "127.0.0.1:"+os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(3)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		if len(os.Args) >= 4 && os.Args[3] == "ignore-handler" {
+			select {}
+		}
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		<-sig
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestParseStat(t *testing.T) {
+	// Field 2 may hold spaces and parentheses; pgrp is field 5, utime 14, stime 15.
+	stat := "4242 (inlet (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 9 0 12345 999 888"
+	pgrp, ticks, err := parseStat(stat)
+	if err != nil || pgrp != 4242 || ticks != 325 {
+		t.Fatalf("parseStat = %d, %d, %v; want 4242, 325", pgrp, ticks, err)
+	}
+	for _, bad := range []string{"", "1 (x S 1 2", "1 (x) S 1 2 3"} {
+		if _, _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseStatusHWM(t *testing.T) {
+	status := "Name:\tinlet\nVmPeak:\t  900 kB\nVmHWM:\t   75776 kB\nVmRSS:\t 70000 kB\n"
+	if got, err := parseStatusHWM(status); err != nil || got != 75776<<10 {
+		t.Fatalf("parseStatusHWM = %d, %v", got, err)
+	}
+	if got, err := parseStatusHWM("Name:\tkthreadd\n"); err != nil || got != 0 {
+		t.Errorf("no VmHWM line: %d, %v", got, err)
+	}
+	if _, err := parseStatusHWM("VmHWM:\t12 MB\n"); err == nil {
+		t.Errorf("unit other than kB accepted")
+	}
+}
+
+func TestParseIO(t *testing.T) {
+	io := "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 399753216\ncancelled_write_bytes: 4096\n"
+	w, c, err := parseIO(io)
+	if err != nil || w != 399753216 || c != 4096 {
+		t.Fatalf("parseIO = %d, %d, %v", w, c, err)
+	}
+	if _, _, err := parseIO("rchar: 1\n"); err == nil {
+		t.Errorf("missing write_bytes accepted")
+	}
+}
+
+// TestGroupStatsOfOwnGroup reads this test process's own group, which holds at least itself.
+func TestGroupStatsOfOwnGroup(t *testing.T) {
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skip("no /proc/self/io")
+	}
+	st, err := groupStats(syscall.Getpgrp(), clockTicks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Processes < 1 || st.PeakRSSBytes <= 0 || st.CPUSeconds < 0 {
+		t.Errorf("implausible stats %+v", st)
+	}
+}
+
+func helperTarget(extra ...string) Target {
+	return Target{Name: "helper", Argv: append([]string{os.Args[0], "helper-listen", "{port}"}, extra...)}
+}
+
+// TestServerStartKillRestartStop: a server accepts on its port, survives SIGKILL and restart on
+// the same port, and stops cleanly with SIGTERM.
+func TestServerStartKillRestartStop(t *testing.T) {
+	dir := t.TempDir()
+	s, err := startServer(helperTarget(), dir, filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := s.port
+	st, err := s.stats(clockTicks())
+	if err != nil || st.Processes != 1 || st.PeakRSSBytes <= 0 {
+		t.Fatalf("stats %+v, %v", st, err)
+	}
+	if err := s.kill(); err != nil {
+		t.Fatal(err)
+	}
+	if s.running() {
+		t.Fatal("running after kill")
+	}
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	if s.port != port {
+		t.Fatalf("restart moved from port %d to %d", port, s.port)
+	}
+	c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+	if err != nil {
+		t.Fatalf("restarted server does not accept: %v", err)
+	}
+	c.Close()
+	es, err := s.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es.Status != "exit status 0" {
+		t.Errorf("exit %+v", es)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if strings.Count(string(log), "===== bench: start") != 2 {
+		t.Errorf("log does not show two starts:\n%s", log)
+	}
+}
+
+// TestServerStopAcceptsDeathBySIGTERM: a process without a SIGTERM handler (or a shell
+// wrapper) dies of the signal; that is a clean stop.
+func TestServerStopAcceptsDeathBySIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	s, err := startServer(helperTarget("ignore-handler"), dir, filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.stop()
+	if err != nil {
+		t.Fatalf("stop: %v (%+v)", err, es)
+	}
+	if !strings.Contains(es.Status, "terminated") {
+		t.Errorf("status %q, want death by SIGTERM", es.Status)
+	}
+}
+
+func TestTargetArgvSubstitutes(t *testing.T) {
+	tg := Target{Argv: []string{"/bin/sh", "-c", "x --port {port} --dir {dir} --again {port}"}}
+	got := strings.Join(tg.argv(9092, "/d"), " ")
+	if got != "/bin/sh -c x --port 9092 --dir /d --again 9092" {
+		t.Errorf("argv = %q", got)
+	}
+}

@@ -1,0 +1,342 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"inlet/loadgen"
+)
+
+// Load is the loadgen side of every measurement. Linger and compression are pinned in
+// config rather than left to defaults, so a loadgen default changing cannot move a figure.
+type Load struct {
+	Producers  int
+	Partitions int
+	RecordSize int
+	Idempotent bool
+	Duration   time.Duration
+	// MaxBufferedRecords per producer; 0 is loadgen's default.
+	MaxBufferedRecords int
+	Topic              string
+}
+
+// Linger and compression of every bench run: librdkafka's and the Java client's linger, and
+// no compression (kgo would use snappy otherwise).
+const (
+	benchLinger      = 5 * time.Millisecond
+	benchCompression = "none"
+)
+
+func (l Load) config(addr string, rate float64) loadgen.Config {
+	topic := l.Topic
+	if topic == "" {
+		topic = "bench"
+	}
+	return loadgen.Config{
+		Brokers:            []string{addr},
+		Topic:              topic,
+		Partitions:         l.Partitions,
+		Producers:          l.Producers,
+		Idempotent:         l.Idempotent,
+		RecordSize:         l.RecordSize,
+		Linger:             benchLinger,
+		Compression:        benchCompression,
+		MaxBufferedRecords: l.MaxBufferedRecords,
+		Duration:           l.Duration,
+		Rate:               rate,
+	}
+}
+
+// label describes the load for grouping results.
+func (l Load) label() string {
+	mode := "plain"
+	if l.Idempotent {
+		mode = "idempotent"
+	}
+	return fmt.Sprintf("%s, %d producers, %d-byte records", mode, l.Producers, l.RecordSize)
+}
+
+// Env is what every measuring subcommand shares.
+type Env struct {
+	// Root is the repository root (found from the working directory when empty).
+	Root string
+	// ResultsDir receives the JSON and CSV files; empty: Root/results.
+	ResultsDir string
+	// TmpDir holds each run's fresh data directory; empty: os.TempDir().
+	TmpDir string
+	// InletBin is the broker binary; empty: build Root/bin/inlet with go build first.
+	InletBin string
+	// KeepData keeps each run's data directory and server log.
+	KeepData bool
+	// Pause between runs lets the kernel finish writeback of the previous run's files.
+	Pause time.Duration
+	// Command is the command line as typed; Flags every flag of the subcommand.
+	Command string
+	Flags   map[string]string
+	// Stdout gets the final table, Stderr the progress lines, Live (if set) loadgen's
+	// per-second lines.
+	Stdout, Stderr, Live io.Writer
+
+	clkTck int
+}
+
+// prepare fills the Env's defaults and builds the inlet binary if needed.
+func (e *Env) prepare() error {
+	if e.Stdout == nil {
+		e.Stdout = io.Discard
+	}
+	if e.Stderr == nil {
+		e.Stderr = io.Discard
+	}
+	if e.Root == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if e.Root, err = FindRoot(wd); err != nil {
+			return err
+		}
+	}
+	if e.ResultsDir == "" {
+		e.ResultsDir = filepath.Join(e.Root, "results")
+	}
+	if e.TmpDir == "" {
+		e.TmpDir = os.TempDir()
+	}
+	if e.Flags == nil {
+		e.Flags = map[string]string{}
+	}
+	e.clkTck = clockTicks()
+	if e.InletBin == "" {
+		bin, err := e.build("inlet", "inlet/cmd/inlet")
+		if err != nil {
+			return err
+		}
+		e.InletBin = bin
+	}
+	return nil
+}
+
+// build compiles pkg into Root/bin/name.
+func (e *Env) build(name, pkg string) (string, error) {
+	bin := filepath.Join(e.Root, "bin", name)
+	fmt.Fprintf(e.Stderr, "bench: go build -o %s %s\n", relPath(e.Root, bin), pkg)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = e.Root
+	cmd.Stdout, cmd.Stderr = e.Stderr, e.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	return bin, nil
+}
+
+// FindRoot returns the directory at or above dir holding the go.mod of module inlet.
+func FindRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if f, err := os.Open(filepath.Join(d, "go.mod")); err == nil {
+			sc := bufio.NewScanner(f)
+			isInlet := sc.Scan() && strings.TrimSpace(sc.Text()) == "module inlet"
+			f.Close()
+			if isInlet {
+				return d, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod of module inlet at or above %s", dir)
+		}
+	}
+}
+
+// newFile starts a result file.
+func (e *Env) newFile(kind, label string) *File {
+	f := &File{Kind: kind, Label: label, Command: e.Command, Flags: e.Flags, Machine: describeMachine(e.Root),
+		Started: time.Now().UTC()}
+	if t := fsType(e.TmpDir); t == "tmpfs" || t == "overlayfs" {
+		note := fmt.Sprintf("data directories are under %s, a %s: fsync costs nothing there and write_bytes may not count; use --tmp-dir on a disk", e.TmpDir, t)
+		f.Notes = append(f.Notes, note)
+		fmt.Fprintln(e.Stderr, "bench: warning:", note)
+	}
+	return f
+}
+
+// finish computes nothing; it writes f to results/ as JSON, appends its CSV rows and says
+// where they went.
+func (e *Env) finish(f *File) error {
+	f.Finished = time.Now().UTC()
+	path, err := writeFile(e.Root, e.ResultsDir, f)
+	if err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	fmt.Fprintf(e.Stderr, "bench: wrote %s\n", relPath(e.Root, path))
+	csvPath, err := appendCSV(e.ResultsDir, f)
+	if err != nil {
+		// The JSON file holds everything; a CSV that cannot take the rows is not worth the run.
+		fmt.Fprintf(e.Stderr, "bench: warning: %v\n", err)
+	} else {
+		fmt.Fprintf(e.Stderr, "bench: appended to %s\n", relPath(e.Root, csvPath))
+	}
+	return nil
+}
+
+// inletTarget is the inlet command with the bench's standard flags.
+func (e *Env) inletTarget(name string, load Load, storage string, workers int, extra []string) Target {
+	argv := []string{e.InletBin, "--listen", "127.0.0.1:{port}", "--data-dir", "{dir}",
+		"--default-partitions", strconv.Itoa(load.Partitions)}
+	if storage != "" {
+		argv = append(argv, "--storage", storage)
+	}
+	if workers > 0 {
+		argv = append(argv, "--workers", strconv.Itoa(workers))
+	}
+	return Target{Name: name, Argv: append(argv, extra...)}
+}
+
+// measure runs t on a fresh data directory under one loadgen run and returns the run, with
+// every problem (an interrupted ctx included) in Run.Error.
+func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Run {
+	run := Run{Target: t.Name, Rate: rate, Started: time.Now().UTC()}
+	fail := func(format string, a ...any) Run {
+		msg := fmt.Sprintf(format, a...)
+		if run.Error != "" {
+			run.Error += "; " + msg
+		} else {
+			run.Error = msg
+		}
+		return run
+	}
+	base, err := os.MkdirTemp(e.TmpDir, "inlet-bench-"+t.Name+"-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	keep := e.KeepData
+	defer func() {
+		if keep {
+			fmt.Fprintf(e.Stderr, "bench: kept %s\n", base)
+		} else {
+			os.RemoveAll(base)
+		}
+	}()
+	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fail("%v", err)
+	}
+	run.DataFS = fsType(dir)
+	srv, err := startServer(t, dir, logPath)
+	if err != nil {
+		return fail("%v", err)
+	}
+	run.Argv = t.argv(srv.port, dir)
+
+	cfg := load.config(srv.addr(), rate)
+	cfg.Live = e.Live
+	res, lerr := loadgen.Run(ctx, cfg)
+	stats, serr := srv.stats(e.clkTck)
+	exit, xerr := srv.stop()
+	run.Exit = exit
+	if lerr != nil {
+		fail("loadgen: %v", lerr)
+	}
+	if serr != nil {
+		fail("reading /proc: %v", serr)
+	}
+	if xerr != nil {
+		fail("stop: %v", xerr)
+	}
+	if run.Error != "" {
+		run.Error += " (server log: " + strings.ReplaceAll(logTail(logPath, 5), "\n", " | ") + ")"
+	}
+	if res != nil {
+		run.Loadgen = res
+		run.RecordsPerSec, run.MBPerSec = res.RecordsPerSec, res.MBPerSec
+		run.P50Us, run.P99Us, run.P999Us = res.Latency.P50Us, res.Latency.P99Us, res.Latency.P999Us
+		run.Acked, run.Failed, run.AckedValueBytes = res.Acked, res.Failed, res.Bytes
+		run.ElapsedSeconds = res.Elapsed.Seconds()
+		switch {
+		case res.Interrupted:
+			fail("interrupted")
+		case res.FlushTimedOut:
+			fail("acks still outstanding %v after sending stopped", res.Settings.FlushTimeout)
+		case res.Acked == 0:
+			fail("nothing acknowledged")
+		}
+		if res.Failed > 0 {
+			fail("%d records failed: %v", res.Failed, res.Errors)
+		}
+	}
+	if serr == nil {
+		run.Server = stats
+		run.CPUSecondsPerMillion = perMillion(stats.CPUSeconds, run.Acked)
+		if run.AckedValueBytes > 0 {
+			run.WriteAmplification = float64(stats.WriteBytes) / float64(run.AckedValueBytes)
+		}
+	}
+	return run
+}
+
+// pause sleeps e.Pause unless ctx ends first.
+func (e *Env) pause(ctx context.Context) {
+	if e.Pause <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(e.Pause):
+	}
+}
+
+// progress prints which point is running and about how long is left.
+type progress struct {
+	w        io.Writer
+	kind     string
+	total    int
+	done     int
+	began    time.Time
+	estimate time.Duration // of one point before any has finished
+}
+
+func newProgress(w io.Writer, kind string, total int, perPoint time.Duration) *progress {
+	return &progress{w: w, kind: kind, total: total, began: time.Now(), estimate: perPoint}
+}
+
+// left estimates the time the remaining points take from the ones done so far.
+func (p *progress) left() time.Duration {
+	per := p.estimate
+	if p.done > 0 {
+		per = time.Since(p.began) / time.Duration(p.done)
+	}
+	return per * time.Duration(p.total-p.done)
+}
+
+func (p *progress) begin(format string, a ...any) {
+	fmt.Fprintf(p.w, "bench %s: [%d/%d] %s (about %s left)\n", p.kind, p.done+1, p.total, fmt.Sprintf(format, a...),
+		p.left().Round(time.Second))
+}
+
+func (p *progress) end(r *Run) {
+	p.done++
+	if r.Error != "" {
+		fmt.Fprintf(p.w, "bench %s:        FAILED: %s\n", p.kind, r.Error)
+		return
+	}
+	fmt.Fprintf(p.w, "bench %s:        %s records/s, %.1f MB/s, p50 %s, p99 %s, %.2f CPU s/M records, %s peak RSS, %.2f disk B/acked B\n",
+		p.kind, thousands(r.RecordsPerSec), r.MBPerSec, micros(float64(r.P50Us)), micros(float64(r.P99Us)),
+		r.CPUSecondsPerMillion, mib(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
+}
+
+// perPointEstimate is a guess at one point's wall time before any has run: the load, the
+// producers' warm-up and flush, server start and stop, the pause.
+func perPointEstimate(load Load, pause time.Duration) time.Duration {
+	return load.Duration + 4*time.Second + pause
+}

@@ -1,0 +1,286 @@
+// Command bench is Inlet's benchmark harness: it starts fresh brokers, drives them with
+// loadgen, and writes results/ and BENCHMARKS.md.
+//
+//	bench sweep    throughput against inlet's --workers
+//	bench compare  inlet against kfake and other brokers, alternating
+//	bench latency  ack latency against offered load (open loop)
+//	bench chaos    kill -9 and restart inlet under verified load
+//	bench profile  CPU and allocation profiles of inlet under load
+//	bench report   render BENCHMARKS.md and the charts from results/*.json
+//
+// Exit status: 0 ok, 1 error or failed chaos verification, 2 usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"inlet/bench"
+)
+
+const usageText = `usage: bench <command> [flags]
+
+commands:
+  sweep    throughput against inlet's --workers (fresh inlet per point)
+  compare  the same load against inlet, inlet-discard, kfake, kfake-sync and --peer brokers
+  latency  ack latency at offered loads (--rates fractions of --of, or records/s)
+  chaos    SIGKILL and restart inlet under verified load
+  profile  CPU and allocation profiles of inlet under the standard load
+  report   render BENCHMARKS.md and results/*.svg from results/*.json
+
+'bench <command> --help' lists a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usageText)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A second signal kills the process.
+	go func() { <-ctx.Done(); stop() }()
+	os.Exit(run(ctx, os.Args[1], os.Args[2:]))
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, " ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// common holds the flags every measuring command shares.
+type common struct {
+	fs        *flag.FlagSet
+	load      bench.Load
+	plain     bool
+	env       bench.Env
+	live      bool
+	storage   string
+	inletArgs stringList
+}
+
+func newCommon(name string, duration time.Duration) *common {
+	c := &common{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	fs := c.fs
+	fs.IntVar(&c.load.Producers, "producers", 16, "producers, one kgo client each")
+	fs.IntVar(&c.load.Partitions, "partitions", 16, "partitions of the topic (and inlet's --default-partitions)")
+	fs.IntVar(&c.load.RecordSize, "record-size", 100, "record value bytes")
+	fs.BoolVar(&c.load.Idempotent, "idempotent", true, "idempotent producers")
+	fs.BoolVar(&c.plain, "plain", false, "plain producers (no idempotence); same as --idempotent=false")
+	fs.DurationVar(&c.load.Duration, "duration", duration, "sending time of each run")
+	fs.IntVar(&c.load.MaxBufferedRecords, "max-buffered-records", 0, "records each producer buffers (0: loadgen's default)")
+	fs.StringVar(&c.load.Topic, "topic", "bench", "topic")
+	fs.StringVar(&c.env.ResultsDir, "results-dir", "", "where result JSON and CSV files go (default: results/ in the repository root)")
+	fs.StringVar(&c.env.TmpDir, "tmp-dir", "", "parent of each run's fresh data directory (default: $TMPDIR or /tmp); must be on a real disk")
+	fs.StringVar(&c.env.InletBin, "inlet-bin", "", "inlet binary (default: build bin/inlet with go build first)")
+	fs.BoolVar(&c.env.KeepData, "keep-data", false, "keep each run's data directory and server log")
+	fs.DurationVar(&c.env.Pause, "pause", time.Second, "pause between runs (lets writeback of the last run finish)")
+	fs.BoolVar(&c.live, "live", false, "print loadgen's per-second lines on stderr")
+	fs.StringVar(&c.storage, "storage", "segments", "inlet --storage (segments, pebble or discard)")
+	fs.Var(&c.inletArgs, "inlet-arg", "extra inlet flag, repeatable (--inlet-arg=--max-group-bytes=8MiB)")
+	return c
+}
+
+// parse parses args and finishes the shared settings; false means a usage error was printed.
+func (c *common) parse(args []string) bool {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		return false
+	}
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench %s: unexpected arguments: %s\n", c.fs.Name(), strings.Join(c.fs.Args(), " "))
+		return false
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.plain && set["idempotent"] && c.load.Idempotent {
+		fmt.Fprintf(os.Stderr, "bench %s: --plain and --idempotent contradict each other\n", c.fs.Name())
+		return false
+	}
+	if c.plain {
+		c.load.Idempotent = false
+	}
+	c.env.Command = bench.CommandLine(append([]string{"bin/bench", c.fs.Name()}, args...))
+	c.env.Flags = map[string]string{}
+	c.fs.VisitAll(func(f *flag.Flag) { c.env.Flags[f.Name] = f.Value.String() })
+	c.env.Stdout, c.env.Stderr = os.Stdout, os.Stderr
+	if c.live {
+		c.env.Live = os.Stderr
+	}
+	return true
+}
+
+func run(ctx context.Context, cmd string, args []string) int {
+	switch cmd {
+	case "sweep":
+		c := newCommon(cmd, 20*time.Second)
+		workers := c.fs.String("workers", "1,2,4,8,16", "comma-separated inlet --workers values")
+		repeat := c.fs.Int("repeat", 3, "runs of each worker count")
+		if !c.parse(args) {
+			return 2
+		}
+		ws, err := bench.ParseInts(*workers)
+		if err != nil {
+			return usage(cmd, fmt.Errorf("--workers: %w", err))
+		}
+		f, err := bench.Sweep(ctx, bench.SweepOptions{Env: c.env, Load: c.load, Workers: ws, Repeat: *repeat,
+			Storage: c.storage, InletArgs: c.inletArgs})
+		return exitFile(cmd, f, err)
+
+	case "compare":
+		c := newCommon(cmd, 20*time.Second)
+		targets := c.fs.String("targets", strings.Join(bench.BuiltinTargets, ","), "built-in targets to measure ('' for none)")
+		var peers stringList
+		c.fs.Var(&peers, "peer", "another broker, repeatable: name='shell command with {port} and {dir}'")
+		repeat := c.fs.Int("repeat", 3, "rounds over all targets")
+		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+		kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
+		if !c.parse(args) {
+			return 2
+		}
+		o := bench.CompareOptions{Env: c.env, Load: c.load, Repeat: *repeat, Storage: c.storage, Workers: *workers,
+			InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
+		for t := range strings.SplitSeq(*targets, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				o.Targets = append(o.Targets, t)
+			}
+		}
+		for _, p := range peers {
+			t, err := bench.ParsePeer(p)
+			if err != nil {
+				return usage(cmd, err)
+			}
+			o.Peers = append(o.Peers, t)
+		}
+		f, err := bench.Compare(ctx, o)
+		return exitFile(cmd, f, err)
+
+	case "latency":
+		c := newCommon(cmd, 20*time.Second)
+		rates := c.fs.String("rates", "0.25,0.5,0.75", "offered loads: fractions of --of, or records/s without --of")
+		of := c.fs.String("of", "", "flat-out records/s the rates are fractions of, or 'flat' to measure it first (default: rates are records/s)")
+		repeat := c.fs.Int("repeat", 1, "runs of each rate")
+		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+		if !c.parse(args) {
+			return 2
+		}
+		rs, err := bench.ParseRates(*rates)
+		if err != nil {
+			return usage(cmd, fmt.Errorf("--rates: %w", err))
+		}
+		o := bench.LatencyOptions{Env: c.env, Load: c.load, Repeat: *repeat, Rates: rs, Storage: c.storage,
+			Workers: *workers, InletArgs: c.inletArgs}
+		switch *of {
+		case "":
+		case "flat":
+			o.OfFlat = true
+		default:
+			if o.Of, err = strconv.ParseFloat(*of, 64); err != nil || o.Of <= 0 {
+				return usage(cmd, fmt.Errorf("--of: %q is neither a positive number nor 'flat'", *of))
+			}
+		}
+		f, err := bench.Latency(ctx, o)
+		return exitFile(cmd, f, err)
+
+	case "chaos":
+		c := newCommon(cmd, 60*time.Second)
+		o := bench.ChaosOptions{}
+		c.fs.DurationVar(&o.KillEvery, "kill-every", 3*time.Second, "mean time between SIGKILLs (each gap uniform in [0.5x, 1.5x])")
+		c.fs.IntVar(&o.MaxKills, "max-kills", 0, "at most this many kills (0: as many as fit in --duration)")
+		c.fs.DurationVar(&o.Down, "down", 0, "how long inlet stays dead before the restart")
+		c.fs.Float64Var(&o.Rate, "rate", 0, "offered records/s over all producers (0: flat out)")
+		c.fs.DurationVar(&o.FlushTimeout, "flush-timeout", 2*time.Minute, "how long to wait for outstanding acks after sending stops")
+		c.fs.Int64Var(&o.Seed, "seed", 0, "seed of the kill schedule (0: from the clock; recorded)")
+		c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
+		if !c.parse(args) {
+			return 2
+		}
+		o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
+		f, err := bench.Chaos(ctx, o)
+		if code := exitFile(cmd, f, err); code != 0 {
+			return code
+		}
+		if !f.Chaos.OK {
+			fmt.Fprintf(os.Stderr, "bench chaos: FAILED: %s\n", strings.Join(f.Chaos.Failures, "; "))
+			return 1
+		}
+		return 0
+
+	case "profile":
+		c := newCommon(cmd, 20*time.Second)
+		o := bench.ProfileOptions{}
+		c.fs.StringVar(&o.OutDir, "out", "", "directory for the profiles (default: profiles/ in the repository root)")
+		c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
+		if !c.parse(args) {
+			return 2
+		}
+		o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
+		files, err := bench.Profile(ctx, o)
+		for _, f := range files {
+			fmt.Println(f)
+		}
+		return exit(cmd, err)
+
+	case "report":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		o := bench.ReportOptions{Stderr: os.Stderr}
+		fs.StringVar(&o.ResultsDir, "results-dir", "", "result files to read (default: results/ in the repository root)")
+		fs.StringVar(&o.Out, "out", "", "markdown file to update (default: BENCHMARKS.md in the repository root)")
+		fs.StringVar(&o.ChartsDir, "charts-dir", "", "where the SVG charts go (default: the results directory)")
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() > 0 {
+			return usage(cmd, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+		}
+		files, err := bench.Report(o)
+		for _, f := range files {
+			fmt.Println(f)
+		}
+		return exit(cmd, err)
+
+	case "help", "-h", "--help":
+		fmt.Print(usageText)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "bench: unknown command %q\n\n%s", cmd, usageText)
+	return 2
+}
+
+func usage(cmd string, err error) int {
+	fmt.Fprintf(os.Stderr, "bench %s: %v\n", cmd, err)
+	return 2
+}
+
+// exitFile is exit, and 1 for a run that was interrupted (its partial results are written).
+func exitFile(cmd string, f *bench.File, err error) int {
+	if code := exit(cmd, err); code != 0 {
+		return code
+	}
+	if f != nil && f.Interrupted {
+		fmt.Fprintf(os.Stderr, "bench %s: interrupted; the points measured so far are in %s\n", cmd, f.Name)
+		return 1
+	}
+	return 0
+}
+
+func exit(cmd string, err error) int {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
