@@ -3,8 +3,10 @@ package batchlog
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"inlet/idem"
+	"inlet/wire"
 )
 
 // commitLoop is the single committer goroutine (see the package comment). It owns
@@ -129,6 +131,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	}
 	p := a.Partition
 	a.LogStartOffset = p.logStart.Load()
+	a.AppendTime = -1
 	var st *idem.State
 	if a.ProducerID >= 0 {
 		key := producerKey{a.ProducerID, p.ID}
@@ -158,6 +161,12 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	// baseOffset lies outside the CRC-32C (which covers bytes 21..end), so patching it in place
 	// keeps the producer's batch valid byte for byte (DefaultRecordBatch).
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
+	if a.LogAppendTime {
+		// The append time is the commit time, so it is stamped here, under the committer,
+		// in offset order (Kafka's LogValidator does it while assigning offsets).
+		a.AppendTime = time.Now().UnixMilli()
+		wire.SetLogAppendTime(a.Batch, a.AppendTime)
+	}
 	g.setData(p.ID, base, a.Batch)
 	a.BaseOffset = base
 	if st != nil {

@@ -10,12 +10,18 @@ import "encoding/binary"
 //	p <producer id u64> <partition u32>   idem.State encoding
 //	t <topic name>                        topic record (JSON)
 //	m <name>                              node metadata: producer-id block, partition-id counter
+//	l <partition u32>                     log start offset u64 (retention, DeleteRecords)
+//	o <u16 len><group><u16 len><topic> <partition u32>   committed offset (offsets.go)
+//	g <group>                             group record (JSON: protocol type, generation)
 const (
 	kindData     = 'd'
 	kindHigh     = 'h'
 	kindProducer = 'p'
 	kindTopic    = 't'
 	kindMeta     = 'm'
+	kindLogStart = 'l'
+	kindOffset   = 'o'
+	kindGroup    = 'g'
 )
 
 const dataKeyLen = 1 + 4 + 8

@@ -47,10 +47,12 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"inlet/idem"
+	"inlet/topicconfig"
 )
 
 // Kafka error codes set on an Append by the committer.
@@ -77,6 +79,9 @@ type Options struct {
 	// MemTableSize is Pebble's memtable size.
 	MemTableSize uint64
 	Logger       *slog.Logger
+	// RetentionCheckInterval is how often retention runs in the background (default 5
+	// minutes, Kafka's log.retention.check.interval.ms); negative disables it.
+	RetentionCheckInterval time.Duration
 	// OnFatal is called when a group cannot be written or synced. The log cannot continue
 	// after that (a later group may not be acknowledged while an earlier one is in doubt);
 	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
@@ -100,7 +105,8 @@ type Topic struct {
 	Name       string
 	ID         [16]byte
 	Partitions []*Partition
-	Configs    map[string]string
+	Configs    map[string]string    // overrides as set by CreateTopics / AlterConfigs
+	Settings   topicconfig.Settings // Configs parsed: what produce and retention act on
 }
 
 // Partition is one partition's log position. Next offsets are owned by the committer;
@@ -132,10 +138,15 @@ type Append struct {
 	ProducerEpoch int16
 	BaseSequence  int32
 	NumRecords    int32
+	// LogAppendTime makes the committer stamp the batch with the commit time (the topic's
+	// message.timestamp.type=LogAppendTime): the timestamp is the append time, so it is set
+	// when offsets are assigned, and the CRC recomputed (wire.SetLogAppendTime).
+	LogAppendTime bool
 
 	// Results, valid in Done.
 	BaseOffset     int64
 	LogStartOffset int64
+	AppendTime     int64 // the LogAppendTime stamped, or -1
 	Err            int16
 }
 
@@ -172,6 +183,8 @@ type Log struct {
 	topics    map[string]*Topic
 	partSeq   uint32
 	clusterID string
+
+	retainMu sync.Mutex // serialises log-start changes (retention, DeleteRecords)
 
 	pidMu       sync.Mutex
 	nextPID     int64
@@ -256,6 +269,9 @@ func Open(opts Options) (*Log, error) {
 		}
 	}
 	l.start()
+	if !opts.Discard {
+		l.startRetention()
+	}
 	return l, nil
 }
 
@@ -399,7 +415,7 @@ func (l *Log) recover() error {
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return fmt.Errorf("batchlog: topic record %q: %w", k[1:], err)
 		}
-		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs}
+		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: topicconfig.Parse(rec.Configs)}
 		for i, id := range rec.Partitions {
 			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i)}
 			t.Partitions = append(t.Partitions, p)
@@ -441,6 +457,22 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	// Log starts moved by retention and DeleteRecords live in their own keys (the committer
+	// writes high-watermark keys concurrently); the later of the two wins.
+	err = l.scan([]byte{kindLogStart}, func(k, v []byte) error {
+		if len(k) != highKeyLen || len(v) != 8 {
+			return fmt.Errorf("batchlog: corrupt log start key %x", k)
+		}
+		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
+			if ls := int64(binary.BigEndian.Uint64(v)); ls > p.logStart.Load() {
+				p.logStart.Store(ls)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	err = l.scan([]byte{kindProducer}, func(k, v []byte) error {
 		if len(k) != producerKeyLen {
 			return fmt.Errorf("batchlog: corrupt producer key %x", k)
@@ -475,6 +507,11 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	replayed := 0
 	err := ss.replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
 		p := byID[partition]
+		if p == nil && partition < l.partSeq {
+			// A partition of a deleted topic: ids are never reused, so its entries are
+			// orphans a produce racing the deletion wrote. Skip them.
+			return nil
+		}
 		if p == nil {
 			return fmt.Errorf("batchlog: segment %d at %d names unknown partition %d", seg, pos, partition)
 		}
@@ -585,7 +622,7 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	if t, ok := l.topics[name]; ok {
 		return t, ErrTopicExists
 	}
-	t := &Topic{Name: name, Configs: configs}
+	t := &Topic{Name: name, Configs: configs, Settings: topicconfig.Parse(configs)}
 	_, _ = rand.Read(t.ID[:])
 	rec := topicRecord{Name: name, ID: t.ID, Configs: configs}
 	seq := l.partSeq

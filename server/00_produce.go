@@ -67,7 +67,17 @@ func (s *Server) handleProduce(r *request) {
 				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				continue
 			}
-			h, vcode, msg := wire.ValidateProduceBatch(rp.Records, s.cfg.MaxMessageBytes)
+			// max.message.bytes is per topic, falling back to the broker's message.max.bytes.
+			maxMessage := s.cfg.MaxMessageBytes
+			if mm := topic.Settings.MaxMessageBytes; mm != 0 {
+				maxMessage = max(mm, 0)
+			}
+			h, vcode, msg := wire.ValidateProduceBatch(rp.Records, maxMessage)
+			if vcode == wire.ErrNone && h.Compression() == wire.CompressionZstd && r.hdr.APIVersion < 7 {
+				// KIP-110 (ProduceRequest.validateRecords): zstd needs Produce v7+, the one
+				// version-dependent check ValidateProduceBatch leaves to its caller.
+				vcode, msg = wire.ErrUnsupportedCompressionType, "produce requests with version < 7 are not allowed to use ZStandard compression"
+			}
 			if vcode == wire.ErrNone && (ps.req.TransactionalID != nil || h.IsTransactional()) {
 				// Transactions are not served yet; a transactional batch outside a
 				// transaction the broker knows is INVALID_TXN_STATE (KIP-890 verification).
@@ -85,6 +95,7 @@ func (s *Server) handleProduce(r *request) {
 				ProducerEpoch: h.ProducerEpoch,
 				BaseSequence:  h.BaseSequence,
 				NumRecords:    h.NumRecords,
+				LogAppendTime: topic.Settings.LogAppendTime,
 			})
 			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
 		}
@@ -116,6 +127,9 @@ func (r *request) produceCommitted(lr *batchlog.Request) {
 			continue
 		}
 		op.BaseOffset = a.BaseOffset
+		if a.LogAppendTime {
+			op.LogAppendTime = a.AppendTime
+		}
 	}
 	if ps.acks == 0 {
 		s.release(r)

@@ -10,13 +10,14 @@ import (
 	"inlet/wire"
 )
 
-// ListOffsets v0-v6: earliest (-2), latest (-1) and by timestamp (the first offset whose
-// record timestamp is >= the target, KIP-79), with read_committed bounded by the last stable
-// offset. v7's max-timestamp (-3, KIP-734) is not advertised yet.
+// ListOffsets v0-v7: earliest (-2), latest (-1), by timestamp (the first offset whose
+// record timestamp is >= the target, KIP-79) and v7's max timestamp (-3, KIP-734,
+// list_offsets_max.go), with read_committed bounded by the last stable offset. v8's
+// earliest-local (-4, tiered storage) is not advertised.
 const listOffsetsKey = 2
 
 func init() {
-	register(api{key: listOffsetsKey, min: 0, max: 6, handle: handleListOffsets})
+	register(api{key: listOffsetsKey, min: 0, max: 7, handle: handleListOffsets})
 }
 
 const (
@@ -47,6 +48,13 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 				op.Offset = stable
 			case listEarliest:
 				op.Offset = p.LogStartOffset()
+			case listMaxTimestamp:
+				off, ts, err := s.offsetOfMaxTimestamp(p, stable)
+				if err != nil {
+					s.log.Error("list offsets max timestamp", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode = errUnknownServerError
+				}
+				op.Offset, op.Timestamp = off, ts
 			default:
 				off, ts, err := s.offsetForTimestamp(p, rp.Timestamp, stable)
 				if err != nil {

@@ -1,0 +1,143 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// User is one configured user: a principal and its SCRAM credentials (either may be absent; a
+// user without any credential can only be reached through a TLS client certificate whose
+// common name is its name).
+type User struct {
+	Principal
+	SHA256, SHA512 *Credential
+}
+
+func (u *User) credential(mechanism string) *Credential {
+	switch mechanism {
+	case ScramSHA256:
+		return u.SHA256
+	case ScramSHA512:
+		return u.SHA512
+	}
+	return nil
+}
+
+// Users is the set of configured users; read-only once built.
+type Users struct {
+	byName map[string]*User
+}
+
+// NewUsers indexes us by name; names must be unique and non-empty.
+func NewUsers(us []User) (*Users, error) {
+	u := &Users{byName: make(map[string]*User, len(us))}
+	for i := range us {
+		usr := us[i]
+		if usr.Name == "" {
+			return nil, fmt.Errorf("auth: user %d has no name", i)
+		}
+		if _, dup := u.byName[usr.Name]; dup {
+			return nil, fmt.Errorf("auth: user %q defined twice", usr.Name)
+		}
+		u.byName[usr.Name] = &usr
+	}
+	return u, nil
+}
+
+// Lookup returns the user named name.
+func (u *Users) Lookup(name string) (*User, bool) {
+	if u == nil {
+		return nil, false
+	}
+	usr, ok := u.byName[name]
+	return usr, ok
+}
+
+// Exchange is the server side of one SASL authentication: Step takes each client message and
+// returns the server's answer; done is true after the last. A non-nil error means the
+// authentication failed (the error wraps ErrAuthenticationFailed); Principal is valid once
+// Step returned done without error.
+type Exchange interface {
+	Mechanism() string
+	Step(msg []byte) (resp []byte, done bool, err error)
+	Principal() *Principal
+}
+
+// Start begins an exchange for mechanism.
+func (u *Users) Start(mechanism string) (Exchange, error) {
+	switch mechanism {
+	case Plain:
+		return &plainExchange{users: u}, nil
+	case ScramSHA256, ScramSHA512:
+		return u.newScram(mechanism)
+	}
+	return nil, ErrUnsupportedMechanism
+}
+
+// ParsePlain splits a PLAIN message (RFC 4616): [authzid] NUL authcid NUL passwd. The strings
+// alias msg. authcid and passwd must be non-empty, and none of the parts may contain NUL.
+func ParsePlain(msg []byte) (authzid, user, password []byte, err error) {
+	i := bytes.IndexByte(msg, 0)
+	if i < 0 {
+		return nil, nil, nil, errors.New("PLAIN message has no NUL separator")
+	}
+	rest := msg[i+1:]
+	j := bytes.IndexByte(rest, 0)
+	if j < 0 {
+		return nil, nil, nil, errors.New("PLAIN message has one NUL separator, want two")
+	}
+	authzid, user, password = msg[:i], rest[:j], rest[j+1:]
+	if bytes.IndexByte(password, 0) >= 0 {
+		return nil, nil, nil, errors.New("PLAIN message has more than two NUL separators")
+	}
+	if len(user) == 0 || len(password) == 0 {
+		return nil, nil, nil, errors.New("PLAIN message has an empty user name or password")
+	}
+	return authzid, user, password, nil
+}
+
+// plainExchange verifies a PLAIN message against the user's SCRAM credential (SHA-256 if it
+// has one, else SHA-512). Kafka's PlainServerCallbackHandler rejects an authorization id that
+// differs from the user name; so does this.
+type plainExchange struct {
+	users *Users
+	user  *User
+	done  bool
+}
+
+func (x *plainExchange) Mechanism() string { return Plain }
+
+func (x *plainExchange) Step(msg []byte) ([]byte, bool, error) {
+	if x.done {
+		return nil, true, fmt.Errorf("%w: PLAIN exchange already complete", ErrAuthenticationFailed)
+	}
+	x.done = true
+	authzid, user, password, err := ParsePlain(msg)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: %v", ErrAuthenticationFailed, err)
+	}
+	if len(authzid) != 0 && !bytes.Equal(authzid, user) {
+		return nil, true, fmt.Errorf("%w: authorization id differs from the user name", ErrAuthenticationFailed)
+	}
+	usr, ok := x.users.Lookup(string(user))
+	if !ok {
+		return nil, true, fmt.Errorf("%w: unknown user", ErrAuthenticationFailed)
+	}
+	mech, c := ScramSHA256, usr.SHA256
+	if c == nil {
+		mech, c = ScramSHA512, usr.SHA512
+	}
+	if c == nil || !c.verifyPassword(mech, string(password)) {
+		return nil, true, fmt.Errorf("%w: bad password", ErrAuthenticationFailed)
+	}
+	x.user = usr
+	return nil, true, nil
+}
+
+func (x *plainExchange) Principal() *Principal {
+	if x.user == nil {
+		return nil
+	}
+	return &x.user.Principal
+}

@@ -1,0 +1,218 @@
+package batchlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Retention (Kafka's LogManager.cleanupLogs / UnifiedLog.deleteOldSegments), per batch rather
+// than per segment: a pass walks each partition of a topic with cleanup.policy=delete from its
+// log start and drops leading batches while
+//
+//   - retention.ms >= 0 and the batch's max timestamp is older than now - retention.ms
+//     (a batch with a timestamp in the future is never expired by time, as in Kafka), or
+//   - retention.bytes >= 0 and the partition stays at or above retention.bytes without it.
+//
+// Dropping means advancing the log start offset (ListOffsets earliest and Fetch follow at
+// once) and deleting the batches' index entries (in the pebble layout, the batches).
+//
+// Space in the segment layout: segment files interleave partitions, so a file is deleted only
+// when it lies wholly below every partition's first live batch (reclaimSegments) and before
+// the checkpoint (replay never needs it). A single slow partition therefore pins the segments
+// from its oldest live batch on; that is the price of one shared append-only file.
+
+// RetentionCheckInterval is how often the background pass runs (Kafka's
+// log.retention.check.interval.ms default is 5 minutes).
+const defaultRetentionCheckInterval = 5 * time.Minute
+
+func (l *Log) startRetention() {
+	iv := l.opts.RetentionCheckInterval
+	if iv == 0 {
+		iv = defaultRetentionCheckInterval
+	}
+	if iv < 0 {
+		return
+	}
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-t.C:
+				if err := l.EnforceRetention(time.Now()); err != nil {
+					l.log.Error("batchlog: retention", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// EnforceRetention runs one retention pass as of now, then reclaims segment files.
+func (l *Log) EnforceRetention(now time.Time) error {
+	if l.db == nil || l.closed.Load() {
+		return nil
+	}
+	l.retainMu.Lock()
+	defer l.retainMu.Unlock()
+	nowMs := now.UnixMilli()
+	for _, t := range l.Topics() {
+		st := t.Settings
+		if !st.Delete || (st.RetentionMs < 0 && st.RetentionBytes < 0) {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if err := l.retainPartition(p, st.RetentionMs, st.RetentionBytes, nowMs); err != nil {
+				return fmt.Errorf("partition %s/%d: %w", t.Name, p.Index, err)
+			}
+		}
+	}
+	if ss, ok := l.store.(*segmentStore); ok {
+		n, err := l.reclaimSegments(ss)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			l.log.Info("batchlog: reclaimed segment files", "count", n)
+		}
+	}
+	return nil
+}
+
+type batchInfo struct {
+	base int64
+	size int
+}
+
+func (l *Log) retainPartition(p *Partition, retentionMs, retentionBytes, nowMs int64) error {
+	hw := p.HighWatermark()
+	var batches []batchInfo
+	total := int64(0)
+	truncated := false
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID, hw)})
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		size := 0
+		if _, ok := l.store.(*segmentStore); ok {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				it.Close()
+				return err
+			}
+			size = int(binary.BigEndian.Uint32(v[12:]))
+		} else {
+			lv := it.LazyValue()
+			size = lv.Len()
+		}
+		batches = append(batches, batchInfo{base: dataKeyOffset(it.Key()), size: size})
+		total += int64(size)
+		if retentionBytes < 0 && len(batches) > 1024 {
+			// Time retention stops at the first live batch; no need to list them all.
+			truncated = true
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	start := p.LogStartOffset()
+	newStart := start
+	for i, b := range batches {
+		next := hw
+		if i+1 < len(batches) {
+			next = batches[i+1].base
+		} else if truncated {
+			break // listing was cut short; the next pass continues
+		}
+		expired := false
+		if retentionBytes >= 0 && total-int64(b.size) >= retentionBytes {
+			expired = true
+		}
+		if !expired && retentionMs >= 0 {
+			maxTS, err := l.batchMaxTimestamp(p, b.base)
+			if err != nil {
+				return err
+			}
+			expired = maxTS < nowMs-retentionMs
+		}
+		if !expired {
+			break
+		}
+		total -= int64(b.size)
+		newStart = max(newStart, next)
+	}
+	if newStart > start {
+		return l.advanceLogStart(p, newStart, pebble.NoSync)
+	}
+	return nil
+}
+
+// batchMaxTimestamp reads the max timestamp of the stored batch at base.
+func (l *Log) batchMaxTimestamp(p *Partition, base int64) (int64, error) {
+	buf, err := l.store.readBatches(p.ID, base, base+1, 1, true, nil)
+	if err != nil {
+		return 0, err
+	}
+	if len(buf) < 61 {
+		return 0, errors.New("stored batch shorter than a batch header")
+	}
+	return int64(binary.BigEndian.Uint64(buf[35:])), nil
+}
+
+// reclaimSegments deletes segment files below every partition's first live batch and below
+// the checkpoint. The checkpoint is read before the index, so every index entry of a segment
+// below it is already visible when the index is scanned.
+func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
+	ckSeg, _, err := ss.checkpoint()
+	if err != nil {
+		return 0, err
+	}
+	minLive := ckSeg
+	for _, t := range l.Topics() {
+		for _, p := range t.Partitions {
+			it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
+			if err != nil {
+				return 0, err
+			}
+			if it.First() {
+				v, err := it.ValueAndErr()
+				if err == nil && len(v) == 16 {
+					minLive = min(minLive, binary.BigEndian.Uint32(v))
+				}
+			}
+			if err := it.Close(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	var doomed []*segment
+	ss.mu.Lock()
+	for id, seg := range ss.segs {
+		if id < minLive {
+			doomed = append(doomed, seg)
+			delete(ss.segs, id)
+		}
+	}
+	ss.mu.Unlock()
+	for _, seg := range doomed {
+		if err := os.Remove(seg.f.Name()); err != nil {
+			return 0, err
+		}
+		// A reader that looked the segment up before it left the map may still be reading
+		// (a fetch below a log start that moved meanwhile): the open descriptor keeps the
+		// unlinked file readable until it is closed a little later.
+		f := seg.f
+		time.AfterFunc(30*time.Second, func() { _ = f.Close() })
+	}
+	return len(doomed), nil
+}

@@ -1,0 +1,199 @@
+package batchlog
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/topicconfig"
+)
+
+// Admin changes to topics: configs, partition counts, deletion, DeleteRecords.
+//
+// A Topic value is immutable once published; every change builds a new one (sharing the
+// *Partition values, which carry the live offsets) and swaps it in under topicsMu after its
+// record is synced. Partition ids are never reused (metaPartitionSeq only grows), so anything
+// a racing produce writes for a partition of a deleted topic is an orphan that recovery and
+// readers ignore rather than data that could surface in a new topic of the same name.
+
+// ErrUnknownTopic is returned for a topic that does not exist.
+var ErrUnknownTopic = errors.New("unknown topic")
+
+func (l *Log) putTopicRecord(b *pebble.Batch, t *Topic) error {
+	rec := topicRecord{Name: t.Name, ID: t.ID, Configs: t.Configs}
+	for _, p := range t.Partitions {
+		rec.Partitions = append(rec.Partitions, p.ID)
+	}
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return b.Set(topicKey(t.Name), v, nil)
+}
+
+// SetTopicConfigs replaces a topic's config overrides (validated by the caller).
+func (l *Log) SetTopicConfigs(name string, configs map[string]string) (*Topic, error) {
+	l.topicsMu.Lock()
+	defer l.topicsMu.Unlock()
+	old, ok := l.topics[name]
+	if !ok {
+		return nil, ErrUnknownTopic
+	}
+	if len(configs) == 0 {
+		configs = nil
+	}
+	t := &Topic{Name: old.Name, ID: old.ID, Partitions: old.Partitions, Configs: configs, Settings: topicconfig.Parse(configs)}
+	if l.db != nil {
+		b := l.db.NewBatch()
+		defer b.Close()
+		if err := l.putTopicRecord(b, t); err != nil {
+			return nil, err
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			return nil, fmt.Errorf("batchlog: alter topic %q: %w", name, err)
+		}
+	}
+	l.topics[name] = t
+	return t, nil
+}
+
+// AddPartitions grows a topic to total partitions (CreatePartitions).
+func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
+	l.topicsMu.Lock()
+	defer l.topicsMu.Unlock()
+	old, ok := l.topics[name]
+	if !ok {
+		return nil, ErrUnknownTopic
+	}
+	if total <= len(old.Partitions) {
+		return nil, fmt.Errorf("batchlog: topic %q has %d partitions, cannot grow to %d", name, len(old.Partitions), total)
+	}
+	t := &Topic{Name: old.Name, ID: old.ID, Configs: old.Configs, Settings: old.Settings}
+	t.Partitions = append(append([]*Partition(nil), old.Partitions...), make([]*Partition, 0, total-len(old.Partitions))...)
+	seq := l.partSeq
+	for i := len(old.Partitions); i < total; i++ {
+		t.Partitions = append(t.Partitions, &Partition{ID: seq, Topic: name, Index: int32(i)})
+		seq++
+	}
+	if l.db != nil {
+		b := l.db.NewBatch()
+		defer b.Close()
+		if err := l.putTopicRecord(b, t); err != nil {
+			return nil, err
+		}
+		_ = b.Set(metaPartitionSeq, binary.BigEndian.AppendUint32(nil, seq), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return nil, fmt.Errorf("batchlog: add partitions to %q: %w", name, err)
+		}
+	}
+	l.partSeq = seq
+	l.topics[name] = t
+	return t, nil
+}
+
+// DeleteTopic removes a topic: its record, its batch index (Pebble data keys for the pebble
+// layout), high watermarks, log starts and producer states, in one synced batch. The name can
+// be reused at once. Committed group offsets are the coordinator's to delete.
+//
+// In the segment layout the record bytes stay in their segment files until retention's
+// reclamation finds a segment no live partition references (reclaimSegments).
+func (l *Log) DeleteTopic(name string) error {
+	l.topicsMu.Lock()
+	defer l.topicsMu.Unlock()
+	t, ok := l.topics[name]
+	if !ok {
+		return ErrUnknownTopic
+	}
+	if l.db != nil {
+		b := l.db.NewBatch()
+		defer b.Close()
+		_ = b.Delete(topicKey(name), nil)
+		ids := map[uint32]bool{}
+		for _, p := range t.Partitions {
+			ids[p.ID] = true
+			_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID+1, 0), nil)
+			var k [highKeyLen]byte
+			putHighKey(k[:], p.ID)
+			_ = b.Delete(k[:], nil)
+			k[0] = kindLogStart
+			_ = b.Delete(k[:], nil)
+		}
+		err := l.scan([]byte{kindProducer}, func(k, _ []byte) error {
+			if len(k) == producerKeyLen && ids[binary.BigEndian.Uint32(k[9:])] {
+				_ = b.Delete(k, nil)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("batchlog: delete topic %q: %w", name, err)
+		}
+	}
+	delete(l.topics, name)
+	return nil
+}
+
+// ErrOffsetOutOfRange is returned by DeleteRecords for an offset past the high watermark.
+var ErrOffsetOutOfRange = errors.New("offset out of range")
+
+// DeleteRecords advances p's log start offset to offset (-1: the high watermark), as Kafka's
+// DeleteRecords does (Log.maybeIncrementLogStartOffset): the log start may fall inside a batch,
+// which then stays stored whole; batches wholly below it are deleted. It returns the new log
+// start. Synced: the caller is told the records are gone.
+func (l *Log) DeleteRecords(p *Partition, offset int64) (int64, error) {
+	l.retainMu.Lock()
+	defer l.retainMu.Unlock()
+	hw := p.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return p.LogStartOffset(), ErrOffsetOutOfRange
+	}
+	if offset <= p.LogStartOffset() {
+		return p.LogStartOffset(), nil
+	}
+	return offset, l.advanceLogStart(p, offset, pebble.Sync)
+}
+
+// advanceLogStart publishes a new log start (readers see it at once: a fetch below it is
+// OFFSET_OUT_OF_RANGE) and deletes the index entries of the batches wholly below it. Callers
+// hold retainMu.
+func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptions) error {
+	p.logStart.Store(start)
+	if l.db == nil {
+		return nil
+	}
+	// The batch containing start is the last one whose base is <= start; everything before
+	// it is wholly below the log start. At or past the high watermark every batch is.
+	cut := start
+	if start < p.HighWatermark() {
+		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID, start+1)})
+		if err != nil {
+			return err
+		}
+		if it.Last() {
+			cut = dataKeyOffset(it.Key())
+		} else {
+			cut = 0
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	var k [highKeyLen]byte
+	k[0] = kindLogStart
+	binary.BigEndian.PutUint32(k[1:], p.ID)
+	_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
+	if cut > 0 {
+		_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID, cut), nil)
+	}
+	return b.Commit(opts)
+}

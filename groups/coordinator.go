@@ -1,0 +1,1017 @@
+// Package groups is Inlet's group coordinator for Kafka's classic group protocol: JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, committed offsets, and the admin views of groups.
+//
+// It follows Kafka's kafka.coordinator.group.GroupCoordinator and GroupMetadata (2.8-3.x): a
+// group moves through the states
+//
+//	Empty -> PreparingRebalance -> CompletingRebalance -> Stable -> PreparingRebalance ...
+//	any   -> Dead (deleted)
+//
+// PreparingRebalance collects JoinGroups until every known member has rejoined or the largest
+// rebalance timeout of the members passes; members that did not rejoin are removed (static
+// members stay). Then the generation advances, one protocol is chosen by vote, every waiting
+// JoinGroup is answered (the leader gets the members and their metadata), and the group waits
+// in CompletingRebalance for the leader's SyncGroup with the assignment. Requests carrying a
+// stale generation get ILLEGAL_GENERATION, unknown members UNKNOWN_MEMBER_ID, a static member
+// replaced by a newer instance FENCED_INSTANCE_ID; v4+ JoinGroups without a member id get
+// MEMBER_ID_REQUIRED and an id to rejoin with (KIP-394).
+//
+// The protocol type is opaque: "consumer", Kafka Connect's "connect", or anything else.
+//
+// Concurrency: Coordinator.mu guards the map of groups; each group has its own mutex, held
+// while its state changes and while its offsets are written (one synced Pebble batch), so
+// commits of one group are ordered. JoinGroup and SyncGroup block the connection's worker on
+// a per-member channel, as Kafka parks the request in a delayed operation. Timers (session
+// expiry, rebalance and sync deadlines) take the group's lock and check that they are still
+// current. Lock order: Coordinator.mu before group.mu; neither is held while a request waits.
+package groups
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/batchlog"
+)
+
+// Kafka error codes (org.apache.kafka.common.protocol.Errors).
+const (
+	errNone                      int16 = 0
+	errUnknownServer             int16 = -1
+	errOffsetMetadataTooLarge    int16 = 12
+	errCoordinatorNotAvailable   int16 = 15
+	errNotCoordinator            int16 = 16
+	errUnknownTopicOrPartition   int16 = 3
+	errIllegalGeneration         int16 = 22
+	errInconsistentGroupProtocol int16 = 23
+	errInvalidGroupID            int16 = 24
+	errUnknownMemberID           int16 = 25
+	errInvalidSessionTimeout     int16 = 26
+	errRebalanceInProgress       int16 = 27
+	errKafkaStorage              int16 = 56
+	errNonEmptyGroup             int16 = 68
+	errGroupIDNotFound           int16 = 69
+	errMemberIDRequired          int16 = 79
+	errFencedInstanceID          int16 = 82
+	errGroupSubscribedToTopic    int16 = 86
+)
+
+// State is a group's state (GroupMetadata's GroupState).
+type State int8
+
+const (
+	Empty State = iota
+	PreparingRebalance
+	CompletingRebalance
+	Stable
+	Dead
+)
+
+func (s State) String() string {
+	switch s {
+	case Empty:
+		return "Empty"
+	case PreparingRebalance:
+		return "PreparingRebalance"
+	case CompletingRebalance:
+		return "CompletingRebalance"
+	case Stable:
+		return "Stable"
+	}
+	return "Dead"
+}
+
+// Config holds the coordinator's settings (Kafka's broker configs of the same names).
+type Config struct {
+	MinSessionTimeout time.Duration // group.min.session.timeout.ms, default 6s
+	MaxSessionTimeout time.Duration // group.max.session.timeout.ms, default 30 min
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms. Kafka's default is 3s; Inlet
+	// defaults to 0, the value Kafka recommends for tests, since a single node has no
+	// members arriving from a cluster restart to wait for.
+	InitialRebalanceDelay time.Duration
+	MaxMetadataBytes      int // offset.metadata.max.bytes, default 4096
+	// PartitionExists tells whether a topic partition exists, for OffsetCommit's
+	// UNKNOWN_TOPIC_OR_PARTITION.
+	PartitionExists func(topic string, partition int32) bool
+	Logger          *slog.Logger
+}
+
+// Store keeps offsets and group records durable (batchlog.Log implements it).
+type Store interface {
+	CommitOffsets(group string, offsets map[batchlog.OffsetKey]batchlog.CommittedOffset) error
+	DeleteOffsets(group string, keys []batchlog.OffsetKey) error
+	DeleteGroup(group string) error
+	SaveGroup(group string, rec batchlog.GroupRecord) error
+	LoadGroups() (map[string]*batchlog.StoredGroup, error)
+}
+
+// Coordinator coordinates every group of the node.
+type Coordinator struct {
+	cfg   Config
+	store Store
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+}
+
+type protocol struct {
+	name     string
+	metadata []byte
+}
+
+type member struct {
+	id         string
+	instanceID *string
+	clientID   string
+	clientHost string
+	protoType  string
+	protocols  []protocol
+	session    time.Duration
+	rebalance  time.Duration
+	assignment []byte
+
+	joinCh   chan *kmsg.JoinGroupResponse // set while a JoinGroup waits
+	joinVer  int16
+	syncCh   chan *kmsg.SyncGroupResponse // set while a SyncGroup waits
+	synced   bool                         // sent SyncGroup in this generation
+	isNew    bool                         // joined in the current rebalance, not yet answered
+	deadline time.Time                    // session expiry, pushed by heartbeats
+	timer    *time.Timer
+}
+
+type group struct {
+	c    *Coordinator
+	name string
+
+	mu           sync.Mutex
+	state        State
+	protocolType string
+	protocol     string
+	generation   int32
+	leader       string
+	members      map[string]*member
+	static       map[string]string // group.instance.id -> member id
+	pending      map[string]bool   // member ids handed out with MEMBER_ID_REQUIRED
+	timerSeq     uint64            // invalidates stale rebalance/sync timers
+	offsets      map[batchlog.OffsetKey]batchlog.CommittedOffset
+}
+
+// New loads the stored groups and offsets.
+func New(store Store, cfg Config) (*Coordinator, error) {
+	if cfg.MinSessionTimeout == 0 {
+		cfg.MinSessionTimeout = 6 * time.Second
+	}
+	if cfg.MaxSessionTimeout == 0 {
+		cfg.MaxSessionTimeout = 30 * time.Minute
+	}
+	if cfg.MaxMetadataBytes == 0 {
+		cfg.MaxMetadataBytes = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.PartitionExists == nil {
+		cfg.PartitionExists = func(string, int32) bool { return true }
+	}
+	c := &Coordinator{cfg: cfg, store: store, log: cfg.Logger, groups: map[string]*group{}}
+	stored, err := store.LoadGroups()
+	if err != nil {
+		return nil, err
+	}
+	for name, sg := range stored {
+		g := c.newGroup(name)
+		g.protocolType = sg.Record.ProtocolType
+		g.generation = sg.Record.Generation
+		g.offsets = sg.Offsets
+		c.groups[name] = g
+	}
+	return c, nil
+}
+
+// Close stops every timer's effect; waiting requests are released by their callers.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	c.closed = true
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		for _, m := range g.members {
+			if m.timer != nil {
+				m.timer.Stop()
+			}
+		}
+		g.timerSeq++
+		g.mu.Unlock()
+	}
+}
+
+func (c *Coordinator) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Coordinator) newGroup(name string) *group {
+	return &group{c: c, name: name, members: map[string]*member{}, static: map[string]string{},
+		pending: map[string]bool{}, offsets: map[batchlog.OffsetKey]batchlog.CommittedOffset{}}
+}
+
+// get returns the named group, creating it (Empty) when create is set.
+func (c *Coordinator) get(name string, create bool) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[name]
+	if g == nil && create && !c.closed {
+		g = c.newGroup(name)
+		c.groups[name] = g
+	}
+	return g
+}
+
+func newMemberID(clientID string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	u := hex.EncodeToString(b[:])
+	// Kafka's member ids are clientId + "-" + a random UUID.
+	return clientID + "-" + u[0:8] + "-" + u[8:12] + "-" + u[12:16] + "-" + u[16:20] + "-" + u[20:]
+}
+
+// ---- JoinGroup ----
+
+// Join handles a JoinGroup (GroupCoordinator.handleJoinGroup). It blocks until the rebalance
+// completes, or until done is closed (the node is shutting down: NOT_COORDINATOR sends the
+// client to find the coordinator again).
+func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost string, done <-chan struct{}) *kmsg.JoinGroupResponse {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.Generation = -1
+	resp.MemberID = req.MemberID
+	fail := func(code int16) *kmsg.JoinGroupResponse { resp.ErrorCode = code; return resp }
+	if req.Group == "" {
+		return fail(errInvalidGroupID)
+	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	if session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout {
+		return fail(errInvalidSessionTimeout)
+	}
+	rebalance := session // v0 has no rebalance timeout: the session timeout serves
+	if req.Version >= 1 {
+		rebalance = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	unknown := req.MemberID == ""
+	g := c.get(req.Group, unknown)
+	if g == nil {
+		if c.isClosed() {
+			return fail(errNotCoordinator)
+		}
+		return fail(errUnknownMemberID)
+	}
+	protos := make([]protocol, 0, len(req.Protocols))
+	for _, p := range req.Protocols {
+		protos = append(protos, protocol{p.Name, p.Metadata})
+	}
+
+	g.mu.Lock()
+	ch, early := g.join(req, clientID, clientHost, session, rebalance, protos, unknown)
+	g.mu.Unlock()
+	if early != nil {
+		return early
+	}
+	select {
+	case r := <-ch:
+		return r
+	case <-done:
+		return fail(errNotCoordinator)
+	}
+}
+
+// join runs under g.mu. It returns either an immediate response or the channel the answer
+// will arrive on.
+func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, session, rebalance time.Duration, protos []protocol, unknown bool) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.Generation = -1
+	resp.MemberID = req.MemberID
+	fail := func(code int16) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
+		resp.ErrorCode = code
+		return nil, resp
+	}
+	if g.state == Dead {
+		// Deleted while this request was on its way; the client looks the coordinator up
+		// again and retries.
+		return fail(errCoordinatorNotAvailable)
+	}
+	if !g.supports(req.ProtocolType, protos) {
+		return fail(errInconsistentGroupProtocol)
+	}
+	ch := make(chan *kmsg.JoinGroupResponse, 1)
+	if unknown {
+		id := newMemberID(clientID)
+		if req.InstanceID != nil {
+			return g.staticJoin(req, id, clientID, clientHost, session, rebalance, protos, ch)
+		}
+		if req.Version >= 4 {
+			// KIP-394: hand out the id and have the client rejoin with it, so a client that
+			// times out and retries does not leave a ghost member behind.
+			g.pending[id] = true
+			g.expirePendingAfter(id, session)
+			resp.MemberID = id
+			return fail(errMemberIDRequired)
+		}
+		g.addMember(id, req, clientID, clientHost, session, rebalance, protos, ch)
+		return ch, nil
+	}
+
+	// A known (or pending) member rejoins (doCurrentMemberJoin).
+	if g.pending[req.MemberID] {
+		delete(g.pending, req.MemberID)
+		g.addMember(req.MemberID, req, clientID, clientHost, session, rebalance, protos, ch)
+		return ch, nil
+	}
+	m := g.members[req.MemberID]
+	if req.InstanceID != nil {
+		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
+			return fail(errFencedInstanceID)
+		}
+	}
+	if m == nil {
+		return fail(errUnknownMemberID)
+	}
+	switch g.state {
+	case PreparingRebalance:
+		g.updateMember(m, req, session, rebalance, protos, ch)
+		g.maybeCompleteJoin()
+		return ch, nil
+	case CompletingRebalance:
+		if sameProtocols(m.protocols, protos) {
+			// A retried JoinGroup whose answer was lost: answer it again.
+			return nil, g.joinResponse(req.Version, m)
+		}
+		g.updateMember(m, req, session, rebalance, protos, ch)
+		g.prepareRebalance()
+		return ch, nil
+	case Stable:
+		if m.id == g.leader || !sameProtocols(m.protocols, protos) {
+			// The leader rejoining (say, because its subscription changed) or changed
+			// metadata forces a rebalance.
+			g.updateMember(m, req, session, rebalance, protos, ch)
+			g.prepareRebalance()
+			return ch, nil
+		}
+		return nil, g.joinResponse(req.Version, m)
+	}
+	// Empty: a member id that is not in the group.
+	return fail(errUnknownMemberID)
+}
+
+// staticJoin handles a JoinGroup with a group.instance.id and no member id (KIP-345).
+func (g *group) staticJoin(req *kmsg.JoinGroupRequest, id, clientID, clientHost string, session, rebalance time.Duration, protos []protocol, ch chan *kmsg.JoinGroupResponse) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
+	instance := *req.InstanceID
+	oldID, known := g.static[instance]
+	if !known {
+		g.addMember(id, req, clientID, clientHost, session, rebalance, protos, ch)
+		return ch, nil
+	}
+	// A new instance of a known static member takes over its member (and assignment); the
+	// old instance is fenced (GroupMetadata.replaceStaticMember).
+	old := g.members[oldID]
+	if old == nil {
+		panic("BUG: groups: static member map names a missing member")
+	}
+	if old.joinCh != nil {
+		r := g.errorJoin(old.joinVer, old.id, errFencedInstanceID)
+		old.joinCh <- r
+		old.joinCh = nil
+	}
+	if old.syncCh != nil {
+		r := kmsg.NewPtrSyncGroupResponse()
+		r.ErrorCode = errFencedInstanceID
+		old.syncCh <- r
+		old.syncCh = nil
+	}
+	delete(g.members, oldID)
+	old.id = id
+	old.clientID, old.clientHost = clientID, clientHost
+	g.members[id] = old
+	g.static[instance] = id
+	if g.leader == oldID {
+		g.leader = id
+	}
+	old.deadline = time.Now().Add(session)
+	oldProtos := old.protocols
+	old.protocols, old.protoType, old.session, old.rebalance = protos, req.ProtocolType, session, rebalance
+	switch g.state {
+	case Stable:
+		if g.selectProtocol() == g.protocol && sameProtocols(oldProtos, protos) {
+			// Nothing the assignment depends on changed: no rebalance (the point of static
+			// membership). The member syncs to get its assignment back.
+			return nil, g.joinResponse(req.Version, old)
+		}
+		old.joinCh, old.joinVer = ch, req.Version
+		g.prepareRebalance()
+	case CompletingRebalance:
+		old.joinCh, old.joinVer = ch, req.Version
+		g.prepareRebalance()
+	default: // PreparingRebalance (or Empty, with a static member that has not left)
+		old.joinCh, old.joinVer = ch, req.Version
+		if g.state == Empty {
+			g.prepareRebalance()
+		}
+		g.maybeCompleteJoin()
+	}
+	return ch, nil
+}
+
+func (g *group) supports(protoType string, protos []protocol) bool {
+	if protoType == "" || len(protos) == 0 {
+		return false
+	}
+	if len(g.members) == 0 {
+		return true
+	}
+	if protoType != g.protocolType {
+		return false
+	}
+	for _, p := range protos {
+		all := true
+		for _, m := range g.members {
+			if !m.supports(p.name) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *member) supports(name string) bool {
+	for _, p := range m.protocols {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *member) metadata(name string) []byte {
+	for _, p := range m.protocols {
+		if p.name == name {
+			return p.metadata
+		}
+	}
+	return nil
+}
+
+func sameProtocols(a, b []protocol) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name || string(a[i].metadata) != string(b[i].metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *group) addMember(id string, req *kmsg.JoinGroupRequest, clientID, clientHost string, session, rebalance time.Duration, protos []protocol, ch chan *kmsg.JoinGroupResponse) {
+	m := &member{id: id, clientID: clientID, clientHost: clientHost, isNew: true}
+	if req.InstanceID != nil {
+		inst := *req.InstanceID
+		m.instanceID = &inst
+		g.static[inst] = id
+	}
+	if len(g.members) == 0 {
+		g.protocolType = req.ProtocolType
+	}
+	g.members[id] = m
+	if g.leader == "" {
+		g.leader = id
+	}
+	g.updateMember(m, req, session, rebalance, protos, ch)
+	g.startSessionTimer(m)
+	switch g.state {
+	case PreparingRebalance:
+		g.maybeCompleteJoin()
+	default:
+		g.prepareRebalance()
+	}
+}
+
+func (g *group) updateMember(m *member, req *kmsg.JoinGroupRequest, session, rebalance time.Duration, protos []protocol, ch chan *kmsg.JoinGroupResponse) {
+	m.protoType, m.protocols, m.session, m.rebalance = req.ProtocolType, protos, session, rebalance
+	if m.joinCh != nil && m.joinCh != ch {
+		// A second JoinGroup replaces a waiting one (its client gave up on it).
+		m.joinCh <- g.errorJoin(m.joinVer, m.id, errUnknownMemberID)
+	}
+	m.joinCh, m.joinVer = ch, req.Version
+	m.deadline = time.Now().Add(session)
+}
+
+func (g *group) errorJoin(version int16, memberID string, code int16) *kmsg.JoinGroupResponse {
+	r := kmsg.NewPtrJoinGroupResponse()
+	r.Version = version
+	r.Generation = -1
+	r.MemberID = memberID
+	r.ErrorCode = code
+	return r
+}
+
+// joinResponse is the answer to a member of the current generation.
+func (g *group) joinResponse(version int16, m *member) *kmsg.JoinGroupResponse {
+	r := kmsg.NewPtrJoinGroupResponse()
+	r.Version = version
+	r.Generation = g.generation
+	pt, p := g.protocolType, g.protocol
+	r.ProtocolType, r.Protocol = &pt, &p
+	r.LeaderID = g.leader
+	r.MemberID = m.id
+	if m.id == g.leader {
+		ids := make([]string, 0, len(g.members))
+		for id := range g.members {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			o := g.members[id]
+			jm := kmsg.NewJoinGroupResponseMember()
+			jm.MemberID = o.id
+			jm.InstanceID = o.instanceID
+			jm.ProtocolMetadata = o.metadata(g.protocol)
+			r.Members = append(r.Members, jm)
+		}
+	}
+	return r
+}
+
+// prepareRebalance moves the group to PreparingRebalance (GroupCoordinator.prepareRebalance).
+func (g *group) prepareRebalance() {
+	if g.state == CompletingRebalance {
+		// Members waiting for their assignment learn that it will not come.
+		for _, m := range g.members {
+			if m.syncCh != nil {
+				r := kmsg.NewPtrSyncGroupResponse()
+				r.ErrorCode = errRebalanceInProgress
+				m.syncCh <- r
+				m.syncCh = nil
+			}
+		}
+	}
+	for _, m := range g.members {
+		m.assignment = nil
+	}
+	wait := time.Duration(0)
+	wasEmpty := g.state == Empty
+	if wasEmpty {
+		wait = g.c.cfg.InitialRebalanceDelay
+	} else {
+		for _, m := range g.members {
+			wait = max(wait, m.rebalance)
+		}
+	}
+	g.state = PreparingRebalance
+	g.timerSeq++
+	seq := g.timerSeq
+	time.AfterFunc(wait, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.timerSeq == seq && g.state == PreparingRebalance && !g.c.isClosed() {
+			g.completeJoin()
+		}
+	})
+	if !wasEmpty || g.c.cfg.InitialRebalanceDelay == 0 {
+		g.maybeCompleteJoin()
+	}
+}
+
+// maybeCompleteJoin completes the join phase once every member has rejoined and no
+// MEMBER_ID_REQUIRED member is outstanding (GroupMetadata.hasAllMembersJoined).
+func (g *group) maybeCompleteJoin() {
+	if g.state != PreparingRebalance || len(g.pending) > 0 {
+		return
+	}
+	for _, m := range g.members {
+		if m.joinCh == nil {
+			return
+		}
+	}
+	g.completeJoin()
+}
+
+// completeJoin ends the join phase (GroupCoordinator.onCompleteJoin).
+func (g *group) completeJoin() {
+	for id, m := range g.members {
+		if m.joinCh == nil && m.instanceID == nil {
+			g.removeMember(id)
+		}
+	}
+	// A leader that did not rejoin (a static member) hands over to one that did.
+	if l := g.members[g.leader]; l == nil || l.joinCh == nil {
+		g.leader = ""
+		ids := make([]string, 0, len(g.members))
+		for id, m := range g.members {
+			if m.joinCh != nil {
+				ids = append(ids, id)
+			}
+		}
+		sort.Strings(ids)
+		if len(ids) > 0 {
+			g.leader = ids[0]
+		}
+	}
+	g.generation++
+	g.timerSeq++
+	if len(g.members) == 0 || g.leader == "" {
+		g.state = Empty
+		g.protocol = ""
+		g.leader = ""
+		g.persist()
+		return
+	}
+	g.protocol = g.selectProtocol()
+	g.state = CompletingRebalance
+	g.persist()
+	var rebalance time.Duration
+	for _, m := range g.members {
+		m.synced = false
+		m.deadline = time.Now().Add(m.session)
+		rebalance = max(rebalance, m.rebalance)
+		if m.joinCh != nil {
+			m.joinCh <- g.joinResponse(m.joinVer, m)
+			m.joinCh = nil
+			m.isNew = false
+		}
+	}
+	// Members that do not sync within the rebalance timeout are removed and the group
+	// rebalances without them (KAFKA-9752's pending-sync timeout), so a leader that died
+	// after joining cannot hold the group in CompletingRebalance forever.
+	seq, gen := g.timerSeq, g.generation
+	time.AfterFunc(rebalance, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.timerSeq != seq || g.generation != gen || g.state != CompletingRebalance || g.c.isClosed() {
+			return
+		}
+		for id, m := range g.members {
+			if !m.synced {
+				g.removeMember(id)
+			}
+		}
+		g.afterRemoval()
+	})
+}
+
+// selectProtocol picks the protocol every member supports with the most first-choice votes
+// (GroupMetadata.selectProtocol).
+func (g *group) selectProtocol() string {
+	var candidates []string
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			ok := true
+			for _, o := range g.members {
+				if !o.supports(p.name) {
+					ok = false
+					break
+				}
+			}
+			if ok && !contains(candidates, p.name) {
+				candidates = append(candidates, p.name)
+			}
+		}
+		break // every candidate is one of any member's protocols
+	}
+	votes := map[string]int{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			if contains(candidates, p.name) {
+				votes[p.name]++
+				break
+			}
+		}
+	}
+	best := ""
+	for _, c := range candidates {
+		if best == "" || votes[c] > votes[best] {
+			best = c
+		}
+	}
+	return best
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *group) persist() {
+	if g.c.isClosed() {
+		return
+	}
+	if err := g.c.store.SaveGroup(g.name, batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}); err != nil {
+		g.c.log.Error("groups: save group", "group", g.name, "err", err)
+	}
+}
+
+// removeMember drops a member, answering anything it waits for with UNKNOWN_MEMBER_ID.
+func (g *group) removeMember(id string) {
+	m := g.members[id]
+	if m == nil {
+		return
+	}
+	delete(g.members, id)
+	if m.instanceID != nil && g.static[*m.instanceID] == id {
+		delete(g.static, *m.instanceID)
+	}
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	if m.joinCh != nil {
+		m.joinCh <- g.errorJoin(m.joinVer, id, errUnknownMemberID)
+		m.joinCh = nil
+	}
+	if m.syncCh != nil {
+		r := kmsg.NewPtrSyncGroupResponse()
+		r.ErrorCode = errUnknownMemberID
+		m.syncCh <- r
+		m.syncCh = nil
+	}
+	if g.leader == id {
+		g.leader = ""
+		ids := make([]string, 0, len(g.members))
+		for o := range g.members {
+			ids = append(ids, o)
+		}
+		sort.Strings(ids)
+		if len(ids) > 0 {
+			g.leader = ids[0]
+		}
+	}
+}
+
+// afterRemoval moves the group on after members left (removeMemberAndUpdateGroup).
+func (g *group) afterRemoval() {
+	switch g.state {
+	case Stable, CompletingRebalance:
+		g.prepareRebalance()
+	case PreparingRebalance:
+		g.maybeCompleteJoin()
+	}
+}
+
+// startSessionTimer arms the member's session expiry. Heartbeats only push m.deadline; the
+// timer re-arms itself until the deadline has really passed, so no heartbeat races a timer
+// reset.
+func (g *group) startSessionTimer(m *member) {
+	m.deadline = time.Now().Add(m.session)
+	m.timer = time.AfterFunc(m.session, func() { g.checkSession(m) })
+}
+
+func (g *group) checkSession(m *member) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.members[m.id] != m || g.c.isClosed() {
+		return
+	}
+	// Kafka keeps members waiting in a JoinGroup or SyncGroup alive
+	// (MemberMetadata.shouldKeepAlive); the rebalance and sync timeouts bound those waits.
+	if m.joinCh != nil || m.syncCh != nil {
+		m.timer.Reset(m.session)
+		return
+	}
+	if left := time.Until(m.deadline); left > 0 {
+		m.timer.Reset(left)
+		return
+	}
+	g.c.log.Info("groups: member session expired", "group", g.name, "member", m.id)
+	g.removeMember(m.id)
+	g.afterRemoval()
+}
+
+func (g *group) expirePendingAfter(id string, session time.Duration) {
+	time.AfterFunc(session, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.pending[id] {
+			delete(g.pending, id)
+			g.maybeCompleteJoin()
+		}
+	})
+}
+
+// ---- SyncGroup ----
+
+// Sync handles a SyncGroup (GroupCoordinator.handleSyncGroup). Followers wait for the
+// leader's assignment.
+func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done <-chan struct{}) *kmsg.SyncGroupResponse {
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	fail := func(code int16) *kmsg.SyncGroupResponse { resp.ErrorCode = code; return resp }
+	g := c.get(req.Group, false)
+	if g == nil {
+		return fail(errUnknownMemberID)
+	}
+	g.mu.Lock()
+	ch, code := g.sync(req)
+	g.mu.Unlock()
+	if ch == nil {
+		if code != errNone {
+			return fail(code)
+		}
+		panic("BUG: groups: sync returned neither a channel nor an error")
+	}
+	select {
+	case r := <-ch:
+		r.Version = req.Version
+		if req.Version >= 5 && r.ErrorCode == errNone {
+			r.ProtocolType, r.Protocol = req.ProtocolType, req.Protocol
+		}
+		return r
+	case <-done:
+		return fail(errNotCoordinator)
+	}
+}
+
+func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, int16) {
+	if g.state == Dead {
+		return nil, errCoordinatorNotAvailable
+	}
+	if req.InstanceID != nil {
+		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
+			return nil, errFencedInstanceID
+		}
+	}
+	m := g.members[req.MemberID]
+	if m == nil {
+		return nil, errUnknownMemberID
+	}
+	if req.Generation != g.generation {
+		return nil, errIllegalGeneration
+	}
+	if (req.ProtocolType != nil && *req.ProtocolType != g.protocolType) || (req.Protocol != nil && *req.Protocol != g.protocol) {
+		return nil, errInconsistentGroupProtocol
+	}
+	ch := make(chan *kmsg.SyncGroupResponse, 1)
+	switch g.state {
+	case Empty:
+		return nil, errUnknownMemberID
+	case PreparingRebalance:
+		return nil, errRebalanceInProgress
+	case CompletingRebalance:
+		m.synced = true
+		m.deadline = time.Now().Add(m.session)
+		if m.syncCh != nil {
+			r := kmsg.NewPtrSyncGroupResponse()
+			r.ErrorCode = errRebalanceInProgress
+			m.syncCh <- r
+		}
+		m.syncCh = ch
+		if m.id == g.leader {
+			assigned := map[string][]byte{}
+			for _, a := range req.GroupAssignment {
+				assigned[a.MemberID] = a.MemberAssignment
+			}
+			for id, o := range g.members {
+				o.assignment = assigned[id] // members the leader left out get an empty one
+			}
+			g.state = Stable
+			g.timerSeq++ // cancels the pending-sync timeout
+			for _, o := range g.members {
+				if o.syncCh != nil {
+					r := kmsg.NewPtrSyncGroupResponse()
+					r.MemberAssignment = o.assignment
+					o.syncCh <- r
+					o.syncCh = nil
+				}
+			}
+		}
+		return ch, errNone
+	case Stable:
+		m.deadline = time.Now().Add(m.session)
+		r := kmsg.NewPtrSyncGroupResponse()
+		r.MemberAssignment = m.assignment
+		ch <- r
+		return ch, errNone
+	}
+	return nil, errCoordinatorNotAvailable
+}
+
+// ---- Heartbeat ----
+
+// Heartbeat handles a Heartbeat (GroupCoordinator.handleHeartbeat).
+func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) int16 {
+	g := c.get(req.Group, false)
+	if g == nil {
+		return errUnknownMemberID
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == Dead {
+		return errCoordinatorNotAvailable
+	}
+	if req.InstanceID != nil {
+		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
+			return errFencedInstanceID
+		}
+	}
+	m := g.members[req.MemberID]
+	if m == nil {
+		return errUnknownMemberID
+	}
+	if req.Generation != g.generation {
+		return errIllegalGeneration
+	}
+	m.deadline = time.Now().Add(m.session)
+	switch g.state {
+	case PreparingRebalance:
+		return errRebalanceInProgress
+	case Empty:
+		return errUnknownMemberID
+	}
+	return errNone
+}
+
+// ---- LeaveGroup ----
+
+// Leave handles a LeaveGroup: v0-v2 name one member, v3+ a batch with instance ids (KIP-345).
+func (c *Coordinator) Leave(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	type leaving struct {
+		id       string
+		instance *string
+	}
+	var who []leaving
+	if req.Version < 3 {
+		who = append(who, leaving{id: req.MemberID})
+	} else {
+		for _, m := range req.Members {
+			who = append(who, leaving{id: m.MemberID, instance: m.InstanceID})
+		}
+	}
+	g := c.get(req.Group, false)
+	if g == nil {
+		if req.Version < 3 {
+			resp.ErrorCode = errUnknownMemberID
+			return resp
+		}
+		for _, w := range who {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID, rm.ErrorCode = w.id, w.instance, errUnknownMemberID
+			resp.Members = append(resp.Members, rm)
+		}
+		return resp
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == Dead {
+		resp.ErrorCode = errCoordinatorNotAvailable
+		return resp
+	}
+	removed := false
+	for _, w := range who {
+		code := errNone
+		id := w.id
+		if w.instance != nil {
+			owner, ok := g.static[*w.instance]
+			switch {
+			case !ok:
+				code = errUnknownMemberID
+			case id != "" && owner != id:
+				code = errFencedInstanceID
+			default:
+				id = owner
+			}
+		} else if g.members[id] == nil {
+			code = errUnknownMemberID
+		}
+		if code == errNone {
+			g.removeMember(id)
+			removed = true
+		}
+		if req.Version < 3 {
+			resp.ErrorCode = code
+		} else {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID, rm.ErrorCode = w.id, w.instance, code
+			resp.Members = append(resp.Members, rm)
+		}
+	}
+	if removed {
+		g.afterRemoval()
+	}
+	return resp
+}

@@ -1,0 +1,377 @@
+package groups
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/batchlog"
+)
+
+// ---- OffsetCommit ----
+
+// Commit handles an OffsetCommit (GroupCoordinator.handleCommitOffsets). Offsets are written
+// in one synced Pebble batch before the answer; a commit with generation -1 and no member is a
+// "simple" commit (an admin tool, or a consumer that assigns partitions itself) and is
+// accepted while the group has no members.
+func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	all := func(code int16) *kmsg.OffsetCommitResponse {
+		for _, rt := range req.Topics {
+			ot := kmsg.NewOffsetCommitResponseTopic()
+			ot.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				op := kmsg.NewOffsetCommitResponseTopicPartition()
+				op.Partition, op.ErrorCode = rp.Partition, code
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return resp
+	}
+	if req.Group == "" {
+		return all(errInvalidGroupID)
+	}
+	generation := req.Generation
+	if req.Version == 0 {
+		generation = -1
+	}
+	g := c.get(req.Group, generation < 0)
+	if g == nil {
+		if c.isClosed() {
+			return all(errNotCoordinator)
+		}
+		return all(errIllegalGeneration)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if code := g.commitAllowed(req, generation); code != errNone {
+		return all(code)
+	}
+	now := time.Now().UnixMilli()
+	batch := map[batchlog.OffsetKey]batchlog.CommittedOffset{}
+	for _, rt := range req.Topics {
+		ot := kmsg.NewOffsetCommitResponseTopic()
+		ot.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewOffsetCommitResponseTopicPartition()
+			op.Partition = rp.Partition
+			md := ""
+			if rp.Metadata != nil {
+				md = *rp.Metadata
+			}
+			switch {
+			case !c.cfg.PartitionExists(rt.Topic, rp.Partition):
+				op.ErrorCode = errUnknownTopicOrPartition
+			case len(md) > c.cfg.MaxMetadataBytes:
+				op.ErrorCode = errOffsetMetadataTooLarge
+			default:
+				ts := now
+				if req.Version == 1 && rp.Timestamp >= 0 {
+					ts = rp.Timestamp
+				}
+				batch[batchlog.OffsetKey{Topic: rt.Topic, Partition: rp.Partition}] = batchlog.CommittedOffset{
+					Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: md, CommitTime: ts,
+				}
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	if err := c.store.CommitOffsets(g.name, batch); err != nil {
+		c.log.Error("groups: commit offsets", "group", g.name, "err", err)
+		for ti := range resp.Topics {
+			for pi := range resp.Topics[ti].Partitions {
+				if resp.Topics[ti].Partitions[pi].ErrorCode == errNone {
+					resp.Topics[ti].Partitions[pi].ErrorCode = errKafkaStorage
+				}
+			}
+		}
+		return resp
+	}
+	for k, v := range batch {
+		g.offsets[k] = v
+	}
+	return resp
+}
+
+// commitAllowed is GroupCoordinator.doCommitOffsets's membership and generation check.
+func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) int16 {
+	if g.state == Dead {
+		return errCoordinatorNotAvailable
+	}
+	if generation < 0 && req.MemberID == "" && req.InstanceID == nil {
+		if len(g.members) == 0 || g.state == Empty {
+			return errNone
+		}
+		// A group managed by the coordinator does not take commits from outside it.
+		return errUnknownMemberID
+	}
+	if req.InstanceID != nil {
+		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
+			return errFencedInstanceID
+		}
+	}
+	m := g.members[req.MemberID]
+	if m == nil {
+		return errUnknownMemberID
+	}
+	if generation != g.generation {
+		return errIllegalGeneration
+	}
+	switch g.state {
+	case CompletingRebalance:
+		return errRebalanceInProgress
+	case Stable, PreparingRebalance:
+		m.deadline = time.Now().Add(m.session) // a commit counts as a heartbeat
+		return errNone
+	}
+	return errUnknownMemberID
+}
+
+// ---- OffsetFetch ----
+
+// FetchOffsets answers one group of an OffsetFetch: topics nil means every committed offset.
+// A partition without a committed offset answers -1 (no error), as Kafka does.
+func (c *Coordinator) FetchOffsets(name string, topics map[string][]int32, all bool) []kmsg.OffsetFetchResponseTopic {
+	g := c.get(name, false)
+	var offsets map[batchlog.OffsetKey]batchlog.CommittedOffset
+	if g != nil {
+		g.mu.Lock()
+		if g.state != Dead {
+			offsets = make(map[batchlog.OffsetKey]batchlog.CommittedOffset, len(g.offsets))
+			for k, v := range g.offsets {
+				offsets[k] = v
+			}
+		}
+		g.mu.Unlock()
+	}
+	var out []kmsg.OffsetFetchResponseTopic
+	add := func(topic string, partition int32, o batchlog.CommittedOffset, ok bool) {
+		if len(out) == 0 || out[len(out)-1].Topic != topic {
+			ot := kmsg.NewOffsetFetchResponseTopic()
+			ot.Topic = topic
+			out = append(out, ot)
+		}
+		op := kmsg.NewOffsetFetchResponseTopicPartition()
+		op.Partition = partition
+		op.Offset, op.LeaderEpoch = -1, -1
+		md := ""
+		if ok {
+			op.Offset, op.LeaderEpoch, md = o.Offset, o.LeaderEpoch, o.Metadata
+		}
+		op.Metadata = &md
+		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, op)
+	}
+	if all {
+		keys := make([]batchlog.OffsetKey, 0, len(offsets))
+		for k := range offsets {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if keys[i].Topic != keys[j].Topic {
+				return keys[i].Topic < keys[j].Topic
+			}
+			return keys[i].Partition < keys[j].Partition
+		})
+		for _, k := range keys {
+			add(k.Topic, k.Partition, offsets[k], true)
+		}
+		return out
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		for _, p := range topics[t] {
+			o, ok := offsets[batchlog.OffsetKey{Topic: t, Partition: p}]
+			add(t, p, o, ok)
+		}
+	}
+	return out
+}
+
+// ---- ListGroups, DescribeGroups, DeleteGroups, OffsetDelete ----
+
+// GroupListing is one group as ListGroups reports it.
+type GroupListing struct {
+	Name, ProtocolType string
+	State              State
+}
+
+// List returns every live group, sorted by name.
+func (c *Coordinator) List() []GroupListing {
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	out := make([]GroupListing, 0, len(gs))
+	for _, g := range gs {
+		g.mu.Lock()
+		if g.state != Dead {
+			out = append(out, GroupListing{g.name, g.protocolType, g.state})
+		}
+		g.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Describe fills one DescribeGroups entry (GroupMetadata.summary): member metadata and
+// assignments only in Stable; an unknown group is reported Dead without an error.
+func (c *Coordinator) Describe(name string) kmsg.DescribeGroupsResponseGroup {
+	dg := kmsg.NewDescribeGroupsResponseGroup()
+	dg.Group = name
+	dg.State = Dead.String()
+	dg.AuthorizedOperations = -2147483648
+	g := c.get(name, false)
+	if g == nil {
+		return dg
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	dg.State = g.state.String()
+	dg.ProtocolType = g.protocolType
+	if g.state == Stable {
+		dg.Protocol = g.protocol
+	}
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := g.members[id]
+		dm := kmsg.NewDescribeGroupsResponseGroupMember()
+		dm.MemberID, dm.InstanceID, dm.ClientID, dm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+		if g.state == Stable {
+			dm.ProtocolMetadata = m.metadata(g.protocol)
+			dm.MemberAssignment = m.assignment
+		}
+		dg.Members = append(dg.Members, dm)
+	}
+	return dg
+}
+
+// Delete removes a group with no members and its offsets (GroupCoordinator.handleDeleteGroups).
+func (c *Coordinator) Delete(name string) int16 {
+	g := c.get(name, false)
+	if g == nil {
+		return errGroupIDNotFound
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.state == Dead:
+		return errGroupIDNotFound
+	case g.state != Empty:
+		return errNonEmptyGroup
+	}
+	if err := c.store.DeleteGroup(name); err != nil {
+		c.log.Error("groups: delete group", "group", name, "err", err)
+		return errUnknownServer
+	}
+	g.state = Dead
+	g.offsets = map[batchlog.OffsetKey]batchlog.CommittedOffset{}
+	c.mu.Lock()
+	if c.groups[name] == g {
+		delete(c.groups, name)
+	}
+	c.mu.Unlock()
+	return errNone
+}
+
+// DeleteOffsets handles an OffsetDelete (GroupCoordinator.handleDeleteOffsets): a consumer
+// group with members keeps the offsets of topics it subscribes to
+// (GROUP_SUBSCRIBED_TO_TOPIC); any other group with members refuses (NON_EMPTY_GROUP).
+func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	g := c.get(req.Group, false)
+	if g == nil {
+		resp.ErrorCode = errGroupIDNotFound
+		return resp
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == Dead {
+		resp.ErrorCode = errGroupIDNotFound
+		return resp
+	}
+	subscribed := map[string]bool{}
+	if g.state != Empty {
+		if g.protocolType != "consumer" {
+			resp.ErrorCode = errNonEmptyGroup
+			return resp
+		}
+		for _, m := range g.members {
+			var meta kmsg.ConsumerMemberMetadata
+			if err := meta.ReadFrom(m.metadata(g.protocol)); err == nil {
+				for _, t := range meta.Topics {
+					subscribed[t] = true
+				}
+			}
+		}
+	}
+	var del []batchlog.OffsetKey
+	for _, rt := range req.Topics {
+		ot := kmsg.NewOffsetDeleteResponseTopic()
+		ot.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewOffsetDeleteResponseTopicPartition()
+			op.Partition = rp.Partition
+			switch {
+			case subscribed[rt.Topic]:
+				op.ErrorCode = errGroupSubscribedToTopic
+			case !c.cfg.PartitionExists(rt.Topic, rp.Partition):
+				op.ErrorCode = errUnknownTopicOrPartition
+			default:
+				del = append(del, batchlog.OffsetKey{Topic: rt.Topic, Partition: rp.Partition})
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	if err := c.store.DeleteOffsets(g.name, del); err != nil {
+		c.log.Error("groups: delete offsets", "group", g.name, "err", err)
+		resp.ErrorCode = errUnknownServer
+		return resp
+	}
+	for _, k := range del {
+		delete(g.offsets, k)
+	}
+	return resp
+}
+
+// RemoveTopic drops every group's committed offsets for a deleted topic
+// (GroupMetadataManager.cleanupGroupMetadata).
+func (c *Coordinator) RemoveTopic(topic string) {
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		var del []batchlog.OffsetKey
+		for k := range g.offsets {
+			if k.Topic == topic {
+				del = append(del, k)
+			}
+		}
+		if len(del) > 0 {
+			if err := c.store.DeleteOffsets(g.name, del); err != nil {
+				c.log.Error("groups: delete offsets of deleted topic", "group", g.name, "topic", topic, "err", err)
+			}
+			for _, k := range del {
+				delete(g.offsets, k)
+			}
+		}
+		g.mu.Unlock()
+	}
+}

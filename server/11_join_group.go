@@ -1,0 +1,20 @@
+package server
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// JoinGroup v0-v9 (classic protocol; package groups has the state machine). v1 adds the
+// rebalance timeout, v4 MEMBER_ID_REQUIRED (KIP-394), v5 static membership (KIP-345), v7 the
+// protocol type and name in the response, v8 a reason, v9 SkipAssignment (always false: the
+// leader is always asked to assign). The request waits on the connection's worker until the
+// rebalance completes, as Kafka parks it in a delayed join.
+const joinGroupKey = 11
+
+func init() {
+	register(api{key: joinGroupKey, min: 0, max: 9, handle: handleJoinGroup})
+}
+
+func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.JoinGroupRequest)
+	clientID, host := clientIDHost(r)
+	return s.groups.Join(req, clientID, host, s.drainCh), nil
+}

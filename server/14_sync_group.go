@@ -1,0 +1,15 @@
+package server
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// SyncGroup v0-v5: the leader's assignment, which followers wait for. v3 adds the group
+// instance id, v5 the protocol type and name (checked against the group's).
+const syncGroupKey = 14
+
+func init() {
+	register(api{key: syncGroupKey, min: 0, max: 5, handle: handleSyncGroup})
+}
+
+func handleSyncGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	return s.groups.Sync(kreq.(*kmsg.SyncGroupRequest), s.drainCh), nil
+}

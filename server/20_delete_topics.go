@@ -1,0 +1,81 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DeleteTopics v0-v6 (v5 error messages, v6 topics by name or id). Deleting removes the
+// topic's record, batch index, high watermarks and producer states (batchlog.DeleteTopic) and
+// every group's committed offsets for it; the name is free again at once. In the segment
+// layout the record bytes stay in their shared segment files until retention reclaims files
+// that no live partition references.
+const deleteTopicsKey = 20
+
+func init() {
+	register(api{key: deleteTopicsKey, min: 0, max: 6, handle: handleDeleteTopics})
+}
+
+func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if req.Version < 6 {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: strp(n)})
+		}
+	} else {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	for _, tg := range targets {
+		ot := kmsg.NewDeleteTopicsResponseTopic()
+		ot.Topic, ot.TopicID = tg.name, tg.id
+		name := ""
+		if tg.name != nil {
+			name = *tg.name
+		} else {
+			for _, t := range s.blog.Topics() {
+				if t.ID == tg.id {
+					name = t.Name
+					ot.Topic = strp(name)
+				}
+			}
+			if name == "" {
+				ot.ErrorCode = errUnknownTopicID
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+		}
+		t, ok := s.blog.Topic(name)
+		if !ok {
+			ot.ErrorCode = errUnknownTopicOrPartition
+			if req.Version >= 5 {
+				ot.ErrorMessage = strp("This server does not host this topic-partition.")
+			}
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
+		ot.TopicID = t.ID
+		if err := s.blog.DeleteTopic(name); err != nil {
+			s.log.Error("delete topic", "topic", name, "err", err)
+			ot.ErrorCode = errUnknownServerError
+			if req.Version >= 5 {
+				ot.ErrorMessage = strp(fmt.Sprint(err))
+			}
+		} else {
+			s.groups.RemoveTopic(name)
+			s.log.Info("deleted topic", "topic", name)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/batchlog"
+)
+
+// DeleteRecords v0-v2: advances a partition's log start offset (-1: to the high watermark);
+// batches wholly below it are deleted, the one it falls in stays whole (as Kafka's log start
+// may fall inside a batch).
+const deleteRecordsKey = 21
+
+func init() {
+	register(api{key: deleteRecordsKey, min: 0, max: 2, handle: handleDeleteRecords})
+}
+
+func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewDeleteRecordsResponseTopic()
+		ot.Topic = rt.Topic
+		t, _ := s.blog.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewDeleteRecordsResponseTopicPartition()
+			op.Partition, op.LowWatermark = rp.Partition, -1
+			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				op.ErrorCode = errUnknownTopicOrPartition
+				ot.Partitions = append(ot.Partitions, op)
+				continue
+			}
+			low, err := s.blog.DeleteRecords(t.Partitions[rp.Partition], rp.Offset)
+			switch {
+			case errors.Is(err, batchlog.ErrOffsetOutOfRange):
+				op.ErrorCode = errOffsetOutOfRange
+			case err != nil:
+				s.log.Error("delete records", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				op.ErrorCode = errUnknownServerError
+			default:
+				op.LowWatermark = low
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}

@@ -1,0 +1,41 @@
+package server
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// OffsetForLeaderEpoch v0-v4. Every partition has had one leader, this node, at epoch 0, so
+// the end offset of epoch 0 is the high watermark and any later epoch is unknown
+// (LeaderEpochFileCache.endOffsetFor answers UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET). A
+// current leader epoch above 0 is one this node never had: UNKNOWN_LEADER_EPOCH.
+const offsetForLeaderEpochKey = 23
+
+func init() {
+	register(api{key: offsetForLeaderEpochKey, min: 0, max: 4, handle: handleOffsetForLeaderEpoch})
+}
+
+const errUnknownLeaderEpoch int16 = 74
+
+func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		ot.Topic = rt.Topic
+		t, _ := s.blog.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			op.Partition = rp.Partition
+			op.LeaderEpoch, op.EndOffset = -1, -1
+			switch {
+			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+				op.ErrorCode = errUnknownTopicOrPartition
+			case req.Version >= 2 && rp.CurrentLeaderEpoch > 0:
+				op.ErrorCode = errUnknownLeaderEpoch
+			case rp.LeaderEpoch == 0:
+				op.LeaderEpoch, op.EndOffset = 0, t.Partitions[rp.Partition].HighWatermark()
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreatePartitions v0-v3: grows a topic (never shrinks: INVALID_PARTITIONS); assignments may
+// only name this node.
+const createPartitionsKey = 37
+
+func init() {
+	register(api{key: createPartitionsKey, min: 0, max: 3, handle: handleCreatePartitions})
+}
+
+func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	for _, rt := range req.Topics {
+		ot := kmsg.NewCreatePartitionsResponseTopic()
+		ot.Topic = rt.Topic
+		fail := func(code int16, msg string) { ot.ErrorCode, ot.ErrorMessage = code, &msg }
+		t, ok := s.blog.Topic(rt.Topic)
+		switch {
+		case seen[rt.Topic] > 1:
+			fail(errInvalidRequest, "Duplicate topic in request.")
+		case !ok:
+			fail(errUnknownTopicOrPartition, fmt.Sprintf("The topic '%s' does not exist.", rt.Topic))
+		case int(rt.Count) <= len(t.Partitions):
+			if int(rt.Count) == len(t.Partitions) {
+				fail(errInvalidPartitions, fmt.Sprintf("Topic already has %d partitions.", len(t.Partitions)))
+			} else {
+				fail(errInvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", len(t.Partitions), rt.Count))
+			}
+		case rt.Assignment != nil && len(rt.Assignment) != int(rt.Count)-len(t.Partitions):
+			fail(errInvalidReplicaAssign, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
+		default:
+			for _, a := range rt.Assignment {
+				if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
+					fail(errInvalidReplicaAssign, fmt.Sprintf("Replica assignments may only name broker %d.", s.cfg.NodeID))
+					break
+				}
+			}
+			if ot.ErrorCode != 0 || req.ValidateOnly {
+				break
+			}
+			if _, err := s.blog.AddPartitions(rt.Topic, int(rt.Count)); err != nil {
+				s.log.Error("create partitions", "topic", rt.Topic, "err", err)
+				fail(errUnknownServerError, err.Error())
+			}
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}

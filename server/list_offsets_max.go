@@ -1,0 +1,73 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"inlet/batchlog"
+	"inlet/wire"
+)
+
+// listMaxTimestamp is ListOffsets v7's MAX_TIMESTAMP (KIP-734): the offset and timestamp of
+// the record with the largest timestamp (the earliest such record on a tie).
+const listMaxTimestamp = -3
+
+// offsetOfMaxTimestamp scans the partition's batches below limit. Batch headers carry their
+// max timestamp, so only the winning batch is decoded; a LogAppendTime batch stamps every
+// record with its max timestamp, so its first record is the answer.
+func (s *Server) offsetOfMaxTimestamp(p *batchlog.Partition, limit int64) (int64, int64, error) {
+	const chunk = 4 << 20
+	var (
+		buf             []byte
+		err             error
+		best            []byte
+		bestTS, bestOff int64 = -1, -1
+	)
+	for from := p.LogStartOffset(); from < limit; {
+		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
+		if err != nil {
+			return -1, -1, err
+		}
+		if len(buf) == 0 {
+			break
+		}
+		for b := buf; len(b) >= wire.RecordBatchOverhead; {
+			n := 12 + int(binary.BigEndian.Uint32(b[8:12]))
+			if n > len(b) {
+				return -1, -1, errors.New("stored batch truncated")
+			}
+			h, herr := wire.ParseBatchHeader(b[:n])
+			if herr != nil {
+				return -1, -1, herr
+			}
+			if h.MaxTimestamp > bestTS && !h.IsControl() {
+				bestTS, bestOff = h.MaxTimestamp, h.BaseOffset
+				best = append(best[:0], b[:n]...)
+			}
+			from = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+			b = b[n:]
+		}
+	}
+	if best == nil {
+		return -1, -1, nil
+	}
+	h, _ := wire.ParseBatchHeader(best)
+	if h.TimestampType() == 1 {
+		return bestOff, bestTS, nil
+	}
+	found := int64(-1)
+	_, err = wire.ForEachRecord(best, nil, func(rec wire.Record) error {
+		if h.FirstTimestamp+rec.TimestampDelta == bestTS {
+			found = h.BaseOffset + int64(rec.OffsetDelta)
+			return errStopScan
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return -1, -1, err
+	}
+	if found < 0 {
+		found = bestOff
+	}
+	return found, bestTS, nil
+}

@@ -1,0 +1,257 @@
+// Package topicconfig holds Kafka's topic and broker configuration definitions as Inlet serves
+// them: names, types, defaults, the broker config each topic config falls back to (its
+// synonym), validation, and the parsed settings the log acts on.
+//
+// The definitions follow Kafka's org.apache.kafka.common.config.TopicConfig and
+// org.apache.kafka.storage.internals.log.LogConfig (3.x): DescribeConfigs must return complete
+// sets with real defaults, because Kafka Connect and Materialize read them to decide whether a
+// topic is fit for use (cleanup.policy=compact for Connect's internal topics, for instance).
+package topicconfig
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Type is Kafka's ConfigDef.Type as DescribeConfigs v3+ reports it (ConfigType in the
+// protocol): BOOLEAN 1, STRING 2, INT 3, SHORT 4, LONG 5, DOUBLE 6, LIST 7, CLASS 8, PASSWORD 9.
+type Type int8
+
+const (
+	Boolean Type = 1
+	String  Type = 2
+	Int     Type = 3
+	Long    Type = 5
+	Double  Type = 6
+	List    Type = 7
+)
+
+// Def is one topic config.
+type Def struct {
+	Name    string
+	Type    Type
+	Default string // the value a topic has when neither it nor the broker overrides it
+	// Synonyms are the broker configs this topic config falls back to, most specific first
+	// (LogConfig's synonym map: retention.ms -> log.retention.ms, log.retention.minutes,
+	// log.retention.hours). The last one carries the default.
+	Synonyms []string
+	// BrokerDefault is the broker-level default as Kafka reports it on the last synonym (for
+	// retention.ms that is log.retention.hours=168); empty means "same as Default".
+	BrokerDefault string
+	Doc           string
+	valid         func(string) error
+}
+
+// Validate checks a value for this config, as ConfigDef.parse and its validators do.
+func (d *Def) Validate(v string) error {
+	switch d.Type {
+	case Boolean:
+		if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+			return fmt.Errorf("Invalid value %s for configuration %s: Expected value to be either true or false", v, d.Name)
+		}
+	case Int:
+		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err != nil {
+			return fmt.Errorf("Invalid value %s for configuration %s: Not a number of type INT", v, d.Name)
+		}
+	case Long:
+		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+			return fmt.Errorf("Invalid value %s for configuration %s: Not a number of type LONG", v, d.Name)
+		}
+	case Double:
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			return fmt.Errorf("Invalid value %s for configuration %s: Not a number of type DOUBLE", v, d.Name)
+		}
+	}
+	if d.valid != nil {
+		if err := d.valid(v); err != nil {
+			return fmt.Errorf("Invalid value %s for configuration %s: %v", v, d.Name, err)
+		}
+	}
+	return nil
+}
+
+func atLeast(min int64) func(string) error {
+	return func(v string) error {
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if n < min {
+			return fmt.Errorf("Value must be at least %d", min)
+		}
+		return nil
+	}
+}
+
+func between(lo, hi float64) func(string) error {
+	return func(v string) error {
+		f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if f < lo || f > hi {
+			return fmt.Errorf("Value must be between %v and %v", lo, hi)
+		}
+		return nil
+	}
+}
+
+func oneOf(allowed ...string) func(string) error {
+	return func(v string) error {
+		for _, a := range allowed {
+			if v == a {
+				return nil
+			}
+		}
+		return fmt.Errorf("String must be one of: %s", strings.Join(allowed, ", "))
+	}
+}
+
+func listOf(allowed ...string) func(string) error {
+	return func(v string) error {
+		if strings.TrimSpace(v) == "" {
+			return nil
+		}
+		for _, item := range strings.Split(v, ",") {
+			if err := oneOf(allowed...)(strings.TrimSpace(item)); err != nil {
+				return fmt.Errorf("Invalid value %s: must be a comma-separated list of %s", item, strings.Join(allowed, ", "))
+			}
+		}
+		return nil
+	}
+}
+
+const maxLong = "9223372036854775807"
+
+// Topic configs, in Kafka's names (TopicConfig).
+var defs = []*Def{
+	{Name: "cleanup.policy", Type: List, Default: "delete", Synonyms: []string{"log.cleanup.policy"},
+		Doc: "delete or compact or both; compaction itself is not performed yet (the policy is stored and reported)", valid: listOf("compact", "delete")},
+	{Name: "compression.type", Type: String, Default: "producer", Synonyms: []string{"compression.type"},
+		Doc: "Inlet stores batches as the producer compressed them ('producer')", valid: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")},
+	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Synonyms: []string{"log.cleaner.delete.retention.ms"}, valid: atLeast(0)},
+	{Name: "file.delete.delay.ms", Type: Long, Default: "60000", Synonyms: []string{"log.segment.delete.delay.ms"}, valid: atLeast(0)},
+	{Name: "flush.messages", Type: Long, Default: maxLong, Synonyms: []string{"log.flush.interval.messages"},
+		Doc: "Inlet fsyncs every group commit before acknowledging, whatever this says", valid: atLeast(1)},
+	{Name: "flush.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.flush.interval.ms"}, valid: atLeast(0)},
+	{Name: "follower.replication.throttled.replicas", Type: List, Default: "", Synonyms: []string{"follower.replication.throttled.replicas"}},
+	{Name: "index.interval.bytes", Type: Int, Default: "4096", Synonyms: []string{"log.index.interval.bytes"}, valid: atLeast(0)},
+	{Name: "leader.replication.throttled.replicas", Type: List, Default: "", Synonyms: []string{"leader.replication.throttled.replicas"}},
+	{Name: "local.retention.bytes", Type: Long, Default: "-2", Synonyms: []string{"log.local.retention.bytes"}, valid: atLeast(-2)},
+	{Name: "local.retention.ms", Type: Long, Default: "-2", Synonyms: []string{"log.local.retention.ms"}, valid: atLeast(-2)},
+	{Name: "max.compaction.lag.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.cleaner.max.compaction.lag.ms"}, valid: atLeast(1)},
+	{Name: "max.message.bytes", Type: Int, Default: "1048588", Synonyms: []string{"message.max.bytes"},
+		Doc: "the largest record batch accepted for this topic", valid: atLeast(0)},
+	{Name: "message.downconversion.enable", Type: Boolean, Default: "true", Synonyms: []string{"log.message.downconversion.enable"}},
+	{Name: "message.timestamp.after.max.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.message.timestamp.after.max.ms"}, valid: atLeast(0)},
+	{Name: "message.timestamp.before.max.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.message.timestamp.before.max.ms"}, valid: atLeast(0)},
+	{Name: "message.timestamp.difference.max.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.message.timestamp.difference.max.ms"}, valid: atLeast(0)},
+	{Name: "message.timestamp.type", Type: String, Default: "CreateTime", Synonyms: []string{"log.message.timestamp.type"},
+		Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the time it is committed", valid: oneOf("CreateTime", "LogAppendTime")},
+	{Name: "min.cleanable.dirty.ratio", Type: Double, Default: "0.5", Synonyms: []string{"log.cleaner.min.cleanable.ratio"}, valid: between(0, 1)},
+	{Name: "min.compaction.lag.ms", Type: Long, Default: "0", Synonyms: []string{"log.cleaner.min.compaction.lag.ms"}, valid: atLeast(0)},
+	{Name: "min.insync.replicas", Type: Int, Default: "1", Synonyms: []string{"min.insync.replicas"}, valid: atLeast(1)},
+	{Name: "preallocate", Type: Boolean, Default: "false", Synonyms: []string{"log.preallocate"}},
+	{Name: "remote.storage.enable", Type: Boolean, Default: "false", Synonyms: []string{"remote.log.storage.system.enable"}},
+	{Name: "retention.bytes", Type: Long, Default: "-1", Synonyms: []string{"log.retention.bytes"},
+		Doc: "the most bytes a partition keeps; older batches are deleted in the background (-1: no limit)"},
+	{Name: "retention.ms", Type: Long, Default: "604800000", Synonyms: []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}, BrokerDefault: "168",
+		Doc: "batches whose newest timestamp is older than this are deleted in the background (-1: keep forever)", valid: atLeast(-1)},
+	{Name: "segment.bytes", Type: Int, Default: "1073741824", Synonyms: []string{"log.segment.bytes"}, valid: atLeast(1 << 20)},
+	{Name: "segment.index.bytes", Type: Int, Default: "10485760", Synonyms: []string{"log.index.size.max.bytes"}, valid: atLeast(4)},
+	{Name: "segment.jitter.ms", Type: Long, Default: "0", Synonyms: []string{"log.roll.jitter.ms", "log.roll.jitter.hours"}, valid: atLeast(0)},
+	{Name: "segment.ms", Type: Long, Default: "604800000", Synonyms: []string{"log.roll.ms", "log.roll.hours"}, BrokerDefault: "168", valid: atLeast(1)},
+	{Name: "unclean.leader.election.enable", Type: Boolean, Default: "false", Synonyms: []string{"unclean.leader.election.enable"}},
+}
+
+var byName = func() map[string]*Def {
+	m := make(map[string]*Def, len(defs))
+	for _, d := range defs {
+		m[d.Name] = d
+	}
+	return m
+}()
+
+// Defs returns every topic config definition, sorted by name.
+func Defs() []*Def { return defs }
+
+// Lookup finds a topic config by name.
+func Lookup(name string) (*Def, bool) {
+	d, ok := byName[name]
+	return d, ok
+}
+
+// Validate checks one topic config: the name must be known (Kafka answers an unknown name
+// with INVALID_CONFIG, "Unknown topic config name") and the value valid for its type.
+func Validate(name, value string) error {
+	d, ok := byName[name]
+	if !ok {
+		return fmt.Errorf("Unknown topic config name: %s", name)
+	}
+	return d.Validate(value)
+}
+
+// ValidateAll checks a whole set of topic overrides.
+func ValidateAll(configs map[string]string) error {
+	names := make([]string, 0, len(configs))
+	for k := range configs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := Validate(k, configs[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Settings are the topic configs the log acts on, parsed once when a topic's configs change.
+// A zero MaxMessageBytes means the broker default applies.
+type Settings struct {
+	MaxMessageBytes int   // 0: the broker's message.max.bytes
+	LogAppendTime   bool  // message.timestamp.type=LogAppendTime
+	RetentionMs     int64 // < 0: no time limit
+	RetentionBytes  int64 // < 0: no size limit
+	Compact         bool  // cleanup.policy contains compact
+	Delete          bool  // cleanup.policy contains delete (retention applies)
+}
+
+// Parse computes the settings of a topic from its overrides (validated before they were
+// stored; an unparsable value falls back to the default).
+func Parse(configs map[string]string) Settings {
+	s := Settings{RetentionMs: 604800000, RetentionBytes: -1, Delete: true}
+	if v, ok := configs["max.message.bytes"]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err == nil && n >= 0 {
+			s.MaxMessageBytes = int(n)
+			if s.MaxMessageBytes == 0 {
+				s.MaxMessageBytes = -1 // an explicit 0 admits nothing; keep it apart from "unset"
+			}
+		}
+	}
+	if configs["message.timestamp.type"] == "LogAppendTime" {
+		s.LogAppendTime = true
+	}
+	if v, ok := configs["retention.ms"]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			s.RetentionMs = n
+		}
+	}
+	if v, ok := configs["retention.bytes"]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			s.RetentionBytes = n
+		}
+	}
+	if v, ok := configs["cleanup.policy"]; ok {
+		s.Delete = false
+		for _, p := range strings.Split(v, ",") {
+			switch strings.TrimSpace(p) {
+			case "compact":
+				s.Compact = true
+			case "delete":
+				s.Delete = true
+			}
+		}
+	}
+	if s.RetentionMs == math.MaxInt64 {
+		s.RetentionMs = -1
+	}
+	return s
+}
