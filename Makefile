@@ -1,7 +1,7 @@
 # Inlet. `make demo` runs the main job; `make test` runs every test (set-up included).
 GO ?= go
 
-.PHONY: all build demo test test-short race fuzz bench-produce bench-writeamp bench chaos profile setup clean
+.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench chaos profile setup clean
 
 all: build
 
@@ -22,8 +22,13 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./e2e/
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./auth/ ./e2e/ ./groups/
+	scripts/franz-go-suite.sh
 	$(MAKE) fuzz FUZZTIME=200000x
+
+# franz-go's kgo integration tests against a fresh node (exclusions and reasons in the script).
+franz-go-suite:
+	scripts/franz-go-suite.sh
 
 test-short:
 	$(GO) test -count=1 -short ./...
@@ -35,6 +40,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequestHeader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateProduceBatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzForEachRecord$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
+	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
+	$(GO) test -run '^$$' -fuzz '^FuzzAvroAgreesWithHamba$$' -fuzztime $(FUZZTIME) ./schema/
 
 # Allocations and time per produce request through decode, validate, commit and reply.
 bench-produce:

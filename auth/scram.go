@@ -6,11 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"fmt"
 	"hash"
+	"strconv"
 	"strings"
-
-	"github.com/xdg-go/scram"
 )
 
 // Credential is a SCRAM credential as Kafka stores it (ScramCredential: salt, StoredKey,
@@ -96,56 +96,42 @@ func (c *Credential) verifyPassword(mechanism, password string) bool {
 	return hmac.Equal(d.StoredKey, c.StoredKey)
 }
 
-// scramExchange is the server side of one SCRAM conversation (xdg-go/scram does the RFC 5802
-// arithmetic, nonces and constant-time comparison). Kafka's client-first message may carry
-// extensions after the nonce (KIP-86, "tokenauth=true" for delegation tokens); delegation
-// tokens are not served, so a tokenauth exchange fails.
+// scramExchange is the server side of one SCRAM conversation (RFC 5802), written here rather
+// than taken from xdg-go/scram because Kafka's ScramSaslServer is laxer than the RFC in one
+// place clients depend on: it accepts a client-final nonce that merely ends with the server's
+// nonce. Older librdkafka (1.x, e.g. Debian's kcat) sends client nonce + server nonce there,
+// and xdg-go's server, which demands equality, refuses it. Kafka's client-first message may
+// carry extensions after the nonce (KIP-86, "tokenauth=true" for delegation tokens);
+// delegation tokens are not served, so a tokenauth exchange fails. Channel binding is not
+// offered (gs2 flag "n" or "y" only).
 type scramExchange struct {
 	users     *Users
 	mechanism string
-	conv      *scram.ServerConversation
-	user      *User
+	h         func() hash.Hash
 	step      int
+
+	user      *User
+	cred      *Credential
+	gs2Header string // "n,," or "y,,a=..." as sent
+	c1bare    string
+	s1        string
+	nonce     string // the combined nonce sent in server-first
+	valid     bool
 }
 
 func (u *Users) newScram(mechanism string) (*scramExchange, error) {
-	x := &scramExchange{users: u, mechanism: mechanism}
-	lookup := func(name string) (scram.StoredCredentials, error) {
-		usr, ok := u.byName[name]
-		if !ok {
-			return scram.StoredCredentials{}, fmt.Errorf("unknown user %q", name)
-		}
-		c := usr.credential(mechanism)
-		if c == nil {
-			return scram.StoredCredentials{}, fmt.Errorf("user %q has no %s credential", name, mechanism)
-		}
-		x.user = usr
-		return scram.StoredCredentials{
-			KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
-			StoredKey:  c.StoredKey,
-			ServerKey:  c.ServerKey,
-		}, nil
-	}
-	var (
-		srv *scram.Server
-		err error
-	)
-	switch mechanism {
-	case ScramSHA256:
-		srv, err = scram.SHA256.NewServer(lookup)
-	case ScramSHA512:
-		srv, err = scram.SHA512.NewServer(lookup)
-	default:
+	h, err := hashFor(mechanism)
+	if err != nil {
 		return nil, ErrUnsupportedMechanism
 	}
-	if err != nil {
-		return nil, err
-	}
-	x.conv = srv.NewConversation()
-	return x, nil
+	return &scramExchange{users: u, mechanism: mechanism, h: h}, nil
 }
 
 func (x *scramExchange) Mechanism() string { return x.mechanism }
+
+func scramFail(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrAuthenticationFailed}, a...)...)
+}
 
 // Step answers one client message. The first is client-first ("n,,n=user,r=nonce[,ext]"),
 // the second client-final; after the second the exchange is done.
@@ -153,27 +139,167 @@ func (x *scramExchange) Step(msg []byte) ([]byte, bool, error) {
 	x.step++
 	switch x.step {
 	case 1:
-		if strings.Contains(string(msg), ",tokenauth=true") {
-			return nil, true, fmt.Errorf("%w (delegation tokens are not supported)", ErrAuthenticationFailed)
-		}
-		resp, err := x.conv.Step(string(msg))
+		s1, err := x.first(string(msg))
 		if err != nil {
-			return nil, true, fmt.Errorf("%w: %v", ErrAuthenticationFailed, err)
+			return nil, true, err
 		}
-		return []byte(resp), false, nil
+		return []byte(s1), false, nil
 	case 2:
-		resp, err := x.conv.Step(string(msg))
-		if err != nil || !x.conv.Valid() || x.user == nil {
-			return nil, true, fmt.Errorf("%w: %v", ErrAuthenticationFailed, err)
+		s2, err := x.final(string(msg))
+		if err != nil {
+			return nil, true, err
 		}
-		return []byte(resp), true, nil
+		return []byte(s2), true, nil
 	}
-	return nil, true, fmt.Errorf("%w: SCRAM exchange already complete", ErrAuthenticationFailed)
+	return nil, true, scramFail("SCRAM exchange already complete")
+}
+
+func (x *scramExchange) first(c1 string) (string, error) {
+	// gs2-header: gs2-cbind-flag "," [authzid] ","
+	var flag string
+	switch {
+	case strings.HasPrefix(c1, "n,"), strings.HasPrefix(c1, "y,"):
+		flag = c1[:2]
+	default:
+		return "", scramFail("unsupported channel binding flag")
+	}
+	rest := c1[2:]
+	comma := strings.IndexByte(rest, ',')
+	if comma < 0 {
+		return "", scramFail("malformed client-first message")
+	}
+	authzid := rest[:comma]
+	x.gs2Header = flag + rest[:comma+1]
+	x.c1bare = rest[comma+1:]
+	fields := strings.Split(x.c1bare, ",")
+	if len(fields) < 2 || !strings.HasPrefix(fields[0], "n=") || !strings.HasPrefix(fields[1], "r=") {
+		return "", scramFail("malformed client-first message")
+	}
+	name, ok := decodeSaslName(fields[0][2:])
+	if !ok || name == "" {
+		return "", scramFail("malformed user name")
+	}
+	if authzid != "" {
+		az, ok := decodeSaslName(strings.TrimPrefix(authzid, "a="))
+		if !ok || !strings.HasPrefix(authzid, "a=") || az != name {
+			return "", scramFail("authorization id differs from the user name")
+		}
+	}
+	cnonce := fields[1][2:]
+	if cnonce == "" || !printableNonce(cnonce) {
+		return "", scramFail("malformed client nonce")
+	}
+	for _, ext := range fields[2:] {
+		if ext == "tokenauth=true" {
+			return "", scramFail("delegation tokens are not supported")
+		}
+	}
+	usr, ok := x.users.Lookup(name)
+	if !ok {
+		return "", scramFail("unknown user")
+	}
+	cred := usr.credential(x.mechanism)
+	if cred == nil {
+		return "", scramFail("user has no %s credential", x.mechanism)
+	}
+	x.user, x.cred = usr, cred
+	x.nonce = cnonce + alnumNonce()
+	x.s1 = "r=" + x.nonce + ",s=" + base64.StdEncoding.EncodeToString(cred.Salt) + ",i=" + strconv.Itoa(cred.Iterations)
+	return x.s1, nil
+}
+
+func (x *scramExchange) final(c2 string) (string, error) {
+	i := strings.LastIndex(c2, ",p=")
+	if i < 0 {
+		return "", scramFail("client-final message has no proof")
+	}
+	c2wop, proofB64 := c2[:i], c2[i+3:]
+	proof, err := base64.StdEncoding.DecodeString(proofB64)
+	if err != nil {
+		return "", scramFail("proof is not base64")
+	}
+	fields := strings.Split(c2wop, ",")
+	if len(fields) < 2 || !strings.HasPrefix(fields[0], "c=") || !strings.HasPrefix(fields[1], "r=") {
+		return "", scramFail("malformed client-final message")
+	}
+	cb, err := base64.StdEncoding.DecodeString(fields[0][2:])
+	if err != nil || string(cb) != x.gs2Header {
+		return "", scramFail("channel binding does not match the gs2 header")
+	}
+	// ScramSaslServer: clientFinalMessage.nonce().endsWith(serverFirstMessage.nonce()).
+	if !strings.HasSuffix(fields[1][2:], x.nonce) {
+		return "", scramFail("nonce does not match")
+	}
+	authMsg := []byte(x.c1bare + "," + x.s1 + "," + c2wop)
+	clientSig := hmacSum(x.h, x.cred.StoredKey, string(authMsg))
+	if len(proof) != len(clientSig) {
+		return "", scramFail("proof has the wrong length")
+	}
+	clientKey := make([]byte, len(proof))
+	for k := range proof {
+		clientKey[k] = proof[k] ^ clientSig[k]
+	}
+	sk := x.h()
+	sk.Write(clientKey)
+	if !hmac.Equal(sk.Sum(nil), x.cred.StoredKey) {
+		return "", scramFail("bad proof")
+	}
+	x.valid = true
+	return "v=" + base64.StdEncoding.EncodeToString(hmacSum(x.h, x.cred.ServerKey, string(authMsg))), nil
 }
 
 func (x *scramExchange) Principal() *Principal {
-	if x.user == nil || !x.conv.Valid() {
+	if !x.valid {
 		return nil
 	}
 	return &x.user.Principal
+}
+
+// decodeSaslName undoes RFC 5802's saslname escaping ("=2C" for ',', "=3D" for '=').
+func decodeSaslName(s string) (string, bool) {
+	if !strings.Contains(s, "=") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "=2C"):
+			b.WriteByte(',')
+		case strings.HasPrefix(s[i:], "=3D"):
+			b.WriteByte('=')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// printableNonce: RFC 5802's printable, ASCII 0x21-0x7e except ','.
+func printableNonce(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e || s[i] == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+// alnumNonce is the server's half of the SCRAM nonce: 32 characters of [0-9A-Za-z] from
+// crypto/rand (Kafka's ScramFormatter.secureRandomString also uses alphanumerics). The modulo
+// bias (256 % 62) is irrelevant for a nonce, which needs uniqueness, not uniformity.
+func alnumNonce() string {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("BUG: auth: crypto/rand failed: " + err.Error())
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
 }

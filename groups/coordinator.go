@@ -278,7 +278,9 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	}
 	protos := make([]protocol, 0, len(req.Protocols))
 	for _, p := range req.Protocols {
-		protos = append(protos, protocol{p.Name, p.Metadata})
+		// Request byte slices alias the pooled frame buffer, which is reused once the
+		// request is answered: anything the group keeps is copied.
+		protos = append(protos, protocol{p.Name, append([]byte{}, p.Metadata...)})
 	}
 
 	g.mu.Lock()
@@ -883,7 +885,7 @@ func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, 
 		if m.id == g.leader {
 			assigned := map[string][]byte{}
 			for _, a := range req.GroupAssignment {
-				assigned[a.MemberID] = a.MemberAssignment
+				assigned[a.MemberID] = append([]byte{}, a.MemberAssignment...) // see Join: aliases the frame
 			}
 			for id, o := range g.members {
 				o.assignment = assigned[id] // members the leader left out get an empty one

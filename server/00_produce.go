@@ -2,6 +2,7 @@ package server
 
 import (
 	"inlet/batchlog"
+	"inlet/schema"
 	"inlet/wire"
 )
 
@@ -26,6 +27,10 @@ type produceState struct {
 	log   batchlog.Request
 	where []respRef // where[i]: the response partition of log.Appends[i]
 	acks  int16
+
+	// Schema validation (validate.go): decompression scratch and the failing records.
+	scratch []byte
+	recErrs []schema.RecordError
 }
 
 type respRef struct{ topic, partition int32 }
@@ -42,15 +47,25 @@ func (s *Server) handleProduce(r *request) {
 	ps.where = ps.where[:0]
 	ps.acks = ps.req.Acks
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
+	sec := r.c.sec // nil: no principal to check (security.go)
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]
 		ot := ps.resp.AppendTopic(rt.Name)
 		var (
 			topic *batchlog.Topic
 			code  int16
+			bound *schema.Topic // nil for topics without a schema: they pay this nil check only
 		)
-		if validAcks {
+		switch {
+		case !validAcks:
+		case sec != nil && !sec.principal.AllowsTopic(rt.Name):
+			// Checked before the lookup, so an unauthorized topic is never auto-created.
+			code = errTopicAuthorizationFailed
+		case sec != nil && ps.req.TransactionalID != nil && !sec.principal.AllowsTransactionalID(string(ps.req.TransactionalID)):
+			code = errTransactionalIDAuth
+		default:
 			topic, code = s.topicFor(rt.Name, true)
+			bound = s.cfg.Schemas.Topic(rt.Name)
 		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
@@ -82,6 +97,12 @@ func (s *Server) handleProduce(r *request) {
 				// Transactions are not served yet; a transactional batch outside a
 				// transaction the broker knows is INVALID_TXN_STATE (KIP-890 verification).
 				vcode, msg = errInvalidTxnState, "transactions are not supported by this node yet"
+			}
+			if vcode == wire.ErrNone && bound != nil {
+				// Decompresses and decodes every record, here on the connection's worker (off
+				// the event loop); a failing batch never reaches the batch log, so nothing of
+				// it is stored and the producer's idempotence state is unchanged.
+				vcode, msg = s.validateRecords(ps, op, bound, rp.Records)
 			}
 			if vcode != wire.ErrNone {
 				op.ErrorCode = vcode

@@ -22,7 +22,8 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.advHost, s.advPort
+	b.NodeID = s.cfg.NodeID
+	b.Host, b.Port = s.advertised(r.c)
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}
 	cid := s.blog.ClusterID()
 	resp.ClusterID = &cid

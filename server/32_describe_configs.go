@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/batchlog"
 	"inlet/topicconfig"
 )
 
@@ -39,7 +38,6 @@ const (
 	errInvalidPartitions      int16 = 37
 	errInvalidReplicationFact int16 = 38
 	errInvalidReplicaAssign   int16 = 39
-	errPolicyViolation        int16 = 44
 	errUnknownTopicID         int16 = 100
 )
 
@@ -217,6 +215,3 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	}
 	return resp, nil
 }
-
-// topicIsKnown reports whether name is a topic; for the admin handlers.
-func (s *Server) topicIsKnown(name string) (*batchlog.Topic, bool) { return s.blog.Topic(name) }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/binary"
+	"net"
 	"sync"
 
 	"github.com/panjf2000/gnet/v2"
@@ -21,9 +22,15 @@ import (
 // been written or skipped (acks=0 produce takes a slot that is never written).
 type conn struct {
 	s  *Server
-	gc gnet.Conn
+	gc transport // replies, close and the peer's address
+	l  *listener // the listener it arrived on; nil in benchmarks
+	// sec is the connection's SASL and authorization state (security.go); nil on a listener
+	// without security, which then pays nothing for it. Only the worker touches it.
+	sec *connSecurity
 
-	// loop-owned
+	// loop-owned (stream connections: owned by their reader goroutine)
+	loop gnet.Conn // nil for stream (TLS and extra) connections; see tls.go
+
 	nextSeq uint64
 	partial *request // a frame whose bytes have not all arrived yet
 	filled  int      // bytes of partial's frame copied so far
@@ -38,6 +45,16 @@ type conn struct {
 	slots    []slot    // slots[i] holds the reply of request writeSeq+i
 	outs     []*outBuf // scratch for reply
 	closed   bool
+}
+
+// transport is what the ordered-reply code needs of a connection. gnet.Conn satisfies it; so
+// does streamConn (tls.go), which serves TLS listeners on crypto/tls with the same request
+// handling. Callbacks are called with a nil gnet.Conn by streamConn; none here looks at it.
+type transport interface {
+	AsyncWrite(buf []byte, cb gnet.AsyncCallback) error
+	AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error
+	Close() error
+	RemoteAddr() net.Addr
 }
 
 type slot struct {
@@ -103,7 +120,11 @@ func getRequest() *request {
 	return r
 }
 
-func newConn(s *Server, gc gnet.Conn) *conn { return &conn{s: s, gc: gc} }
+func newConn(s *Server, gc gnet.Conn) *conn {
+	c := &conn{s: s, gc: gc, loop: gc, l: s.gnetL}
+	c.sec = newConnSecurity(s, c.l, nil)
+	return c
+}
 
 // frames copies every complete request out of gnet's buffer (and the start of an incomplete
 // one into its own buffer, so gnet's buffer never has to hold a large frame) and queues it.
@@ -118,7 +139,7 @@ func (c *conn) frames() gnet.Action {
 	for {
 		if c.partial != nil {
 			frame := *c.partial.buf
-			n, _ := c.gc.Read(frame[c.filled:])
+			n, _ := c.loop.Read(frame[c.filled:])
 			c.filled += n
 			if c.filled < len(frame) {
 				return gnet.None
@@ -132,10 +153,10 @@ func (c *conn) frames() gnet.Action {
 		if s.draining.Load() {
 			return gnet.None
 		}
-		if c.gc.InboundBuffered() < 4 {
+		if c.loop.InboundBuffered() < 4 {
 			return gnet.None
 		}
-		p, err := c.gc.Peek(4)
+		p, err := c.loop.Peek(4)
 		if err != nil {
 			return gnet.None
 		}
@@ -154,7 +175,7 @@ func (c *conn) frames() gnet.Action {
 			s.inflight.Add(-1)
 			return gnet.None
 		}
-		_, _ = c.gc.Discard(4)
+		_, _ = c.loop.Discard(4)
 		s.budget.acquirePartial(int64(4 + size))
 		r := getRequest()
 		r.c, r.seq, r.size = c, c.nextSeq, int64(4+size)

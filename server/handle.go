@@ -42,6 +42,11 @@ func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
 
 // handle runs on the connection's worker goroutine.
 func (s *Server) handle(r *request) {
+	sec := r.c.sec // nil on a listener without security: nothing below costs more than this check
+	if sec != nil && sec.raw {
+		s.saslRawToken(r)
+		return
+	}
 	frame := *r.buf
 	hdr, err := wire.ParseRequestHeader(frame)
 	if err != nil {
@@ -49,6 +54,9 @@ func (s *Server) handle(r *request) {
 		return
 	}
 	r.hdr = hdr
+	if sec != nil && !s.admit(r, sec) {
+		return
+	}
 	a, ok := apis[hdr.APIKey]
 	if !ok || hdr.APIVersion < a.min || hdr.APIVersion > a.max {
 		if hdr.APIKey == apiVersionsKey {
@@ -71,12 +79,31 @@ func (s *Server) handle(r *request) {
 		s.protocolError(r, "bad request body", err)
 		return
 	}
+	var deny func(kmsg.Response)
+	if sec != nil && sec.principal != nil {
+		// Topics outside the principal's prefixes are taken out of the request before the
+		// handler sees it (so nothing is auto-created) and answered by deny (authz.go).
+		var resp kmsg.Response
+		if resp, deny = s.authorize(sec.principal, req); resp != nil {
+			s.finish(r, encodeResponse(hdr, resp))
+			return
+		}
+	}
 	resp, err := a.handle(s, r, req)
 	if err != nil {
 		s.protocolError(r, "request refused", err)
 		return
 	}
+	if deny != nil {
+		deny(resp)
+	}
+	c := r.c
 	s.finish(r, encodeResponse(hdr, resp))
+	if sec != nil && sec.closeAfter {
+		// A failed or illegal SASL step: the reply is queued before the close (gnet runs
+		// AsyncWrite before Close; streamConn flushes before closing).
+		c.close()
+	}
 }
 
 func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *outBuf {

@@ -21,8 +21,10 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
+	"inlet/schema"
 )
 
 // Config holds the server's settings; zero values take the documented defaults.
@@ -37,6 +39,13 @@ type Config struct {
 	MaxMessageBytes   int   // largest record batch; default 1 MiB + 12 (Kafka's message.max.bytes)
 	InflightBudget    int64 // bytes read but not yet answered; default 256 MiB
 	Logger            *slog.Logger
+
+	// Security and validation (listeners.go, security.go, authz.go). Listeners empty: one
+	// PLAINTEXT listener on Listen/Advertise whose clients are unrestricted.
+	Listeners       []Listener
+	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
+	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
+	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
 }
 
 const (
@@ -94,6 +103,12 @@ type Server struct {
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
 	groups *groups.Coordinator
+
+	gnetL   *listener   // the listener gnet serves (nil: every listener is a stream listener)
+	streams []*listener // listeners served a goroutine per connection (tls.go)
+	streamW sync.WaitGroup
+	streamM sync.Mutex
+	live    map[*streamConn]struct{} // open stream connections, closed by Shutdown
 }
 
 // Start listens and serves until Shutdown. It returns once the listener is bound.
@@ -108,8 +123,19 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		runErr:  make(chan error, 1),
 		drainCh: make(chan struct{}),
 	}
+	if err := s.setupListeners(); err != nil {
+		return nil, err
+	}
 	if err := s.startGroups(); err != nil {
 		return nil, fmt.Errorf("server: load groups: %w", err)
+	}
+	if s.gnetL == nil {
+		if err := s.startStreams(); err != nil {
+			s.groups.Close()
+			return nil, err
+		}
+		s.addr = s.streams[0].addr.(*net.TCPAddr)
+		return s, nil
 	}
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
@@ -130,7 +156,13 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		<-s.runErr // OnBoot answered Shutdown: Run returns without serving
 		return nil, s.bootErr
 	}
-	s.log.Info("listening", "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
+	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
+	if err := s.startStreams(); err != nil {
+		_ = s.eng.Stop(context.Background())
+		<-s.runErr
+		s.groups.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -201,6 +233,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.groups.Close()
+	s.closeStreams()
+	if s.gnetL == nil {
+		return err
+	}
 	if stopErr := s.eng.Stop(context.Background()); stopErr != nil && err == nil && !errors.Is(stopErr, context.Canceled) {
 		err = stopErr
 	}
@@ -215,6 +251,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng = eng
 	s.bootErr = s.resolveAddr()
+	if s.bootErr == nil {
+		s.gnetL.addr, s.gnetL.advHost, s.gnetL.advPort = s.addr, s.advHost, s.advPort
+	}
 	close(s.booted)
 	if s.bootErr != nil {
 		return gnet.Shutdown

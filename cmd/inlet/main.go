@@ -10,12 +10,11 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"inlet/batchlog"
+	"inlet/config"
 	"inlet/server"
 )
 
@@ -37,8 +36,15 @@ func main() {
 		logLevel          = flag.String("log-level", "info", "debug, info, warn or error")
 		cpuProfile        = flag.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)")
 		memProfile        = flag.String("mem-profile", "", "write an allocation profile to this file at shutdown")
+		registryListen    = flag.String("registry-listen", "", "host:port of the read-only schema registry (HTTP); empty: not served")
+		sessionLifetime   = flag.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0: never")
+		configPath        = flag.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it")
 	)
+	if len(os.Args) > 1 && os.Args[1] == "scram" {
+		os.Exit(scramCommand(os.Args[2:]))
+	}
 	flag.Parse()
+	sec := applyConfig(*configPath)
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -73,6 +79,10 @@ func main() {
 		MaxMessageBytes:   int(mustSize("max-message-bytes", *maxMessage)),
 		InflightBudget:    mustSize("inflight-budget", *budget),
 		Logger:            logger,
+		Listeners:         sec.listeners(*listen, *advertise),
+		Users:             sec.Users,
+		SessionLifetime:   *sessionLifetime,
+		Schemas:           sec.Schemas,
 	}, blog)
 	if err != nil {
 		logger.Error("start", "err", err)
@@ -80,6 +90,7 @@ func main() {
 		os.Exit(1)
 	}
 
+	stopRegistry := startRegistry(logger, *registryListen, sec.Schemas)
 	stopProfiles := startProfiles(logger, *cpuProfile, *memProfile)
 
 	sig := make(chan os.Signal, 1)
@@ -89,6 +100,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	code := 0
+	stopRegistry(ctx)
 	if err := srv.Shutdown(ctx); err != nil {
 		logger.Error("shutdown", "err", err)
 		code = 1
@@ -138,22 +150,11 @@ func startProfiles(logger *slog.Logger, cpuPath, memPath string) func() {
 // mustSize parses a byte count with an optional KiB/MiB/GiB (or K/M/G, also powers of two)
 // suffix.
 func mustSize(name, v string) int64 {
-	s := strings.TrimSpace(v)
-	mult := int64(1)
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, suf.s) {
-			s, mult = strings.TrimSuffix(s, suf.s), suf.m
-			break
-		}
+	n, err := config.ParseSize(v)
+	if err != nil {
+		usage("--%s: %v", name, err)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		usage("--%s: %q is not a positive byte count", name, v)
-	}
-	return n * mult
+	return n
 }
 
 func usage(f string, a ...any) {

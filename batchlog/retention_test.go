@@ -1,0 +1,169 @@
+package batchlog
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func segmentFiles(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "segments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestRetentionAdvancesLogStartAndReclaimsSegments guards time retention: expired batches
+// leave the log (the log start moves past them and survives a restart), and segment files no
+// partition references any more are deleted.
+func TestRetentionAdvancesLogStartAndReclaimsSegments(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *Log {
+		l, err := Open(Options{Dir: dir, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 64, RetentionCheckInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := open()
+	old, err := l.CreateTopic("old", 1, map[string]string{"retention.ms": "1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := old.Partitions[0]
+	for i := 0; i < 5; i++ {
+		submitWait(t, l, plain(p, 2, byte(i))) // fake batches carry max timestamp 0: long expired
+	}
+	before := segmentFiles(t, dir)
+	if before < 4 {
+		t.Fatalf("expected a segment per group with 64-byte segments, have %d files", before)
+	}
+	if err := l.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.LogStartOffset(); got != 10 {
+		t.Fatalf("log start after retention %d, want 10 (the high watermark)", got)
+	}
+	if b, _ := l.ReadBatches(p, 0, p.HighWatermark(), 1<<20, true, nil); len(b) != 0 {
+		t.Fatalf("read %d bytes of expired batches", len(b))
+	}
+	if after := segmentFiles(t, dir); after >= before {
+		t.Fatalf("segment files %d before retention, %d after; none reclaimed", before, after)
+	}
+	// New data is kept, and the log start survives a restart.
+	submitWait(t, l, plain(p, 1, 9))
+	l.Close()
+	l = open()
+	defer l.Close()
+	tp, _ := l.Topic("old")
+	if got := tp.Partitions[0].LogStartOffset(); got != 10 {
+		t.Fatalf("log start after restart %d, want 10", got)
+	}
+	if b, _ := l.ReadBatches(tp.Partitions[0], 10, tp.Partitions[0].HighWatermark(), 1<<20, true, nil); len(b) == 0 {
+		t.Fatal("the batch written after retention is gone")
+	}
+}
+
+// TestRetentionBytesKeepsNewest guards size retention as Kafka does it
+// (UnifiedLog.deleteRetentionSizeBreachedSegments): the oldest batch goes while the partition
+// stays at or above retention.bytes without it.
+func TestRetentionBytesKeepsNewest(t *testing.T) {
+	l := openTemp(t, t.TempDir())
+	tp, _ := l.CreateTopic("sized", 1, map[string]string{"retention.bytes": "124", "retention.ms": "-1"})
+	p := tp.Partitions[0]
+	for i := 0; i < 4; i++ {
+		submitWait(t, l, plain(p, 1, byte(i))) // 62 bytes each
+	}
+	if err := l.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.LogStartOffset(); got != 2 {
+		t.Fatalf("log start %d, want 2 (248 bytes, 124 kept)", got)
+	}
+}
+
+// TestDeleteRecordsKeepsTheBatchItFallsIn guards DeleteRecords inside a batch: the log start
+// moves to the offset, the batch holding it stays readable whole.
+func TestDeleteRecordsKeepsTheBatchItFallsIn(t *testing.T) {
+	l := openTemp(t, t.TempDir())
+	tp, _ := l.CreateTopic("dr", 1, nil)
+	p := tp.Partitions[0]
+	submitWait(t, l, plain(p, 3, 1))
+	submitWait(t, l, plain(p, 3, 2))
+	if _, err := l.DeleteRecords(p, 7); err != ErrOffsetOutOfRange {
+		t.Fatalf("past the end: %v", err)
+	}
+	if got, err := l.DeleteRecords(p, 4); err != nil || got != 4 {
+		t.Fatalf("delete to 4: %d %v", got, err)
+	}
+	b, _ := l.ReadBatches(p, 0, p.HighWatermark(), 1<<20, true, nil)
+	if len(b) != 62 || b[61] != 2 {
+		t.Fatalf("after DeleteRecords(4) read %d bytes; want only the batch holding offsets 3-5", len(b))
+	}
+}
+
+// TestDeleteTopicFreesNameAndRestarts guards deletion: the name is reusable at once, the new
+// topic starts empty, and a restart (replaying segment entries of the deleted partitions)
+// works.
+func TestDeleteTopicFreesNameAndRestarts(t *testing.T) {
+	dir := t.TempDir()
+	l := openTemp(t, dir)
+	tp, _ := l.CreateTopic("gone", 2, nil)
+	submitWait(t, l, plain(tp.Partitions[0], 5, 1))
+	if err := l.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteTopic("gone"); err != ErrUnknownTopic {
+		t.Fatalf("second delete: %v", err)
+	}
+	tp2, err := l.CreateTopic("gone", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp2.Partitions[0].HighWatermark() != 0 {
+		t.Fatal("recreated topic is not empty")
+	}
+	l.Close()
+	l = openTemp(t, dir)
+	defer l.Close()
+	tp3, ok := l.Topic("gone")
+	if !ok || len(tp3.Partitions) != 1 || tp3.Partitions[0].HighWatermark() != 0 {
+		t.Fatalf("after restart: %v %+v", ok, tp3)
+	}
+}
+
+// TestCommittedOffsetsSurviveRestart guards the offset store.
+func TestCommittedOffsetsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	l := openTemp(t, dir)
+	k := OffsetKey{Topic: "t", Partition: 3}
+	if err := l.CommitOffsets("g", map[OffsetKey]CommittedOffset{k: {Offset: 42, LeaderEpoch: 0, Metadata: "m", CommitTime: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CommitOffsets("g2", map[OffsetKey]CommittedOffset{k: {Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SaveGroup("g", GroupRecord{ProtocolType: "consumer", Generation: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteGroup("g2"); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openTemp(t, dir)
+	defer l.Close()
+	gs, err := l.LoadGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gs["g"]
+	if g == nil || g.Offsets[k].Offset != 42 || g.Offsets[k].Metadata != "m" || g.Record.Generation != 5 {
+		t.Fatalf("loaded %+v", g)
+	}
+	if _, ok := gs["g2"]; ok {
+		t.Fatal("deleted group came back")
+	}
+}

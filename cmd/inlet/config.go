@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"inlet/auth"
+	"inlet/config"
+	"inlet/registry"
+	"inlet/schema"
+	"inlet/server"
+)
+
+// security is what the config file adds beyond flags.
+type security struct {
+	*config.Resolved
+	explicit map[string]bool // flags given on the command line
+}
+
+// applyConfig loads the --config file (if any): each flag key it sets becomes the flag's
+// value unless the flag was given explicitly on the command line (defaults < file < flags).
+// A bad file stops start-up with the key and the problem.
+func applyConfig(path string) security {
+	sec := security{Resolved: &config.Resolved{}, explicit: map[string]bool{}}
+	flag.Visit(func(f *flag.Flag) { sec.explicit[f.Name] = true })
+	if path == "" {
+		return sec
+	}
+	f, err := config.Load(path)
+	if err != nil {
+		usage("%v", err)
+	}
+	vals, err := f.FlagValues()
+	if err != nil {
+		usage("config %s: %v", path, err)
+	}
+	for name, v := range vals {
+		if sec.explicit[name] {
+			continue
+		}
+		if err := flag.Set(name, v); err != nil {
+			usage("config %s: %s: %v", path, strings.ReplaceAll(name, "-", "_"), err)
+		}
+	}
+	if sec.Resolved, err = f.Resolve(os.Getenv); err != nil {
+		usage("config %s: %v", path, err)
+	}
+	return sec
+}
+
+// listeners maps the file's listeners to the server's. Without any, the server serves the
+// --listen/--advertise PLAINTEXT listener. With them, an explicit --listen (or --advertise)
+// replaces the first listener's address (or advertised address).
+func (sec security) listeners(listen, advertise string) []server.Listener {
+	var out []server.Listener
+	for i, l := range sec.Listeners {
+		sl := server.Listener{Name: l.Name, Address: l.Address, Advertise: l.Advertise, Protocol: l.Protocol, Mechanisms: l.Mechanisms, TLS: l.TLS, Anonymous: l.Anonymous}
+		if i == 0 && sec.explicit["listen"] {
+			sl.Address = listen
+		}
+		if i == 0 && sec.explicit["advertise"] {
+			sl.Advertise = advertise
+		}
+		out = append(out, sl)
+	}
+	return out
+}
+
+func startRegistry(logger *slog.Logger, addr string, reg *schema.Registry) func(context.Context) {
+	if addr == "" {
+		return func(context.Context) {}
+	}
+	rs, err := registry.Start(addr, reg)
+	if err != nil {
+		logger.Error("schema registry", "err", err)
+		os.Exit(1)
+	}
+	logger.Info("schema registry listening (read-only)", "addr", rs.Addr())
+	return func(ctx context.Context) { _ = rs.Close(ctx) }
+}
+
+// scramCommand is `inlet scram [--iterations N]`: it reads a password from stdin and prints
+// SCRAM-SHA-256 and SCRAM-SHA-512 credentials for a users entry of the config file.
+func scramCommand(args []string) int {
+	fs := flag.NewFlagSet("scram", flag.ExitOnError)
+	iters := fs.Int("iterations", auth.DefaultIterations, "PBKDF2 iterations")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: inlet scram [--iterations N] < password-file\nprints scram_sha_256 and scram_sha_512 entries for a user in the config file")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	password := strings.TrimRight(line, "\r\n")
+	if password == "" {
+		fmt.Fprintln(os.Stderr, "inlet scram: no password on stdin", err)
+		return 2
+	}
+	for _, m := range []struct{ key, mech string }{{"scram_sha_256", auth.ScramSHA256}, {"scram_sha_512", auth.ScramSHA512}} {
+		c, err := auth.NewCredential(m.mech, password, *iters)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "inlet scram:", err)
+			return 2
+		}
+		b := base64.StdEncoding.EncodeToString
+		fmt.Printf("    %s:\n      salt: %s\n      iterations: %d\n      stored_key: %s\n      server_key: %s\n", m.key, b(c.Salt), c.Iterations, b(c.StoredKey), b(c.ServerKey))
+	}
+	return 0
+}

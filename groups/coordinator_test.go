@@ -1,0 +1,192 @@
+package groups
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/batchlog"
+)
+
+type memStore struct {
+	mu      sync.Mutex
+	offsets map[string]map[batchlog.OffsetKey]batchlog.CommittedOffset
+}
+
+func (m *memStore) CommitOffsets(g string, o map[batchlog.OffsetKey]batchlog.CommittedOffset) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.offsets[g] == nil {
+		m.offsets[g] = map[batchlog.OffsetKey]batchlog.CommittedOffset{}
+	}
+	for k, v := range o {
+		m.offsets[g][k] = v
+	}
+	return nil
+}
+func (m *memStore) DeleteOffsets(string, []batchlog.OffsetKey) error      { return nil }
+func (m *memStore) DeleteGroup(string) error                              { return nil }
+func (m *memStore) SaveGroup(string, batchlog.GroupRecord) error          { return nil }
+func (m *memStore) LoadGroups() (map[string]*batchlog.StoredGroup, error) { return nil, nil }
+
+func newTestCoordinator(t *testing.T) *Coordinator {
+	c, err := New(&memStore{offsets: map[string]map[batchlog.OffsetKey]batchlog.CommittedOffset{}},
+		Config{MinSessionTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func joinReq(member string, instance *string, session time.Duration) *kmsg.JoinGroupRequest {
+	r := kmsg.NewPtrJoinGroupRequest()
+	r.Version = 5
+	r.Group = "g"
+	r.MemberID = member
+	r.InstanceID = instance
+	r.SessionTimeoutMillis = int32(session / time.Millisecond)
+	r.RebalanceTimeoutMillis = 2000
+	r.ProtocolType = "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", []byte{1}
+	r.Protocols = append(r.Protocols, p)
+	return r
+}
+
+func heartbeat(c *Coordinator, member string, gen int32, instance *string) int16 {
+	r := kmsg.NewPtrHeartbeatRequest()
+	r.Group, r.MemberID, r.Generation, r.InstanceID = "g", member, gen, instance
+	return c.Heartbeat(r)
+}
+
+func syncReq(member string, gen int32, assign map[string][]byte) *kmsg.SyncGroupRequest {
+	r := kmsg.NewPtrSyncGroupRequest()
+	r.Version = 3
+	r.Group, r.MemberID, r.Generation = "g", member, gen
+	for m, a := range assign {
+		ga := kmsg.NewSyncGroupRequestGroupAssignment()
+		ga.MemberID, ga.MemberAssignment = m, a
+		r.GroupAssignment = append(r.GroupAssignment, ga)
+	}
+	return r
+}
+
+// TestGroupFencingErrorCodes walks a group through the classic protocol's error paths:
+// MEMBER_ID_REQUIRED on a v4+ first join, REBALANCE_IN_PROGRESS when a second member joins,
+// ILLEGAL_GENERATION for a stale generation, UNKNOWN_MEMBER_ID for strangers,
+// FENCED_INSTANCE_ID for a replaced static member, and session expiry.
+func TestGroupFencingErrorCodes(t *testing.T) {
+	c := newTestCoordinator(t)
+	done := make(chan struct{})
+	defer close(done)
+	session := 5 * time.Second
+
+	r := c.Join(joinReq("", nil, session), "c", "/h", done)
+	if r.ErrorCode != errMemberIDRequired || r.MemberID == "" {
+		t.Fatalf("first v4+ join: error %d member %q, want MEMBER_ID_REQUIRED and an id", r.ErrorCode, r.MemberID)
+	}
+	a := r.MemberID
+	r = c.Join(joinReq(a, nil, session), "c", "/h", done)
+	if r.ErrorCode != 0 || r.Generation != 1 || r.LeaderID != a || len(r.Members) != 1 {
+		t.Fatalf("rejoin: %+v", r)
+	}
+	if s := c.Sync(syncReq(a, 1, map[string][]byte{a: []byte("A")}), done); s.ErrorCode != 0 || string(s.MemberAssignment) != "A" {
+		t.Fatalf("leader sync: %+v", s)
+	}
+	if code := heartbeat(c, a, 0, nil); code != errIllegalGeneration {
+		t.Fatalf("stale generation heartbeat: %d", code)
+	}
+	if code := heartbeat(c, "stranger", 1, nil); code != errUnknownMemberID {
+		t.Fatalf("unknown member heartbeat: %d", code)
+	}
+
+	// A static member joins: the group rebalances and the first member learns it from its
+	// heartbeat.
+	inst := "i1"
+	bch := make(chan *kmsg.JoinGroupResponse, 1)
+	go func() { bch <- c.Join(joinReq("", &inst, session), "c", "/h", done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for heartbeat(c, a, 1, nil) != errRebalanceInProgress {
+		if time.Now().After(deadline) {
+			t.Fatal("heartbeat never reported the rebalance")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r = c.Join(joinReq(a, nil, session), "c", "/h", done)
+	rb := <-bch
+	if r.ErrorCode != 0 || rb.ErrorCode != 0 || r.Generation != 2 || rb.Generation != 2 {
+		t.Fatalf("second generation: %+v / %+v", r, rb)
+	}
+	b := rb.MemberID
+
+	// A new instance of the static member fences the old one.
+	r2 := c.Join(joinReq("", &inst, session), "c", "/h", done)
+	if r2.MemberID == b {
+		t.Fatalf("replacement kept the old member id")
+	}
+	if code := heartbeat(c, b, 2, &inst); code != errFencedInstanceID {
+		t.Fatalf("replaced static member heartbeat: %d, want FENCED_INSTANCE_ID", code)
+	}
+
+	// Offsets: a member of the wrong generation cannot commit; a stranger neither.
+	commit := func(member string, gen int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 7
+		req.Group, req.MemberID, req.Generation = "g", member, gen
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Offset = 5
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.Commit(req).Topics[0].Partitions[0].ErrorCode
+	}
+	// The replacement rebalanced the group; the first member did not rejoin within the
+	// rebalance timeout and was removed.
+	if r2.ErrorCode != 0 || r2.Generation != 3 {
+		t.Fatalf("replacement join: %+v", r2)
+	}
+	if code := commit(r2.MemberID, 2); code != errIllegalGeneration {
+		t.Fatalf("commit with a stale generation: %d", code)
+	}
+	if code := commit(a, 3); code != errUnknownMemberID {
+		t.Fatalf("commit by a removed member: %d", code)
+	}
+	if code := commit("", -1); code != errUnknownMemberID {
+		t.Fatalf("simple commit into a group with members: %d", code)
+	}
+	if code := c.Delete("g"); code != errNonEmptyGroup {
+		t.Fatalf("delete a group with members: %d", code)
+	}
+}
+
+// TestSessionExpiryRemovesMember guards the session timeout: a member that stops
+// heartbeating leaves the group, which becomes Empty and then accepts simple commits.
+func TestSessionExpiryRemovesMember(t *testing.T) {
+	c := newTestCoordinator(t)
+	done := make(chan struct{})
+	defer close(done)
+	req := joinReq("", nil, 50*time.Millisecond)
+	req.Version = 3 // no MEMBER_ID_REQUIRED round trip
+	r := c.Join(req, "c", "/h", done)
+	if r.ErrorCode != 0 {
+		t.Fatalf("join: %d", r.ErrorCode)
+	}
+	c.Sync(syncReq(r.MemberID, r.Generation, map[string][]byte{r.MemberID: {1}}), done)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Describe("g").State != "Empty" {
+		if time.Now().After(deadline) {
+			t.Fatalf("group still %s after the session timeout", c.Describe("g").State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code := heartbeat(c, r.MemberID, r.Generation, nil); code != errUnknownMemberID {
+		t.Fatalf("expired member heartbeat: %d", code)
+	}
+	if code := c.Delete("g"); code != 0 {
+		t.Fatalf("delete the empty group: %d", code)
+	}
+}

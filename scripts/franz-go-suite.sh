@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# franz-go's own kgo integration tests against a fresh Inlet node.
+#
+# The test binary is built from the module cache's copy of github.com/twmb/franz-go/pkg/kgo
+# at the version in go.mod and run from that package's source directory (a few tests read
+# sibling files). KGO_SEEDS points it at the node; KGO_TEST_RF=1 because the node is a
+# one-broker cluster. Tests that need what Inlet does not serve yet are skipped by name,
+# each with its reason below. Tests that need no broker (unit tests) run too.
+#
+# Usage: scripts/franz-go-suite.sh [extra go test flags, e.g. -test.run TestGroupETL]
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+
+# Skipped tests and why:
+#   TestTxnEtl       - transactions (InitProducerId with a transactional id, AddPartitionsToTxn,
+#                      EndTxn, read_committed) are not served yet (a later issue); the test
+#                      waits for commits that never come.
+#   TestConsumeRegex - asserts that the internal topic __consumer_offsets appears in Metadata
+#                      (and is skipped by regex consumers). Inlet keeps committed offsets in
+#                      Pebble, not in an internal topic, so it lists none.
+SKIP='^(TestTxnEtl|TestConsumeRegex)$'
+
+work=$(mktemp -d)
+inlet_pid=
+cleanup() {
+	if [[ -n $inlet_pid ]]; then
+		kill "$inlet_pid" 2>/dev/null || true
+		wait "$inlet_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+$GO mod download github.com/twmb/franz-go
+src=$($GO list -m -f '{{.Dir}}' github.com/twmb/franz-go)/pkg/kgo
+version=$($GO list -m -f '{{.Version}}' github.com/twmb/franz-go)
+echo "franz-go $version: building the kgo test binary"
+$GO test -c -o "$work/kgo.test" github.com/twmb/franz-go/pkg/kgo
+$GO build -o "$work/inlet" ./cmd/inlet
+
+# A free loopback port.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$work/inlet" --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn >"$work/inlet.log" 2>&1 &
+inlet_pid=$!
+for _ in $(seq 50); do
+	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
+	sleep 0.1
+done
+
+echo "running the kgo suite against 127.0.0.1:$port (skipping $SKIP)"
+status=0
+(cd "$src" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_RF=1 KGO_LOG_LEVEL=${KGO_LOG_LEVEL:-none} \
+	"$work/kgo.test" -test.v -test.timeout 8m -test.skip "$SKIP" "$@") >"$work/suite.log" 2>&1 || status=$?
+# Top-level results: every test that talks to the broker is listed by name.
+grep -E '^--- (PASS|FAIL|SKIP)' "$work/suite.log" | awk '{print $2, $3}' | sort | uniq -c | awk '$1>0{print $2, $3}' >"$work/results"
+echo "passed: $(grep -c '^PASS:' "$work/results" || true), failed: $(grep -c '^FAIL:' "$work/results" || true), skipped by the suite itself: $(grep -c '^SKIP:' "$work/results" || true)"
+grep -E '^FAIL:|^PASS: TestGroupETL' "$work/results" || true
+grep -E '^(FAIL|ok|PASS|panic)' "$work/suite.log" | tail -3 || true
+if [[ $status -ne 0 ]]; then
+	echo "kgo suite failed (exit $status); last lines:"
+	grep -v '^\[' "$work/suite.log" | tail -40
+	echo "inlet log:"
+	tail -20 "$work/inlet.log"
+fi
+exit $status

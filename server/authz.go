@@ -1,0 +1,403 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/auth"
+)
+
+// Authorization by topic prefix (and group and transactional-id prefix), for connections
+// whose principal is restricted. It runs before the handler: topics the principal may not use
+// are taken out of the request, so the handler neither sees nor auto-creates them, and the
+// returned deny function adds them back to the response with TOPIC_AUTHORIZATION_FAILED
+// (Kafka's AclAuthorizer answers per topic the same way). Requests about a single group or
+// transactional id that is out of scope are answered at once (the first result), without
+// calling the handler. Produce is checked in 00_produce.go (its path is hand-written).
+//
+// Metadata lists only the principal's topics when asked for all of them (KafkaApis filters
+// by DESCRIBE permission), and answers TOPIC_AUTHORIZATION_FAILED for named topics outside
+// its prefixes without creating them.
+
+func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	switch req := kreq.(type) {
+	case *kmsg.MetadataRequest:
+		all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+		var denied []string
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if t.Topic != nil && !p.AllowsTopicString(*t.Topic) {
+				denied = append(denied, *t.Topic)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		emptied := !all && len(kept) == 0
+		if emptied {
+			req.Topics = []kmsg.MetadataRequestTopic{} // v0 would read an empty list as "all"
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.MetadataResponse)
+			out := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if emptied || (t.Topic != nil && !p.AllowsTopicString(*t.Topic)) {
+					continue
+				}
+				out = append(out, t)
+			}
+			for _, name := range denied {
+				mt := kmsg.NewMetadataResponseTopic()
+				n := name
+				mt.Topic, mt.ErrorCode = &n, errTopicAuthorizationFailed
+				mt.AuthorizedOperations = authorizedOperationsOmitted
+				out = append(out, mt)
+			}
+			resp.Topics = out
+		}
+
+	case *kmsg.FetchRequest:
+		var denied []kmsg.FetchRequestTopic
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if !p.AllowsTopicString(t.Topic) {
+				denied = append(denied, t)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.FetchResponse)
+			for _, t := range denied {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewFetchResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = pt.Partition, errTopicAuthorizationFailed
+					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.ListOffsetsRequest:
+		var denied []kmsg.ListOffsetsRequestTopic
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if !p.AllowsTopicString(t.Topic) {
+				denied = append(denied, t)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.ListOffsetsResponse)
+			for _, t := range denied {
+				rt := kmsg.NewListOffsetsResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewListOffsetsResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = pt.Partition, errTopicAuthorizationFailed
+					rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.CreateTopicsRequest:
+		var denied []string
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if !p.AllowsTopicString(t.Topic) {
+				denied = append(denied, t.Topic)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.CreateTopicsResponse)
+			for _, name := range denied {
+				rt := kmsg.NewCreateTopicsResponseTopic()
+				rt.Topic, rt.ErrorCode = name, errTopicAuthorizationFailed
+				rt.NumPartitions, rt.ReplicationFactor = -1, -1
+				if req.Version >= 1 {
+					msg := "Authorization failed."
+					rt.ErrorMessage = &msg
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.DeleteTopicsRequest:
+		var denied []string
+		keptNames := req.TopicNames[:0]
+		for _, n := range req.TopicNames {
+			if !p.AllowsTopicString(n) {
+				denied = append(denied, n)
+				continue
+			}
+			keptNames = append(keptNames, n)
+		}
+		req.TopicNames = keptNames
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			// v6 by id only: the handler resolves the name; refuse ids for restricted
+			// principals rather than resolve them here.
+			if t.Topic == nil || !p.AllowsTopicString(*t.Topic) {
+				name := ""
+				if t.Topic != nil {
+					name = *t.Topic
+				}
+				denied = append(denied, name)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DeleteTopicsResponse)
+			for _, name := range denied {
+				rt := kmsg.NewDeleteTopicsResponseTopic()
+				n := name
+				rt.Topic, rt.ErrorCode = &n, errTopicAuthorizationFailed
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.CreatePartitionsRequest:
+		var denied []string
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if !p.AllowsTopicString(t.Topic) {
+				denied = append(denied, t.Topic)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.CreatePartitionsResponse)
+			for _, name := range denied {
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic, rt.ErrorCode = name, errTopicAuthorizationFailed
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.DeleteRecordsRequest:
+		var denied []kmsg.DeleteRecordsRequestTopic
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if !p.AllowsTopicString(t.Topic) {
+				denied = append(denied, t)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DeleteRecordsResponse)
+			for _, t := range denied {
+				rt := kmsg.NewDeleteRecordsResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.LowWatermark = pt.Partition, errTopicAuthorizationFailed, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.OffsetForLeaderEpochRequest:
+		var denied []kmsg.OffsetForLeaderEpochRequestTopic
+		kept := req.Topics[:0]
+		for _, t := range req.Topics {
+			if !p.AllowsTopicString(t.Topic) {
+				denied = append(denied, t)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		req.Topics = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+			for _, t := range denied {
+				rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = pt.Partition, errTopicAuthorizationFailed
+					rp.LeaderEpoch, rp.EndOffset = -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+
+	case *kmsg.DescribeConfigsRequest:
+		var denied []kmsg.DescribeConfigsRequestResource
+		kept := req.Resources[:0]
+		for _, rs := range req.Resources {
+			if rs.ResourceType == kmsg.ConfigResourceTypeTopic && !p.AllowsTopicString(rs.ResourceName) {
+				denied = append(denied, rs)
+				continue
+			}
+			kept = append(kept, rs)
+		}
+		req.Resources = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DescribeConfigsResponse)
+			for _, rs := range denied {
+				o := kmsg.NewDescribeConfigsResponseResource()
+				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, errTopicAuthorizationFailed
+				resp.Resources = append(resp.Resources, o)
+			}
+		}
+
+	case *kmsg.AlterConfigsRequest:
+		var denied []kmsg.AlterConfigsRequestResource
+		kept := req.Resources[:0]
+		for _, rs := range req.Resources {
+			if rs.ResourceType == kmsg.ConfigResourceTypeTopic && !p.AllowsTopicString(rs.ResourceName) {
+				denied = append(denied, rs)
+				continue
+			}
+			kept = append(kept, rs)
+		}
+		req.Resources = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.AlterConfigsResponse)
+			for _, rs := range denied {
+				o := kmsg.NewAlterConfigsResponseResource()
+				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, errTopicAuthorizationFailed
+				resp.Resources = append(resp.Resources, o)
+			}
+		}
+
+	case *kmsg.IncrementalAlterConfigsRequest:
+		var denied []kmsg.IncrementalAlterConfigsRequestResource
+		kept := req.Resources[:0]
+		for _, rs := range req.Resources {
+			if rs.ResourceType == kmsg.ConfigResourceTypeTopic && !p.AllowsTopicString(rs.ResourceName) {
+				denied = append(denied, rs)
+				continue
+			}
+			kept = append(kept, rs)
+		}
+		req.Resources = kept
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.IncrementalAlterConfigsResponse)
+			for _, rs := range denied {
+				o := kmsg.NewIncrementalAlterConfigsResponseResource()
+				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, errTopicAuthorizationFailed
+				resp.Resources = append(resp.Resources, o)
+			}
+		}
+
+	case *kmsg.InitProducerIDRequest:
+		if req.TransactionalID != nil && !p.AllowsTransactionalID(*req.TransactionalID) {
+			resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = errTransactionalIDAuth, -1, -1
+			return resp, nil
+		}
+
+	case *kmsg.JoinGroupRequest:
+		if !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode, resp.Generation = errGroupAuthorizationFailed, -1
+			return resp, nil
+		}
+	case *kmsg.SyncGroupRequest:
+		if !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+			resp.ErrorCode = errGroupAuthorizationFailed
+			return resp, nil
+		}
+	case *kmsg.HeartbeatRequest:
+		if !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = errGroupAuthorizationFailed
+			return resp, nil
+		}
+	case *kmsg.LeaveGroupRequest:
+		if !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+			resp.ErrorCode = errGroupAuthorizationFailed
+			return resp, nil
+		}
+	case *kmsg.OffsetCommitRequest:
+		if !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+			for _, t := range req.Topics {
+				rt := kmsg.NewOffsetCommitResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewOffsetCommitResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = pt.Partition, errGroupAuthorizationFailed
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			return resp, nil
+		}
+	case *kmsg.OffsetFetchRequest:
+		if req.Version < 8 && !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.ErrorCode = errGroupAuthorizationFailed
+			return resp, nil
+		}
+	case *kmsg.OffsetDeleteRequest:
+		if !p.AllowsGroup(req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+			resp.ErrorCode = errGroupAuthorizationFailed
+			return resp, nil
+		}
+	case *kmsg.ListGroupsRequest:
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.ListGroupsResponse)
+			out := resp.Groups[:0]
+			for _, g := range resp.Groups {
+				if p.AllowsGroup(g.Group) {
+					out = append(out, g)
+				}
+			}
+			resp.Groups = out
+		}
+	}
+	return nil, nil
+}

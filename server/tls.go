@@ -1,0 +1,288 @@
+package server
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"inlet/auth"
+)
+
+// Stream listeners: TLS listeners (gnet has no TLS) and any listener after the first
+// non-TLS one are served on net and crypto/tls with a reader goroutine and a writer goroutine
+// per connection. The reader frames requests into the same pooled buffers, under the same
+// in-flight budget, as the gnet loop does (conn.frames), and queues them to the same
+// per-connection worker; replies go through streamConn, which satisfies transport, so the
+// ordered-reply code is shared. A reader waiting for budget holds at most one partial frame,
+// like a loop, so budget.go's rule (wait only while complete frames hold budget) holds.
+
+// tlsHandshakeTimeout bounds how long a connection may take to complete its TLS handshake
+// before it is dropped (a client that connects and says nothing must not pin a goroutine).
+const tlsHandshakeTimeout = 10 * time.Second
+
+// closeWriteTimeout bounds how long Close waits for queued replies to reach a client that
+// does not read.
+const closeWriteTimeout = 5 * time.Second
+
+// streamConn is a transport over a net.Conn: AsyncWrite and AsyncWritev queue to the
+// connection's writer goroutine and return at once, as gnet's do, so the batch log's
+// completer never blocks on a slow client.
+type streamConn struct {
+	nc      net.Conn
+	mu      sync.Mutex
+	cond    sync.Cond
+	pending []pendingWrite
+	closing bool
+	done    chan struct{} // closed when the writer has closed nc
+}
+
+type pendingWrite struct {
+	bufs net.Buffers
+	cb   gnet.AsyncCallback
+}
+
+func newStreamConn(nc net.Conn) *streamConn {
+	sc := &streamConn{nc: nc, done: make(chan struct{})}
+	sc.cond.L = &sc.mu
+	go sc.writeLoop()
+	return sc
+}
+
+func (sc *streamConn) AsyncWrite(b []byte, cb gnet.AsyncCallback) error {
+	return sc.queue(pendingWrite{bufs: net.Buffers{b}, cb: cb})
+}
+
+func (sc *streamConn) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
+	return sc.queue(pendingWrite{bufs: net.Buffers(bs), cb: cb})
+}
+
+func (sc *streamConn) queue(w pendingWrite) error {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closing {
+		return net.ErrClosed
+	}
+	sc.pending = append(sc.pending, w)
+	sc.cond.Signal()
+	return nil
+}
+
+// Close closes the connection once the replies already queued are written (or could not be
+// within closeWriteTimeout); later writes fail.
+func (sc *streamConn) Close() error {
+	sc.mu.Lock()
+	if !sc.closing {
+		sc.closing = true
+		_ = sc.nc.SetWriteDeadline(time.Now().Add(closeWriteTimeout))
+		sc.cond.Signal()
+	}
+	sc.mu.Unlock()
+	return nil
+}
+
+func (sc *streamConn) RemoteAddr() net.Addr { return sc.nc.RemoteAddr() }
+
+func (sc *streamConn) writeLoop() {
+	var werr error
+	for {
+		sc.mu.Lock()
+		for len(sc.pending) == 0 && !sc.closing {
+			sc.cond.Wait()
+		}
+		batch, closing := sc.pending, sc.closing
+		sc.pending = nil
+		sc.mu.Unlock()
+		for _, w := range batch {
+			if werr == nil {
+				// For a tls.Conn, net.Buffers writes each buffer in turn; for TCP it is a writev.
+				_, werr = w.bufs.WriteTo(sc.nc)
+				if werr != nil {
+					_ = sc.Close()
+				}
+			}
+			if w.cb != nil {
+				_ = w.cb(nil, werr)
+			}
+		}
+		if closing && len(batch) == 0 {
+			_ = sc.nc.Close()
+			close(sc.done)
+			return
+		}
+	}
+}
+
+func (s *Server) startStreams() error {
+	for i, l := range s.streams {
+		nl, err := net.Listen("tcp", l.Address)
+		if err == nil {
+			l.nl, l.addr = nl, nl.Addr()
+			err = l.resolveAdvertise()
+		}
+		if err != nil {
+			for _, prev := range s.streams[:i+1] {
+				if prev.nl != nil {
+					prev.nl.Close()
+				}
+			}
+			return err
+		}
+	}
+	s.live = map[*streamConn]struct{}{}
+	for _, l := range s.streams {
+		s.log.Info("listening", "listener", l.Name, "protocol", l.Protocol, "addr", l.addr.String(), "advertise", net.JoinHostPort(l.advHost, strconv.Itoa(int(l.advPort))))
+		s.streamW.Add(1)
+		go s.acceptLoop(l)
+	}
+	return nil
+}
+
+func (s *Server) acceptLoop(l *listener) {
+	defer s.streamW.Done()
+	backoff := time.Millisecond
+	for {
+		nc, err := l.nl.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: wait a little, as net/http does.
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = time.Millisecond
+		if s.draining.Load() {
+			nc.Close()
+			continue
+		}
+		s.streamW.Add(1)
+		go s.serveStream(l, nc)
+	}
+}
+
+// serveStream is a stream connection's reader: the TLS handshake, then framing.
+func (s *Server) serveStream(l *listener, nc net.Conn) {
+	defer s.streamW.Done()
+	var certPrincipal *auth.Principal
+	if l.TLS != nil {
+		tc := tls.Server(nc, l.TLS)
+		_ = tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			s.log.Debug("tls handshake failed", "listener", l.Name, "remote", nc.RemoteAddr().String(), "err", err)
+			nc.Close()
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+		nc = tc
+		certPrincipal = s.certPrincipal(l, tc.ConnectionState())
+	}
+	sc := newStreamConn(nc)
+	c := &conn{s: s, gc: sc, l: l}
+	c.sec = newConnSecurity(s, l, certPrincipal)
+	s.streamM.Lock()
+	if s.live == nil || s.draining.Load() {
+		s.streamM.Unlock()
+		sc.Close()
+		return
+	}
+	s.live[sc] = struct{}{}
+	s.streamM.Unlock()
+	s.conns.Add(1)
+	defer func() {
+		c.markClosed()
+		sc.Close()
+		s.streamM.Lock()
+		delete(s.live, sc)
+		s.streamM.Unlock()
+		s.conns.Add(-1)
+	}()
+
+	br := bufio.NewReaderSize(nc, 64<<10)
+	var prefix [4]byte
+	for {
+		if _, err := io.ReadFull(br, prefix[:]); err != nil {
+			return
+		}
+		size := int(int32(binary.BigEndian.Uint32(prefix[:])))
+		if size < 8 || size > s.cfg.MaxRequestBytes {
+			s.badFrames.Add(1)
+			s.log.Warn("closing connection: bad request size", "remote", nc.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+			return
+		}
+		// As in conn.frames: count the frame, then check draining.
+		s.inflight.Add(1)
+		if s.draining.Load() {
+			s.inflight.Add(-1)
+			return
+		}
+		s.budget.acquirePartial(int64(4 + size))
+		r := getRequest()
+		r.c, r.seq, r.size = c, c.nextSeq, int64(4+size)
+		c.nextSeq++
+		r.buf = getBuf(size)
+		_, err := io.ReadFull(br, *r.buf)
+		s.budget.complete(r.size)
+		if err != nil {
+			s.release(r)
+			return
+		}
+		c.enqueue(r)
+	}
+}
+
+// certPrincipal maps a verified client certificate to a principal: the configured user named
+// by the certificate's common name, else a principal of that name with the listener's
+// anonymous prefixes. No verified certificate: nil (the listener's anonymous principal
+// applies).
+func (s *Server) certPrincipal(l *listener, st tls.ConnectionState) *auth.Principal {
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	cn := st.PeerCertificates[0].Subject.CommonName
+	if u, ok := s.cfg.Users.Lookup(cn); ok {
+		return &u.Principal
+	}
+	p := &auth.Principal{Name: cn, TopicPrefixes: []string{"*"}}
+	if l.Anonymous != nil {
+		p.TopicPrefixes, p.GroupPrefixes = l.Anonymous.TopicPrefixes, l.Anonymous.GroupPrefixes
+	}
+	return p
+}
+
+// closeStreams closes the stream listeners and connections and waits for their goroutines.
+func (s *Server) closeStreams() {
+	if len(s.streams) == 0 {
+		return
+	}
+	for _, l := range s.streams {
+		l.nl.Close()
+	}
+	s.streamM.Lock()
+	conns := make([]*streamConn, 0, len(s.live))
+	for sc := range s.live {
+		conns = append(conns, sc)
+	}
+	s.streamM.Unlock()
+	for _, sc := range conns {
+		sc.Close()
+	}
+	// The writers flush what is queued first; then every reader is unblocked.
+	deadline := time.After(closeWriteTimeout)
+	for _, sc := range conns {
+		select {
+		case <-sc.done:
+		case <-deadline:
+		}
+		_ = sc.nc.Close()
+	}
+	s.streamW.Wait()
+}
