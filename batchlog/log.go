@@ -73,6 +73,9 @@ type Options struct {
 	Layout string
 	// SegmentBytes is the size at which a new segment file is started.
 	SegmentBytes int64
+	// BufferedSegments writes segment files through the page cache (pwritev) even where
+	// O_DIRECT is available (see segment.go); for comparison and tests.
+	BufferedSegments bool
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int
@@ -251,7 +254,7 @@ func Open(opts Options) (*Log, error) {
 		l.db = db
 		switch opts.Layout {
 		case "", LayoutSegments:
-			ss, err := openSegmentStore(opts.Dir, db, opts.SegmentBytes)
+			ss, err := openSegmentStore(opts.Dir, db, opts.SegmentBytes, opts.BufferedSegments)
 			if err != nil {
 				db.Close()
 				return nil, fmt.Errorf("batchlog: open segments: %w", err)

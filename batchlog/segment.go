@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,18 @@ import (
 //
 // Entry layout: partition u32, crc32c(partition bytes || batch[0:21]) u32, then the batch. The
 // batch's own CRC covers bytes 21..end; the header CRC covers the rest of the batch header.
+//
+// Direct I/O. A buffered write into the page cache cost about 1 ns of CPU per byte in the
+// server (three quarters of its CPU; profiles/README.md), an O_DIRECT write about 0.15 ns plus
+// a memmove into an aligned buffer. So, where the file system allows O_DIRECT, the committer
+// only copies a group's entries into a block-aligned staging buffer (zero-padded to a whole
+// block; every group starts on a block boundary), and the completer writes it with O_DIRECT and
+// syncs it. Writing in the completer keeps the committer from waiting on the device, and
+// groups reach the file strictly in order, each after the previous one's sync, so a crash can
+// tear only the last unacknowledged group. Replay skips the padding: an entry that fails its
+// checks at an unaligned position followed only by zeros up to the next boundary is padding.
+// Where O_DIRECT is refused (tmpfs), the committer writes with pwritev from the request
+// buffers and the completer only syncs.
 type segmentStore struct {
 	dir      string
 	db       *pebble.DB
@@ -51,21 +64,35 @@ type segmentStore struct {
 	syncedSeg uint32
 	syncedPos int64
 
-	free chan *segmentGroup
+	free   chan *segmentGroup
+	stages chan []byte // block-aligned staging buffers for direct writes
+
+	buffered bool // never use O_DIRECT (Options.BufferedSegments)
 }
 
 type segment struct {
 	id      uint32
-	f       *os.File
-	size    int64        // committer-owned: bytes written
-	written atomic.Int64 // size, published for the completer's sync bookkeeping
+	f       *os.File                // buffered: reads, syncs, and writes when direct I/O is unavailable
+	direct  atomic.Pointer[os.File] // O_DIRECT writer until the last group is written; nil where refused
+	size    int64                   // committer-owned: bytes assigned to groups (block-aligned when direct)
+	written atomic.Int64            // bytes written, for the completer's sync bookkeeping (buffered path)
+	final   atomic.Int64            // size when the segment stopped being active (-1 while active)
+	// directEnd is where the completer's last direct write ended. The writer is closed once
+	// directEnd reaches final, by whichever of the committer (roll) and the completer
+	// (writeDirect) sees both values last.
+	directEnd atomic.Int64
 }
 
 const (
 	segEntryHeader     = 8
 	defaultSegmentSize = 256 << 20
 	iovMax             = 1024 // IOV_MAX on Linux
+	// blockSize is the alignment of direct writes: each group starts on a block boundary and
+	// is zero-padded to the next one.
+	blockSize = 4096
 )
+
+func alignUp(n int64) int64 { return (n + blockSize - 1) &^ (blockSize - 1) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -73,11 +100,12 @@ var metaCheckpoint = []byte{kindMeta, 'c', 'k', 'p', 't'}
 
 func segmentName(id uint32) string { return fmt.Sprintf("%010d.seg", id) }
 
-func openSegmentStore(dir string, db *pebble.DB, segBytes int64) (*segmentStore, error) {
+func openSegmentStore(dir string, db *pebble.DB, segBytes int64, buffered bool) (*segmentStore, error) {
 	if segBytes <= 0 {
 		segBytes = defaultSegmentSize
 	}
-	s := &segmentStore{dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{}, free: make(chan *segmentGroup, 4)}
+	s := &segmentStore{dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
+		free: make(chan *segmentGroup, 4), stages: make(chan []byte, 4), buffered: buffered}
 	// (syncedSeg 0, syncedPos 0) claims nothing: every group ends past position 0.
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
@@ -95,15 +123,11 @@ func openSegmentStore(dir string, db *pebble.DB, segBytes int64) (*segmentStore,
 		if err != nil {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(s.dir, e.Name()), os.O_RDWR, 0)
+		seg, err := openSegment(filepath.Join(s.dir, e.Name()), uint32(id), false, !s.buffered)
 		if err != nil {
 			return nil, err
 		}
-		st, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		s.segs[uint32(id)] = &segment{id: uint32(id), f: f, size: st.Size()}
+		s.segs[uint32(id)] = seg
 	}
 	return s, nil
 }
@@ -142,6 +166,7 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 		if torn {
 			// Nothing after a torn write was acknowledged: groups are written in order.
 			seg.f.Close()
+			seg.closeWriter()
 			if err := os.Remove(seg.f.Name()); err != nil {
 				return err
 			}
@@ -173,8 +198,37 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 			last = max(last, id)
 		}
 		s.active = s.segs[last]
+		for id, seg := range s.segs {
+			if id != last {
+				seg.final.Store(seg.size)
+				seg.closeWriter() // only the active segment is written
+			}
+		}
+		if s.active.direct.Load() != nil {
+			// Direct writes start on a block boundary; the gap reads as zeros (padding).
+			s.active.size = alignUp(s.active.size)
+			s.active.directEnd.Store(s.active.size)
+		}
+		s.active.written.Store(s.active.size)
 	}
 	return nil
+}
+
+func entryHeaderValid(hdr []byte) bool {
+	crc := crc32.Update(crc32.Checksum(hdr[0:4], castagnoli), castagnoli, hdr[8:8+21])
+	return crc == binary.BigEndian.Uint32(hdr[4:])
+}
+
+// zeroTo reports whether every byte of r in [from, to) that exists is zero.
+func zeroTo(r *io.SectionReader, from, to int64) bool {
+	buf := make([]byte, to-from)
+	n, _ := r.ReadAt(buf, from)
+	for _, c := range buf[:n] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, error) {
@@ -182,15 +236,14 @@ func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []
 	var hdr [segEntryHeader + 61]byte
 	var buf []byte
 	for pos < seg.size {
-		if _, err := r.ReadAt(hdr[:], pos); err != nil {
-			return pos, nil // short tail
-		}
-		partition := binary.BigEndian.Uint32(hdr[0:])
-		want := binary.BigEndian.Uint32(hdr[4:])
-		crc := crc32.Update(crc32.Checksum(hdr[0:4], castagnoli), castagnoli, hdr[8:8+21])
-		if crc != want {
+		if n, _ := r.ReadAt(hdr[:], pos); n < len(hdr) || !entryHeaderValid(hdr[:]) {
+			if next := alignUp(pos); next != pos && zeroTo(r, pos, next) {
+				pos = next // the padding after a direct-written group
+				continue
+			}
 			return pos, nil
 		}
+		partition := binary.BigEndian.Uint32(hdr[0:])
 		n := 12 + int64(binary.BigEndian.Uint32(hdr[8+8:]))
 		if n < 61 || pos+segEntryHeader+n > seg.size {
 			return pos, nil
@@ -213,6 +266,37 @@ func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []
 	return pos, nil
 }
 
+func openSegment(path string, id uint32, create, direct bool) (*segment, error) {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	seg := &segment{id: id, f: f, size: st.Size()}
+	seg.final.Store(-1)
+	seg.written.Store(seg.size)
+	if direct {
+		if d, err := os.OpenFile(path, os.O_WRONLY|unix.O_DIRECT, 0); err == nil {
+			seg.direct.Store(d)
+		}
+	}
+	return seg, nil
+}
+
+func (seg *segment) closeWriter() {
+	if d := seg.direct.Swap(nil); d != nil {
+		d.Close()
+	}
+}
+
 // roll starts a new active segment. The directory is synced so the new file's name is durable
 // before anything in it is acknowledged.
 func (s *segmentStore) roll() error {
@@ -220,7 +304,7 @@ func (s *segmentStore) roll() error {
 	if s.active != nil {
 		id = s.active.id + 1
 	}
-	f, err := os.OpenFile(filepath.Join(s.dir, segmentName(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	seg, err := openSegment(filepath.Join(s.dir, segmentName(id)), id, true, !s.buffered)
 	if err != nil {
 		return err
 	}
@@ -233,10 +317,16 @@ func (s *segmentStore) roll() error {
 	if err != nil {
 		return err
 	}
-	seg := &segment{id: id, f: f}
 	s.mu.Lock()
 	s.segs[id] = seg
 	s.mu.Unlock()
+	if s.active != nil {
+		// Its writer stays open until the completer has written its last group (writeDirect).
+		s.active.final.Store(s.active.size)
+		if s.active.directEnd.Load() == s.active.size {
+			s.active.closeWriter()
+		}
+	}
 	s.active = seg
 	return nil
 }
@@ -252,6 +342,7 @@ type segmentGroup struct {
 	headers []byte
 	index   []indexEntry
 	meta    *pebble.Batch
+	stage   []byte // direct path: the group's entries, block-aligned and padded
 }
 
 type indexEntry struct {
@@ -296,6 +387,9 @@ func (g *segmentGroup) apply() error {
 			return err
 		}
 	}
+	if s.active.direct.Load() != nil {
+		return g.stageDirect()
+	}
 	g.seg = s.active
 	g.start = g.seg.size
 	pos := g.start
@@ -329,11 +423,83 @@ func (g *segmentGroup) apply() error {
 	return nil
 }
 
+// stageDirect copies the group's entries into a block-aligned staging buffer, zero-padded to
+// a whole block, for the completer to write with O_DIRECT at the group's aligned start.
+func (g *segmentGroup) stageDirect() error {
+	s := g.s
+	g.seg = s.active
+	g.start = g.seg.size
+	n := 0
+	for i := range g.index {
+		n += segEntryHeader + int(g.index[i].length)
+	}
+	padded := int(alignUp(int64(n)))
+	select {
+	case g.stage = <-s.stages:
+	default:
+	}
+	if cap(g.stage) < padded {
+		g.stage = alignedBuffer(padded)
+	}
+	buf := g.stage[:padded]
+	w := 0
+	for i := range g.index {
+		w += copy(buf[w:], g.headers[segEntryHeader*i:segEntryHeader*(i+1)])
+		g.index[i].pos = g.start + int64(w)
+		w += copy(buf[w:], g.iov[2*i+1])
+	}
+	clear(buf[w:])
+	g.stage = buf
+	g.end = g.start + int64(n)
+	g.seg.size = g.start + int64(padded)
+	return nil
+}
+
+// alignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+blockSize)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) & (blockSize - 1)); r != 0 {
+		off = blockSize - r
+	}
+	return b[off : off+n : off+n]
+}
+
+// writeDirect writes a staged group and closes the segment's writer after its last group.
+func (g *segmentGroup) writeDirect() error {
+	d := g.seg.direct.Load()
+	if d == nil {
+		panic("BUG: batchlog: direct writer closed before the segment's last group was written")
+	}
+	for off := 0; off < len(g.stage); {
+		m, err := unix.Pwrite(int(d.Fd()), g.stage[off:], g.start+int64(off))
+		if err != nil {
+			return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
+		}
+		off += m
+	}
+	end := g.start + int64(len(g.stage))
+	g.seg.directEnd.Store(end)
+	if end == g.seg.final.Load() {
+		g.seg.closeWriter()
+	}
+	return nil
+}
+
 // wait makes the group durable (one fdatasync covers every group written to the segment
 // before it, so a sync that already covers this group is not repeated) and then applies its
 // index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from it.
 func (g *segmentGroup) wait() error {
 	s := g.s
+	if g.stage != nil {
+		if err := g.writeDirect(); err != nil {
+			return err
+		}
+		if err := unix.Fdatasync(int(g.seg.f.Fd())); err != nil {
+			return fmt.Errorf("batchlog: sync segment %d: %w", g.seg.id, err)
+		}
+		return g.commitIndex()
+	}
 	// A group in an older segment than the last synced one is durable: its segment's last
 	// group synced it before any group of a newer segment was waited for.
 	if g.seg != nil && (g.seg.id > s.syncedSeg || (g.seg.id == s.syncedSeg && g.end > s.syncedPos)) {
@@ -345,6 +511,12 @@ func (g *segmentGroup) wait() error {
 		}
 		s.syncedSeg, s.syncedPos = g.seg.id, written
 	}
+	return g.commitIndex()
+}
+
+// commitIndex applies the group's index entries, metadata and checkpoint to Pebble, unsynced:
+// the segment is the log; Pebble is rebuilt from it.
+func (g *segmentGroup) commitIndex() error {
 	var k [dataKeyLen]byte
 	var v [20]byte
 	for _, e := range g.index {
@@ -365,6 +537,13 @@ func (g *segmentGroup) wait() error {
 func (g *segmentGroup) release() {
 	_ = g.meta.Close()
 	g.meta = nil
+	if g.stage != nil {
+		select {
+		case g.s.stages <- g.stage[:cap(g.stage)]:
+		default:
+		}
+		g.stage = nil
+	}
 	clear(g.iov) // drop references to request buffers
 	select {
 	case g.s.free <- g:
@@ -426,6 +605,7 @@ func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxByt
 func (s *segmentStore) close() error {
 	var first error
 	for _, seg := range s.segs {
+		seg.closeWriter()
 		if err := seg.f.Close(); err != nil && first == nil {
 			first = err
 		}

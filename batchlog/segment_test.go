@@ -9,9 +9,16 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
+// segmentsBuffered is LayoutSegments written through the page cache instead of O_DIRECT.
+const segmentsBuffered = "segments-buffered"
+
 func openLayout(t *testing.T, dir, layout string) *Log {
 	t.Helper()
-	l, err := Open(Options{Dir: dir, Layout: layout, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 4 << 10})
+	opts := Options{Dir: dir, Layout: layout, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 4 << 10}
+	if layout == segmentsBuffered {
+		opts.Layout, opts.BufferedSegments = LayoutSegments, true
+	}
+	l, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +28,7 @@ func openLayout(t *testing.T, dir, layout string) *Log {
 // TestBothLayoutsRecoverAfterRestart runs the restart scenario on each layout, with segments
 // small enough that the data spans several segment files.
 func TestBothLayoutsRecoverAfterRestart(t *testing.T) {
-	for _, layout := range []string{LayoutSegments, LayoutPebble} {
+	for _, layout := range []string{LayoutSegments, segmentsBuffered, LayoutPebble} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
 			l := openLayout(t, dir, layout)
@@ -73,8 +80,14 @@ func TestLayoutMismatchIsRefused(t *testing.T) {
 // complete group, as a crash during a write would leave it: the restart keeps every complete
 // entry, drops the rest, and appends after it.
 func TestTornSegmentTailIsTruncated(t *testing.T) {
+	for _, layout := range []string{LayoutSegments, segmentsBuffered} {
+		t.Run(layout, func(t *testing.T) { testTornSegmentTail(t, layout) })
+	}
+}
+
+func testTornSegmentTail(t *testing.T, layout string) {
 	dir := t.TempDir()
-	l := openLayout(t, dir, LayoutSegments)
+	l := openLayout(t, dir, layout)
 	topic, _ := l.CreateTopic("t", 1, nil)
 	p := topic.Partitions[0]
 	submitWait(t, l, plain(p, 2, 'a'))
@@ -90,7 +103,7 @@ func TestTornSegmentTailIsTruncated(t *testing.T) {
 	f.Write(entry[:30]) // torn: header and part of a batch
 	f.Close()
 
-	l = openLayout(t, dir, LayoutSegments)
+	l = openLayout(t, dir, layout)
 	defer l.Close()
 	p = mustTopic(t, l, "t").Partitions[0]
 	if p.HighWatermark() != 5 {
@@ -110,8 +123,14 @@ func TestTornSegmentTailIsTruncated(t *testing.T) {
 // index, high watermarks, producer windows and checkpoint are rolled back to nothing, and the
 // restart must rebuild all of them from the segment files.
 func TestPebbleTailLossIsReplayedFromSegments(t *testing.T) {
+	for _, layout := range []string{LayoutSegments, segmentsBuffered} {
+		t.Run(layout, func(t *testing.T) { testPebbleTailLoss(t, layout) })
+	}
+}
+
+func testPebbleTailLoss(t *testing.T, layout string) {
 	dir := t.TempDir()
-	l := openLayout(t, dir, LayoutSegments)
+	l := openLayout(t, dir, layout)
 	topic, _ := l.CreateTopic("t", 2, nil)
 	for i := int32(0); i < 6; i++ {
 		submitWait(t, l, idempotent(topic.Partitions[i%2], 4, 0, i/2*2, 2, byte(i)))
@@ -132,7 +151,7 @@ func TestPebbleTailLossIsReplayedFromSegments(t *testing.T) {
 	}
 	db.Close()
 
-	l = openLayout(t, dir, LayoutSegments)
+	l = openLayout(t, dir, layout)
 	defer l.Close()
 	topic = mustTopic(t, l, "t")
 	for _, p := range topic.Partitions {
@@ -166,4 +185,34 @@ func mustTopic(t *testing.T, l *Log, name string) *Topic {
 		t.Fatalf("topic %q missing", name)
 	}
 	return topic
+}
+
+// TestDirectGroupsArePaddedToBlocks: with O_DIRECT each group occupies whole blocks, and the
+// next group starts on a block boundary; reads see only the entries.
+func TestDirectGroupsArePaddedToBlocks(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, SegmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	topic, _ := l.CreateTopic("t", 1, nil)
+	p := topic.Partitions[0]
+	submitWait(t, l, plain(p, 1, 'a'))
+	ss := l.store.(*segmentStore)
+	if ss.active.direct.Load() == nil {
+		t.Skip("file system refuses O_DIRECT")
+	}
+	submitWait(t, l, plain(p, 1, 'b'))
+	st, err := os.Stat(lastSegment(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != 2*blockSize {
+		t.Fatalf("segment is %d bytes after two small groups, want two blocks", st.Size())
+	}
+	got, _ := l.ReadBatches(p, 0, 2, 1<<20, true, nil)
+	if len(got) != 2*62 || got[61] != 'a' || got[123] != 'b' {
+		t.Fatalf("read %d bytes", len(got))
+	}
 }

@@ -39,6 +39,7 @@ type File struct {
 	DataDir           yaml.Node `yaml:"data_dir"`
 	Storage           yaml.Node `yaml:"storage"`
 	SegmentBytes      yaml.Node `yaml:"segment_bytes"`
+	SegmentIO         yaml.Node `yaml:"segment_io"`
 	Workers           yaml.Node `yaml:"workers"`
 	NodeID            yaml.Node `yaml:"node_id"`
 	DefaultPartitions yaml.Node `yaml:"default_partitions"`
@@ -76,7 +77,7 @@ const (
 // name (cmd/inlet's test checks that every flag has a key and every key a flag).
 var FlagKeys = map[string]Kind{
 	"listen": String, "advertise": String, "data_dir": String, "storage": String,
-	"segment_bytes": Size, "workers": Int, "node_id": Int, "default_partitions": Int,
+	"segment_bytes": Size, "segment_io": String, "workers": Int, "node_id": Int, "default_partitions": Int,
 	"auto_create_topics": Bool, "max_request_bytes": Size, "max_message_bytes": Size,
 	"inflight_budget": Size, "max_group_bytes": Size, "log_level": String,
 	"cpu_profile": String, "mem_profile": String, "registry_listen": String,

@@ -25,6 +25,7 @@ func main() {
 		dataDir           = flag.String("data-dir", "./data", "Pebble data directory")
 		storage           = flag.String("storage", "segments", "segments (record data in append-only segment files, index and metadata in Pebble), pebble (record data as Pebble values), or discard (acknowledge without storing: a benchmark ceiling only)")
 		segmentBytes      = flag.String("segment-bytes", "256MiB", "size at which a new segment file is started (--storage segments)")
+		segmentIO         = flag.String("segment-io", "direct", "how segment files are written: direct (O_DIRECT from a staging buffer, where the file system allows it) or buffered (pwritev through the page cache)")
 		workers           = flag.Int("workers", runtime.NumCPU(), "gnet event loops")
 		nodeID            = flag.Int("node-id", 1, "broker node id")
 		defaultPartitions = flag.Int("default-partitions", 16, "partitions of auto-created topics")
@@ -54,6 +55,13 @@ func main() {
 	slog.SetDefault(logger)
 
 	opts := batchlog.Options{Dir: *dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *groupBytes)), SegmentBytes: mustSize("segment-bytes", *segmentBytes)}
+	switch *segmentIO {
+	case "direct":
+	case "buffered":
+		opts.BufferedSegments = true
+	default:
+		usage("--segment-io must be direct or buffered, not %q", *segmentIO)
+	}
 	switch *storage {
 	case batchlog.LayoutSegments, batchlog.LayoutPebble:
 		opts.Layout = *storage
