@@ -67,6 +67,12 @@ type segmentStore struct {
 	free   chan *segmentGroup
 	stages chan []byte // block-aligned staging buffers for direct writes
 
+	// staged holds direct-path groups the committer has staged and the completer has not yet
+	// written, in apply order. The completer writes all of them, then syncs once (flushStaged).
+	stagedMu sync.Mutex
+	staged   []*segmentGroup
+	flushing []*segmentGroup // completer-owned scratch
+
 	buffered bool // never use O_DIRECT (Options.BufferedSegments)
 }
 
@@ -343,6 +349,7 @@ type segmentGroup struct {
 	index   []indexEntry
 	meta    *pebble.Batch
 	stage   []byte // direct path: the group's entries, block-aligned and padded
+	durable bool   // direct path: written and synced (possibly by an earlier group's wait)
 }
 
 type indexEntry struct {
@@ -360,6 +367,7 @@ func (s *segmentStore) newGroup(int) group {
 		g = &segmentGroup{s: s}
 	}
 	g.seg = nil
+	g.durable = false
 	g.iov = g.iov[:0]
 	g.headers = g.headers[:0]
 	g.index = g.index[:0]
@@ -452,6 +460,38 @@ func (g *segmentGroup) stageDirect() error {
 	g.stage = buf
 	g.end = g.start + int64(n)
 	g.seg.size = g.start + int64(padded)
+	s.stagedMu.Lock()
+	s.staged = append(s.staged, g)
+	s.stagedMu.Unlock()
+	return nil
+}
+
+// flushStaged writes every staged group in apply order and syncs each segment they touched
+// once: under light load many small groups share one fdatasync instead of paying one each.
+// Groups are written only here, by the completer, so they reach the file in order and every
+// write follows the previous sync of its segment's earlier groups.
+func (s *segmentStore) flushStaged() error {
+	s.stagedMu.Lock()
+	batch := append(s.flushing[:0], s.staged...)
+	clear(s.staged)
+	s.staged = s.staged[:0]
+	s.stagedMu.Unlock()
+	s.flushing = batch
+	for i, g := range batch {
+		if err := g.writeDirect(); err != nil {
+			return err
+		}
+		// Sync a segment after its last group in this batch (groups are in segment order).
+		if i == len(batch)-1 || batch[i+1].seg != g.seg {
+			if err := unix.Fdatasync(int(g.seg.f.Fd())); err != nil {
+				return fmt.Errorf("batchlog: sync segment %d: %w", g.seg.id, err)
+			}
+		}
+	}
+	for _, g := range batch {
+		g.durable = true
+	}
+	clear(s.flushing)
 	return nil
 }
 
@@ -492,11 +532,13 @@ func (g *segmentGroup) writeDirect() error {
 func (g *segmentGroup) wait() error {
 	s := g.s
 	if g.stage != nil {
-		if err := g.writeDirect(); err != nil {
-			return err
+		if !g.durable {
+			if err := s.flushStaged(); err != nil {
+				return err
+			}
 		}
-		if err := unix.Fdatasync(int(g.seg.f.Fd())); err != nil {
-			return fmt.Errorf("batchlog: sync segment %d: %w", g.seg.id, err)
+		if !g.durable {
+			panic("BUG: batchlog: a staged group was not among the groups flushed after it")
 		}
 		return g.commitIndex()
 	}
