@@ -594,54 +594,38 @@ func (g *segmentGroup) release() {
 }
 
 func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(partition, 0), UpperBound: dataKey(partition, limit)})
-	if err != nil {
-		return dst, err
-	}
-	defer it.Close()
-	valid := it.SeekLT(dataKey(partition, offset+1))
-	if !valid {
-		valid = it.First()
-	}
 	appended := 0
-	for ; valid; valid = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return dst, err
-		}
+	err := eachIndexedBatch(s.db, partition, offset, limit, func(v []byte) (bool, error) {
 		if len(v) != 16 {
 			panic("BUG: batchlog: segment index entry is not 16 bytes")
 		}
 		segID := binary.BigEndian.Uint32(v)
 		pos := int64(binary.BigEndian.Uint64(v[4:]))
 		n := int(binary.BigEndian.Uint32(v[12:]))
-		if appended > 0 || !includeFirst {
-			if appended+n > maxBytes {
-				break
-			}
+		if (appended > 0 || !includeFirst) && appended+n > maxBytes {
+			return false, nil
 		}
 		s.mu.RLock()
 		seg := s.segs[segID]
 		s.mu.RUnlock()
 		if seg == nil {
-			return dst, fmt.Errorf("batchlog: index names missing segment %d", segID)
+			return false, fmt.Errorf("batchlog: index names missing segment %d", segID)
 		}
 		start := len(dst)
 		dst = slices.Grow(dst, n)[:start+n]
 		if _, err := seg.f.ReadAt(dst[start:], pos); err != nil {
-			return dst[:start], fmt.Errorf("batchlog: read segment %d at %d: %w", segID, pos, err)
-		}
-		last := binary.BigEndian.Uint64(dst[start:]) + uint64(int32(binary.BigEndian.Uint32(dst[start+23:])))
-		if int64(last) < offset {
 			dst = dst[:start]
-			continue
+			return false, fmt.Errorf("batchlog: read segment %d at %d: %w", segID, pos, err)
+		}
+		last := int64(binary.BigEndian.Uint64(dst[start:])) + int64(int32(binary.BigEndian.Uint32(dst[start+23:])))
+		if last < offset {
+			dst = dst[:start]
+			return true, nil
 		}
 		appended += n
-		if appended >= maxBytes {
-			break
-		}
-	}
-	return dst, nil
+		return appended < maxBytes, nil
+	})
+	return dst, err
 }
 
 func (s *segmentStore) close() error {

@@ -82,45 +82,50 @@ func (g *pebbleGroup) release() {
 	}
 }
 
-func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
-	lower := dataKey(partition, 0)
-	upper := dataKey(partition, limit)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+// eachIndexedBatch calls fn with the value of every data key of partition below limit,
+// starting with the batch that contains offset (the last one whose base offset is <= offset,
+// or the first one if none is), until fn returns false. Both layouts read through it; the
+// value is the batch itself (pebble layout) or its 16-byte segment index entry (segments).
+func eachIndexedBatch(db *pebble.DB, partition uint32, offset, limit int64, fn func(v []byte) (bool, error)) error {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: dataKey(partition, 0), UpperBound: dataKey(partition, limit)})
 	if err != nil {
-		return dst, err
+		return err
 	}
 	defer it.Close()
-	// The batch containing offset is the last one whose base offset is <= offset.
 	valid := it.SeekLT(dataKey(partition, offset+1))
 	if !valid {
 		valid = it.First()
 	}
-	appended := 0
 	for ; valid; valid = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return dst, err
+			return err
 		}
+		if more, err := fn(v); err != nil || !more {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
+	appended := 0
+	err := eachIndexedBatch(s.db, partition, offset, limit, func(v []byte) (bool, error) {
 		if len(v) < 61 {
 			panic("BUG: batchlog: stored batch shorter than a record batch header")
 		}
-		base := dataKeyOffset(it.Key())
-		last := base + int64(int32(binary.BigEndian.Uint32(v[23:27])))
+		last := int64(binary.BigEndian.Uint64(v)) + int64(int32(binary.BigEndian.Uint32(v[23:27])))
 		if last < offset {
-			continue
+			return true, nil
 		}
-		if appended > 0 || !includeFirst {
-			if appended+len(v) > maxBytes {
-				break
-			}
+		if (appended > 0 || !includeFirst) && appended+len(v) > maxBytes {
+			return false, nil
 		}
 		dst = append(dst, v...)
 		appended += len(v)
-		if appended >= maxBytes {
-			break
-		}
-	}
-	return dst, nil
+		return appended < maxBytes, nil
+	})
+	return dst, err
 }
 
 func (s *pebbleStore) close() error { return s.db.Close() }
