@@ -26,6 +26,9 @@ type Load struct {
 	// MaxBufferedRecords per producer; 0 is loadgen's default.
 	MaxBufferedRecords int
 	Topic              string
+	// ValueFormat and SchemaID are loadgen's (empty and 0: its defaults, raw values).
+	ValueFormat string
+	SchemaID    int32
 }
 
 // Linger and compression of every bench run: librdkafka's and the Java client's linger, and
@@ -52,6 +55,8 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 		MaxBufferedRecords: l.MaxBufferedRecords,
 		Duration:           l.Duration,
 		Rate:               rate,
+		ValueFormat:        l.ValueFormat,
+		SchemaID:           l.SchemaID,
 	}
 }
 
@@ -61,7 +66,11 @@ func (l Load) label() string {
 	if l.Idempotent {
 		mode = "idempotent"
 	}
-	return fmt.Sprintf("%s, %d producers, %d-byte records", mode, l.Producers, l.RecordSize)
+	label := fmt.Sprintf("%s, %d producers, %d-byte records", mode, l.Producers, l.RecordSize)
+	if l.ValueFormat != "" && l.ValueFormat != loadgen.FormatRaw {
+		label += " (" + l.ValueFormat + ")"
+	}
+	return label
 }
 
 // Env is what every measuring subcommand shares.

@@ -23,6 +23,10 @@ const (
 
 	DefaultRecordSize = 100
 
+	// DefaultSchemaID is the schema id in Avro values; examples/loadgen-avro.yaml registers
+	// examples/loadgen-value.avsc under it.
+	DefaultSchemaID int32 = 1
+
 	// DefaultLinger is the linger of librdkafka 2.x (linger.ms=5) and of the Java producer since
 	// Kafka 4.0 (KIP-1030), the clients most producers run. kgo's own default is 10ms.
 	DefaultLinger = 5 * time.Millisecond
@@ -81,12 +85,18 @@ type Config struct {
 	// Both use acks=all.
 	Idempotent bool `json:"idempotent"`
 
-	RecordSize         int           `json:"record_size"` // value bytes, at least ValueHeaderSize
+	RecordSize         int           `json:"record_size"` // value bytes, at least ValueHeaderSize (raw) or AvroMinRecordSize (avro)
 	Linger             time.Duration `json:"linger_ns"`   // NoLinger for none
 	BatchMaxBytes      int32         `json:"batch_max_bytes"`
 	Compression        string        `json:"compression"`
 	MaxBufferedRecords int           `json:"max_buffered_records"` // per producer
 	Partitioner        string        `json:"partitioner"`
+
+	// ValueFormat is FormatRaw (default: value.go) or FormatAvro (avro.go): every value in
+	// Confluent wire format with schema id SchemaID (0: DefaultSchemaID) around an Avro
+	// record. SchemaID is ignored for raw values.
+	ValueFormat string `json:"value_format"`
+	SchemaID    int32  `json:"schema_id"`
 
 	// Duration and Records stop the run, whichever comes first; with neither, the run lasts
 	// until ctx is done. Records is the total over all producers (spread evenly), counted as
@@ -116,6 +126,13 @@ func (c Config) normalize() (Config, error) {
 	setDefault(&c.Partitions, DefaultPartitions)
 	setDefault(&c.Producers, DefaultProducers)
 	setDefault(&c.RecordSize, DefaultRecordSize)
+	setDefault(&c.ValueFormat, FormatRaw)
+	c.ValueFormat = strings.ToLower(c.ValueFormat)
+	if c.ValueFormat == FormatAvro {
+		setDefault(&c.SchemaID, DefaultSchemaID)
+	} else {
+		c.SchemaID = 0
+	}
 	setDefault(&c.Linger, DefaultLinger)
 	setDefault(&c.BatchMaxBytes, DefaultBatchMaxBytes)
 	setDefault(&c.Compression, "none")
@@ -131,9 +148,17 @@ func (c Config) normalize() (Config, error) {
 	case c.Producers < 1 || int64(c.Producers) > math.MaxUint32:
 		// The producer index is a uint32 in every record value.
 		return c, fmt.Errorf("producers must be in [1, %d], got %d", uint32(math.MaxUint32), c.Producers)
-	case c.RecordSize < ValueHeaderSize:
+	case c.ValueFormat != FormatRaw && c.ValueFormat != FormatAvro:
+		return c, fmt.Errorf("value format %q is not one of %s", c.ValueFormat, strings.Join(ValueFormats, ", "))
+	case c.ValueFormat == FormatRaw && c.RecordSize < ValueHeaderSize:
 		return c, fmt.Errorf("record size must be at least %d bytes (producer and sequence number), got %d",
 			ValueHeaderSize, c.RecordSize)
+	case c.ValueFormat == FormatAvro && c.RecordSize < AvroMinRecordSize:
+		return c, fmt.Errorf("avro record size must be at least %d bytes (wire-format header, producer, sequence number, amount, note length), got %d",
+			AvroMinRecordSize, c.RecordSize)
+	case c.ValueFormat == FormatAvro && c.SchemaID < 1:
+		// Confluent schema ids are positive int32s.
+		return c, fmt.Errorf("schema id must be in [1, %d], got %d", math.MaxInt32, c.SchemaID)
 	case c.BatchMaxBytes < 512 || c.BatchMaxBytes > 1<<30:
 		// kgo's own bounds for ProducerBatchMaxBytes.
 		return c, fmt.Errorf("batch max bytes must be in [512, %d], got %d", 1<<30, c.BatchMaxBytes)
@@ -252,6 +277,8 @@ type Settings struct {
 	Acks               string        `json:"acks"`
 	MaxInFlight        int           `json:"max_in_flight_per_broker"`
 	RecordSize         int           `json:"record_size"`
+	ValueFormat        string        `json:"value_format"`
+	SchemaID           int32         `json:"schema_id,omitempty"` // avro only
 	Key                string        `json:"key"`
 	Linger             time.Duration `json:"linger_ns"`
 	BatchMaxBytes      int32         `json:"batch_max_bytes"`
@@ -290,6 +317,8 @@ func (c Config) settings() Settings {
 		Acks:               "all",
 		MaxInFlight:        plainMaxInFlight,
 		RecordSize:         c.RecordSize,
+		ValueFormat:        c.ValueFormat,
+		SchemaID:           c.SchemaID,
 		Key:                "nil",
 		Linger:             max(c.Linger, 0),
 		BatchMaxBytes:      c.BatchMaxBytes,
@@ -339,6 +368,10 @@ func (s Settings) Write(w io.Writer) error {
 	if s.Rate > 0 {
 		rate = fmt.Sprintf("%.0f records/s (open loop)", s.Rate)
 	}
+	format := s.ValueFormat
+	if format == FormatAvro {
+		format = fmt.Sprintf("avro (Confluent wire format, schema id %d, examples/loadgen-value.avsc)", s.SchemaID)
+	}
 	linger := s.Linger.String()
 	if s.Linger == 0 {
 		linger = "none"
@@ -349,6 +382,7 @@ func (s Settings) Write(w io.Writer) error {
   acks                   %s
   max in flight/broker   %d
   record                 %d-byte value, key %s
+  value format           %s
   linger                 %s
   batch max bytes        %d
   compression            %s
@@ -362,7 +396,7 @@ func (s Settings) Write(w io.Writer) error {
   stop                   %s (flush timeout %v)
   verify                 %t
 `, s.Producers, s.Topic, s.Partitions, strings.Join(s.Brokers, ","), s.FranzGo, s.Idempotent, s.Acks,
-		s.MaxInFlight, s.RecordSize, s.Key, linger, s.BatchMaxBytes, s.Compression, s.MaxBufferedRecords,
+		s.MaxInFlight, s.RecordSize, s.Key, format, linger, s.BatchMaxBytes, s.Compression, s.MaxBufferedRecords,
 		s.MaxBufferedBytes, s.Partitioner, s.RecordRetries, s.DeliveryTimeout, s.ProduceTimeout, rate, stop,
 		s.FlushTimeout, s.Verify)
 	return err

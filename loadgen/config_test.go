@@ -16,7 +16,7 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 	}
 	want := Settings{
 		Brokers: []string{DefaultBroker}, Topic: DefaultTopic, Partitions: 16, Producers: 16,
-		Idempotent: false, Acks: "all", MaxInFlight: 1, RecordSize: 100, Key: "nil",
+		Idempotent: false, Acks: "all", MaxInFlight: 1, RecordSize: 100, ValueFormat: "raw", Key: "nil",
 		Linger: 5 * time.Millisecond, BatchMaxBytes: 1_000_012, Compression: "none",
 		MaxBufferedRecords: 100_000, MaxBufferedBytes: "unlimited", Partitioner: "roundrobin",
 		RecordRetries: "unlimited", DeliveryTimeout: "none", ProduceTimeout: 10 * time.Second,
@@ -47,6 +47,9 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		"negative duration":          {Duration: -time.Second},
 		"negative linger":            {Linger: -2},
 		"negative max buffered":      {MaxBufferedRecords: -1},
+		"unknown value format":       {ValueFormat: "protobuf"},
+		"avro record below minimum":  {ValueFormat: FormatAvro, RecordSize: AvroMinRecordSize - 1},
+		"negative schema id":         {ValueFormat: FormatAvro, SchemaID: -1},
 	} {
 		if _, err := cfg.Settings(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -111,5 +114,26 @@ func TestSettingsWriteNamesEveryKgoSetting(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("settings output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+func TestValueFormatSettings(t *testing.T) {
+	s, err := Config{ValueFormat: "AVRO"}.Settings()
+	if err != nil || s.ValueFormat != FormatAvro || s.SchemaID != DefaultSchemaID {
+		t.Fatalf("avro defaults: %+v, %v", s, err)
+	}
+	if s, err := (Config{ValueFormat: FormatAvro, SchemaID: 42, RecordSize: AvroMinRecordSize}).Settings(); err != nil || s.SchemaID != 42 {
+		t.Fatalf("avro with schema id 42 at the minimum size: %+v, %v", s, err)
+	}
+	// A schema id means nothing for raw values and is not reported for them.
+	if s, err := (Config{SchemaID: 42}).Settings(); err != nil || s.ValueFormat != FormatRaw || s.SchemaID != 0 {
+		t.Fatalf("raw with a schema id: %+v, %v", s, err)
+	}
+	var b strings.Builder
+	if err := s.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "value format           avro (Confluent wire format, schema id 1"; !strings.Contains(b.String(), want) {
+		t.Errorf("settings output lacks %q:\n%s", want, b.String())
 	}
 }

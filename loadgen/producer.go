@@ -35,6 +35,8 @@ type producer struct {
 	flushedAt  time.Duration // since start: when Flush returned, i.e. the last ack or the abort
 	unresolved uint64        // sent records whose promise never came, even after Close
 
+	vals *values // writes each record's value into a recycled buffer
+
 	// free recycles sentRecords once kgo is done with them (after their promise), so that a
 	// flat-out run does not allocate a record and a value per send.
 	free    sync.Pool
@@ -57,7 +59,7 @@ func (*sentRecord) Done() <-chan struct{}       { return nil }
 func (*sentRecord) Err() error                  { return nil }
 func (*sentRecord) Value(any) any               { return nil }
 
-func newProducer(index uint32, client *kgo.Client, topic string, recordSize int, quota uint64) *producer {
+func newProducer(index uint32, client *kgo.Client, topic string, vals *values, quota uint64) *producer {
 	p := &producer{
 		index:     index,
 		client:    client,
@@ -65,13 +67,9 @@ func newProducer(index uint32, client *kgo.Client, topic string, recordSize int,
 		quota:     min(quota, BitmapCapacity),
 		ackedSeqs: NewBitmap(),
 		errs:      make(map[string]uint64),
+		vals:      vals,
 	}
-	padding := Padding(recordSize)
-	p.free.New = func() any {
-		sr := &sentRecord{buf: make([]byte, recordSize)}
-		copy(sr.buf[ValueHeaderSize:], padding)
-		return sr
-	}
+	p.free.New = func() any { return &sentRecord{buf: vals.buffer()} }
 	p.promise = p.onResult
 	return p
 }
@@ -110,7 +108,7 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 			intended = time.Since(p.start)
 		}
 		sr := p.free.Get().(*sentRecord)
-		PutValueHeader(sr.buf, p.index, seq)
+		sr.buf = p.vals.put(sr.buf, p.index, seq)
 		sr.seq = seq
 		sr.intended = intended
 		sr.rec = kgo.Record{Topic: p.topic, Value: sr.buf, Context: sr}

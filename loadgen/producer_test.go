@@ -11,7 +11,7 @@ import (
 // onResult is the promise of every record: it must find its accounting through the record's
 // Context, mark acks, count errors and recycle the record.
 func TestOnResultAccounts(t *testing.T) {
-	p := newProducer(2, nil, "t", 40, 10)
+	p := newProducer(2, nil, "t", newValues(FormatRaw, 40, 0), 10)
 	p.start = time.Now().Add(-time.Second)
 
 	send := func(seq uint64) *kgo.Record {
@@ -64,7 +64,7 @@ func TestSentRecordIsANeverEndingContext(t *testing.T) {
 }
 
 func TestQuotaIsCappedByBitmapCapacity(t *testing.T) {
-	if p := newProducer(0, nil, "t", 12, 1<<62); p.quota != BitmapCapacity {
+	if p := newProducer(0, nil, "t", newValues(FormatRaw, 12, 0), 1<<62); p.quota != BitmapCapacity {
 		t.Fatalf("quota %d", p.quota)
 	}
 }

@@ -2,8 +2,9 @@
 // with franz-go (kgo), measures throughput and ack latency, and checks exactly-once (idempotent
 // producers) or at-least-once (plain producers) delivery by reading every record back.
 //
-// Every record value names its producer and a per-producer sequence number (value.go); acks set
-// bits in per-producer bitmaps (bitmap.go) and latencies go into lock-free log-linear
+// Every record value names its producer and a per-producer sequence number (value.go, or
+// avro.go: an Avro record in Confluent wire format, which a validating broker accepts); acks
+// set bits in per-producer bitmaps (bitmap.go) and latencies go into lock-free log-linear
 // histograms (histogram.go); verification replays the topic into a pure Verifier (verify.go).
 package loadgen
 
@@ -140,6 +141,7 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 			}
 		}
 	}
+	vals := newValues(cfg.ValueFormat, cfg.RecordSize, cfg.SchemaID)
 	// Records is spread evenly, the first Records%Producers producers taking one more.
 	for i := range producers {
 		quota := uint64(BitmapCapacity)
@@ -154,7 +156,7 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 			closeAll()
 			return nil, err
 		}
-		producers[i] = newProducer(uint32(i), cl, cfg.Topic, cfg.RecordSize, quota)
+		producers[i] = newProducer(uint32(i), cl, cfg.Topic, vals, quota)
 	}
 
 	warmCtx, cancel := context.WithTimeout(ctx, warmupTimeout)
@@ -298,7 +300,7 @@ func verify(ctx context.Context, cfg Config, adm *kadm.Client, startOffsets []in
 	for i, p := range producers {
 		sent[i], acked[i] = p.sent, p.ackedSeqs
 	}
-	v := NewVerifier(cfg.Idempotent, cfg.RecordSize, len(startOffsets), sent, acked)
+	v := NewVerifier(cfg.Idempotent, NewDecoder(cfg.ValueFormat, cfg.RecordSize, cfg.SchemaID), len(startOffsets), sent, acked)
 
 	var ranges []PartitionRange
 	ends, err := endOffsets(ctx, adm, cfg.Topic, len(startOffsets))

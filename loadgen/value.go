@@ -57,7 +57,64 @@ func PutValueHeader(v []byte, producer uint32, seq uint64) {
 	binary.BigEndian.PutUint64(v[4:12], seq)
 }
 
-// ErrMalformedValue is wrapped by every ValueDecoder error.
+// Value formats (Config.ValueFormat).
+const (
+	FormatRaw  = "raw"  // the layout above
+	FormatAvro = "avro" // Confluent wire format around an Avro LoadRecord (avro.go)
+)
+
+// ValueFormats are the accepted Config.ValueFormat values.
+var ValueFormats = []string{FormatRaw, FormatAvro}
+
+// values makes the record values of a run in its format. It is read-only once made, so the
+// producers share one.
+type values struct {
+	size    int
+	padding []byte       // raw
+	avro    *AvroEncoder // avro; nil for raw
+}
+
+func newValues(format string, recordSize int, schemaID int32) *values {
+	if format == FormatAvro {
+		return &values{size: recordSize, avro: NewAvroEncoder(recordSize, schemaID)}
+	}
+	return &values{size: recordSize, padding: Padding(recordSize)}
+}
+
+// buffer returns a value buffer for put: raw ones start with their padding in place.
+func (vs *values) buffer() []byte {
+	b := make([]byte, vs.size)
+	copy(b[min(ValueHeaderSize, vs.size):], vs.padding)
+	return b
+}
+
+// put writes the value of (producer, seq) into buf, a buffer from buffer, and returns it. Raw
+// values rewrite only their 12-byte header; Avro values are rewritten whole, since the widths
+// of the varints (and so the note's length) change with the sequence number. Neither
+// allocates.
+func (vs *values) put(buf []byte, producer uint32, seq uint64) []byte {
+	if vs.avro != nil {
+		return vs.avro.Append(buf[:0], producer, seq)
+	}
+	PutValueHeader(buf, producer, seq)
+	return buf
+}
+
+// Decoder reads the producer and sequence number back from a value; an error wraps
+// ErrMalformedValue. ValueDecoder (raw) and AvroDecoder implement it.
+type Decoder interface {
+	Decode(v []byte) (producer uint32, seq uint64, err error)
+}
+
+// NewDecoder returns the decoder of values written in format (FormatRaw or FormatAvro).
+func NewDecoder(format string, recordSize int, schemaID int32) Decoder {
+	if format == FormatAvro {
+		return NewAvroDecoder(recordSize, schemaID)
+	}
+	return NewValueDecoder(recordSize)
+}
+
+// ErrMalformedValue is wrapped by every Decoder error.
 var ErrMalformedValue = errors.New("malformed record value")
 
 // ValueDecoder checks values against one record size; it holds the expected padding so that

@@ -18,11 +18,11 @@ import (
 //   - at least once (plain producers): duplicates and reordering are reported, not failures;
 //   - a record that failed on the producer side yet was stored ("unacked but present": the
 //     broker wrote it and the answer was lost) is reported, never a failure;
-//   - a value that does not decode, or names a producer or sequence number this run never
+//   - a value that does not decode (in the run's value format), or names a producer or sequence number this run never
 //     sent, fails the run in both modes.
 type Verifier struct {
 	exactlyOnce bool
-	decoder     *ValueDecoder
+	decoder     Decoder
 	sent        []uint64  // per producer: sequence numbers 0..sent-1 were handed to kgo
 	acked       []*Bitmap // per producer
 	seen        []*Bitmap // per producer
@@ -76,15 +76,16 @@ func (m Mismatch) String() string {
 }
 
 // NewVerifier prepares the accounting for a run of len(sent) producers over partitions
-// partitions. exactlyOnce selects the idempotent rules. acked[i] must hold every acknowledged
-// sequence number of producer i (all below sent[i]); the verifier only reads it.
-func NewVerifier(exactlyOnce bool, recordSize, partitions int, sent []uint64, acked []*Bitmap) *Verifier {
+// partitions, reading values with dec (NewDecoder). exactlyOnce selects the idempotent rules.
+// acked[i] must hold every acknowledged sequence number of producer i (all below sent[i]); the
+// verifier only reads it.
+func NewVerifier(exactlyOnce bool, dec Decoder, partitions int, sent []uint64, acked []*Bitmap) *Verifier {
 	if len(sent) != len(acked) {
 		panic(fmt.Sprintf("BUG: loadgen verifier has %d sent counts for %d acked bitmaps", len(sent), len(acked)))
 	}
 	v := &Verifier{
 		exactlyOnce: exactlyOnce,
-		decoder:     NewValueDecoder(recordSize),
+		decoder:     dec,
 		sent:        sent,
 		acked:       acked,
 		seen:        make([]*Bitmap, len(sent)),

@@ -21,7 +21,7 @@ func (r run) verifier(exactlyOnce bool, partitions int) *Verifier {
 			bitmaps[p].Set(seq)
 		}
 	}
-	return NewVerifier(exactlyOnce, testRecordSize, partitions, r.sent, bitmaps)
+	return NewVerifier(exactlyOnce, NewValueDecoder(testRecordSize), partitions, r.sent, bitmaps)
 }
 
 // allAcked is two producers with everything acked: 0..3 and 0..2.

@@ -78,6 +78,15 @@ func newCommon(name string, duration time.Duration) *common {
 	fs.DurationVar(&c.load.Duration, "duration", duration, "sending time of each run")
 	fs.IntVar(&c.load.MaxBufferedRecords, "max-buffered-records", 0, "records each producer buffers (0: loadgen's default)")
 	fs.StringVar(&c.load.Topic, "topic", "bench", "topic")
+	fs.StringVar(&c.load.ValueFormat, "value-format", "raw", "loadgen --value-format: raw, or avro (Confluent wire format, examples/loadgen-value.avsc)")
+	fs.Func("schema-id", "loadgen --schema-id of avro values (default: loadgen's, 1)", func(v string) error {
+		id, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || id < 1 {
+			return fmt.Errorf("%q is not a schema id in [1, 2147483647]", v)
+		}
+		c.load.SchemaID = int32(id)
+		return nil
+	})
 	fs.StringVar(&c.env.ResultsDir, "results-dir", "", "where result JSON and CSV files go (default: results/ in the repository root)")
 	fs.StringVar(&c.env.TmpDir, "tmp-dir", "", "parent of each run's fresh data directory (default: $TMPDIR or /tmp); must be on a real disk")
 	fs.StringVar(&c.env.InletBin, "inlet-bin", "", "inlet binary (default: build bin/inlet with go build first)")
