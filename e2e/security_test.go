@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -591,4 +592,74 @@ func TestSecurityKcat(t *testing.T) {
 			t.Fatal("bob.kcat was created")
 		}
 	})
+}
+
+// TestGroupScopingOnMultiGroupAPIs: DescribeGroups, DeleteGroups and OffsetFetch v8 name
+// several groups at once; groups outside the principal's prefixes are answered
+// GROUP_AUTHORIZATION_FAILED and, for DeleteGroups, are not deleted.
+func TestGroupScopingOnMultiGroupAPIs(t *testing.T) {
+	ca := newTestCA(t)
+	b := secureBroker(t, ca, nil)
+	addr := b.srv.ListenerAddr("sasl")
+	alice := kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism())
+	bob := kgo.SASL(scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism())
+	b.createTopic("bob.theirs", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+
+	bcl, err := kgo.NewClient(kgo.SeedBrokers(addr), bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bcl.Close()
+	badm := kadm.NewClient(bcl)
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "bob.theirs", Partition: 0, At: 7, LeaderEpoch: -1})
+	if r, err := badm.CommitOffsets(ctx, "bob.g", offs); err != nil || r.Error() != nil {
+		t.Fatalf("bob commits: %v / %v", err, r.Error())
+	}
+
+	acl, err := kgo.NewClient(kgo.SeedBrokers(addr), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acl.Close()
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"bob.g"}
+	kdel, err := del.RequestWith(ctx, acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kdel.Groups) != 1 || kdel.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("alice deleting bob.g: %+v", kdel.Groups)
+	}
+	desc := kmsg.NewPtrDescribeGroupsRequest()
+	desc.Groups = []string{"bob.g"}
+	kdesc, err := desc.RequestWith(ctx, acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kdesc.Groups) != 1 || kdesc.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("alice describing bob.g: %+v", kdesc.Groups)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = "bob.g"
+	of.Groups = append(of.Groups, g)
+	kof, err := acl.Broker(1).Request(ctx, of)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rg := kof.(*kmsg.OffsetFetchResponse).Groups; len(rg) != 1 || rg[0].ErrorCode != kerr.GroupAuthorizationFailed.Code || len(rg[0].Topics) != 0 {
+		t.Errorf("alice fetching bob.g's offsets: %+v", rg)
+	}
+	// bob's offsets are untouched.
+	got, err := badm.FetchOffsets(ctx, "bob.g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup("bob.theirs", 0); !ok || o.At != 7 {
+		t.Errorf("bob.g's offsets after alice's delete: %+v (found %v)", o, ok)
+	}
 }

@@ -381,11 +381,63 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp.ErrorCode = errGroupAuthorizationFailed
 			return resp, nil
 		}
+		if req.Version >= 8 {
+			allowed := req.Groups[:0:0]
+			var denied []string
+			for _, g := range req.Groups {
+				if p.AllowsGroup(g.Group) {
+					allowed = append(allowed, g)
+				} else {
+					denied = append(denied, g.Group)
+				}
+			}
+			req.Groups = allowed
+			if len(denied) > 0 {
+				return nil, func(kresp kmsg.Response) {
+					resp := kresp.(*kmsg.OffsetFetchResponse)
+					for _, g := range denied {
+						rg := kmsg.NewOffsetFetchResponseGroup()
+						rg.Group, rg.ErrorCode = g, errGroupAuthorizationFailed
+						resp.Groups = append(resp.Groups, rg)
+					}
+				}
+			}
+		}
 	case *kmsg.OffsetDeleteRequest:
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 			resp.ErrorCode = errGroupAuthorizationFailed
 			return resp, nil
+		}
+	case *kmsg.DescribeGroupsRequest:
+		var denied []string
+		req.Groups, denied = splitGroups(p, req.Groups)
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DescribeGroupsResponse)
+			for _, g := range denied {
+				rg := kmsg.NewDescribeGroupsResponseGroup()
+				rg.Group, rg.ErrorCode, rg.AuthorizedOperations = g, errGroupAuthorizationFailed, authorizedOperationsOmitted
+				resp.Groups = append(resp.Groups, rg)
+			}
+		}
+	case *kmsg.DeleteGroupsRequest:
+		// Groups outside the principal's prefixes are taken out of the request before the
+		// handler runs, so they are never deleted, and answered GROUP_AUTHORIZATION_FAILED.
+		var denied []string
+		req.Groups, denied = splitGroups(p, req.Groups)
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DeleteGroupsResponse)
+			for _, g := range denied {
+				rg := kmsg.NewDeleteGroupsResponseGroup()
+				rg.Group, rg.ErrorCode = g, errGroupAuthorizationFailed
+				resp.Groups = append(resp.Groups, rg)
+			}
 		}
 	case *kmsg.ListGroupsRequest:
 		return nil, func(kresp kmsg.Response) {
@@ -400,4 +452,16 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 	}
 	return nil, nil
+}
+
+// splitGroups separates the group ids p may use from the others, keeping order.
+func splitGroups(p *auth.Principal, groups []string) (allowed, denied []string) {
+	for _, g := range groups {
+		if p.AllowsGroup(g) {
+			allowed = append(allowed, g)
+		} else {
+			denied = append(denied, g)
+		}
+	}
+	return allowed, denied
 }
