@@ -259,6 +259,12 @@ func (c Config) producerOpts(index int) []kgo.Opt {
 		// RecordRetries and RecordDeliveryTimeout stay at kgo's defaults, unlimited and none:
 		// a record fails only when the client gives up on the broker, which is what an
 		// exactly-once check wants.
+		//
+		// kgo takes an EOF on a connection's first read (ApiVersions) for a TLS or SASL
+		// misconfiguration and fails the records at once (ErrFirstReadEOF). Against a broker
+		// that is killed and restarted under load (bench chaos), that EOF is a kill landing
+		// mid-handshake, so it is retried like any other dropped connection.
+		kgo.AlwaysRetryEOF(),
 	}
 	if !c.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(plainMaxInFlight))
