@@ -57,9 +57,8 @@ import (
 
 // Kafka error codes set on an Append by the committer.
 const (
-	ErrNone           int16 = 0
-	ErrKafkaStorage   int16 = 56 // KAFKA_STORAGE_ERROR
-	ErrNotLeaderOrFol int16 = 6
+	ErrNone         int16 = 0
+	ErrKafkaStorage int16 = 56 // KAFKA_STORAGE_ERROR
 )
 
 // Options configure Open.
@@ -672,9 +671,6 @@ func (l *Log) AllocateProducerID() (int64, error) {
 	l.nextPID++
 	return id, nil
 }
-
-// ErrClosed is returned for requests submitted after Close.
-var ErrClosed = errors.New("batchlog: closed")
 
 // Submit queues r for the next group commit. r.Done is called exactly once, after the
 // commit that holds its appends is durable. Submit must not be called after Close.

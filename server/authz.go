@@ -57,15 +57,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.FetchRequest:
 		var denied []kmsg.FetchRequestTopic
-		kept := req.Topics[:0]
-		for _, t := range req.Topics {
-			if !p.AllowsTopicString(t.Topic) {
-				denied = append(denied, t)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		req.Topics = kept
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -86,15 +78,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.ListOffsetsRequest:
 		var denied []kmsg.ListOffsetsRequestTopic
-		kept := req.Topics[:0]
-		for _, t := range req.Topics {
-			if !p.AllowsTopicString(t.Topic) {
-				denied = append(denied, t)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		req.Topics = kept
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -205,15 +189,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.DeleteRecordsRequest:
 		var denied []kmsg.DeleteRecordsRequestTopic
-		kept := req.Topics[:0]
-		for _, t := range req.Topics {
-			if !p.AllowsTopicString(t.Topic) {
-				denied = append(denied, t)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		req.Topics = kept
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -233,15 +209,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.OffsetForLeaderEpochRequest:
 		var denied []kmsg.OffsetForLeaderEpochRequestTopic
-		kept := req.Topics[:0]
-		for _, t := range req.Topics {
-			if !p.AllowsTopicString(t.Topic) {
-				denied = append(denied, t)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		req.Topics = kept
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -262,15 +230,9 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.DescribeConfigsRequest:
 		var denied []kmsg.DescribeConfigsRequestResource
-		kept := req.Resources[:0]
-		for _, rs := range req.Resources {
-			if rs.ResourceType == kmsg.ConfigResourceTypeTopic && !p.AllowsTopicString(rs.ResourceName) {
-				denied = append(denied, rs)
-				continue
-			}
-			kept = append(kept, rs)
-		}
-		req.Resources = kept
+		req.Resources, denied = splitAllowed(req.Resources, func(rs kmsg.DescribeConfigsRequestResource) bool {
+			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.AllowsTopicString(rs.ResourceName)
+		})
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -285,15 +247,9 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.AlterConfigsRequest:
 		var denied []kmsg.AlterConfigsRequestResource
-		kept := req.Resources[:0]
-		for _, rs := range req.Resources {
-			if rs.ResourceType == kmsg.ConfigResourceTypeTopic && !p.AllowsTopicString(rs.ResourceName) {
-				denied = append(denied, rs)
-				continue
-			}
-			kept = append(kept, rs)
-		}
-		req.Resources = kept
+		req.Resources, denied = splitAllowed(req.Resources, func(rs kmsg.AlterConfigsRequestResource) bool {
+			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.AllowsTopicString(rs.ResourceName)
+		})
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -308,15 +264,9 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.IncrementalAlterConfigsRequest:
 		var denied []kmsg.IncrementalAlterConfigsRequestResource
-		kept := req.Resources[:0]
-		for _, rs := range req.Resources {
-			if rs.ResourceType == kmsg.ConfigResourceTypeTopic && !p.AllowsTopicString(rs.ResourceName) {
-				denied = append(denied, rs)
-				continue
-			}
-			kept = append(kept, rs)
-		}
-		req.Resources = kept
+		req.Resources, denied = splitAllowed(req.Resources, func(rs kmsg.IncrementalAlterConfigsRequestResource) bool {
+			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.AllowsTopicString(rs.ResourceName)
+		})
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -382,22 +332,14 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			return resp, nil
 		}
 		if req.Version >= 8 {
-			allowed := req.Groups[:0:0]
-			var denied []string
-			for _, g := range req.Groups {
-				if p.AllowsGroup(g.Group) {
-					allowed = append(allowed, g)
-				} else {
-					denied = append(denied, g.Group)
-				}
-			}
-			req.Groups = allowed
+			var denied []kmsg.OffsetFetchRequestGroup
+			req.Groups, denied = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.AllowsGroup(g.Group) })
 			if len(denied) > 0 {
 				return nil, func(kresp kmsg.Response) {
 					resp := kresp.(*kmsg.OffsetFetchResponse)
 					for _, g := range denied {
 						rg := kmsg.NewOffsetFetchResponseGroup()
-						rg.Group, rg.ErrorCode = g, errGroupAuthorizationFailed
+						rg.Group, rg.ErrorCode = g.Group, errGroupAuthorizationFailed
 						resp.Groups = append(resp.Groups, rg)
 					}
 				}
@@ -411,7 +353,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 	case *kmsg.DescribeGroupsRequest:
 		var denied []string
-		req.Groups, denied = splitGroups(p, req.Groups)
+		req.Groups, denied = splitAllowed(req.Groups, p.AllowsGroup)
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -427,7 +369,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		// Groups outside the principal's prefixes are taken out of the request before the
 		// handler runs, so they are never deleted, and answered GROUP_AUTHORIZATION_FAILED.
 		var denied []string
-		req.Groups, denied = splitGroups(p, req.Groups)
+		req.Groups, denied = splitAllowed(req.Groups, p.AllowsGroup)
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -454,14 +396,17 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	return nil, nil
 }
 
-// splitGroups separates the group ids p may use from the others, keeping order.
-func splitGroups(p *auth.Principal, groups []string) (allowed, denied []string) {
-	for _, g := range groups {
-		if p.AllowsGroup(g) {
-			allowed = append(allowed, g)
+// splitAllowed separates the entries of a request that pass allowed from the others, keeping
+// order. kept reuses xs's backing array (each entry is read before its slot is rewritten);
+// denied is a new slice, so both stay valid.
+func splitAllowed[T any](xs []T, allowed func(T) bool) (kept, denied []T) {
+	kept = xs[:0]
+	for _, x := range xs {
+		if allowed(x) {
+			kept = append(kept, x)
 		} else {
-			denied = append(denied, g)
+			denied = append(denied, x)
 		}
 	}
-	return allowed, denied
+	return kept, denied
 }

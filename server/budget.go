@@ -66,9 +66,3 @@ func (b *budget) acquire(n int64) {
 	b.acquirePartial(n)
 	b.complete(n)
 }
-
-func (b *budget) inUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
