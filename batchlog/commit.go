@@ -65,12 +65,17 @@ func requestBytes(r *Request) int {
 	return n
 }
 
-// groupScratch is reused by the committer across groups.
+// groupScratch is reused by the committer across groups. It collects what changed since the
+// last group that carried metadata (see store.metadataInterval).
 type groupScratch struct {
-	gen       uint64
-	producers []producerKey
-	touched   map[producerKey]uint64
-	key, kv   []byte // the store copies keys and values on set, so one buffer serves all
+	// gen numbers the periods between metadata groups; Partition.metaGen and touched hold the
+	// period in which a partition or producer window was last added to the lists below.
+	gen        uint64
+	producers  []producerKey
+	touched    map[producerKey]uint64
+	partitions []*Partition
+	lastMeta   time.Time // when the last group carrying metadata was built
+	key, kv    []byte    // the store copies keys and values on set, so one buffer serves all
 }
 
 func (l *Log) commitGroup(reqs []*Request, bytes int) {
@@ -89,8 +94,9 @@ func (l *Log) commitGroup(reqs []*Request, bytes int) {
 		return
 	}
 	s := &l.scratch
-	s.gen++
-	s.producers = s.producers[:0]
+	if s.gen == 0 {
+		s.gen = 1 // zero is what touched and metaGen read before anything was added
+	}
 	if s.touched == nil {
 		s.touched = map[producerKey]uint64{}
 	}
@@ -101,14 +107,27 @@ func (l *Log) commitGroup(reqs []*Request, bytes int) {
 			l.commitAppend(g, pg, &r.Appends[i])
 		}
 	}
+	if every := l.store.metadataInterval(); every == 0 || time.Since(s.lastMeta) >= every {
+		l.addMetadata(g)
+	}
+	if err := g.apply(); err != nil {
+		l.fail(fmt.Errorf("apply group: %w", err))
+	}
+	l.pending <- pg
+}
+
+// addMetadata adds to g the high watermark of every partition and the window of every producer
+// changed since the last group that carried them, and starts a new period.
+func (l *Log) addMetadata(g group) {
+	s := &l.scratch
 	if cap(s.key) < producerKeyLen {
 		s.key = make([]byte, producerKeyLen)
 	}
-	for _, adv := range pg.advances {
+	for _, p := range s.partitions {
 		k := s.key[:highKeyLen]
-		putHighKey(k, adv.p.ID)
-		s.kv = binary.BigEndian.AppendUint64(s.kv[:0], uint64(adv.hw))
-		s.kv = binary.BigEndian.AppendUint64(s.kv, uint64(adv.p.logStart.Load()))
+		putHighKey(k, p.ID)
+		s.kv = binary.BigEndian.AppendUint64(s.kv[:0], uint64(p.next))
+		s.kv = binary.BigEndian.AppendUint64(s.kv, uint64(p.logStart.Load()))
 		g.set(k, s.kv)
 	}
 	for _, pk := range s.producers {
@@ -117,10 +136,12 @@ func (l *Log) commitGroup(reqs []*Request, bytes int) {
 		s.kv = l.producers[pk].AppendBinary(s.kv[:0])
 		g.set(k, s.kv)
 	}
-	if err := g.apply(); err != nil {
-		l.fail(fmt.Errorf("apply group: %w", err))
-	}
-	l.pending <- pg
+	g.carriesMetadata()
+	clear(s.partitions)
+	s.partitions = s.partitions[:0]
+	s.producers = s.producers[:0]
+	s.gen++
+	s.lastMeta = time.Now()
 }
 
 // commitAppend runs the idempotence check for one batch and, when it is new, assigns its
@@ -158,6 +179,10 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	}
 	base := p.next
 	p.next += int64(a.NumRecords)
+	if p.metaGen != l.scratch.gen {
+		p.metaGen = l.scratch.gen
+		l.scratch.partitions = append(l.scratch.partitions, p)
+	}
 	// baseOffset lies outside the CRC-32C (which covers bytes 21..end), so patching it in place
 	// keeps the producer's batch valid byte for byte (DefaultRecordBatch).
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))

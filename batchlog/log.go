@@ -25,9 +25,12 @@
 //   - Published high watermarks (Partition.HighWatermark) never exceed what is durable. Pebble
 //     makes applied data visible before it is synced; readers must bound every read by the
 //     published high watermark, never by what an iterator sees.
-//   - Records, the high watermark and the producer state that describes them are in one atomic
-//     Pebble batch, so after a crash either all of a group exists or none of it does, and a
-//     retried batch is recognised as a duplicate exactly when its records survived.
+//   - After a crash a retried batch is recognised as a duplicate exactly when its records
+//     survived. With record data in Pebble (LayoutPebble), records, the high watermark and the
+//     producer state that describes them are in one atomic batch, so either all of a group
+//     exists or none of it does. With segments, high watermarks and producer windows are
+//     written to Pebble only every Options.CheckpointInterval, together with the checkpoint they
+//     are exact for, and recovery rebuilds them from the segment entries after it.
 //
 // A simpler design, the committer waiting for each fsync itself (bbolt's DB.Batch), leaves the
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
@@ -75,6 +78,10 @@ type Options struct {
 	// BufferedSegments writes segment files through the page cache (pwritev) even where
 	// O_DIRECT is available (see segment.go); for comparison and tests.
 	BufferedSegments bool
+	// CheckpointInterval is how often the segments layout writes high watermarks and producer
+	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
+	// the segments after it). 0 means the default, 100 ms; negative, with every group.
+	CheckpointInterval time.Duration
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int
@@ -118,7 +125,8 @@ type Partition struct {
 	Topic string
 	Index int32
 
-	next     int64 // committer-owned: next offset to assign
+	next     int64  // committer-owned: next offset to assign
+	metaGen  uint64 // committer-owned: groupScratch.gen when next last changed
 	hw       atomic.Int64
 	logStart atomic.Int64
 }
@@ -257,6 +265,12 @@ func Open(opts Options) (*Log, error) {
 			if err != nil {
 				db.Close()
 				return nil, fmt.Errorf("batchlog: open segments: %w", err)
+			}
+			switch {
+			case opts.CheckpointInterval == 0:
+				ss.checkpointEvery = defaultCheckpointInterval
+			case opts.CheckpointInterval > 0:
+				ss.checkpointEvery = opts.CheckpointInterval
 			}
 			l.store = ss
 		case LayoutPebble:

@@ -222,8 +222,10 @@ func (g *gatedGroup) apply() error {
 	g.s.mu.Unlock()
 	return nil
 }
-func (g *gatedGroup) wait() error { <-g.gate; return nil }
-func (g *gatedGroup) release()    {}
+func (g *gatedGroup) wait() error                     { <-g.gate; return nil }
+func (g *gatedGroup) release()                        {}
+func (g *gatedGroup) carriesMetadata()                {}
+func (s *gatedStore) metadataInterval() time.Duration { return 0 }
 
 func TestNothingIsAnsweredOrPublishedBeforeItsGroupIsDurable(t *testing.T) {
 	s := &gatedStore{}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,8 +29,10 @@ import (
 // byte measured here, write amplification 2). A segment file is the write-ahead log itself:
 // the committer writes each group's batches straight from the request buffers with pwritev (no
 // user-space copy), the completer makes them durable with one fdatasync, and only then applies
-// a small unsynced Pebble batch holding the group's index entries, metadata and the segment
-// position it covers (the checkpoint).
+// a small unsynced Pebble batch holding the group's index entries. Every
+// Options.CheckpointInterval a group's batch also holds the high watermarks and producer windows
+// changed since the last such group and the segment position it covers (the checkpoint):
+// Pebble's metadata is always whole as of its checkpoint.
 //
 // Recovery: Pebble holds a consistent prefix of those batches (an unsynced tail may be lost),
 // and its checkpoint says how far the segments are indexed. Everything after it is replayed
@@ -74,6 +77,8 @@ type segmentStore struct {
 	flushing []*segmentGroup // completer-owned scratch
 
 	buffered bool // never use O_DIRECT (Options.BufferedSegments)
+
+	checkpointEvery time.Duration // Options.CheckpointInterval; 0: every group
 }
 
 type segment struct {
@@ -350,6 +355,9 @@ type segmentGroup struct {
 	meta    *pebble.Batch
 	stage   []byte // direct path: the group's entries, block-aligned and padded
 	durable bool   // direct path: written and synced (possibly by an earlier group's wait)
+	// metadata: the group holds the high watermarks and producer windows changed since the
+	// previous such group, so its end is a checkpoint (carriesMetadata).
+	metadata bool
 }
 
 type indexEntry struct {
@@ -368,6 +376,7 @@ func (s *segmentStore) newGroup(int) group {
 	}
 	g.seg = nil
 	g.durable = false
+	g.metadata = false
 	g.iov = g.iov[:0]
 	g.headers = g.headers[:0]
 	g.index = g.index[:0]
@@ -385,6 +394,19 @@ func (g *segmentGroup) setData(partition uint32, base int64, batch []byte) {
 }
 
 func (g *segmentGroup) set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
+
+func (g *segmentGroup) carriesMetadata() { g.metadata = true }
+
+// defaultCheckpointInterval is how often groups carry high watermarks and producer windows (and
+// so move the checkpoint; Options.CheckpointInterval). Written with every group they were two
+// thirds of the keys inserted into Pebble at moderate load (a high watermark and a producer
+// window per partition per request, beside one index entry per batch), and Pebble's memtable
+// inserts a third of the server's CPU. Replay rebuilds both from the segment data after the
+// checkpoint, so a longer interval only lengthens replay after a crash (at most this long of
+// writes) and keeps segment files after the checkpoint from being reclaimed that much longer.
+const defaultCheckpointInterval = 100 * time.Millisecond
+
+func (s *segmentStore) metadataInterval() time.Duration { return s.checkpointEvery }
 
 // apply writes the group's entries at the end of the active segment with pwritev: the record
 // data goes from the request buffers to the kernel with no copy in between.
@@ -568,7 +590,7 @@ func (g *segmentGroup) commitIndex() error {
 		binary.BigEndian.PutUint32(v[12:], e.length)
 		_ = g.meta.Set(k[:], v[:16], nil)
 	}
-	if g.seg != nil {
+	if g.seg != nil && g.metadata {
 		binary.BigEndian.PutUint32(v[0:], g.seg.id)
 		binary.BigEndian.PutUint64(v[4:], uint64(g.end))
 		_ = g.meta.Set(metaCheckpoint, v[:12], nil)

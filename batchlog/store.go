@@ -2,6 +2,7 @@ package batchlog
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -18,6 +19,11 @@ type store interface {
 	// at least maxBytes have been appended (the first batch is appended whatever its size when
 	// includeFirst is set; otherwise a batch that would pass maxBytes is left out).
 	readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error)
+	// metadataInterval is how often the committer must add the high watermarks and producer
+	// windows changed since the last time to a group; 0 means with every group. A store can
+	// allow more only if it rebuilds them after a crash from the record data written since
+	// the last group that carried them (the segment store's replay does).
+	metadataInterval() time.Duration
 	close() error
 }
 
@@ -30,6 +36,10 @@ type group interface {
 	apply() error
 	// wait blocks until the group is durable. Called in apply order by the completer.
 	wait() error
+	// carriesMetadata marks the group as holding every high watermark and producer window
+	// changed since the previous such group: the store's view of the log is whole up to the
+	// group's end. Called by the committer before apply.
+	carriesMetadata()
 	release()
 }
 
@@ -72,6 +82,9 @@ func (g *pebbleGroup) set(key, value []byte) { _ = g.b.Set(key, value, nil) }
 func (g *pebbleGroup) apply() error { return g.s.db.ApplyNoSyncWait(g.b, pebble.Sync) }
 
 func (g *pebbleGroup) wait() error { return g.b.SyncWait() }
+
+func (s *pebbleStore) metadataInterval() time.Duration { return 0 }
+func (g *pebbleGroup) carriesMetadata()                {}
 
 func (g *pebbleGroup) release() {
 	_ = g.b.Close()
@@ -146,3 +159,7 @@ func (discardGroup) set(_, _ []byte)               {}
 func (discardGroup) apply() error                  { return nil }
 func (discardGroup) wait() error                   { return nil }
 func (discardGroup) release()                      {}
+func (discardGroup) carriesMetadata()              {}
+func (discardStore) metadataInterval() time.Duration {
+	return 0
+}
