@@ -75,6 +75,7 @@ type segmentStore struct {
 	stagedMu sync.Mutex
 	staged   []*segmentGroup
 	flushing []*segmentGroup // completer-owned scratch
+	iov      [][]byte        // completer-owned scratch
 
 	buffered bool // never use O_DIRECT (Options.BufferedSegments)
 
@@ -499,16 +500,21 @@ func (s *segmentStore) flushStaged() error {
 	s.staged = s.staged[:0]
 	s.stagedMu.Unlock()
 	s.flushing = batch
-	for i, g := range batch {
-		if err := g.writeDirect(); err != nil {
+	for i := 0; i < len(batch); {
+		// The groups of one segment are adjacent in the file: write them with one pwritev
+		// (a direct write's CPU cost is mostly per call), then sync the segment.
+		j := i + 1
+		for j < len(batch) && batch[j].seg == batch[i].seg {
+			j++
+		}
+		if err := s.writeDirect(batch[i:j]); err != nil {
 			return err
 		}
-		// Sync a segment after its last group in this batch (groups are in segment order).
-		if i == len(batch)-1 || batch[i+1].seg != g.seg {
-			if err := unix.Fdatasync(int(g.seg.f.Fd())); err != nil {
-				return fmt.Errorf("batchlog: sync segment %d: %w", g.seg.id, err)
-			}
+		seg := batch[i].seg
+		if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+			return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, err)
 		}
+		i = j
 	}
 	for _, g := range batch {
 		g.durable = true
@@ -527,23 +533,48 @@ func alignedBuffer(n int) []byte {
 	return b[off : off+n : off+n]
 }
 
-// writeDirect writes a staged group and closes the segment's writer after its last group.
-func (g *segmentGroup) writeDirect() error {
-	d := g.seg.direct.Load()
+// writeDirect writes staged groups of one segment, adjacent in the file and in order, and
+// closes the segment's writer after its last group.
+func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
+	seg := groups[0].seg
+	d := seg.direct.Load()
 	if d == nil {
 		panic("BUG: batchlog: direct writer closed before the segment's last group was written")
 	}
-	for off := 0; off < len(g.stage); {
-		m, err := unix.Pwrite(int(d.Fd()), g.stage[off:], g.start+int64(off))
-		if err != nil {
-			return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
+	iov := s.iov[:0]
+	end := groups[0].start
+	for _, g := range groups {
+		if g.start != end {
+			panic("BUG: batchlog: staged groups of a segment are not adjacent")
 		}
-		off += m
+		iov = append(iov, g.stage)
+		end += int64(len(g.stage))
 	}
-	end := g.start + int64(len(g.stage))
-	g.seg.directEnd.Store(end)
-	if end == g.seg.final.Load() {
-		g.seg.closeWriter()
+	s.iov = iov
+	off := groups[0].start
+	for len(iov) > 0 {
+		chunk := iov[:min(len(iov), iovMax)]
+		n, err := unix.Pwritev(int(d.Fd()), chunk, off)
+		if err != nil {
+			return fmt.Errorf("batchlog: write segment %d: %w", seg.id, err)
+		}
+		off += int64(n)
+		// Drop fully written stages; a short write continues inside the next one (it ends
+		// on a block boundary: O_DIRECT transfers whole blocks).
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+				continue
+			}
+			iov[0] = iov[0][n:]
+			n = 0
+		}
+	}
+	clear(s.iov)
+	seg.directEnd.Store(end)
+	if end == seg.final.Load() {
+		seg.closeWriter()
 	}
 	return nil
 }
