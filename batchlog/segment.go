@@ -359,6 +359,7 @@ type segmentGroup struct {
 	// metadata: the group holds the high watermarks and producer windows changed since the
 	// previous such group, so its end is a checkpoint (carriesMetadata).
 	metadata bool
+	empty    bool // direct path: no entries, nothing staged (stageDirect)
 }
 
 type indexEntry struct {
@@ -378,6 +379,7 @@ func (s *segmentStore) newGroup(int) group {
 	g.seg = nil
 	g.durable = false
 	g.metadata = false
+	g.empty = false
 	g.iov = g.iov[:0]
 	g.headers = g.headers[:0]
 	g.index = g.index[:0]
@@ -463,6 +465,15 @@ func (g *segmentGroup) stageDirect() error {
 	n := 0
 	for i := range g.index {
 		n += segEntryHeader + int(g.index[i].length)
+	}
+	if n == 0 {
+		// Nothing to write (every append was a duplicate or refused): the group only orders
+		// its answers and its metadata behind the groups before it. It is not staged: a
+		// staged group must stay unreleased until a flush has written it, and this one's
+		// wait does not flush.
+		g.end = g.start
+		g.empty = true
+		return nil
 	}
 	padded := int(alignUp(int64(n)))
 	select {
@@ -584,6 +595,11 @@ func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
 // index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from it.
 func (g *segmentGroup) wait() error {
 	s := g.s
+	if g.empty {
+		// Every group before it is durable (the completer waits in order), and it adds
+		// nothing, so its checkpoint (its start) is durable too.
+		return g.commitIndex()
+	}
 	if g.stage != nil {
 		if !g.durable {
 			if err := s.flushStaged(); err != nil {

@@ -216,3 +216,37 @@ func TestDirectGroupsArePaddedToBlocks(t *testing.T) {
 		t.Fatalf("read %d bytes", len(got))
 	}
 }
+
+// TestGroupsOfOnlyDuplicatesBetweenDirectGroups guards the direct path against groups with
+// nothing to write (every append a duplicate): such a group is answered without a flush and
+// recycled at once, so it must never sit in the list of staged groups the next flush writes
+// (the next group reuses the recycled one, and the flush would write it twice).
+func TestGroupsOfOnlyDuplicatesBetweenDirectGroups(t *testing.T) {
+	dir := t.TempDir()
+	l := openLayout(t, dir, LayoutSegments)
+	topic, _ := l.CreateTopic("t", 1, nil)
+	p := topic.Partitions[0]
+	const batches = 50
+	for i := range int32(batches) {
+		submitWait(t, l, idempotent(p, 5, 0, i, 1, byte(i)))
+		if r := submitWait(t, l, idempotent(p, 5, 0, i, 1, byte(i))); r.Appends[0].BaseOffset != int64(i) {
+			t.Fatalf("retry of batch %d answered with offset %d", i, r.Appends[0].BaseOffset)
+		}
+	}
+	if p.HighWatermark() != batches {
+		t.Fatalf("high watermark %d, want %d", p.HighWatermark(), batches)
+	}
+	l.Close()
+	l = openLayout(t, dir, LayoutSegments)
+	defer l.Close()
+	p = mustTopic(t, l, "t").Partitions[0]
+	got, err := l.ReadBatches(p, 0, batches, 1<<30, true, nil)
+	if err != nil || len(got) != batches*62 {
+		t.Fatalf("read %d bytes after restart, want %d (err %v)", len(got), batches*62, err)
+	}
+	for i := range batches {
+		if b := got[i*62 : (i+1)*62]; binary.BigEndian.Uint64(b) != uint64(i) || b[61] != byte(i) {
+			t.Fatalf("batch %d: base %d tag %d", i, binary.BigEndian.Uint64(b), b[61])
+		}
+	}
+}

@@ -323,6 +323,8 @@ var (
 	colP50      = column{"ack p50", "---:", measured(func(s *Summary) string { return micros(s.P50Us) })}
 	colP99      = column{"ack p99", "---:", measured(func(s *Summary) string { return micros(s.P99Us) })}
 	colP999     = column{"ack p99.9", "---:", measured(func(s *Summary) string { return micros(s.P999Us) })}
+	colReqP50   = column{"request p50", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP50Us) })}
+	colReqP99   = column{"request p99", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP99Us) })}
 	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *Summary) string { return fixed(s.CPUSecondsPerMillion, 2) })}
 	colRSS      = column{"server peak RSS", "---:", measured(func(s *Summary) string { return mib(s.PeakRSSBytes) })}
 	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *Summary) string { return fixed(s.WriteAmplification, 2) })}
@@ -337,6 +339,14 @@ var (
 		return thousands(s.Rate)
 	}}
 )
+
+// microsOrNone is micros, or "–" for a run from before request round trips were recorded.
+func microsOrNone(us float64) string {
+	if us == 0 {
+		return "–"
+	}
+	return micros(us)
+}
 
 func workersText(w int) string {
 	if w == 0 {
@@ -391,7 +401,7 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 		})
 		fmt.Fprintf(b, "### %s\n\n", f.Label)
 		provenance(b, f, link)
-		table(b, []column{colOffered, colRuns, {"achieved records/s", "---:", colRecords.cell}, colP50, colP99, colP999, colCPU}, sum)
+		table(b, []column{colOffered, colRuns, {"achieved records/s", "---:", colRecords.cell}, colP50, colP99, colP999, colReqP50, colReqP99, colCPU}, sum)
 		earlier(b, g[1:], link)
 		s := series{Name: f.Label}
 		for _, m := range sum {
@@ -409,6 +419,8 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 	charts[chartLatency] = chart.svg()
 	fmt.Fprintf(b, "![%s](%s)\n\nWith an offered rate loadgen runs open loop: each record has an intended send time fixed in "+
 		"advance and its latency is measured from it, so a stalled broker shows as latency rather than as a slower sender. "+
+		"Request p50/p99 are per produce request, from writing it to reading its response (kgo's BrokerE2E): the "+
+		"broker's share of the ack latency with the network, without linger and the producer's own queueing. "+
 		"%s\n", chart.Title, chartLink(chartLatency), columnNotes)
 }
 

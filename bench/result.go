@@ -76,8 +76,12 @@ type Run struct {
 	P50Us         uint64  `json:"p50_us"`
 	P99Us         uint64  `json:"p99_us"`
 	P999Us        uint64  `json:"p999_us"`
-	Acked         uint64  `json:"acked"`
-	Failed        uint64  `json:"failed"`
+	// RequestP50Us and RequestP99Us are produce request round trips (loadgen's
+	// RequestRoundTrip): the broker's share of the ack latency, without linger.
+	RequestP50Us uint64 `json:"request_p50_us,omitempty"`
+	RequestP99Us uint64 `json:"request_p99_us,omitempty"`
+	Acked        uint64 `json:"acked"`
+	Failed       uint64 `json:"failed"`
 	// AckedValueBytes is acked records × record size: the value bytes acknowledged. Keys are
 	// nil; Kafka batch and record framing (about 70 bytes a batch, 7-10 a record) is not
 	// counted. It is the denominator of WriteAmplification.
@@ -110,6 +114,8 @@ type Summary struct {
 	P50Us                float64 `json:"p50_us"`
 	P99Us                float64 `json:"p99_us"`
 	P999Us               float64 `json:"p999_us"`
+	RequestP50Us         float64 `json:"request_p50_us,omitempty"`
+	RequestP99Us         float64 `json:"request_p99_us,omitempty"`
 	CPUSecondsPerMillion float64 `json:"cpu_seconds_per_million"`
 	PeakRSSBytes         float64 `json:"peak_rss_bytes"`
 	WriteAmplification   float64 `json:"write_amplification"`
@@ -181,6 +187,8 @@ func summarize(runs []Run, baseline string) []Summary {
 		s.P50Us = med(func(r *Run) float64 { return float64(r.P50Us) })
 		s.P99Us = med(func(r *Run) float64 { return float64(r.P99Us) })
 		s.P999Us = med(func(r *Run) float64 { return float64(r.P999Us) })
+		s.RequestP50Us = med(func(r *Run) float64 { return float64(r.RequestP50Us) })
+		s.RequestP99Us = med(func(r *Run) float64 { return float64(r.RequestP99Us) })
 		s.CPUSecondsPerMillion = med(func(r *Run) float64 { return r.CPUSecondsPerMillion })
 		s.PeakRSSBytes = med(func(r *Run) float64 { return float64(r.Server.PeakRSSBytes) })
 		s.WriteAmplification = med(func(r *Run) float64 { return r.WriteAmplification })

@@ -270,6 +270,7 @@ func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Ru
 		run.Loadgen = res
 		run.RecordsPerSec, run.MBPerSec = res.RecordsPerSec, res.MBPerSec
 		run.P50Us, run.P99Us, run.P999Us = res.Latency.P50Us, res.Latency.P99Us, res.Latency.P999Us
+		run.RequestP50Us, run.RequestP99Us = res.RequestRoundTrip.P50Us, res.RequestRoundTrip.P99Us
 		run.Acked, run.Failed, run.AckedValueBytes = res.Acked, res.Failed, res.Bytes
 		run.ElapsedSeconds = res.Elapsed.Seconds()
 		switch {
@@ -339,9 +340,9 @@ func (p *progress) end(r *Run) {
 		fmt.Fprintf(p.w, "bench %s:        FAILED: %s\n", p.kind, r.Error)
 		return
 	}
-	fmt.Fprintf(p.w, "bench %s:        %s records/s, %.1f MB/s, p50 %s, p99 %s, %.2f CPU s/M records, %s peak RSS, %.2f disk B/acked B\n",
+	fmt.Fprintf(p.w, "bench %s:        %s records/s, %.1f MB/s, p50 %s, p99 %s, request p99 %s, %.2f CPU s/M records, %s peak RSS, %.2f disk B/acked B\n",
 		p.kind, thousands(r.RecordsPerSec), r.MBPerSec, micros(float64(r.P50Us)), micros(float64(r.P99Us)),
-		r.CPUSecondsPerMillion, mib(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
+		micros(float64(r.RequestP99Us)), r.CPUSecondsPerMillion, mib(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
 }
 
 // perPointEstimate is a guess at one point's wall time before any has run: the load, the

@@ -65,7 +65,7 @@ func storageLabel(s string) string {
 // writeSummaryTable prints f's medians as aligned text.
 func writeSummaryTable(w io.Writer, f *File) {
 	fmt.Fprintf(w, "%s: %s\n", f.Kind, f.Label)
-	header := []string{"target", "workers", "rate", "runs", "records/s", "MB/s", "p50", "p99", "p99.9", "CPU s/M rec", "peak RSS", "disk/acked"}
+	header := []string{"target", "workers", "rate", "runs", "records/s", "MB/s", "p50", "p99", "p99.9", "req p99", "CPU s/M rec", "peak RSS", "disk/acked"}
 	if f.Baseline != "" {
 		header = append(header, "rec/s ratio", "CPU/rec ratio")
 	}
@@ -84,10 +84,10 @@ func writeSummaryTable(w io.Writer, f *File) {
 		}
 		row := []string{s.Target, workers, rate, runs}
 		if s.Runs == s.Failed {
-			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–")
+			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		} else {
 			row = append(row, thousands(s.RecordsPerSec), fixed(s.MBPerSec, 1), micros(s.P50Us), micros(s.P99Us),
-				micros(s.P999Us), fixed(s.CPUSecondsPerMillion, 2), mib(s.PeakRSSBytes), fixed(s.WriteAmplification, 2))
+				micros(s.P999Us), microsOrNone(s.RequestP99Us), fixed(s.CPUSecondsPerMillion, 2), mib(s.PeakRSSBytes), fixed(s.WriteAmplification, 2))
 		}
 		if f.Baseline != "" {
 			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio))

@@ -28,6 +28,10 @@ type producer struct {
 	failed    atomic.Uint64
 	ackedSeqs *Bitmap
 	latency   Histogram
+	// roundTrip is the time from writing each produce request to reading its response, as
+	// kgo's HookBrokerE2E reports it: the broker's share of the ack latency (with the network
+	// and the client's reading), without the linger and the client's queueing.
+	roundTrip Histogram
 
 	errMu sync.Mutex
 	errs  map[string]uint64
@@ -127,6 +131,17 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 		timer.Stop()
 	}
 	p.sent = seq
+}
+
+// roundTripHook records produce request round trips into the producer's histogram.
+type roundTripHook struct{ p *producer }
+
+// OnBrokerE2E implements kgo.HookBrokerE2E.
+func (h roundTripHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != 0 || e2e.Err() != nil { // 0: Produce
+		return
+	}
+	h.p.roundTrip.Record(uint64(e2e.DurationE2E() / time.Microsecond))
 }
 
 // onResult is the promise of every record. kgo calls it serially per client, after which the

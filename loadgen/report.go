@@ -63,6 +63,10 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	if r.Settings.Rate == 0 {
 		ew.printf("            flat out: latency includes time queued in the client buffer; use a rate to measure it\n")
 	}
+	if rt := r.RequestRoundTrip; rt.Count > 0 {
+		ew.printf("request     round trip p50 %s, p99 %s, p99.9 %s, max %s (%s produce requests, write to response)\n",
+			formatMicros(rt.P50Us), formatMicros(rt.P99Us), formatMicros(rt.P999Us), formatMicros(rt.MaxUs), thousands(rt.Count))
+	}
 	ew.printf("errors      %s\n", thousands(r.Failed))
 	for _, e := range sortedErrors(r.Errors) {
 		ew.printf("  %12s  %s\n", thousands(e.n), e.text)

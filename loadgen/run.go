@@ -49,6 +49,10 @@ type Result struct {
 
 	Latency          LatencySummary    `json:"latency"`
 	LatencyHistogram []HistogramBucket `json:"latency_histogram,omitempty"`
+	// RequestRoundTrip is per produce request, from writing it to reading its response
+	// (kgo's BrokerE2E.DurationE2E): the broker's share of Latency, network and the client's
+	// reading included, linger and client-side queueing not.
+	RequestRoundTrip LatencySummary `json:"request_round_trip"`
 
 	// Errors counts failed records by error text.
 	Errors    map[string]uint64 `json:"errors"`
@@ -73,6 +77,18 @@ type LatencySummary struct {
 	P99Us  uint64  `json:"p99_us"`
 	P999Us uint64  `json:"p999_us"`
 	MaxUs  uint64  `json:"max_us"`
+}
+
+func summarize(h *HistogramSnapshot) LatencySummary {
+	return LatencySummary{
+		Count:  h.Total,
+		MeanUs: h.Mean(),
+		P50Us:  h.Quantile(0.50),
+		P90Us:  h.Quantile(0.90),
+		P99Us:  h.Quantile(0.99),
+		P999Us: h.Quantile(0.999),
+		MaxUs:  h.Max,
+	}
 }
 
 // ProducerResult is one producer's share.
@@ -151,12 +167,15 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 				quota++
 			}
 		}
-		cl, err := kgo.NewClient(cfg.producerOpts(i)...)
+		// The hook is bound before the client exists: kgo takes hooks as options.
+		p := newProducer(uint32(i), nil, cfg.Topic, vals, quota)
+		cl, err := kgo.NewClient(append(cfg.producerOpts(i), kgo.WithHooks(roundTripHook{p}))...)
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
-		producers[i] = newProducer(uint32(i), cl, cfg.Topic, vals, quota)
+		p.client = cl
+		producers[i] = p
 	}
 
 	warmCtx, cancel := context.WithTimeout(ctx, warmupTimeout)
@@ -261,7 +280,7 @@ func runProducers(ctx context.Context, cfg Config, producers []*producer, res *R
 
 // collect sums the producers' counts into res. It runs after every producer finished.
 func collect(cfg Config, producers []*producer, res *Result) {
-	var hist, one HistogramSnapshot
+	var hist, rtt, one HistogramSnapshot
 	for i, p := range producers {
 		pr := ProducerResult{Producer: i, Sent: p.sent, Acked: p.acked.Load(), Failed: p.failed.Load(),
 			Unresolved: p.unresolved}
@@ -274,22 +293,17 @@ func collect(cfg Config, producers []*producer, res *Result) {
 		p.errorCounts(res.Errors)
 		p.latency.Snapshot(&one)
 		hist.Merge(&one)
+		p.roundTrip.Snapshot(&one)
+		rtt.Merge(&one)
 	}
 	res.Bytes = res.Acked * uint64(cfg.RecordSize)
 	if secs := res.Elapsed.Seconds(); secs > 0 {
 		res.RecordsPerSec = float64(res.Acked) / secs
 		res.MBPerSec = float64(res.Bytes) / 1e6 / secs
 	}
-	res.Latency = LatencySummary{
-		Count:  hist.Total,
-		MeanUs: hist.Mean(),
-		P50Us:  hist.Quantile(0.50),
-		P90Us:  hist.Quantile(0.90),
-		P99Us:  hist.Quantile(0.99),
-		P999Us: hist.Quantile(0.999),
-		MaxUs:  hist.Max,
-	}
+	res.Latency = summarize(&hist)
 	res.LatencyHistogram = hist.Buckets()
+	res.RequestRoundTrip = summarize(&rtt)
 }
 
 // verify reads back everything written since startOffsets and checks it against the acks.
