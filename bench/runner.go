@@ -29,6 +29,8 @@ type Load struct {
 	// ValueFormat and SchemaID are loadgen's (empty and 0: its defaults, raw values).
 	ValueFormat string
 	SchemaID    int32
+	// MaxInFlight is loadgen's --max-inflight (plain producers; 0: kgo's default, 1).
+	MaxInFlight int
 }
 
 // Linger and compression of every bench run: librdkafka's and the Java client's linger, and
@@ -57,6 +59,7 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 		Rate:               rate,
 		ValueFormat:        l.ValueFormat,
 		SchemaID:           l.SchemaID,
+		MaxInFlight:        l.MaxInFlight,
 	}
 }
 
@@ -69,6 +72,9 @@ func (l Load) label() string {
 	label := fmt.Sprintf("%s, %d producers, %d-byte records", mode, l.Producers, l.RecordSize)
 	if l.ValueFormat != "" && l.ValueFormat != loadgen.FormatRaw {
 		label += " (" + l.ValueFormat + ")"
+	}
+	if !l.Idempotent && l.MaxInFlight > 0 {
+		label += fmt.Sprintf(", %d in flight", l.MaxInFlight)
 	}
 	return label
 }

@@ -110,6 +110,12 @@ type Config struct {
 	// silently slowing the sender (coordinated omission).
 	Rate float64 `json:"rate"`
 
+	// MaxInFlight is produce requests in flight per broker for plain producers; 0 is kgo's
+	// default, 1 (retries cannot reorder records). Idempotent producers always have 5 (kgo
+	// and Kafka fix it), so setting 5 here runs plain producers like for like with them;
+	// any other value with Idempotent is an error.
+	MaxInFlight int `json:"max_in_flight"`
+
 	FlushTimeout time.Duration `json:"flush_timeout_ns"`
 	Verify       bool          `json:"verify"`
 
@@ -177,6 +183,11 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("rate must be a non-negative number, got %v", c.Rate)
 	case c.FlushTimeout < 0:
 		return c, fmt.Errorf("flush timeout must not be negative, got %v", c.FlushTimeout)
+	case c.MaxInFlight < 0:
+		return c, fmt.Errorf("max in flight must not be negative, got %d", c.MaxInFlight)
+	case c.Idempotent && c.MaxInFlight != 0 && c.MaxInFlight != idempotentMaxInFlight:
+		return c, fmt.Errorf("idempotent producers have %d requests in flight per broker (kgo fixes it), got %d",
+			idempotentMaxInFlight, c.MaxInFlight)
 	}
 	if _, err := compressionCodec(c.Compression); err != nil {
 		return c, err
@@ -267,9 +278,17 @@ func (c Config) producerOpts(index int) []kgo.Opt {
 		kgo.AlwaysRetryEOF(),
 	}
 	if !c.Idempotent {
-		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(plainMaxInFlight))
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(c.plainMaxInFlight()))
 	}
 	return opts
+}
+
+// plainMaxInFlight is MaxInFlight for plain producers, kgo's default when unset.
+func (c Config) plainMaxInFlight() int {
+	if c.MaxInFlight > 0 {
+		return c.MaxInFlight
+	}
+	return plainMaxInFlight
 }
 
 // Settings is the resolved configuration of a run, every throughput-relevant kgo setting
@@ -321,7 +340,7 @@ func (c Config) settings() Settings {
 		Producers:          c.Producers,
 		Idempotent:         c.Idempotent,
 		Acks:               "all",
-		MaxInFlight:        plainMaxInFlight,
+		MaxInFlight:        c.plainMaxInFlight(),
 		RecordSize:         c.RecordSize,
 		ValueFormat:        c.ValueFormat,
 		SchemaID:           c.SchemaID,

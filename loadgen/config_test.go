@@ -28,6 +28,12 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 	if s, _ := (Config{Idempotent: true}).Settings(); s.MaxInFlight != 5 {
 		t.Fatalf("idempotent max in flight %d, want 5", s.MaxInFlight)
 	}
+	if s, err := (Config{MaxInFlight: 5}).Settings(); err != nil || s.MaxInFlight != 5 {
+		t.Fatalf("plain with --max-inflight 5: %d in flight, %v", s.MaxInFlight, err)
+	}
+	if s, err := (Config{Idempotent: true, MaxInFlight: 5}).Settings(); err != nil || s.MaxInFlight != 5 {
+		t.Fatalf("idempotent with --max-inflight 5: %d in flight, %v", s.MaxInFlight, err)
+	}
 	if s, _ := (Config{Linger: NoLinger}).Settings(); s.Linger != 0 {
 		t.Fatalf("NoLinger resolves to %v", s.Linger)
 	}
@@ -35,21 +41,23 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 
 func TestConfigRejectsBadValues(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"record smaller than header": {RecordSize: ValueHeaderSize - 1},
-		"record larger than batch":   {RecordSize: 1000, BatchMaxBytes: 1000},
-		"batch below kgo minimum":    {BatchMaxBytes: 511},
-		"unknown compression":        {Compression: "brotli"},
-		"unknown partitioner":        {Partitioner: "hash"},
-		"negative partitions":        {Partitions: -1},
-		"negative producers":         {Producers: -3},
-		"negative rate":              {Rate: -1},
-		"negative records":           {Records: -1},
-		"negative duration":          {Duration: -time.Second},
-		"negative linger":            {Linger: -2},
-		"negative max buffered":      {MaxBufferedRecords: -1},
-		"unknown value format":       {ValueFormat: "protobuf"},
-		"avro record below minimum":  {ValueFormat: FormatAvro, RecordSize: AvroMinRecordSize - 1},
-		"negative schema id":         {ValueFormat: FormatAvro, SchemaID: -1},
+		"record smaller than header":  {RecordSize: ValueHeaderSize - 1},
+		"record larger than batch":    {RecordSize: 1000, BatchMaxBytes: 1000},
+		"batch below kgo minimum":     {BatchMaxBytes: 511},
+		"unknown compression":         {Compression: "brotli"},
+		"unknown partitioner":         {Partitioner: "hash"},
+		"negative partitions":         {Partitions: -1},
+		"negative producers":          {Producers: -3},
+		"negative rate":               {Rate: -1},
+		"negative records":            {Records: -1},
+		"negative duration":           {Duration: -time.Second},
+		"negative linger":             {Linger: -2},
+		"negative max buffered":       {MaxBufferedRecords: -1},
+		"unknown value format":        {ValueFormat: "protobuf"},
+		"avro record below minimum":   {ValueFormat: FormatAvro, RecordSize: AvroMinRecordSize - 1},
+		"negative schema id":          {ValueFormat: FormatAvro, SchemaID: -1},
+		"negative max in flight":      {MaxInFlight: -1},
+		"idempotent with 1 in flight": {Idempotent: true, MaxInFlight: 1},
 	} {
 		if _, err := cfg.Settings(); err == nil {
 			t.Errorf("%s: accepted", name)

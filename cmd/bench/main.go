@@ -75,6 +75,7 @@ func newCommon(name string, duration time.Duration) *common {
 	fs.IntVar(&c.load.RecordSize, "record-size", 100, "record value bytes")
 	fs.BoolVar(&c.load.Idempotent, "idempotent", true, "idempotent producers")
 	fs.BoolVar(&c.plain, "plain", false, "plain producers (no idempotence); same as --idempotent=false")
+	fs.IntVar(&c.load.MaxInFlight, "max-inflight", 0, "loadgen --max-inflight: produce requests in flight per broker of plain producers (0: kgo's default, 1; idempotent ones always have 5)")
 	fs.DurationVar(&c.load.Duration, "duration", duration, "sending time of each run")
 	fs.IntVar(&c.load.MaxBufferedRecords, "max-buffered-records", 0, "records each producer buffers (0: loadgen's default)")
 	fs.StringVar(&c.load.Topic, "topic", "bench", "topic")

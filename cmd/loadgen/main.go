@@ -52,6 +52,8 @@ func run() int {
 	flag.Float64Var(&cfg.Rate, "rate", 0, "records per second over all producers, open loop (0: flat out)")
 	flag.DurationVar(&cfg.FlushTimeout, "flush-timeout", loadgen.DefaultFlushTimeout,
 		"how long to wait for outstanding acks after sending stops")
+	flag.IntVar(&cfg.MaxInFlight, "max-inflight", 0,
+		"produce requests in flight per broker, plain producers (0: kgo's default, 1; idempotent producers always have 5)")
 	flag.BoolVar(&cfg.Verify, "verify", false, "read every record back and check delivery")
 	flag.StringVar(&jsonPath, "json", "", "write the whole result as JSON to this file")
 	flag.BoolVar(&quiet, "quiet", false, "no per-second lines")
