@@ -206,15 +206,26 @@ func groups(files []*File) [][]*File {
 	var out [][]*File
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
-		g, ok := idx[f.Label]
+		// The same load against different sets of brokers is a different comparison: an
+		// inlet-only run must not hide the newest run against the peers.
+		key := f.Label + "\x00" + strings.Join(targetNames(f), ",")
+		g, ok := idx[key]
 		if !ok {
 			g = len(out)
-			idx[f.Label] = g
+			idx[key] = g
 			out = append(out, nil)
 		}
 		out[g] = append(out[g], f)
 	}
 	return out
+}
+
+func targetNames(f *File) []string {
+	names := make([]string, len(f.Targets))
+	for i, t := range f.Targets {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // provenance writes the command, date, commit, machine and raw files of f.
@@ -425,10 +436,22 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 }
 
 func renderCompare(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	for gi, g := range groups(files) {
+	gs := groups(files)
+	// The charts show the newest comparison of several brokers (or, with none, the newest).
+	charted := 0
+	for gi, g := range gs {
+		if len(g[0].Targets) > 1 {
+			charted = gi
+			break
+		}
+	}
+	// It comes first; the rest stay newest first.
+	gs = append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
+	charted = 0
+	for gi, g := range gs {
 		f := g[0]
 		sum := summarize(f.Runs, f.Baseline)
-		fmt.Fprintf(b, "### %s\n\n", f.Label)
+		fmt.Fprintf(b, "### %s: %s\n\n", f.Label, strings.Join(targetNames(f), ", "))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Baseline: `%s`. Targets ran alternately (A B C A B C …) so that drift of the machine spreads over all of them.\n\n", f.Baseline)
 		table(b, []column{colTarget, colRuns, colRecords, colRecRatio, colMB, colP50, colP99, colCPU, colCPURatio, colRSS, colDisk}, sum)
@@ -441,7 +464,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 			b.WriteString("\n")
 		}
 		earlier(b, g[1:], link)
-		if gi > 0 {
+		if gi != charted {
 			continue
 		}
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fixtureFiles reads testdata/results as if it were the results directory of a root at
@@ -220,5 +221,41 @@ func TestReportRewritesBenchmarksFile(t *testing.T) {
 			t.Fatalf("chart %s: %v", c, err)
 		}
 		checkSVG(t, b)
+	}
+}
+
+// TestReportComparePeersNotHiddenByNewerSingleTargetRun: an inlet-only compare of the same load
+// is a different comparison; the newest run against peers stays in the report, first, and its
+// numbers are the ones charted.
+func TestReportComparePeersNotHiddenByNewerSingleTargetRun(t *testing.T) {
+	files := fixtureFiles(t)
+	var peers *File
+	for _, f := range files {
+		if f.Kind == KindCompare && len(f.Targets) > 1 {
+			peers = f
+		}
+	}
+	if peers == nil {
+		t.Fatal("fixture has no compare run with several targets")
+	}
+	alone := *peers
+	alone.Name = "results/compare-later.json"
+	alone.Started = peers.Started.Add(time.Hour)
+	alone.Targets = peers.Targets[:1]
+	alone.Runs = nil
+	for _, r := range peers.Runs {
+		if r.Target == peers.Targets[0].Name {
+			r.RecordsPerSec = 999_999
+			alone.Runs = append(alone.Runs, r)
+		}
+	}
+	sections, charts := renderReport(append(files, &alone), "results", func(s string) string { return s })
+	body := sectionBody(t, sections, KindCompare)
+	mustContain(t, "compare section", body, "| kfake | 2 | 102,500 | 0.49× |", "| inlet | 2 | 999,999 | 1.00× |")
+	if strings.Index(body, "| kfake |") > strings.Index(body, "999,999") {
+		t.Error("the comparison against peers is not first")
+	}
+	if svg := string(charts[chartCompare]); !strings.Contains(svg, "kfake") {
+		t.Errorf("the chart is not of the comparison against peers:\n%s", svg)
 	}
 }
