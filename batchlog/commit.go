@@ -32,6 +32,7 @@ func (l *Log) commitLoop() {
 				select {
 				case first = <-l.queue:
 				default:
+					l.finalCheckpoint()
 					return
 				}
 			}
@@ -53,8 +54,18 @@ func (l *Log) commitLoop() {
 				break drain
 			}
 		}
-		l.commitGroup(reqs, bytes)
+		l.commitGroup(reqs, bytes, false)
 	}
+}
+
+// finalCheckpoint writes the metadata changed since the last checkpoint in a group of its own,
+// so that a restart after Close replays nothing.
+func (l *Log) finalCheckpoint() {
+	s := &l.scratch
+	if l.opts.noFinalCheckpoint || len(s.partitions) == 0 && len(s.producers) == 0 {
+		return
+	}
+	l.commitGroup(nil, 0, true)
 }
 
 func requestBytes(r *Request) int {
@@ -78,7 +89,9 @@ type groupScratch struct {
 	key, kv    []byte    // the store copies keys and values on set, so one buffer serves all
 }
 
-func (l *Log) commitGroup(reqs []*Request, bytes int) {
+// commitGroup commits reqs as one group; withMetadata makes it carry the metadata whatever
+// the time since the last checkpoint.
+func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	pg := l.getPending()
 	pg.requests = append(pg.requests[:0], reqs...)
 	pg.advances = pg.advances[:0]
@@ -107,7 +120,7 @@ func (l *Log) commitGroup(reqs []*Request, bytes int) {
 			l.commitAppend(g, pg, &r.Appends[i])
 		}
 	}
-	if every := l.store.metadataInterval(); every == 0 || time.Since(s.lastMeta) >= every {
+	if every := l.store.metadataInterval(); withMetadata || every == 0 || time.Since(s.lastMeta) >= every {
 		l.addMetadata(g)
 	}
 	if err := g.apply(); err != nil {

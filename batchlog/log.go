@@ -82,6 +82,9 @@ type Options struct {
 	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
 	// the segments after it). 0 means the default, 100 ms; negative, with every group.
 	CheckpointInterval time.Duration
+	// noFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
+	// replay, as a crash does (tests of the replay).
+	noFinalCheckpoint bool
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int

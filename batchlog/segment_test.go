@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -14,7 +15,12 @@ const segmentsBuffered = "segments-buffered"
 
 func openLayout(t *testing.T, dir, layout string) *Log {
 	t.Helper()
-	opts := Options{Dir: dir, Layout: layout, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 4 << 10}
+	return openLayoutOpts(t, dir, layout, Options{})
+}
+
+func openLayoutOpts(t *testing.T, dir, layout string, opts Options) *Log {
+	t.Helper()
+	opts.Dir, opts.Layout, opts.MaxGroupBytes, opts.MemTableSize, opts.SegmentBytes = dir, layout, 1<<20, 8<<20, 4<<10
 	if layout == segmentsBuffered {
 		opts.Layout, opts.BufferedSegments = LayoutSegments, true
 	}
@@ -26,12 +32,15 @@ func openLayout(t *testing.T, dir, layout string) *Log {
 }
 
 // TestBothLayoutsRecoverAfterRestart runs the restart scenario on each layout, with segments
-// small enough that the data spans several segment files.
+// small enough that the data spans several segment files. The segment layouts stop without
+// their final checkpoint, as after a crash: only the first group carried high watermarks and
+// producer windows (the checkpoint interval is far longer than the test), so the restart
+// rebuilds them by replaying the segments after it.
 func TestBothLayoutsRecoverAfterRestart(t *testing.T) {
 	for _, layout := range []string{LayoutSegments, segmentsBuffered, LayoutPebble} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			l := openLayout(t, dir, layout)
+			l := openLayoutOpts(t, dir, layout, Options{noFinalCheckpoint: true, CheckpointInterval: time.Hour})
 			topic, _ := l.CreateTopic("t", 2, nil)
 			var appends []Append
 			for i := 0; i < 40; i++ {
@@ -248,5 +257,42 @@ func TestGroupsOfOnlyDuplicatesBetweenDirectGroups(t *testing.T) {
 		if b := got[i*62 : (i+1)*62]; binary.BigEndian.Uint64(b) != uint64(i) || b[61] != byte(i) {
 			t.Fatalf("batch %d: base %d tag %d", i, binary.BigEndian.Uint64(b), b[61])
 		}
+	}
+}
+
+// TestCloseWritesFinalCheckpoint: a clean Close leaves Pebble's metadata whole, so the restart
+// replays nothing: the high watermarks are in Pebble although no group within the checkpoint
+// interval carried them.
+func TestCloseWritesFinalCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := openLayoutOpts(t, dir, LayoutSegments, Options{CheckpointInterval: time.Hour})
+	topic, _ := l.CreateTopic("t", 2, nil)
+	for i := range int32(6) {
+		submitWait(t, l, idempotent(topic.Partitions[i%2], 4, 0, i/2*2, 2, byte(i)))
+	}
+	l.Close()
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, p := range topic.Partitions {
+		var k [highKeyLen]byte
+		putHighKey(k[:], p.ID)
+		v, c, err := db.Get(k[:])
+		if err != nil {
+			t.Fatalf("partition %d: no high watermark in Pebble after Close: %v", p.Index, err)
+		}
+		if hw := binary.BigEndian.Uint64(v); hw != 6 {
+			t.Errorf("partition %d: high watermark %d in Pebble, want 6", p.Index, hw)
+		}
+		c.Close()
+	}
+	var k [producerKeyLen]byte
+	putProducerKey(k[:], 4, topic.Partitions[1].ID)
+	if _, c, err := db.Get(k[:]); err != nil {
+		t.Errorf("no producer window in Pebble after Close: %v", err)
+	} else {
+		c.Close()
 	}
 }
