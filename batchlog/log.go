@@ -170,7 +170,6 @@ type Request struct {
 	// Done is called once, from the completer goroutine, after the request's appends are
 	// durable (or refused). It must not block for long: it runs on the commit path.
 	Done func(*Request)
-	// recordBytes is summed by the committer for group sizing.
 }
 
 type producerKey struct {
