@@ -431,24 +431,9 @@ func (g *segmentGroup) apply() error {
 		g.index[i].pos = pos + segEntryHeader
 		pos += segEntryHeader + int64(g.index[i].length)
 	}
-	off := g.start
-	for iov := g.iov; len(iov) > 0; {
-		chunk := iov[:min(len(iov), iovMax)]
-		n, err := unix.Pwritev(int(g.seg.f.Fd()), chunk, off)
-		if err != nil {
-			return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
-		}
-		off += int64(n)
-		// Drop fully written iovecs; a short write continues inside the next one.
-		for n > 0 && len(iov) > 0 {
-			if n >= len(iov[0]) {
-				n -= len(iov[0])
-				iov = iov[1:]
-				continue
-			}
-			iov[0] = iov[0][n:]
-			n = 0
-		}
+	off, err := pwritevAll(int(g.seg.f.Fd()), g.iov, g.start)
+	if err != nil {
+		return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
 	}
 	g.end = off
 	g.seg.size = off
@@ -534,6 +519,29 @@ func (s *segmentStore) flushStaged() error {
 	return nil
 }
 
+// pwritevAll writes iov at off with as many pwritev calls as it takes (IOV_MAX iovecs each,
+// short writes continued) and returns where the write ended. It consumes iov's slices.
+func pwritevAll(fd int, iov [][]byte, off int64) (int64, error) {
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(fd, iov[:min(len(iov), iovMax)], off)
+		if err != nil {
+			return off, err
+		}
+		off += int64(n)
+		// Drop fully written iovecs; a short write continues inside the next one.
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+				continue
+			}
+			iov[0] = iov[0][n:]
+			n = 0
+		}
+	}
+	return off, nil
+}
+
 // alignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
 func alignedBuffer(n int) []byte {
 	b := make([]byte, n+blockSize)
@@ -562,25 +570,10 @@ func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
 		end += int64(len(g.stage))
 	}
 	s.iov = iov
-	off := groups[0].start
-	for len(iov) > 0 {
-		chunk := iov[:min(len(iov), iovMax)]
-		n, err := unix.Pwritev(int(d.Fd()), chunk, off)
-		if err != nil {
-			return fmt.Errorf("batchlog: write segment %d: %w", seg.id, err)
-		}
-		off += int64(n)
-		// Drop fully written stages; a short write continues inside the next one (it ends
-		// on a block boundary: O_DIRECT transfers whole blocks).
-		for n > 0 && len(iov) > 0 {
-			if n >= len(iov[0]) {
-				n -= len(iov[0])
-				iov = iov[1:]
-				continue
-			}
-			iov[0] = iov[0][n:]
-			n = 0
-		}
+	// A short direct write ends on a block boundary (O_DIRECT transfers whole blocks), so it
+	// continues at an aligned address inside the next stage.
+	if _, err := pwritevAll(int(d.Fd()), iov, groups[0].start); err != nil {
+		return fmt.Errorf("batchlog: write segment %d: %w", seg.id, err)
 	}
 	clear(s.iov)
 	seg.directEnd.Store(end)
