@@ -848,21 +848,34 @@ func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done <-chan struct{}) *km
 	}
 }
 
+// currentMember is the member a SyncGroup, Heartbeat or OffsetCommit names, checked in Kafka's
+// order (GroupCoordinator.validateCurrentMember, then each handler's generation check): a static
+// instance id owned by another member is fenced, then an unknown member id is unknown, then a
+// stale generation is illegal. It
+// returns nil and the error code when a check fails.
+func (g *group) currentMember(memberID string, instanceID *string, generation int32) (*member, int16) {
+	if instanceID != nil {
+		if owner, ok := g.static[*instanceID]; ok && owner != memberID {
+			return nil, errFencedInstanceID
+		}
+	}
+	m := g.members[memberID]
+	if m == nil {
+		return nil, errUnknownMemberID
+	}
+	if generation != g.generation {
+		return nil, errIllegalGeneration
+	}
+	return m, errNone
+}
+
 func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, int16) {
 	if g.state == Dead {
 		return nil, errCoordinatorNotAvailable
 	}
-	if req.InstanceID != nil {
-		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
-			return nil, errFencedInstanceID
-		}
-	}
-	m := g.members[req.MemberID]
+	m, code := g.currentMember(req.MemberID, req.InstanceID, req.Generation)
 	if m == nil {
-		return nil, errUnknownMemberID
-	}
-	if req.Generation != g.generation {
-		return nil, errIllegalGeneration
+		return nil, code
 	}
 	if (req.ProtocolType != nil && *req.ProtocolType != g.protocolType) || (req.Protocol != nil && *req.Protocol != g.protocol) {
 		return nil, errInconsistentGroupProtocol
@@ -925,17 +938,9 @@ func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	if g.state == Dead {
 		return errCoordinatorNotAvailable
 	}
-	if req.InstanceID != nil {
-		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
-			return errFencedInstanceID
-		}
-	}
-	m := g.members[req.MemberID]
+	m, code := g.currentMember(req.MemberID, req.InstanceID, req.Generation)
 	if m == nil {
-		return errUnknownMemberID
-	}
-	if req.Generation != g.generation {
-		return errIllegalGeneration
+		return code
 	}
 	m.deadline = time.Now().Add(m.session)
 	switch g.state {

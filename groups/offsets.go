@@ -108,17 +108,9 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) i
 		// A group managed by the coordinator does not take commits from outside it.
 		return errUnknownMemberID
 	}
-	if req.InstanceID != nil {
-		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
-			return errFencedInstanceID
-		}
-	}
-	m := g.members[req.MemberID]
+	m, code := g.currentMember(req.MemberID, req.InstanceID, generation)
 	if m == nil {
-		return errUnknownMemberID
-	}
-	if generation != g.generation {
-		return errIllegalGeneration
+		return code
 	}
 	switch g.state {
 	case CompletingRebalance:
