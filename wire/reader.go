@@ -102,28 +102,41 @@ func (r *reader) span(n int) []byte {
 	return s
 }
 
+// nullableLen reads the length of a nullable string or byte array: length+1 as an unsigned
+// varint when flex (0 is null), else a signed int16 (strings) or int32 (bytes) where -1 is
+// null. null is also set when the read failed.
+func (r *reader) nullableLen(flex, int16Len bool) (n int, null bool) {
+	if flex {
+		u := r.uvarint()
+		if u == 0 {
+			return 0, true // null, or a failed read
+		}
+		return int(u - 1), false
+	}
+	var l int32
+	if int16Len {
+		l = int32(r.int16())
+	} else {
+		l = r.int32()
+	}
+	switch {
+	case r.err != nil, l == -1:
+		return 0, true
+	case l < -1:
+		r.fail(errNegativeLength)
+		return 0, true
+	}
+	return int(l), false
+}
+
 // nullableString reads a NULLABLE_STRING, or a COMPACT_NULLABLE_STRING when
 // flex. It returns nil for null and a non-nil (possibly empty) slice
 // otherwise. Like Java's generated readers it rejects lengths over
 // Short.MAX_VALUE even in the compact encoding.
 func (r *reader) nullableString(flex bool) []byte {
-	var n int
-	if flex {
-		u := r.uvarint()
-		if u == 0 {
-			return nil // null, or a failed read
-		}
-		n = int(u - 1)
-	} else {
-		l := r.int16()
-		switch {
-		case r.err != nil, l == -1:
-			return nil
-		case l < -1:
-			r.fail(errNegativeLength)
-			return nil
-		}
-		n = int(l)
+	n, null := r.nullableLen(flex, true)
+	if null {
+		return nil
 	}
 	if n > math.MaxInt16 {
 		r.fail(errStringTooLong)
@@ -144,23 +157,9 @@ func (r *reader) string(flex bool) []byte {
 // nullableBytes reads NULLABLE_BYTES, or COMPACT_NULLABLE_BYTES when flex;
 // nil for null.
 func (r *reader) nullableBytes(flex bool) []byte {
-	var n int
-	if flex {
-		u := r.uvarint()
-		if u == 0 {
-			return nil
-		}
-		n = int(u - 1)
-	} else {
-		l := r.int32()
-		switch {
-		case r.err != nil, l == -1:
-			return nil
-		case l < -1:
-			r.fail(errNegativeLength)
-			return nil
-		}
-		n = int(l)
+	n, null := r.nullableLen(flex, false)
+	if null {
+		return nil
 	}
 	return r.span(n)
 }
