@@ -97,10 +97,11 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 			// latency of the late records because it is measured from intended.
 			if wait := intended - time.Since(p.start); wait > 0 {
 				// A sleep per record (every 23 µs per producer at 700k records/s) cost the
-				// load generator about 1 µs of CPU per record in timer wake-ups, which took
-				// the broker's CPU on a small machine. Sleeping at least pacingQuantum sends
-				// the records that fell due meanwhile together; each is late by at most the
-				// quantum, and that lateness is counted in its latency.
+				// load generator about 0.35 µs more CPU per record in timer wake-ups
+				// (scripts/loadgen-cpu-ab.sh), CPU the broker shares on a small machine.
+				// Sleeping at least pacingQuantum sends the records that fell due meanwhile
+				// together; each is late by at most the quantum, and that lateness is
+				// counted in its latency.
 				wait = max(wait, pacingQuantum)
 				if timer == nil {
 					timer = time.NewTimer(wait)
