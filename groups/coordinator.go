@@ -30,6 +30,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -541,12 +543,7 @@ func (g *group) joinResponse(version int16, m *member) *kmsg.JoinGroupResponse {
 	r.LeaderID = g.leader
 	r.MemberID = m.id
 	if m.id == g.leader {
-		ids := make([]string, 0, len(g.members))
-		for id := range g.members {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(g.members)) {
 			o := g.members[id]
 			jm := kmsg.NewJoinGroupResponseMember()
 			jm.MemberID = o.id
@@ -755,11 +752,7 @@ func (g *group) removeMember(id string) {
 	}
 	if g.leader == id {
 		g.leader = ""
-		ids := make([]string, 0, len(g.members))
-		for o := range g.members {
-			ids = append(ids, o)
-		}
-		sort.Strings(ids)
+		ids := slices.Sorted(maps.Keys(g.members))
 		if len(ids) > 0 {
 			g.leader = ids[0]
 		}

@@ -1,6 +1,8 @@
 package groups
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -232,12 +234,7 @@ func (c *Coordinator) Describe(name string) kmsg.DescribeGroupsResponseGroup {
 	if g.state == Stable {
 		dg.Protocol = g.protocol
 	}
-	ids := make([]string, 0, len(g.members))
-	for id := range g.members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(g.members)) {
 		m := g.members[id]
 		dm := kmsg.NewDescribeGroupsResponseGroupMember()
 		dm.MemberID, dm.InstanceID, dm.ClientID, dm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
