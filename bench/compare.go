@@ -130,9 +130,7 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 			o.Env.pause(ctx)
 		}
 	}
-	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarize(f.Runs, f.Baseline)
-	if err := o.Env.finish(f); err != nil {
+	if err := o.Env.finishRuns(ctx, f, f.Baseline); err != nil {
 		return f, err
 	}
 	writeSummaryTable(o.Env.Stdout, f)

@@ -102,9 +102,7 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 		f.Runs = append(f.Runs, run)
 		o.Env.pause(ctx)
 		if !run.ok() {
-			f.Interrupted = ctx.Err() != nil
-			f.Summary = summarize(f.Runs, "")
-			if err := o.Env.finish(f); err != nil {
+			if err := o.Env.finishRuns(ctx, f, ""); err != nil {
 				return f, err
 			}
 			return f, fmt.Errorf("the flat-out run failed: %s", run.Error)
@@ -131,9 +129,7 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 			o.Env.pause(ctx)
 		}
 	}
-	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarize(f.Runs, "")
-	if err := o.Env.finish(f); err != nil {
+	if err := o.Env.finishRuns(ctx, f, ""); err != nil {
 		return f, err
 	}
 	writeSummaryTable(o.Env.Stdout, f)

@@ -188,6 +188,14 @@ func (e *Env) newFile(kind, label string) *File {
 
 // finish computes nothing; it writes f to results/ as JSON, appends its CSV rows and says
 // where they went.
+// finishRuns marks f interrupted when ctx ended the measurement, computes its medians (and
+// ratios to baseline, if any), and writes it (finish).
+func (e *Env) finishRuns(ctx context.Context, f *File, baseline string) error {
+	f.Interrupted = ctx.Err() != nil
+	f.Summary = summarize(f.Runs, baseline)
+	return e.finish(f)
+}
+
 func (e *Env) finish(f *File) error {
 	f.Finished = time.Now().UTC()
 	path, err := writeFile(e.Root, e.ResultsDir, f)

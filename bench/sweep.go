@@ -46,9 +46,7 @@ func Sweep(ctx context.Context, o SweepOptions) (*File, error) {
 			o.Env.pause(ctx)
 		}
 	}
-	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarize(f.Runs, "")
-	if err := o.Env.finish(f); err != nil {
+	if err := o.Env.finishRuns(ctx, f, ""); err != nil {
 		return f, err
 	}
 	writeSummaryTable(o.Env.Stdout, f)
