@@ -42,6 +42,8 @@ func startBroker(t testing.TB, mod func(*server.Config)) *broker {
 		DefaultPartitions: 4,
 		Workers:           2,
 		Logger:            testLogger(),
+		// Kafka's 3 s wait for more members of a new group only slows tests down.
+		GroupInitialRebalanceDelay: -1,
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -50,6 +50,8 @@ func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error
 		select {
 		case <-changed:
 		case <-s.drainCh:
+		case <-r.c.done:
+			return resp, nil // the connection is gone: the reply will be dropped
 		case <-timer.C:
 			resp, _, _ = s.fetchOnce(req)
 			return resp, nil

@@ -12,7 +12,8 @@ import (
 // SaslAuthenticate v0-v2 (KIP-152; v1 SessionLifetimeMs for KIP-368 re-authentication; v2
 // flexible). Each request carries one client message of the exchange begun by SaslHandshake
 // v1. A failed exchange is SASL_AUTHENTICATION_FAILED with Kafka's message and the connection
-// is closed after the reply; a SaslAuthenticate without a handshake is ILLEGAL_SASL_STATE.
+// is closed after the reply, both after connection.failed.authentication.delay.ms, which grows
+// with repeated failures from one address (limits.go); a SaslAuthenticate without a handshake is ILLEGAL_SASL_STATE.
 // The failure's reason (unknown user, bad password) is logged, never sent: the client learns
 // only that authentication failed.
 const saslAuthenticateKey = 36
@@ -38,7 +39,7 @@ func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		err = s.completeAuth(r, sec, sec.exchange.Principal())
 	}
 	if err != nil {
-		s.log.Info("sasl authentication failed", "remote", r.c.gc.RemoteAddr().String(), "mechanism", sec.mechanism, "err", err)
+		s.log.Info("sasl authentication failed", "remote", r.c.remote, "mechanism", sec.mechanism, "err", err)
 		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + sec.mechanism
 		if !errors.Is(err, auth.ErrAuthenticationFailed) {
 			msg = "Authentication failed: " + err.Error()
@@ -46,6 +47,7 @@ func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		resp.ErrorCode, resp.ErrorMessage = errSaslAuthenticationFailed, &msg
 		sec.exchange = nil
 		sec.closeAfter = true
+		sec.closeDelay = s.failedAuthDelay(r.c.ip)
 		return resp, nil
 	}
 	resp.SASLAuthBytes = out

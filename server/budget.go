@@ -3,26 +3,40 @@ package server
 import "sync"
 
 // budget bounds the bytes of requests that have been read from sockets but not yet answered
-// (for produce: not yet committed). When it is exhausted the event loop that wants to start a
-// new frame waits inside OnTraffic, so the kernel's socket buffers fill and TCP pushes back on
-// producers.
+// (for produce: not yet committed), counted as the capacity of the buffers that hold them.
+// When it is exhausted the event loop that wants more room waits inside OnTraffic, so the
+// kernel's socket buffers fill and TCP pushes back on producers.
 //
-// A frame takes its budget when its length prefix is read, before its bytes arrive (so the
-// buffer it is copied into is paid for), and stays "partial" until its last byte is copied.
-// Only the loop that owns a partial frame can complete it, so a loop must never wait for
-// budget that partial frames hold: it would wait for itself (or for another loop that waits
-// for it). A loop therefore waits only while complete frames hold budget — those are released
-// by goroutines that never wait on a loop (the batch log's completer for produce, connection
-// workers for everything else) — and is admitted, over the limit if need be, once all that
-// remains held is partial. The overshoot is bounded by the frames in transit, each at most
-// --max-request-bytes. The same rule admits a single frame larger than the whole budget when
-// nothing complete is queued.
+// A frame's buffer grows as its bytes arrive (Server.growFrame), and each growth takes its
+// bytes from the budget before the buffer is allocated: a frame still arriving ("in transit")
+// holds what it has received, not what its length prefix declares.
+//
+// Only the loop that owns a frame in transit can complete it, so a loop must never wait for
+// budget that frames in transit hold: it would wait for itself (or for another loop that
+// waits for it). A loop therefore waits only while complete frames hold budget — those are
+// released by goroutines that never wait on a loop (the batch log's completer for produce,
+// connection workers for everything else). When the budget is exhausted and everything held
+// is in transit, waiting could last forever (a client that declares a large frame and stops
+// sending holds its bytes until its connection goes), so the growth is decided at once:
+//   - the oldest frame in transit is admitted, over the limit if need be, so some frame
+//     always makes progress (and a single frame larger than the whole budget is served);
+//   - a frame whose bytes have all arrived is admitted: it is complete at once, and from then
+//     on released by others (the overshoot is what one loop has buffered, per loop);
+//   - any other frame is refused, and its connection closed (logged with the peer).
+//
+// Memory for request frames is thus bounded by the budget, plus the oldest frame in transit
+// (at most --max-request-bytes), plus what the loops have buffered. A workload whose frames in
+// transit at one moment exceed the budget gets refusals: size the budget above
+// (connections × the largest request).
 type budget struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	limit   int64
 	used    int64 // every held byte
-	partial int64 // bytes held by frames still being read
+	partial int64 // bytes held by frames in transit
+
+	// Frames in transit, oldest first, linked through request.older/newer.
+	oldest, newest *request
 }
 
 func newBudget(limit int64) *budget {
@@ -31,22 +45,53 @@ func newBudget(limit int64) *budget {
 	return b
 }
 
-// acquirePartial takes n bytes for a frame whose bytes are about to be read.
-func (b *budget) acquirePartial(n int64) {
+// begin puts r, a frame whose bytes are about to arrive, in transit.
+func (b *budget) begin(r *request) {
 	b.mu.Lock()
-	for b.used+n > b.limit && b.used > b.partial {
-		b.cond.Wait()
+	r.older, r.newer = b.newest, nil
+	if b.newest != nil {
+		b.newest.newer = r
+	} else {
+		b.oldest = r
 	}
-	b.used += n
-	b.partial += n
+	b.newest = r
 	b.mu.Unlock()
 }
 
-// complete marks n bytes of a frame as fully read: from now on they are released by someone
-// other than a loop.
-func (b *budget) complete(n int64) {
+// grow takes n more bytes for r, a frame in transit (begin); arrived tells that every byte of
+// r is already buffered. It returns false, taking nothing, when r is refused (see budget).
+func (b *budget) grow(r *request, n int64, arrived bool) bool {
 	b.mu.Lock()
-	b.partial -= n
+	for b.used+n > b.limit && b.used > b.partial {
+		b.cond.Wait() // complete frames hold budget: released by others
+	}
+	if b.used+n > b.limit && !arrived && b.oldest != r {
+		b.mu.Unlock()
+		return false
+	}
+	b.used += n
+	b.partial += n
+	r.size += n
+	b.mu.Unlock()
+	return true
+}
+
+// complete takes r out of transit (all its bytes have arrived, or its connection has gone):
+// from now on its bytes are released by someone other than a loop.
+func (b *budget) complete(r *request) {
+	b.mu.Lock()
+	if r.older != nil {
+		r.older.newer = r.newer
+	} else {
+		b.oldest = r.newer
+	}
+	if r.newer != nil {
+		r.newer.older = r.older
+	} else {
+		b.newest = r.older
+	}
+	r.older, r.newer = nil, nil
+	b.partial -= r.size
 	b.mu.Unlock()
 }
 
@@ -61,8 +106,19 @@ func (b *budget) release(n int64) {
 	b.cond.Broadcast()
 }
 
+// inUse is the bytes held now.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
 // acquire takes n bytes for a frame that is already complete (tests and benchmarks).
 func (b *budget) acquire(n int64) {
-	b.acquirePartial(n)
-	b.complete(n)
+	b.mu.Lock()
+	for b.used+n > b.limit && b.used > b.partial {
+		b.cond.Wait()
+	}
+	b.used += n
+	b.mu.Unlock()
 }

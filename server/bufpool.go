@@ -5,12 +5,14 @@ import (
 	"sync"
 )
 
-// Size-classed byte-slice pools (powers of two from 1 KiB to 128 MiB), in the manner of gnet's
+// Size-classed byte-slice pools (powers of two from 1 KiB to 16 MiB), in the manner of gnet's
 // pkg/pool/byteslice: a request frame is copied once into a buffer of the smallest class that
-// holds it, and everything after that works on slices of it.
+// holds it, and everything after that works on slices of it. Larger frames are rare (a
+// produce request is a few batches of at most message.max.bytes each) and get a buffer of
+// their exact size that is not pooled, so a pool never pins one.
 const (
 	minClassShift = 10
-	maxClassShift = 27
+	maxClassShift = 24
 )
 
 var classPools [maxClassShift - minClassShift + 1]sync.Pool
@@ -20,6 +22,15 @@ func classOf(n int) int {
 		return 0
 	}
 	return bits.Len(uint(n-1)) - minClassShift
+}
+
+// bufCap is the capacity of the buffer getBuf(n) returns: what it holds of memory.
+func bufCap(n int) int {
+	c := classOf(n)
+	if c >= len(classPools) {
+		return n
+	}
+	return 1 << (c + minClassShift)
 }
 
 // getBuf returns a buffer with len n. Buffers larger than the largest class are not pooled.

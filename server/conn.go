@@ -2,8 +2,8 @@ package server
 
 import (
 	"encoding/binary"
-	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -20,20 +20,47 @@ import (
 // Kafka clients require replies in request order per connection; gnet keeps none. Each request
 // takes a sequence number when it is framed; a reply is written when every earlier one has
 // been written or skipped (acks=0 produce takes a slot that is never written).
+//
+// Who owns a connection, and when its requests may still run (DESIGN.md, "Connections"):
+//   - A conn is Inlet's own struct, never pooled or reused, so a request's r.c stays a valid
+//     pointer for as long as the request exists, also after the connection has closed.
+//   - The transport under it (gnet's Conn, or a streamConn) is not: gnet releases its Conn at
+//     OnClose, and its methods other than AsyncWrite, AsyncWritev and Close may be called
+//     only on its loop. So nothing but the framing code (on the loop, or the stream reader)
+//     touches the transport except through those three calls, which are safe from any
+//     goroutine and after a close; the peer's address is copied into remote at open.
+//   - When the connection closes (OnClose, or the stream reader's end) markClosed sets gone,
+//     drops the partial frame, and closes done, which ends a parked long poll. Requests that
+//     were read completely may still be queued for the worker, waiting in the batch log, or
+//     parked in a long poll: a Produce among them is still committed (Kafka processes every
+//     request it has read, and an acks=0 producer may close right after writing), any other
+//     is dropped unhandled by the worker, and every reply of a gone connection is dropped
+//     by reply. Each request still releases its buffer and budget exactly once.
 type conn struct {
 	s  *Server
-	gc transport // replies, close and the peer's address
+	gc transport // replies and close; see above for what else may touch it
 	l  *listener // the listener it arrived on; nil in benchmarks
 	// sec is the connection's SASL and authorization state (security.go); nil on a listener
 	// without security, which then pays nothing for it. Only the worker touches it.
-	sec *connSecurity
+	sec    *connSecurity
+	remote string // the peer's address, copied at open (the transport's may be gone later)
+	ip     string // remote without the port: the key of max.connections.per.ip
+
+	// saslPending is set on a SASL listener until authentication succeeds: while it is, frames
+	// are capped at sasl.server.max.receive.size. Set at open, cleared by the worker.
+	saslPending atomic.Bool
+	gone        atomic.Bool   // set by markClosed, before anything else it does
+	done        chan struct{} // closed by markClosed: wakes this connection's long polls
+	// lastActive is the server clock (limits.go) when bytes last arrived or a reply was
+	// queued; pending counts requests framed and not yet answered. The idle reaper closes a
+	// connection with nothing pending and no activity for connections.max.idle.ms.
+	lastActive atomic.Int64
+	pending    atomic.Int64
 
 	// loop-owned (stream connections: owned by their reader goroutine)
-	loop gnet.Conn // nil for stream (TLS and extra) connections; see tls.go
-
+	loop    gnet.Conn // nil for stream (TLS and extra) connections; see tls.go
 	nextSeq uint64
 	partial *request // a frame whose bytes have not all arrived yet
-	filled  int      // bytes of partial's frame copied so far
 
 	qmu     sync.Mutex
 	queue   []*request // queue[qhead:] waits for the worker
@@ -47,14 +74,14 @@ type conn struct {
 	closed   bool
 }
 
-// transport is what the ordered-reply code needs of a connection. gnet.Conn satisfies it; so
+// transport is what the ordered-reply code needs of a connection: the three calls that are
+// safe from any goroutine and after the connection has closed. gnet.Conn satisfies it; so
 // does streamConn (tls.go), which serves TLS listeners on crypto/tls with the same request
 // handling. Callbacks are called with a nil gnet.Conn by streamConn; none here looks at it.
 type transport interface {
 	AsyncWrite(buf []byte, cb gnet.AsyncCallback) error
 	AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error
 	Close() error
-	RemoteAddr() net.Addr
 }
 
 type slot struct {
@@ -103,8 +130,14 @@ type request struct {
 	c    *conn
 	seq  uint64
 	buf  *[]byte // the frame without its length prefix; valid until release
-	size int64   // bytes held against the in-flight budget
+	size int64   // bytes held against the in-flight budget (the capacity of buf)
 	hdr  wire.RequestHeader
+
+	// Assembly, owned by the loop (or stream reader) until the frame is complete: the frame's
+	// declared length and the bytes of it copied into buf so far. buf grows as bytes arrive
+	// (growFrame), so a declared size costs nothing until the bytes are there.
+	want, filled int
+	older, newer *request // neighbours in the budget's list of frames in transit
 
 	produce produceState
 }
@@ -120,33 +153,58 @@ func getRequest() *request {
 	return r
 }
 
-func newConn(s *Server, gc gnet.Conn) *conn {
+// newConn is a gnet connection's state; remote is the peer's address (read on the loop, in
+// OnOpen: gnet's RemoteAddr may not be called from anywhere else).
+func newConn(s *Server, gc gnet.Conn, remote string) *conn {
 	c := &conn{s: s, gc: gc, loop: gc, l: s.gnetL}
+	c.init(remote)
 	c.sec = newConnSecurity(s, c.l, nil)
 	return c
 }
 
-// frames copies every complete request out of gnet's buffer (and the start of an incomplete
-// one into its own buffer, so gnet's buffer never has to hold a large frame) and queues it.
-// It runs on the event loop; it may wait for in-flight budget, which is how backpressure
-// reaches TCP.
+// init sets what every connection starts with, once its transport and listener are set.
+func (c *conn) init(remote string) {
+	c.remote, c.ip = remote, hostOf(remote)
+	c.done = make(chan struct{})
+	c.lastActive.Store(c.s.clock.Load())
+	c.saslPending.Store(c.l != nil && c.l.sasl)
+}
+
+// maxFrame is the largest frame the connection may send now: before SASL authentication
+// Kafka's sasl.server.max.receive.size, after it socket.request.max.bytes.
+func (c *conn) maxFrame() int {
+	if c.saslPending.Load() {
+		return c.s.cfg.SaslServerMaxReceiveSize
+	}
+	return c.s.cfg.MaxRequestBytes
+}
+
+// frames copies every complete request out of gnet's buffer (and what has arrived of an
+// incomplete one into its own buffer, so gnet's buffer never has to hold a large frame) and
+// queues it. It runs on the event loop; it may wait for in-flight budget, which is how
+// backpressure reaches TCP.
 //
 // While draining no new frame is started, but a frame already started is read to its end:
 // it holds an in-flight count that Shutdown waits for (crashtest's
 // TestSigtermFinishesPartialRequest).
 func (c *conn) frames() gnet.Action {
 	s := c.s
+	c.lastActive.Store(s.clock.Load())
 	for {
-		if c.partial != nil {
-			frame := *c.partial.buf
-			n, _ := c.loop.Read(frame[c.filled:])
-			c.filled += n
-			if c.filled < len(frame) {
-				return gnet.None
+		if r := c.partial; r != nil {
+			for r.filled < r.want {
+				avail := c.loop.InboundBuffered()
+				if avail == 0 {
+					return gnet.None
+				}
+				if !s.growFrame(r, avail) {
+					return gnet.Close
+				}
+				n, _ := c.loop.Read((*r.buf)[r.filled:])
+				r.filled += n
 			}
-			r := c.partial
 			c.partial = nil
-			s.budget.complete(r.size)
+			s.budget.complete(r)
 			c.enqueue(r)
 			continue
 		}
@@ -161,11 +219,7 @@ func (c *conn) frames() gnet.Action {
 			return gnet.None
 		}
 		size := int(int32(binary.BigEndian.Uint32(p)))
-		// A request header is at least api key, version and correlation id (8 bytes). The
-		// maximum is checked before anything is allocated (kafka-proxy's MaxRequestSize).
-		if size < 8 || size > s.cfg.MaxRequestBytes {
-			s.badFrames.Add(1)
-			s.log.Warn("closing connection: bad request size", "remote", c.gc.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+		if !s.frameSizeOK(c, size) {
 			return gnet.Close
 		}
 		// Count the frame before checking draining once more (Shutdown sets draining before
@@ -176,13 +230,68 @@ func (c *conn) frames() gnet.Action {
 			return gnet.None
 		}
 		_, _ = c.loop.Discard(4)
-		s.budget.acquirePartial(int64(4 + size))
-		r := getRequest()
-		r.c, r.seq, r.size = c, c.nextSeq, int64(4+size)
-		c.nextSeq++
-		r.buf = getBuf(size)
-		c.partial, c.filled = r, 0
+		c.partial = s.startFrame(c, size)
 	}
+}
+
+// frameSizeOK checks a length prefix before anything is allocated (kafka-proxy's
+// MaxRequestSize): a request header is at least api key, version and correlation id (8
+// bytes), and the frame may not exceed maxFrame. A bad size closes the connection (Kafka's
+// InvalidReceiveException).
+func (s *Server) frameSizeOK(c *conn, size int) bool {
+	if size >= 8 && size <= c.maxFrame() {
+		return true
+	}
+	s.badFrames.Add(1)
+	if c.saslPending.Load() && size > c.maxFrame() {
+		s.refused(c.remote, "request larger than sasl.server.max.receive.size before authentication", "size", size, "max", c.maxFrame())
+	} else {
+		s.refused(c.remote, "bad request size", "size", size, "max", c.maxFrame())
+	}
+	return false
+}
+
+// startFrame begins assembling a frame of size bytes (its length prefix already consumed).
+// Its buffer starts small and grows as bytes arrive (growFrame).
+func (s *Server) startFrame(c *conn, size int) *request {
+	r := getRequest()
+	r.c, r.seq = c, c.nextSeq
+	c.nextSeq++
+	c.pending.Add(1)
+	r.want, r.filled, r.size = size, 0, 0
+	s.budget.begin(r)
+	return r
+}
+
+// initialFrameBuf is the smallest buffer a frame starts in when its bytes have not all
+// arrived: gnet delivers a socket read of up to 64 KiB at a time.
+const initialFrameBuf = 64 << 10
+
+// growFrame makes room in r's buffer for more of the frame when it is full, avail being the
+// bytes waiting to be copied: to what has arrived, at least double the buffer, at most the
+// frame. The added capacity is taken from the in-flight budget first, which may wait there
+// (budget.go). It returns false when the budget is exhausted by frames in transit alone;
+// the caller then closes the connection (its partial frame is dropped by markClosed).
+func (s *Server) growFrame(r *request, avail int) bool {
+	have := 0
+	if r.buf != nil {
+		have = len(*r.buf)
+	}
+	if r.filled < have {
+		return true
+	}
+	n := min(r.want, max(2*have, r.filled+avail, initialFrameBuf))
+	if !s.budget.grow(r, int64(bufCap(n))-r.size, r.filled+avail >= r.want) {
+		s.refused(r.c.remote, "in-flight budget exhausted by requests still arriving", "frame", r.want, "budget", s.cfg.InflightBudget)
+		return false
+	}
+	nb := getBuf(n)
+	if r.buf != nil {
+		copy(*nb, (*r.buf)[:r.filled])
+		putBuf(r.buf)
+	}
+	r.buf = nb
+	return true
 }
 
 func (c *conn) enqueue(r *request) {
@@ -196,7 +305,8 @@ func (c *conn) enqueue(r *request) {
 	}
 }
 
-// work handles queued requests in order and exits when the queue is empty.
+// work handles queued requests in order and exits when the queue is empty. Requests of a
+// connection that is gone are dropped here, unhandled, except Produce (see conn).
 func (c *conn) work() {
 	for {
 		c.qmu.Lock()
@@ -210,8 +320,19 @@ func (c *conn) work() {
 		c.queue[c.qhead] = nil
 		c.qhead++
 		c.qmu.Unlock()
+		if c.gone.Load() && !isProduceFrame(r) {
+			c.s.finish(r, nil)
+			continue
+		}
 		c.s.handle(r)
 	}
+}
+
+// isProduceFrame tells from the api key at the head of the frame (frames are at least 8
+// bytes) whether r is a Produce request. A raw SASL token has no header; on a gone connection
+// it may pass as one, which is harmless: handle serves it as a token.
+func isProduceFrame(r *request) bool {
+	return binary.BigEndian.Uint16(*r.buf) == produceKey
 }
 
 // reply fills r's slot (out == nil: nothing to write) and writes every reply that is now
@@ -245,6 +366,8 @@ func (c *conn) reply(seq uint64, out *outBuf) {
 	}
 	c.slots = c.slots[:len(c.slots)-n]
 	c.writeSeq += uint64(n)
+	c.pending.Add(-int64(n))
+	c.lastActive.Store(c.s.clock.Load())
 	if c.closed || len(outs) == 0 {
 		for _, o := range outs {
 			putOut(o)
@@ -281,7 +404,11 @@ func (c *conn) reply(seq uint64, out *outBuf) {
 	c.wmu.Unlock()
 }
 
+// markClosed runs once when the connection has closed: on its loop in OnClose, or on the
+// stream reader as it ends (the owners of partial). What may still run for it: see conn.
 func (c *conn) markClosed() {
+	c.gone.Store(true)
+	close(c.done)
 	c.wmu.Lock()
 	c.closed = true
 	for _, sl := range c.slots {
@@ -291,13 +418,10 @@ func (c *conn) markClosed() {
 	}
 	c.slots = nil
 	c.wmu.Unlock()
-	// Requests already queued are still handled (a produce that was read is committed), but
-	// their replies go nowhere; nothing new arrives after OnClose.
 	if c.partial != nil {
-		// OnClose runs on the loop, which owns partial.
 		r := c.partial
 		c.partial = nil
-		c.s.budget.complete(r.size)
+		c.s.budget.complete(r)
 		c.s.release(r)
 	}
 }
@@ -309,7 +433,9 @@ func (c *conn) close() { _ = c.gc.Close() }
 // filled already.
 func (s *Server) release(r *request) {
 	s.budget.release(r.size)
-	putBuf(r.buf)
+	if r.buf != nil {
+		putBuf(r.buf)
+	}
 	r.buf = nil
 	r.c = nil
 	requestPool.Put(r)

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"net"
+	"time"
 
 	"inlet/groups"
 )
@@ -10,8 +10,10 @@ import (
 // names it). Group state lives in package groups; committed offsets in the batch log.
 
 func (s *Server) startGroups() error {
+	delay := max(s.cfg.GroupInitialRebalanceDelay, 0) // negative: none
 	c, err := groups.New(s.blog, groups.Config{
-		Logger: s.log,
+		Logger:                s.log,
+		InitialRebalanceDelay: time.Duration(delay),
 		PartitionExists: func(topic string, partition int32) bool {
 			t, ok := s.blog.Topic(topic)
 			return ok && partition >= 0 && int(partition) < len(t.Partitions)
@@ -26,12 +28,5 @@ func (s *Server) startGroups() error {
 
 // clientIDHost is the client id and host DescribeGroups reports for a member.
 func clientIDHost(r *request) (string, string) {
-	host := ""
-	if a := r.c.gc.RemoteAddr(); a != nil {
-		host = a.String()
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-	}
-	return string(r.hdr.ClientID), "/" + host
+	return string(r.hdr.ClientID), "/" + r.c.ip
 }

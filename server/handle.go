@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -43,6 +44,11 @@ func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
 // handle runs on the connection's worker goroutine.
 func (s *Server) handle(r *request) {
 	sec := r.c.sec // nil on a listener without security: nothing below costs more than this check
+	if sec != nil && sec.closeAfter {
+		// The connection is being closed (a failed SASL step): nothing more is served.
+		s.finish(r, nil)
+		return
+	}
 	if sec != nil && sec.raw {
 		s.saslRawToken(r)
 		return
@@ -97,13 +103,30 @@ func (s *Server) handle(r *request) {
 	if deny != nil {
 		deny(resp)
 	}
-	c := r.c
-	s.finish(r, encodeResponse(hdr, resp))
+	out := encodeResponse(hdr, resp)
 	if sec != nil && sec.closeAfter {
-		// A failed or illegal SASL step: the reply is queued before the close (gnet runs
-		// AsyncWrite before Close; streamConn flushes before closing).
+		// A failed or illegal SASL step.
+		s.finishAndClose(r, out, sec.closeDelay)
+		return
+	}
+	s.finish(r, out)
+}
+
+// finishAndClose answers r with out (nil: nothing) and closes its connection, after delay
+// (a failed authentication, limits.go). The reply is queued before the close: gnet runs
+// AsyncWrite before Close, streamConn flushes before closing. While the delay runs r is in
+// flight (Shutdown waits for it) and the connection's later requests are dropped by handle.
+func (s *Server) finishAndClose(r *request, out *outBuf, delay time.Duration) {
+	done := func() {
+		c := r.c
+		s.finish(r, out)
 		c.close()
 	}
+	if delay <= 0 {
+		done()
+		return
+	}
+	time.AfterFunc(delay, done)
 }
 
 func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *outBuf {
@@ -125,7 +148,7 @@ func (s *Server) protocolError(r *request, what string, err error) {
 	if len(snippet) > 32 {
 		snippet = snippet[:32]
 	}
-	s.log.Warn("closing connection: "+what, "remote", r.c.gc.RemoteAddr().String(), "err", err, "frame", fmt.Sprintf("%q", snippet))
+	s.log.Warn("closing connection: "+what, "remote", r.c.remote, "err", err, "frame", fmt.Sprintf("%q", snippet))
 	r.c.close()
 	s.finish(r, nil)
 }

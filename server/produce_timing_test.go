@@ -125,7 +125,7 @@ func BenchmarkProducePath(b *testing.B) {
 			s.cfg.setDefaults()
 			s.log, s.blog, s.budget = s.cfg.Logger, blog, newBudget(s.cfg.InflightBudget)
 			rc := &replyConn{written: make(chan int, 1)}
-			c := newConn(s, rc)
+			c := newConn(s, rc, "bench")
 			frame := produceFrame("bench", 16, testBatch(150, 100, -1, 0))
 			run := func() {
 				r := getRequest()

@@ -38,6 +38,7 @@ type connSecurity struct {
 	raw        bool          // the next frame is a raw SASL token (SaslHandshake v0)
 	expiry     time.Time     // zero: the session does not expire
 	closeAfter bool          // close the connection once the current reply is queued
+	closeDelay time.Duration // ... after this long (a failed authentication)
 }
 
 // newConnSecurity returns nil for a connection that needs no checks at all: a listener without
@@ -94,7 +95,9 @@ func (s *Server) completeAuth(r *request, sec *connSecurity, p *auth.Principal) 
 	if s.cfg.SessionLifetime > 0 {
 		sec.expiry = time.Now().Add(s.cfg.SessionLifetime)
 	}
-	s.log.Debug("sasl authenticated", "remote", r.c.gc.RemoteAddr().String(), "principal", p.Name, "mechanism", sec.mechanism)
+	r.c.saslPending.Store(false) // frames may now be as large as socket.request.max.bytes
+	s.authSucceeded(r.c.ip)
+	s.log.Debug("sasl authenticated", "remote", r.c.remote, "principal", p.Name, "mechanism", sec.mechanism)
 	return nil
 }
 
@@ -110,9 +113,9 @@ func (s *Server) saslRawToken(r *request) {
 	}
 	if err != nil {
 		sec.raw, sec.exchange = false, nil
-		s.log.Info("sasl authentication failed", "remote", c.gc.RemoteAddr().String(), "mechanism", sec.mechanism, "err", err)
-		c.close()
-		s.finish(r, nil)
+		s.log.Info("sasl authentication failed", "remote", c.remote, "mechanism", sec.mechanism, "err", err)
+		sec.closeAfter = true
+		s.finishAndClose(r, nil, s.failedAuthDelay(c.ip))
 		return
 	}
 	if done {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -46,12 +47,31 @@ type Config struct {
 	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
 	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
 	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
+
+	// Connection limits (limits.go), Kafka's broker configs of the same names. Zero values
+	// take Kafka's defaults; a negative duration turns the limit off.
+	MaxConnections            int           // max.connections; default MaxInt32 (no limit)
+	MaxConnectionsPerIP       int           // max.connections.per.ip; default MaxInt32
+	ConnectionsMaxIdle        time.Duration // connections.max.idle.ms; default 10 min
+	SaslServerMaxReceiveSize  int           // sasl.server.max.receive.size: frames before SASL authentication; default 512 KiB
+	FailedAuthenticationDelay time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
+
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a new group
+	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:
+	// none (what tests want).
+	GroupInitialRebalanceDelay time.Duration
 }
 
+// Defaults, Kafka's where Kafka has the setting.
 const (
-	defaultMaxRequestBytes = 100 << 20
-	defaultMaxMessageBytes = 1048588
-	defaultInflightBudget  = 256 << 20
+	defaultMaxRequestBytes            = 100 << 20
+	defaultMaxMessageBytes            = 1048588
+	defaultInflightBudget             = 256 << 20
+	defaultMaxConnections             = math.MaxInt32
+	defaultConnectionsMaxIdle         = 10 * time.Minute
+	defaultSaslServerMaxReceiveSize   = 512 << 10
+	defaultFailedAuthenticationDelay  = 100 * time.Millisecond
+	defaultGroupInitialRebalanceDelay = 3 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -76,6 +96,24 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = defaultMaxConnections
+	}
+	if c.MaxConnectionsPerIP <= 0 {
+		c.MaxConnectionsPerIP = defaultMaxConnections
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = defaultConnectionsMaxIdle
+	}
+	if c.SaslServerMaxReceiveSize <= 0 {
+		c.SaslServerMaxReceiveSize = defaultSaslServerMaxReceiveSize
+	}
+	if c.FailedAuthenticationDelay == 0 {
+		c.FailedAuthenticationDelay = defaultFailedAuthenticationDelay
+	}
+	if c.GroupInitialRebalanceDelay == 0 {
+		c.GroupInitialRebalanceDelay = defaultGroupInitialRebalanceDelay
+	}
 }
 
 // Server is one Inlet node's Kafka listener.
@@ -97,8 +135,12 @@ type Server struct {
 	draining  atomic.Bool
 	drainCh   chan struct{} // closed when draining starts: wakes long polls
 	inflight  atomic.Int64  // frames read (or being read) and not yet answered; see Shutdown
-	conns     atomic.Int64
 	badFrames atomic.Int64
+
+	clock      atomic.Int64 // coarse unix nanoseconds, ticked by the reaper (limits.go)
+	connTab    connTable
+	reaperStop chan struct{}
+	reaperDone chan struct{}
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
@@ -129,8 +171,13 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	if err := s.startGroups(); err != nil {
 		return nil, fmt.Errorf("server: load groups: %w", err)
 	}
+	s.connTab.init()
+	s.clock.Store(time.Now().UnixNano())
+	s.reaperStop, s.reaperDone = make(chan struct{}), make(chan struct{})
+	go s.reap(s.reaperStop, s.reaperDone)
 	if s.gnetL == nil {
 		if err := s.startStreams(); err != nil {
+			s.stopReaper()
 			s.groups.Close()
 			return nil, err
 		}
@@ -150,16 +197,21 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	select {
 	case <-s.booted:
 	case err := <-s.runErr:
+		s.stopReaper()
+		s.groups.Close()
 		return nil, fmt.Errorf("server: listen %s: %w", cfg.Listen, err)
 	}
 	if s.bootErr != nil {
 		<-s.runErr // OnBoot answered Shutdown: Run returns without serving
+		s.stopReaper()
+		s.groups.Close()
 		return nil, s.bootErr
 	}
 	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
 	if err := s.startStreams(); err != nil {
 		_ = s.eng.Stop(context.Background())
 		<-s.runErr
+		s.stopReaper()
 		s.groups.Close()
 		return nil, err
 	}
@@ -234,6 +286,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.groups.Close()
 	s.closeStreams()
+	s.stopReaper()
 	if s.gnetL == nil {
 		return err
 	}
@@ -242,6 +295,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	<-s.runErr
 	return err
+}
+
+func (s *Server) stopReaper() {
+	close(s.reaperStop)
+	<-s.reaperDone
 }
 
 // OnBoot records the engine and settles the bound and advertised addresses. It runs before
@@ -261,21 +319,29 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen attaches the connection state; while draining, new connections are closed at once.
+// OnOpen attaches the connection state; while draining, and over the connection limits,
+// new connections are closed at once (and get no context, so OnClose skips them).
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if s.draining.Load() {
 		return nil, gnet.Close
 	}
-	gc.SetContext(newConn(s, gc))
-	s.conns.Add(1)
+	remote := ""
+	if a := gc.RemoteAddr(); a != nil {
+		remote = a.String()
+	}
+	c := newConn(s, gc, remote)
+	if !s.admitConn(c, s.gnetL) {
+		return nil, gnet.Close
+	}
+	gc.SetContext(c)
 	return nil, gnet.None
 }
 
-// OnClose marks the connection closed; requests still in flight finish and drop their replies.
+// OnClose marks the connection closed; see conn for what of it may still run.
 func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if c, ok := gc.Context().(*conn); ok {
 		c.markClosed()
-		s.conns.Add(-1)
+		s.dropConn(c)
 	}
 	return gnet.None
 }

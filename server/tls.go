@@ -88,8 +88,6 @@ func (sc *streamConn) Close() error {
 	return nil
 }
 
-func (sc *streamConn) RemoteAddr() net.Addr { return sc.nc.RemoteAddr() }
-
 func (sc *streamConn) writeLoop() {
 	var werr error
 	for {
@@ -187,23 +185,28 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 	}
 	sc := newStreamConn(nc)
 	c := &conn{s: s, gc: sc, l: l}
+	c.init(nc.RemoteAddr().String())
 	c.sec = newConnSecurity(s, l, certPrincipal)
+	if !s.admitConn(c, l) {
+		sc.Close()
+		return
+	}
 	s.streamM.Lock()
 	if s.live == nil || s.draining.Load() {
 		s.streamM.Unlock()
+		s.dropConn(c)
 		sc.Close()
 		return
 	}
 	s.live[sc] = struct{}{}
 	s.streamM.Unlock()
-	s.conns.Add(1)
 	defer func() {
 		c.markClosed()
 		sc.Close()
 		s.streamM.Lock()
 		delete(s.live, sc)
 		s.streamM.Unlock()
-		s.conns.Add(-1)
+		s.dropConn(c)
 	}()
 
 	br := bufio.NewReaderSize(nc, 64<<10)
@@ -212,10 +215,9 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 		if _, err := io.ReadFull(br, prefix[:]); err != nil {
 			return
 		}
+		c.lastActive.Store(s.clock.Load())
 		size := int(int32(binary.BigEndian.Uint32(prefix[:])))
-		if size < 8 || size > s.cfg.MaxRequestBytes {
-			s.badFrames.Add(1)
-			s.log.Warn("closing connection: bad request size", "remote", nc.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+		if !s.frameSizeOK(c, size) {
 			return
 		}
 		// As in conn.frames: count the frame, then check draining.
@@ -224,17 +226,23 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 			s.inflight.Add(-1)
 			return
 		}
-		s.budget.acquirePartial(int64(4 + size))
-		r := getRequest()
-		r.c, r.seq, r.size = c, c.nextSeq, int64(4+size)
-		c.nextSeq++
-		r.buf = getBuf(size)
-		_, err := io.ReadFull(br, *r.buf)
-		s.budget.complete(r.size)
-		if err != nil {
-			s.release(r)
-			return
+		// The frame is c.partial while it arrives, so markClosed (deferred above) drops it
+		// if the connection ends first; its buffer grows as bytes arrive, as on a loop.
+		r := s.startFrame(c, size)
+		c.partial = r
+		for r.filled < r.want {
+			if !s.growFrame(r, br.Buffered()) {
+				return
+			}
+			n, err := br.Read((*r.buf)[r.filled:])
+			r.filled += n
+			if err != nil {
+				return
+			}
+			c.lastActive.Store(s.clock.Load())
 		}
+		c.partial = nil
+		s.budget.complete(r)
 		c.enqueue(r)
 	}
 }

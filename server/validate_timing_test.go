@@ -67,7 +67,7 @@ func BenchmarkProduceValidation(b *testing.B) {
 			s.cfg.setDefaults()
 			s.log, s.blog, s.budget = s.cfg.Logger, blog, newBudget(s.cfg.InflightBudget)
 			rc := &replyConn{written: make(chan int, 1)}
-			c := newConn(s, rc)
+			c := newConn(s, rc, "bench")
 			var errCode bool
 			run := func() {
 				r := getRequest()

@@ -26,9 +26,9 @@ type security struct {
 // applyConfig loads the --config file (if any): each flag key it sets becomes the flag's
 // value unless the flag was given explicitly on the command line (defaults < file < flags).
 // A bad file stops start-up with the key and the problem.
-func applyConfig(path string) security {
+func applyConfig(fs *flag.FlagSet, path string) security {
 	sec := security{Resolved: &config.Resolved{}, explicit: map[string]bool{}}
-	flag.Visit(func(f *flag.Flag) { sec.explicit[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) { sec.explicit[f.Name] = true })
 	if path == "" {
 		return sec
 	}
@@ -44,7 +44,7 @@ func applyConfig(path string) security {
 		if sec.explicit[name] {
 			continue
 		}
-		if err := flag.Set(name, v); err != nil {
+		if err := fs.Set(name, v); err != nil {
 			usage("config %s: %s: %v", path, strings.ReplaceAll(name, "-", "_"), err)
 		}
 	}

@@ -3,12 +3,11 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -19,57 +18,43 @@ import (
 )
 
 func main() {
-	var (
-		listen            = flag.String("listen", "127.0.0.1:9092", "Kafka listener host:port")
-		advertise         = flag.String("advertise", "", "host:port clients are told to connect to (default: the listen address)")
-		dataDir           = flag.String("data-dir", "./data", "Pebble data directory")
-		storage           = flag.String("storage", "segments", "segments (record data in append-only segment files, index and metadata in Pebble), pebble (record data as Pebble values), or discard (acknowledge without storing: a benchmark ceiling only)")
-		segmentBytes      = flag.String("segment-bytes", "256MiB", "size at which a new segment file is started (--storage segments)")
-		segmentIO         = flag.String("segment-io", "direct", "how segment files are written: direct (O_DIRECT from a staging buffer, where the file system allows it) or buffered (pwritev through the page cache)")
-		workers           = flag.Int("workers", runtime.NumCPU(), "gnet event loops")
-		nodeID            = flag.Int("node-id", 1, "broker node id")
-		defaultPartitions = flag.Int("default-partitions", 16, "partitions of auto-created topics")
-		autoCreate        = flag.Bool("auto-create-topics", true, "create unknown topics on produce or metadata requests")
-		maxRequest        = flag.String("max-request-bytes", "100MiB", "largest request frame accepted (checked before allocating)")
-		maxMessage        = flag.String("max-message-bytes", "1048588", "largest record batch accepted (Kafka's message.max.bytes)")
-		budget            = flag.String("inflight-budget", "256MiB", "bytes read from sockets but not yet committed; when full, sockets are not read")
-		groupBytes        = flag.String("max-group-bytes", "16MiB", "record bytes in one group commit")
-		logLevel          = flag.String("log-level", "info", "debug, info, warn or error")
-		cpuProfile        = flag.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)")
-		memProfile        = flag.String("mem-profile", "", "write an allocation profile to this file at shutdown")
-		registryListen    = flag.String("registry-listen", "", "host:port of the read-only schema registry (HTTP); empty: not served")
-		sessionLifetime   = flag.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0: never")
-		configPath        = flag.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it")
-	)
 	if len(os.Args) > 1 && os.Args[1] == "scram" {
 		os.Exit(scramCommand(os.Args[2:]))
 	}
-	flag.Parse()
-	sec := applyConfig(*configPath)
-
+	fs, o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, errHelp) {
+		all, _ := newFlags()
+		printUsage(os.Stdout, all)
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "inlet: %v\nrun inlet --help for the flags\n", err)
+		os.Exit(2)
+	}
+	sec := applyConfig(fs, *o.config)
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(*o.logLevel)); err != nil {
 		usage("--log-level: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 
-	opts := batchlog.Options{Dir: *dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *groupBytes)), SegmentBytes: mustSize("segment-bytes", *segmentBytes)}
-	switch *segmentIO {
+	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes)}
+	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
 		opts.BufferedSegments = true
 	default:
-		usage("--segment-io must be direct or buffered, not %q", *segmentIO)
+		usage("--segment-io must be direct or buffered, not %q", *o.segmentIO)
 	}
-	switch *storage {
+	switch *o.storage {
 	case batchlog.LayoutSegments, batchlog.LayoutPebble:
-		opts.Layout = *storage
+		opts.Layout = *o.storage
 	case "discard":
 		opts.Discard = true
 		logger.Warn("storage=discard: produce requests are acknowledged and thrown away")
 	default:
-		usage("--storage must be segments, pebble or discard, not %q", *storage)
+		usage("--storage must be segments, pebble or discard, not %q", *o.storage)
 	}
 	blog, err := batchlog.Open(opts)
 	if err != nil {
@@ -77,20 +62,27 @@ func main() {
 		os.Exit(1)
 	}
 	srv, err := server.Start(server.Config{
-		Listen:            *listen,
-		Advertise:         *advertise,
-		NodeID:            int32(*nodeID),
-		Workers:           *workers,
-		DefaultPartitions: *defaultPartitions,
-		AutoCreateTopics:  *autoCreate,
-		MaxRequestBytes:   int(mustSize("max-request-bytes", *maxRequest)),
-		MaxMessageBytes:   int(mustSize("max-message-bytes", *maxMessage)),
-		InflightBudget:    mustSize("inflight-budget", *budget),
+		Listen:            *o.listen,
+		Advertise:         *o.advertise,
+		NodeID:            int32(*o.nodeID),
+		Workers:           *o.workers,
+		DefaultPartitions: *o.defaultPartitions,
+		AutoCreateTopics:  *o.autoCreate,
+		MaxRequestBytes:   int(mustSize("max-request-bytes", *o.maxRequest)),
+		MaxMessageBytes:   int(mustSize("max-message-bytes", *o.maxMessage)),
+		InflightBudget:    mustSize("inflight-budget", *o.budget),
 		Logger:            logger,
-		Listeners:         sec.listeners(*listen, *advertise),
+		Listeners:         sec.listeners(*o.listen, *o.advertise),
 		Users:             sec.Users,
-		SessionLifetime:   *sessionLifetime,
+		SessionLifetime:   *o.sessionLifetime,
 		Schemas:           sec.Schemas,
+
+		MaxConnections:             *o.maxConnections,
+		MaxConnectionsPerIP:        *o.maxConnectionsPerIP,
+		ConnectionsMaxIdle:         msFlag(*o.connectionsMaxIdleMs),
+		SaslServerMaxReceiveSize:   int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
+		FailedAuthenticationDelay:  msFlag(*o.failedAuthDelayMs),
+		GroupInitialRebalanceDelay: msFlag(*o.groupInitialRebalanceDelayMs),
 	}, blog)
 	if err != nil {
 		logger.Error("start", "err", err)
@@ -98,8 +90,8 @@ func main() {
 		os.Exit(1)
 	}
 
-	stopRegistry := startRegistry(logger, *registryListen, sec.Schemas)
-	stopProfiles := startProfiles(logger, *cpuProfile, *memProfile)
+	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas)
+	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -163,6 +155,15 @@ func mustSize(name, v string) int64 {
 		usage("--%s: %v", name, err)
 	}
 	return n
+}
+
+// msFlag turns a Kafka-style millisecond setting into the server's duration, where zero means
+// the default and a negative value none: 0 ms is "none" here, as in Kafka.
+func msFlag(ms int) time.Duration {
+	if ms <= 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func usage(f string, a ...any) {

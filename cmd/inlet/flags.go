@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are inlet's flags. Every flag but --config is also a config file key (its name
+// with '_' for '-'); config_test.go keeps the two lists in step. Flags named after a Kafka
+// broker config carry its name and default.
+type options struct {
+	listen, advertise, dataDir, storage, segmentBytes, segmentIO *string
+	workers, nodeID, defaultPartitions                           *int
+	autoCreate                                                   *bool
+	maxRequest, maxMessage, budget, groupBytes                   *string
+	logLevel, cpuProfile, memProfile, registryListen             *string
+	sessionLifetime                                              *time.Duration
+	config                                                       *string
+
+	// Connection limits and group settings, Kafka's names and defaults.
+	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
+	saslMaxReceive                                            *string
+	failedAuthDelayMs, groupInitialRebalanceDelayMs           *int
+}
+
+// newFlags defines inlet's flags on a new flag set.
+func newFlags() (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("inlet", flag.ContinueOnError)
+	o := &options{
+		listen:            fs.String("listen", "127.0.0.1:9092", "Kafka listener host:port"),
+		advertise:         fs.String("advertise", "", "host:port clients are told to connect to (default: the listen address)"),
+		dataDir:           fs.String("data-dir", "./data", "data directory (Pebble, and segments/ for record data)"),
+		storage:           fs.String("storage", "segments", "segments (record data in append-only segment files, index and metadata in Pebble), pebble (record data as Pebble values), or discard (acknowledge without storing: a benchmark ceiling only)"),
+		segmentBytes:      fs.String("segment-bytes", "256MiB", "size at which a new segment file is started (--storage segments)"),
+		segmentIO:         fs.String("segment-io", "direct", "how segment files are written: direct (O_DIRECT from a staging buffer, where the file system allows it) or buffered (pwritev through the page cache)"),
+		workers:           fs.Int("workers", runtime.NumCPU(), "gnet event loops"),
+		nodeID:            fs.Int("node-id", 1, "broker node id"),
+		defaultPartitions: fs.Int("default-partitions", 16, "partitions of auto-created topics"),
+		autoCreate:        fs.Bool("auto-create-topics", true, "create unknown topics on produce or metadata requests (turn off with --auto-create-topics=false)"),
+		maxRequest:        fs.String("max-request-bytes", "100MiB", "largest request frame accepted (Kafka's socket.request.max.bytes; checked before allocating)"),
+		maxMessage:        fs.String("max-message-bytes", "1048588", "largest record batch accepted (Kafka's message.max.bytes)"),
+		budget:            fs.String("inflight-budget", "256MiB", "bytes read from sockets but not yet committed, frames still arriving included; when full, sockets are not read"),
+		groupBytes:        fs.String("max-group-bytes", "16MiB", "record bytes in one group commit"),
+		logLevel:          fs.String("log-level", "info", "debug, info, warn or error"),
+		cpuProfile:        fs.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)"),
+		memProfile:        fs.String("mem-profile", "", "write an allocation profile to this file at shutdown"),
+		registryListen:    fs.String("registry-listen", "", "host:port of the read-only schema registry (HTTP); empty: not served"),
+		sessionLifetime:   fs.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0s: never"),
+		config:            fs.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it"),
+
+		maxConnections:               fs.Int("max-connections", 2147483647, "Kafka's max.connections: open client connections at most; one more is closed at once"),
+		maxConnectionsPerIP:          fs.Int("max-connections-per-ip", 2147483647, "Kafka's max.connections.per.ip: open connections from one address at most"),
+		connectionsMaxIdleMs:         fs.Int("connections-max-idle-ms", 600000, "Kafka's connections.max.idle.ms: close a connection with no request outstanding after this long without traffic; -1: never"),
+		saslMaxReceive:               fs.String("sasl-server-max-receive-size", "524288", "Kafka's sasl.server.max.receive.size: largest frame before SASL authentication on SASL listeners"),
+		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),
+		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
+	}
+	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller
+	return fs, o
+}
+
+// errHelp is parseFlags' answer to -h, -help or --help.
+var errHelp = flag.ErrHelp
+
+// parseFlags parses args (without the program name). Anything that is not a flag is an
+// error naming it: Go's flag parsing stops at the first non-flag argument, so a stray word
+// (`--auto-create-topics false`, where a boolean flag needs `=false`) would otherwise drop
+// every flag after it without a word.
+func parseFlags(args []string) (*flag.FlagSet, *options, error) {
+	fs, o := newFlags()
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		msg := fmt.Sprintf("unexpected argument %q: inlet takes only flags", rest[0])
+		if i := indexOf(args, rest[0]); i > 0 && isBoolFlag(fs, args[i-1]) {
+			msg += fmt.Sprintf(" (a boolean flag takes its value after '=': %s=%s)", args[i-1], rest[0])
+		}
+		if len(rest) > 1 {
+			msg += fmt.Sprintf("; also %q", rest[1:])
+		}
+		return nil, nil, errors.New(msg)
+	}
+	return fs, o, nil
+}
+
+func indexOf(args []string, a string) int {
+	for i, x := range args {
+		if x == a {
+			return i
+		}
+	}
+	return -1
+}
+
+func isBoolFlag(fs *flag.FlagSet, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	f := fs.Lookup(name)
+	if f == nil || strings.Contains(name, "=") {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// printUsage lists every flag with its default (Go's PrintDefaults leaves out defaults that
+// are zero values, such as an empty --advertise).
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: inlet [flags]      run one Inlet node")
+	fmt.Fprintln(w, "       inlet scram        print SCRAM credentials for a password read from stdin")
+	fmt.Fprintln(w, "\nflags (every one but --config is also a key of the config file, with '_' for '-'):")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		} else if _, err := strconv.ParseFloat(def, 64); err != nil && def != "true" && def != "false" {
+			def = strconv.Quote(def)
+		}
+		fmt.Fprintf(w, "  --%s (default %s)\n      %s\n", f.Name, def, f.Usage)
+	})
+}
