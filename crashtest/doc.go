@@ -13,7 +13,11 @@
 //     recovered producer window still refuses a sequence gap;
 //   - SIGTERM drains: everything acknowledged is durable, a request half read when the signal
 //     came is finished, and the process exits 0;
-//   - producer ids are never handed out twice, even across kill -9.
+//   - producer ids are never handed out twice, even across kill -9;
+//   - hostile clients (hostile_test.go) cannot make the node hold memory beyond its in-flight
+//     budget (slowloris frames before and without authentication, 1,000 idle connections),
+//     idle connections are closed, connection limits refuse, and a stray command-line
+//     argument stops start-up.
 //
 // Under -race, a data race the node reports in its log fails the test that ran it.
 package crashtest

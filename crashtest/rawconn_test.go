@@ -239,3 +239,32 @@ func idempotentBatch(pid int64, epoch int16, baseSeq int32, n int, prefix string
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return raw
 }
+
+// tryAPIVersions sends ApiVersions v0 and reads its reply; the error says why it failed.
+func (rc *rawConn) tryAPIVersions() error {
+	req := kmsg.NewPtrApiVersionsRequest()
+	frame, corr := rc.encode(req)
+	_ = rc.c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := rc.c.Write(frame); err != nil {
+		return err
+	}
+	body, err := rc.readFrame()
+	if err != nil {
+		return err
+	}
+	if len(body) < 6 || int32(binary.BigEndian.Uint32(body)) != corr {
+		return fmt.Errorf("bad ApiVersions reply of %d bytes", len(body))
+	}
+	if code := int16(binary.BigEndian.Uint16(body[4:])); code != 0 {
+		return fmt.Errorf("ApiVersions error %d", code)
+	}
+	return nil
+}
+
+// apiVersions asserts that the connection answers ApiVersions.
+func (rc *rawConn) apiVersions() {
+	rc.t.Helper()
+	if err := rc.tryAPIVersions(); err != nil {
+		rc.t.Fatalf("ApiVersions: %v", err)
+	}
+}

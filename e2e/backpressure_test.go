@@ -43,10 +43,10 @@ func TestBackpressureManyProducersLosesNothing(t *testing.T) {
 	runBackpressure(t, 8, 50<<20)
 }
 
-// TestBackpressurePartialFrameDoesNotWedgeLoop is the deterministic form of the failure
-// above: on one event loop, connection A has started a 600 KB frame and connection B
-// announces another; with a 1 MiB budget B must wait, but A's frame must still be read,
-// committed and answered (which frees the budget for B).
+// TestBackpressurePartialFrameDoesNotWedgeLoop guards the loop against waiting on itself: on
+// one event loop, connection A has started a 600 KB frame and connection B another, with a
+// 1 MiB budget. A's frame is the oldest in transit, so it is admitted over the limit, read,
+// committed and answered (which frees the budget); then B's frame is served too.
 func TestBackpressurePartialFrameDoesNotWedgeLoop(t *testing.T) {
 	b := startBroker(t, func(c *server.Config) {
 		c.InflightBudget = 1 << 20
@@ -63,12 +63,11 @@ func TestBackpressurePartialFrameDoesNotWedgeLoop(t *testing.T) {
 	frameA, corrA := ca.frame(reqA)
 	frameB, corrB := cb.frame(reqB)
 
-	ca.write(frameA[:64<<10]) // A's frame is started: its budget is taken
+	ca.write(frameA[:64<<10]) // A's frame is in transit, the oldest
 	time.Sleep(100 * time.Millisecond)
-	cb.write(frameB[:64<<10]) // B's prefix makes the loop wait for budget
+	cb.write(frameB[:64<<10]) // B's too
 	time.Sleep(100 * time.Millisecond)
-	ca.write(frameA[64<<10:]) // the rest of A: only the waiting loop can read it
-	cb.write(frameB[64<<10:])
+	ca.write(frameA[64<<10:]) // the rest of A: more than the budget holds with B's part
 
 	gotCorr, body, err := ca.readFrame(5 * time.Second)
 	if err != nil {
@@ -81,10 +80,42 @@ func TestBackpressurePartialFrameDoesNotWedgeLoop(t *testing.T) {
 	if resp, err := decodeResponse(reqA, body); err != nil || resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Errorf("A: %v %+v", err, resp)
 	}
+	cb.write(frameB[64<<10:])
 	pb := cb.recv(reqB, corrB).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 	if pb.ErrorCode != 0 {
 		t.Errorf("B: error %d", pb.ErrorCode)
 	}
+}
+
+// TestBudgetRefusesFramesInTransitBeyondIt: frames still arriving hold what has arrived of
+// them, and when the budget is full of such frames the loop cannot wait (only it can complete
+// them), so a frame that needs more and is not the oldest is refused: its connection is
+// closed. The oldest is still served, and so are new connections. This is what bounds the
+// memory a client can pin by declaring large frames and sending them slowly.
+func TestBudgetRefusesFramesInTransitBeyondIt(t *testing.T) {
+	b := startBroker(t, func(c *server.Config) {
+		c.InflightBudget = 1 << 20
+		c.Workers = 1
+	})
+	b.createTopic("refuse", 1)
+	s := plainBatch(1, 1000, "a")
+	s.records[0].value = make([]byte, 800<<10)
+	reqA := produceReq(9, -1, "refuse", 0, s.encode())
+	ca, cb := dialRaw(t, b.addr), dialRaw(t, b.addr)
+	frameA, corrA := ca.frame(reqA)
+	ca.write(frameA[:len(frameA)-1000]) // the oldest frame in transit, holding the whole budget
+	time.Sleep(200 * time.Millisecond)
+	// B declares 900 KB and sends 200 KB of it: it needs budget that only frames in transit
+	// hold, and it is not the oldest.
+	cb.write(binary.BigEndian.AppendUint32(nil, 900<<10))
+	cb.write(append([]byte{0, 18, 0, 3, 0, 0, 0, 1}, make([]byte, 200<<10)...))
+	cb.expectClosed()
+
+	ca.write(frameA[len(frameA)-1000:])
+	if p := ca.recv(reqA, corrA).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 {
+		t.Errorf("A: error %d", p.ErrorCode)
+	}
+	dialRaw(t, b.addr).alive()
 }
 
 func runBackpressure(t *testing.T, producers, totalBytes int) {

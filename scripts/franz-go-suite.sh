@@ -7,6 +7,9 @@
 # one-broker cluster. Tests that need what Inlet does not serve yet are skipped by name,
 # each with its reason below. Tests that need no broker (unit tests) run too.
 #
+# The node runs with group.initial.rebalance.delay.ms 0: Kafka's 3 s wait for more members of a
+# new group would only slow the group tests down.
+#
 # Usage: scripts/franz-go-suite.sh [extra go test flags, e.g. -test.run TestGroupETL]
 set -euo pipefail
 
@@ -42,7 +45,7 @@ $GO build -o "$work/inlet" ./cmd/inlet
 
 # A free loopback port.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$work/inlet" --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn >"$work/inlet.log" 2>&1 &
+"$work/inlet" --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn --group-initial-rebalance-delay-ms 0 >"$work/inlet.log" 2>&1 &
 inlet_pid=$!
 for _ in $(seq 50); do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
