@@ -24,7 +24,7 @@ test: setup
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./auth/ ./e2e/ ./groups/
 	scripts/franz-go-suite.sh
-	$(MAKE) fuzz FUZZTIME=200000x
+	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
 
 # franz-go's kgo integration tests against a fresh node (exclusions and reasons in the script).
 franz-go-suite:
@@ -33,7 +33,11 @@ franz-go-suite:
 test-short:
 	$(GO) test -count=1 -short ./...
 
+# The Go fuzz targets of every decoder, then the protocol fuzzer over TCP (e2e's
+# TestProtocolFuzzOverTCP: the real server under the race detector, mutated pipelines of every
+# API; make test runs it with its default of 400 executions too).
 FUZZTIME ?= 30s
+PROTOFUZZ_EXECS ?= 20000
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzState$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./idem/
 	$(GO) test -run '^$$' -fuzz '^FuzzProduceDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
@@ -44,6 +48,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroAgreesWithHamba$$' -fuzztime $(FUZZTIME) ./schema/
+	$(GO) test -count=1 -race -timeout 30m -run '^TestProtocolFuzzOverTCP$$' ./e2e/ -protofuzz.execs=$(PROTOFUZZ_EXECS)
 
 # Allocations and time per produce request through decode, validate, commit and reply.
 bench-produce:

@@ -68,6 +68,14 @@ func handleCreateTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	return resp, nil
 }
 
+// maxPartitionsPerTopic bounds what one request can make a topic hold (KRaft's controller
+// refuses more than 10,000 partition records in one operation), so that a client cannot make
+// the node allocate a partition's state two billion times.
+const (
+	maxPartitionsPerTopic = 10000
+	tooManyPartitions     = "Excessively large number of partitions per request: at most 10000 per topic."
+)
+
 // createTopic validates and (unless validateOnly) creates one topic. Callers hold createMu.
 // With validateOnly the returned topic is a description of what would be created.
 func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) (*batchlog.Topic, int16, string) {
@@ -103,6 +111,9 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		default:
 			return nil, errInvalidReplicationFact, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rt.ReplicationFactor, rt.ReplicationFactor)
 		}
+	}
+	if partitions > maxPartitionsPerTopic {
+		return nil, errInvalidPartitions, tooManyPartitions
 	}
 	var configs map[string]string
 	for _, c := range rt.Configs {

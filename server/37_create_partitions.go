@@ -39,6 +39,8 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 			} else {
 				fail(errInvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", len(t.Partitions), rt.Count))
 			}
+		case rt.Count > maxPartitionsPerTopic:
+			fail(errInvalidPartitions, tooManyPartitions)
 		case rt.Assignment != nil && len(rt.Assignment) != int(rt.Count)-len(t.Partitions):
 			fail(errInvalidReplicaAssign, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
 		default:

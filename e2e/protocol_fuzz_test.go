@@ -1,0 +1,412 @@
+package e2e
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/server"
+)
+
+// Protocol fuzzing over TCP: the real server, on its three kinds of connection (gnet's loops,
+// a goroutine-per-connection plain listener, a SASL listener), driven with frames built from a
+// corpus of valid requests of every API key and version it serves (plus versions it does not),
+// mutated: sizes, versions, api keys, correlation ids, flipped bytes, truncation, pipelining
+// of up to 100 requests, writes split at random points, and connections closed mid-frame and
+// mid-response. Under the race detector (make test runs e2e with -race) it fails on any panic
+// (the test binary dies), any data race, or a node that stops answering ApiVersions.
+//
+// The number of executions is fixed, so a run is reproducible from its seed (printed on
+// failure): -protofuzz.execs (make test: the default; make fuzz: many more) and
+// -protofuzz.seed.
+var (
+	protoFuzzExecs = flag.Int("protofuzz.execs", 400, "executions of TestProtocolFuzzOverTCP")
+	protoFuzzSeed  = flag.Uint64("protofuzz.seed", 0, "seed of TestProtocolFuzzOverTCP (0: from the clock)")
+)
+
+func TestProtocolFuzzOverTCP(t *testing.T) {
+	seed := *protoFuzzSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -protofuzz.seed=%d), %d executions", seed, seed, *protoFuzzExecs)
+	b := startBroker(t, func(c *server.Config) {
+		c.Users = testUsers(t)
+		c.DefaultPartitions = 2
+		c.MaxRequestBytes = 4 << 20
+		c.InflightBudget = 16 << 20
+		c.FailedAuthenticationDelay = 5 * time.Millisecond
+		c.Listeners = []server.Listener{
+			{Name: "loop", Address: "127.0.0.1:0", Protocol: "PLAINTEXT"},
+			{Name: "stream", Address: "127.0.0.1:0", Protocol: "PLAINTEXT"},
+			{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},
+		}
+	})
+	addrs := []string{b.srv.ListenerAddr("loop"), b.srv.ListenerAddr("stream"), b.srv.ListenerAddr("sasl")}
+	corpus := fuzzCorpus(t)
+	t.Logf("corpus: %d served requests, %d of versions not served", len(corpus.served), len(corpus.unserved))
+
+	alive := func(when string) {
+		t.Helper()
+		for _, a := range addrs {
+			if err := apiVersionsAnswered(a); err != nil {
+				b.abandon()
+				t.Fatalf("%s: %s stopped answering ApiVersions: %v (seed %d)", when, a, err, seed)
+			}
+		}
+	}
+
+	// The seed case: connections pipelining Produce v1 (a version the node does not serve, as
+	// librdkafka's protocol fallback sends it) and closing; the node used to dereference a
+	// connection gone by then and crash within about 30 connections.
+	produceV1 := corpusFrame(t, func() kmsg.Request {
+		r := fuzzProduce()
+		r.Version = 1
+		return r
+	}())
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", addrs[i%2], 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			var stream []byte
+			for range 50 {
+				stream = append(stream, produceV1...)
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			_, _ = c.Write(stream)
+		}()
+	}
+	wg.Wait()
+	alive("after Produce v1 pipelining")
+
+	const workers = 4
+	execs := make(chan int)
+	go func() {
+		defer close(execs)
+		for i := range *protoFuzzExecs {
+			execs <- i
+		}
+	}()
+	var mu sync.Mutex
+	done, replied := 0, int64(0)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range execs {
+				rng := rand.New(rand.NewPCG(seed, uint64(i)))
+				n := fuzzOnce(rng, addrs[rng.IntN(len(addrs))], corpus)
+				mu.Lock()
+				done++
+				replied += n
+				mu.Unlock()
+			}
+		}()
+	}
+	// Liveness while the workers run, and once more at the end.
+	stop := make(chan struct{})
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			for _, a := range addrs {
+				if err := apiVersionsAnswered(a); err != nil {
+					mu.Lock()
+					n := done
+					mu.Unlock()
+					t.Errorf("after %d executions: %s stopped answering ApiVersions: %v (seed %d)", n, a, err, seed)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-checked
+	if t.Failed() {
+		b.abandon()
+		return
+	}
+	alive("at the end")
+	t.Logf("%d executions, %d bytes of replies read", done, replied)
+}
+
+// fuzzOnce runs one execution: a connection, a stream of mutated frames written in pieces, and
+// an ending (read the replies for a while, close at once, or close in the middle of a frame).
+func fuzzOnce(rng *rand.Rand, addr string, corpus protoCorpus) (replied int64) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return // refused under load: not a failure by itself (liveness is checked apart)
+	}
+	defer c.Close()
+	var stream []byte
+	rate := []float64{0, 0.01, 0.05, 0.3}[rng.IntN(4)] // of frames mutated
+	for range 1 + rng.IntN(100) {
+		from := corpus.served
+		if rng.IntN(50) == 0 { // a version not served closes the connection: rarely
+			from = corpus.unserved
+		}
+		f := append([]byte(nil), from[rng.IntN(len(from))]...)
+		if rng.Float64() < rate {
+			f = mutateFrame(rng, f)
+		}
+		stream = append(stream, f...)
+	}
+	ending := rng.IntN(4)
+	if ending == 0 && len(stream) > 1 {
+		stream = stream[:1+rng.IntN(len(stream)-1)] // closed mid-frame
+	}
+	// Replies are read concurrently so a node writing to a client that reads is never stuck
+	// on a full socket; ending 1 closes without reading (mid-response).
+	readFor := time.Duration(50+rng.IntN(250)) * time.Millisecond
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		if ending == 1 {
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(readFor))
+		replied, _ = io.Copy(io.Discard, c)
+	}()
+	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	for len(stream) > 0 {
+		n := min(len(stream), 1+rng.IntN(8192))
+		if _, err := c.Write(stream[:n]); err != nil {
+			break
+		}
+		stream = stream[n:]
+	}
+	if ending == 1 {
+		c.Close()
+	}
+	<-readDone
+	return replied
+}
+
+// mutateFrame changes one framed request (4-byte size, header, body) in one or more ways.
+func mutateFrame(rng *rand.Rand, f []byte) []byte {
+	for range 1 + rng.IntN(3) {
+		switch rng.IntN(9) {
+		case 0: // the size prefix: anything, from negative to huge
+			sizes := []int32{-1, 0, 1, 7, 8, int32(len(f) - 4 - 1), int32(len(f) - 4 + 1), 512<<10 + 1, 4<<20 + 1, 1 << 30, rng.Int32()}
+			binary.BigEndian.PutUint32(f, uint32(sizes[rng.IntN(len(sizes))]))
+		case 1: // the version
+			if len(f) >= 8 {
+				binary.BigEndian.PutUint16(f[6:], uint16(rng.IntN(40)-4))
+			}
+		case 2: // the api key
+			if len(f) >= 6 {
+				binary.BigEndian.PutUint16(f[4:], uint16(rng.IntN(80)-4))
+			}
+		case 3: // the correlation id
+			if len(f) >= 12 {
+				binary.BigEndian.PutUint32(f[8:], rng.Uint32())
+			}
+		case 4, 5: // flipped bytes in the header or body
+			for range 1 + rng.IntN(8) {
+				if len(f) > 4 {
+					f[4+rng.IntN(len(f)-4)] ^= byte(1 + rng.IntN(255))
+				}
+			}
+		case 6: // truncated, with the size prefix saying so
+			if len(f) > 5 {
+				f = f[:4+rng.IntN(len(f)-4)]
+				binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+			}
+		case 7: // garbage appended inside the frame
+			extra := make([]byte, rng.IntN(64))
+			for i := range extra {
+				extra[i] = byte(rng.Uint32())
+			}
+			f = append(f, extra...)
+			binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+		case 8: // a string or array length inside the body set to something large or negative
+			if len(f) > 16 {
+				i := 12 + rng.IntN(len(f)-14)
+				binary.BigEndian.PutUint16(f[i:], uint16(rng.IntN(3)*0x7fff+rng.IntN(2)))
+			}
+		}
+	}
+	return f
+}
+
+// protoCorpus is framed requests: served holds one valid request of every API key and version
+// the node serves, unserved the versions one beyond each end of each range.
+type protoCorpus struct{ served, unserved [][]byte }
+
+func fuzzCorpus(t *testing.T) protoCorpus {
+	var out protoCorpus
+	for _, k := range server.SupportedAPIs() {
+		for v := k.MinVersion - 1; v <= k.MaxVersion+1; v++ {
+			if v < 0 {
+				continue
+			}
+			req := kmsg.RequestForKey(k.ApiKey)
+			if req == nil || v > req.MaxVersion() {
+				continue
+			}
+			fillFuzzRequest(req)
+			req.SetVersion(v)
+			f := corpusFrame(t, req)
+			switch {
+			case f == nil:
+			case v < k.MinVersion || v > k.MaxVersion:
+				out.unserved = append(out.unserved, f)
+			default:
+				out.served = append(out.served, f)
+			}
+		}
+	}
+	return out
+}
+
+// corpusFrame frames req, or returns nil if kmsg cannot encode it at its version.
+func corpusFrame(t *testing.T, req kmsg.Request) (f []byte) {
+	defer func() {
+		if recover() != nil {
+			f = nil
+		}
+	}()
+	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz")).AppendRequest(nil, req, 7)
+}
+
+func fuzzProduce() *kmsg.ProduceRequest {
+	return produceReq(9, -1, "fz", 0, plainBatch(3, 1000, "fz").encode())
+}
+
+// fillFuzzRequest gives the requests whose empty form would be answered trivially the
+// fields that take the node down its real paths: topics, partitions, groups, SASL steps.
+func fillFuzzRequest(req kmsg.Request) {
+	topic := "fz"
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		*r = *fuzzProduce()
+	case *kmsg.FetchRequest:
+		r.MaxWaitMillis, r.MinBytes, r.MaxBytes = 50, 1, 1<<20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		r.Topics = append(r.Topics, ft)
+	case *kmsg.ListOffsetsRequest:
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = topic
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Timestamp = -1
+		lt.Partitions = append(lt.Partitions, lp)
+		r.Topics = append(r.Topics, lt)
+	case *kmsg.MetadataRequest:
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		r.Topics = append(r.Topics, mt)
+		r.AllowAutoTopicCreation = true
+	case *kmsg.CreateTopicsRequest:
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "fz-created", 2, 1
+		r.Topics = append(r.Topics, ct)
+	case *kmsg.CreatePartitionsRequest:
+		cp := kmsg.NewCreatePartitionsRequestTopic()
+		cp.Topic, cp.Count = topic, 3
+		r.Topics = append(r.Topics, cp)
+	case *kmsg.DeleteRecordsRequest:
+		dt := kmsg.NewDeleteRecordsRequestTopic()
+		dt.Topic = topic
+		dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		dp.Offset = 1
+		dt.Partitions = append(dt.Partitions, dp)
+		r.Topics = append(r.Topics, dt)
+	case *kmsg.OffsetCommitRequest:
+		r.Group, r.Generation = "fzg", -1
+		ot := kmsg.NewOffsetCommitRequestTopic()
+		ot.Topic = topic
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Offset = 1
+		ot.Partitions = append(ot.Partitions, op)
+		r.Topics = append(r.Topics, ot)
+	case *kmsg.OffsetFetchRequest:
+		r.Group = "fzg"
+	case *kmsg.FindCoordinatorRequest:
+		r.CoordinatorKey = "fzg"
+		r.CoordinatorKeys = []string{"fzg"}
+	case *kmsg.JoinGroupRequest:
+		r.Group, r.ProtocolType = "fzg", "consumer"
+		r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 6000, 1000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte{0, 1}
+		r.Protocols = append(r.Protocols, p)
+	case *kmsg.HeartbeatRequest:
+		r.Group, r.MemberID = "fzg", "m"
+	case *kmsg.SyncGroupRequest:
+		r.Group, r.MemberID = "fzg", "m"
+	case *kmsg.LeaveGroupRequest:
+		r.Group, r.MemberID = "fzg", "m"
+	case *kmsg.DescribeGroupsRequest:
+		r.Groups = []string{"fzg"}
+	case *kmsg.DeleteGroupsRequest:
+		r.Groups = []string{"fzg-other"}
+	case *kmsg.SASLHandshakeRequest:
+		r.Mechanism = "PLAIN"
+	case *kmsg.SASLAuthenticateRequest:
+		r.SASLAuthBytes = []byte("\x00alice\x00alice-secret")
+	case *kmsg.InitProducerIDRequest:
+		r.TransactionTimeoutMillis = 60000
+	case *kmsg.DescribeConfigsRequest:
+		rc := kmsg.NewDescribeConfigsRequestResource()
+		rc.ResourceType, rc.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+		r.Resources = append(r.Resources, rc)
+	case *kmsg.ApiVersionsRequest:
+		r.ClientSoftwareName, r.ClientSoftwareVersion = "fuzz", "1"
+	case *kmsg.OffsetForLeaderEpochRequest:
+		ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		ot.Topic = topic
+		ot.Partitions = append(ot.Partitions, kmsg.NewOffsetForLeaderEpochRequestTopicPartition())
+		r.Topics = append(r.Topics, ot)
+	}
+}
+
+// apiVersionsAnswered opens a connection to addr and checks that ApiVersions v0 is answered
+// within 5 s.
+func apiVersionsAnswered(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	req := kmsg.NewPtrApiVersionsRequest()
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz-alive")).AppendRequest(nil, req, 42)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(f); err != nil {
+		return err
+	}
+	var hdr [10]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return err
+	}
+	if corr := binary.BigEndian.Uint32(hdr[4:]); corr != 42 {
+		return fmt.Errorf("correlation id %d", corr)
+	}
+	if code := binary.BigEndian.Uint16(hdr[8:]); code != 0 {
+		return fmt.Errorf("error %d", code)
+	}
+	return nil
+}
