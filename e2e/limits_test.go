@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"inlet/server"
+)
+
+// TestFailedAuthenticationIsDelayedAndGrows: a failed SASL authentication is answered (and the
+// connection closed) only after connection.failed.authentication.delay.ms, and the delay
+// doubles with each further failure from the same address, so guessing passwords is slow.
+// A success from the address starts it over.
+func TestFailedAuthenticationIsDelayedAndGrows(t *testing.T) {
+	const delay = 150 * time.Millisecond
+	b := secureBroker(t, newTestCA(t), func(c *server.Config) { c.FailedAuthenticationDelay = delay })
+	addr := b.srv.ListenerAddr("sasl")
+	attempt := func(pw string) (int16, time.Duration) {
+		rc := dialRaw(t, addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, "PLAIN"
+		if r := rc.roundTrip(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+			t.Fatalf("handshake: %d", r.ErrorCode)
+		}
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.Version, req.SASLAuthBytes = 2, []byte("\x00alice\x00"+pw)
+		began := time.Now()
+		resp := rc.roundTrip(req).(*kmsg.SASLAuthenticateResponse)
+		took := time.Since(began)
+		if resp.ErrorCode != 0 {
+			// Nothing more is served on it: a request after the failure is not answered.
+			rc.send(kmsg.NewPtrMetadataRequest())
+			rc.expectClosed()
+		}
+		return resp.ErrorCode, took
+	}
+	for i, want := range []time.Duration{delay, 2 * delay, 4 * delay} {
+		code, took := attempt("wrong")
+		if code != 58 {
+			t.Fatalf("failure %d: error %d, want 58", i+1, code)
+		}
+		if took < want {
+			t.Errorf("failure %d answered after %v, want at least %v", i+1, took, want)
+		}
+	}
+	if code, took := attempt("alice-secret"); code != 0 || took >= delay {
+		t.Errorf("right password: error %d after %v; want 0 at once", code, took)
+	}
+	if _, took := attempt("wrong"); took < delay || took >= 2*delay {
+		t.Errorf("failure after a success answered after %v, want the first delay (%v) again", took, delay)
+	}
+}
+
+// TestFramesBeforeAuthenticationAreCapped: on a SASL listener a frame larger than
+// sasl.server.max.receive.size (512 KiB) before authentication closes the connection at its
+// length prefix (nothing is allocated for it); after authentication the limit is
+// socket.request.max.bytes again. Both transports: gnet's loops and TLS.
+func TestFramesBeforeAuthenticationAreCapped(t *testing.T) {
+	ca := newTestCA(t)
+	b := secureBroker(t, ca, nil)
+	rc := dialRaw(t, b.srv.ListenerAddr("sasl"))
+	rc.alive()
+	rc.write(binary.BigEndian.AppendUint32(nil, 512<<10+1))
+	rc.expectClosed()
+
+	rc = dialRaw(t, b.srv.ListenerAddr("sasl"))
+	rc.write(binary.BigEndian.AppendUint32(nil, 512<<10)) // at the limit: read, then refused as unauthenticated
+	rc.write(append([]byte{0, 3, 0, 9, 0, 0, 0, 1}, make([]byte, 512<<10-8)...))
+	rc.expectClosed()
+
+	// The same over TLS (a goroutine per connection).
+	tc, err := tls.Dial("tcp", b.srv.ListenerAddr("sasl_ssl"), ca.clientTLS(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	trc := &rawConn{t: t, c: tc, f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("inlet-e2e"))}
+	trc.alive()
+	trc.write(binary.BigEndian.AppendUint32(nil, 512<<10+1))
+	trc.expectClosed()
+
+	// Authenticated, a 600 KiB produce is served.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.srv.ListenerAddr("sasl")), kgo.AllowAutoTopicCreation(),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "alice.big", Value: make([]byte, 600<<10)}).FirstErr(); err != nil {
+		t.Fatalf("authenticated 600 KiB produce: %v", err)
+	}
+}
