@@ -141,11 +141,11 @@ func TestSlowlorisBeforeAuthenticationIsBounded(t *testing.T) {
 // fill the budget the node refuses (closes) the connections that want more, except the oldest.
 // What the frames hold stays within the budget plus that one frame; the Go heap may grow to
 // twice what is live between collections (GOGC=100), so the node runs as an operator who
-// wants a bound runs it, with GOMEMLIMIT (here the budget plus the frame plus 32 MiB), and
+// wants a bound runs it, with GOMEMLIMIT (here the budget plus the frame plus 16 MiB), and
 // its memory stays within the budget, plus that one frame, plus 64 MiB.
 func TestSlowlorisWithoutAuthenticationIsBounded(t *testing.T) {
 	const budget, maxRequest = 64 << 20, 16 << 20
-	t.Setenv("GOMEMLIMIT", strconv.Itoa(budget+maxRequest+32<<20))
+	t.Setenv("GOMEMLIMIT", strconv.Itoa(budget+maxRequest+16<<20))
 	n := startInlet(t, "--inflight-budget", "64MiB", "--max-request-bytes", "16MiB")
 	closed := slowloris(t, n.addr(), 12, maxRequest, maxRequest-1<<20)
 	if closed == 0 {

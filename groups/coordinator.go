@@ -92,9 +92,9 @@ func (s State) String() string {
 type Config struct {
 	MinSessionTimeout time.Duration // group.min.session.timeout.ms, default 6s
 	MaxSessionTimeout time.Duration // group.max.session.timeout.ms, default 30 min
-	// InitialRebalanceDelay is group.initial.rebalance.delay.ms. Kafka's default is 3s; Inlet
-	// defaults to 0, the value Kafka recommends for tests, since a single node has no
-	// members arriving from a cluster restart to wait for.
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a new group waits
+	// for more members before its first rebalance. The server passes Kafka's default, 3 s,
+	// unless configured (tests use 0); the zero value here means no delay.
 	InitialRebalanceDelay time.Duration
 	MaxMetadataBytes      int // offset.metadata.max.bytes, default 4096
 	// PartitionExists tells whether a topic partition exists, for OffsetCommit's

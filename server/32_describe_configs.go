@@ -4,6 +4,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -120,7 +121,12 @@ func (s *Server) brokerConfigs() []configEntry {
 		static("num.partitions", strconv.Itoa(s.cfg.DefaultPartitions), topicconfig.Int),
 		static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), topicconfig.Boolean),
 		static("socket.request.max.bytes", strconv.Itoa(s.cfg.MaxRequestBytes), topicconfig.Int),
-		static("group.initial.rebalance.delay.ms", "0", topicconfig.Int),
+		static("group.initial.rebalance.delay.ms", msString(s.cfg.GroupInitialRebalanceDelay), topicconfig.Int),
+		static("max.connections", strconv.Itoa(s.cfg.MaxConnections), topicconfig.Int),
+		static("max.connections.per.ip", strconv.Itoa(s.cfg.MaxConnectionsPerIP), topicconfig.Int),
+		static("connections.max.idle.ms", idleMs(s.cfg.ConnectionsMaxIdle), topicconfig.Long),
+		static("sasl.server.max.receive.size", strconv.Itoa(s.cfg.SaslServerMaxReceiveSize), topicconfig.Int),
+		static("connection.failed.authentication.delay.ms", msString(s.cfg.FailedAuthenticationDelay), topicconfig.Int),
 		def("default.replication.factor", "1", topicconfig.Int),
 		def("offsets.topic.replication.factor", "1", topicconfig.Int),
 		def("transaction.state.log.replication.factor", "1", topicconfig.Int),
@@ -214,4 +220,17 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		resp.Resources = append(resp.Resources, or)
 	}
 	return resp, nil
+}
+
+// msString is a duration setting in Kafka's milliseconds; a negative one (none) is 0.
+func msString(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 0), 10)
+}
+
+// idleMs is connections.max.idle.ms: -1 when idle connections are never closed.
+func idleMs(d time.Duration) string {
+	if d < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
