@@ -99,3 +99,41 @@ func TestFramesBeforeAuthenticationAreCapped(t *testing.T) {
 		t.Fatalf("authenticated 600 KiB produce: %v", err)
 	}
 }
+
+// TestIdleTimeoutClosesStalledFrames: connections.max.idle.ms counts a connection that stopped
+// in the middle of a frame as idle (nothing it sent is outstanding), so a client cannot pin
+// in-flight budget by stalling; its frame is dropped and the budget given back. A connection
+// waiting for a reply is not idle.
+func TestIdleTimeoutClosesStalledFrames(t *testing.T) {
+	b := startBroker(t, func(c *server.Config) {
+		c.ConnectionsMaxIdle = 300 * time.Millisecond
+		c.InflightBudget = 1 << 20
+		c.Workers = 1
+	})
+	stalled := dialRaw(t, b.addr)
+	stalled.write(binary.BigEndian.AppendUint32(nil, 900<<10))
+	stalled.write(append([]byte{0, 18, 0, 3, 0, 0, 0, 1}, make([]byte, 600<<10)...))
+	began := time.Now()
+	stalled.expectClosed()
+	if took := time.Since(began); took < 250*time.Millisecond {
+		t.Errorf("stalled connection closed after %v, before connections.max.idle.ms", took)
+	}
+	// The stalled frame's budget is back: a 900 KiB frame (it needs most of the budget) from
+	// a new connection is served, over a long poll that outlasts the idle time.
+	rc := dialRaw(t, b.addr)
+	s := plainBatch(1, 1000, "after")
+	s.records[0].value = make([]byte, 800<<10)
+	if p := rc.produceOne(9, "idle", 0, s.encode()); p.ErrorCode != 0 {
+		t.Fatalf("produce after the stalled connection: error %d", p.ErrorCode)
+	}
+	f := kmsg.NewPtrFetchRequest()
+	f.Version, f.MaxWaitMillis, f.MinBytes, f.MaxBytes = 11, 800, 10<<20, 10<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "idle"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset, fp.PartitionMaxBytes = 1, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	f.Topics = append(f.Topics, ft)
+	rc.roundTrip(f) // 800 ms waiting for bytes that never come: not idle
+	rc.alive()
+}

@@ -52,8 +52,9 @@ type conn struct {
 	gone        atomic.Bool   // set by markClosed, before anything else it does
 	done        chan struct{} // closed by markClosed: wakes this connection's long polls
 	// lastActive is the server clock (limits.go) when bytes last arrived or a reply was
-	// queued; pending counts requests framed and not yet answered. The idle reaper closes a
-	// connection with nothing pending and no activity for connections.max.idle.ms.
+	// queued; pending counts requests read whole and not yet answered. The idle reaper closes
+	// a connection with nothing pending and no activity for connections.max.idle.ms, also
+	// one stalled in the middle of a frame (whose partial frame markClosed then drops).
 	lastActive atomic.Int64
 	pending    atomic.Int64
 
@@ -257,7 +258,6 @@ func (s *Server) startFrame(c *conn, size int) *request {
 	r := getRequest()
 	r.c, r.seq = c, c.nextSeq
 	c.nextSeq++
-	c.pending.Add(1)
 	r.want, r.filled, r.size = size, 0, 0
 	s.budget.begin(r)
 	return r
@@ -294,7 +294,9 @@ func (s *Server) growFrame(r *request, avail int) bool {
 	return true
 }
 
+// enqueue hands a complete frame to the connection's worker.
 func (c *conn) enqueue(r *request) {
+	c.pending.Add(1)
 	c.qmu.Lock()
 	c.queue = append(c.queue, r)
 	start := !c.running
