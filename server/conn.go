@@ -267,9 +267,11 @@ func (s *Server) startFrame(c *conn, size int) *request {
 // delivers a socket read of up to 64 KiB at a time) and grows by frameGrowth when full.
 // Each growth copies what has arrived, so the factor trades copying for how much a slow
 // frame holds beyond its bytes: with 16, a 1 MiB produce request arriving in 64 KiB reads is
-// copied once more in part (64 KiB, about 6%; doubling copied 94% and cost 5% more CPU per
-// record in bench compare), and a frame holds at most 16 times what has arrived. What it
-// holds is counted in the budget either way, so the factor does not change the memory bound.
+// copied once more in part (64 KiB, about 6%; doubling copies 94%, and measured 0.91x the
+// records/s and 1.20x the CPU per record in one bench compare run:
+// results/before-after/compare-frame-growth-20261130-110904.txt), and a frame holds at most
+// 16 times what has arrived. What it holds is counted in the budget either way, so the factor
+// does not change the memory bound.
 const (
 	initialFrameBuf = 64 << 10
 	frameGrowth     = 16
