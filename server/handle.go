@@ -140,7 +140,8 @@ func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *outBuf {
 }
 
 // protocolError closes the connection (the first tier of errors: the stream cannot be
-// trusted any more), counts it and logs a short description.
+// trusted any more), counts it and logs a short description, once per kind and address a
+// minute (limits.go: a client that reconnects and repeats itself does not flood the log).
 func (s *Server) protocolError(r *request, what string, err error) {
 	s.badFrames.Add(1)
 	frame := *r.buf
@@ -148,7 +149,7 @@ func (s *Server) protocolError(r *request, what string, err error) {
 	if len(snippet) > 32 {
 		snippet = snippet[:32]
 	}
-	s.log.Warn("closing connection: "+what, "remote", r.c.remote, "err", err, "frame", fmt.Sprintf("%q", snippet))
+	s.refused(r.c.remote, "closing connection: "+what, "err", err, "frame", fmt.Sprintf("%q", snippet))
 	r.c.close()
 	s.finish(r, nil)
 }

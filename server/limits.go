@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -133,7 +134,16 @@ func (s *Server) refused(remote, reason string, attrs ...any) {
 	if suppressed > 0 {
 		attrs = append(attrs, "refused_since_last_line", suppressed)
 	}
-	s.log.Warn("refused: "+reason, attrs...)
+	s.log.Warn(refusalMessage(reason), attrs...)
+}
+
+// refusalMessage is the log message of a refusal: "refused: " and the reason, unless the reason
+// says itself what happened ("closing connection: ...").
+func refusalMessage(reason string) string {
+	if strings.HasPrefix(reason, "closing connection: ") {
+		return reason
+	}
+	return "refused: " + reason
 }
 
 // failedAuthDelay records a failed authentication from ip and returns how long to wait before
@@ -210,7 +220,7 @@ func (s *Server) reap(stop <-chan struct{}, done chan<- struct{}) {
 			for k, e := range t.logged {
 				if now.Sub(e.at) > refusalLogEvery {
 					if e.suppressed > 0 {
-						s.log.Warn("refused: "+k.reason, "remote", k.ip, "refused_since_last_line", e.suppressed)
+						s.log.Warn(refusalMessage(k.reason), "remote", k.ip, "refused_since_last_line", e.suppressed)
 					}
 					delete(t.logged, k)
 				}
