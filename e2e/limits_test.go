@@ -137,3 +137,29 @@ func TestIdleTimeoutClosesStalledFrames(t *testing.T) {
 	rc.roundTrip(f) // 800 ms waiting for bytes that never come: not idle
 	rc.alive()
 }
+
+// TestTLSHandshakesCountAgainstConnectionLimits: a TLS connection counts against
+// max.connections.per.ip from the moment it is accepted, so connections that never finish
+// their handshake cannot go around the limit.
+func TestTLSHandshakesCountAgainstConnectionLimits(t *testing.T) {
+	ca := newTestCA(t)
+	b := secureBroker(t, ca, func(c *server.Config) { c.MaxConnectionsPerIP = 2 })
+	addr := b.srv.ListenerAddr("sasl_ssl")
+	silent := dialRaw(t, addr) // TCP only, no handshake; a second one below
+	dialRaw(t, addr)
+	time.Sleep(100 * time.Millisecond)
+	dialRaw(t, addr).expectClosed()
+	silent.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tc, err := tls.Dial("tcp", addr, ca.clientTLS(false))
+		if err == nil {
+			tc.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed connection's place was not given back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

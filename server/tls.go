@@ -36,8 +36,8 @@ const closeWriteTimeout = 5 * time.Second
 // connection's writer goroutine and return at once, as gnet's do, so the batch log's
 // completer never blocks on a slow client.
 type streamConn struct {
-	nc      net.Conn
 	mu      sync.Mutex
+	nc      net.Conn // the TCP connection, then the TLS one once its handshake is done
 	cond    sync.Cond
 	pending []pendingWrite
 	closing bool
@@ -88,6 +88,22 @@ func (sc *streamConn) Close() error {
 	return nil
 }
 
+// setConn replaces the TCP connection with the TLS connection over it, once its handshake is
+// done (nothing is written before).
+func (sc *streamConn) setConn(nc net.Conn) {
+	sc.mu.Lock()
+	sc.nc = nc
+	sc.mu.Unlock()
+}
+
+// closeNow closes the connection at once, queued replies or not.
+func (sc *streamConn) closeNow() {
+	sc.mu.Lock()
+	nc := sc.nc
+	sc.mu.Unlock()
+	_ = nc.Close()
+}
+
 func (sc *streamConn) writeLoop() {
 	var werr error
 	for {
@@ -95,13 +111,13 @@ func (sc *streamConn) writeLoop() {
 		for len(sc.pending) == 0 && !sc.closing {
 			sc.cond.Wait()
 		}
-		batch, closing := sc.pending, sc.closing
+		batch, closing, nc := sc.pending, sc.closing, sc.nc
 		sc.pending = nil
 		sc.mu.Unlock()
 		for _, w := range batch {
 			if werr == nil {
 				// For a tls.Conn, net.Buffers writes each buffer in turn; for TCP it is a writev.
-				_, werr = w.bufs.WriteTo(sc.nc)
+				_, werr = w.bufs.WriteTo(nc)
 				if werr != nil {
 					_ = sc.Close()
 				}
@@ -111,7 +127,7 @@ func (sc *streamConn) writeLoop() {
 			}
 		}
 		if closing && len(batch) == 0 {
-			_ = sc.nc.Close()
+			_ = nc.Close()
 			close(sc.done)
 			return
 		}
@@ -167,26 +183,14 @@ func (s *Server) acceptLoop(l *listener) {
 	}
 }
 
-// serveStream is a stream connection's reader: the TLS handshake, then framing.
+// serveStream is a stream connection's reader: the TLS handshake, then framing. The
+// connection counts against the connection limits (and the idle reaper can close it) from
+// the moment it is accepted, its TLS handshake included.
 func (s *Server) serveStream(l *listener, nc net.Conn) {
 	defer s.streamW.Done()
-	var certPrincipal *auth.Principal
-	if l.TLS != nil {
-		tc := tls.Server(nc, l.TLS)
-		_ = tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
-		if err := tc.Handshake(); err != nil {
-			s.log.Debug("tls handshake failed", "listener", l.Name, "remote", nc.RemoteAddr().String(), "err", err)
-			nc.Close()
-			return
-		}
-		_ = tc.SetDeadline(time.Time{})
-		nc = tc
-		certPrincipal = s.certPrincipal(l, tc.ConnectionState())
-	}
 	sc := newStreamConn(nc)
 	c := &conn{s: s, gc: sc, l: l}
 	c.init(nc.RemoteAddr().String())
-	c.sec = newConnSecurity(s, l, certPrincipal)
 	if !s.admitConn(c, l) {
 		sc.Close()
 		return
@@ -208,6 +212,21 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 		s.streamM.Unlock()
 		s.dropConn(c)
 	}()
+
+	var certPrincipal *auth.Principal
+	if l.TLS != nil {
+		tc := tls.Server(nc, l.TLS)
+		_ = tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			s.log.Debug("tls handshake failed", "listener", l.Name, "remote", c.remote, "err", err)
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+		sc.setConn(tc)
+		nc = tc
+		certPrincipal = s.certPrincipal(l, tc.ConnectionState())
+	}
+	c.sec = newConnSecurity(s, l, certPrincipal)
 
 	br := bufio.NewReaderSize(nc, 64<<10)
 	var prefix [4]byte
@@ -290,7 +309,7 @@ func (s *Server) closeStreams() {
 		case <-sc.done:
 		case <-deadline:
 		}
-		_ = sc.nc.Close()
+		sc.closeNow()
 	}
 	s.streamW.Wait()
 }
