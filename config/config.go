@@ -54,12 +54,13 @@ type File struct {
 	RegistryListen    yaml.Node `yaml:"registry_listen"`
 	SessionLifetime   yaml.Node `yaml:"sasl_session_lifetime"`
 
-	MaxConnections             yaml.Node `yaml:"max_connections"`
-	MaxConnectionsPerIP        yaml.Node `yaml:"max_connections_per_ip"`
-	ConnectionsMaxIdleMs       yaml.Node `yaml:"connections_max_idle_ms"`
-	SaslServerMaxReceiveSize   yaml.Node `yaml:"sasl_server_max_receive_size"`
-	FailedAuthDelayMs          yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
-	GroupInitialRebalanceDelay yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
+	MaxConnections               yaml.Node `yaml:"max_connections"`
+	MaxConnectionsPerIP          yaml.Node `yaml:"max_connections_per_ip"`
+	MaxConnectionsPerIPOverrides yaml.Node `yaml:"max_connections_per_ip_overrides"`
+	ConnectionsMaxIdleMs         yaml.Node `yaml:"connections_max_idle_ms"`
+	SaslServerMaxReceiveSize     yaml.Node `yaml:"sasl_server_max_receive_size"`
+	FailedAuthDelayMs            yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
+	GroupInitialRebalanceDelay   yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
 
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
@@ -90,7 +91,8 @@ var FlagKeys = map[string]Kind{
 	"cpu_profile": String, "mem_profile": String, "registry_listen": String,
 	"sasl_session_lifetime": Duration,
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
-	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
+	"max_connections_per_ip_overrides": String,
+	"sasl_server_max_receive_size":     Size, "connection_failed_authentication_delay_ms": Int,
 	"group_initial_rebalance_delay_ms": Int,
 }
 

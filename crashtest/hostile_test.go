@@ -211,10 +211,11 @@ func TestIdleConnectionsAreClosedAndLimited(t *testing.T) {
 	}
 }
 
-// TestConnectionsPerIPAreLimited: max.connections.per.ip refuses the next connection from the
-// same address, and a closed connection gives its place back.
+// TestConnectionsPerIPAreLimited: max.connections.per.ip (here 1, overridden to 3 for
+// 127.0.0.1 by max.connections.per.ip.overrides) refuses the next connection from the same
+// address, and a closed connection gives its place back.
 func TestConnectionsPerIPAreLimited(t *testing.T) {
-	n := startInlet(t, "--max-connections-per-ip", "3")
+	n := startInlet(t, "--max-connections-per-ip", "1", "--max-connections-per-ip-overrides", "127.0.0.1:3")
 	var conns []*rawConn
 	for i := 0; i < 3; i++ {
 		rc := dialRaw(t, n.addr())

@@ -4,6 +4,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,6 +125,7 @@ func (s *Server) brokerConfigs() []configEntry {
 		static("group.initial.rebalance.delay.ms", msString(s.cfg.GroupInitialRebalanceDelay), topicconfig.Int),
 		static("max.connections", strconv.Itoa(s.cfg.MaxConnections), topicconfig.Int),
 		static("max.connections.per.ip", strconv.Itoa(s.cfg.MaxConnectionsPerIP), topicconfig.Int),
+		static("max.connections.per.ip.overrides", perIPOverridesString(s.cfg.MaxConnectionsPerIPOverrides), topicconfig.String),
 		static("connections.max.idle.ms", idleMs(s.cfg.ConnectionsMaxIdle), topicconfig.Long),
 		static("sasl.server.max.receive.size", strconv.Itoa(s.cfg.SaslServerMaxReceiveSize), topicconfig.Int),
 		static("connection.failed.authentication.delay.ms", msString(s.cfg.FailedAuthenticationDelay), topicconfig.Int),
@@ -233,4 +235,14 @@ func idleMs(d time.Duration) string {
 		return "-1"
 	}
 	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// perIPOverridesString is max.connections.per.ip.overrides as Kafka writes it, sorted.
+func perIPOverridesString(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for ip, n := range m {
+		parts = append(parts, ip+":"+strconv.Itoa(n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }

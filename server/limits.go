@@ -1,17 +1,20 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
 // Connection limits, after Kafka's SocketServer and ConnectionQuotas:
-//   - max.connections and max.connections.per.ip: a connection over either limit is closed as
-//     soon as it is accepted (Kafka's TooManyConnectionsException; Kafka's broker-wide limit
-//     blocks the acceptor instead, which gnet cannot do per listener).
+//   - max.connections and max.connections.per.ip (with max.connections.per.ip.overrides): a
+//     connection over either limit is closed as soon as it is accepted (Kafka's
+//     TooManyConnectionsException; Kafka's broker-wide limit blocks the acceptor instead,
+//     which gnet cannot do per listener).
 //   - connections.max.idle.ms: a connection with no request outstanding and no bytes in or
 //     replies out for that long is closed (Kafka's Selector idle expiry).
 //   - connection.failed.authentication.delay.ms: a failed SASL authentication is answered and
@@ -77,7 +80,7 @@ func (s *Server) admitConn(c *conn, l *listener) bool {
 	switch {
 	case len(t.all) >= s.cfg.MaxConnections:
 		reason = "max.connections reached"
-	case t.perIP[c.ip] >= s.cfg.MaxConnectionsPerIP:
+	case t.perIP[c.ip] >= s.perIPLimit(c.ip):
 		reason = "max.connections.per.ip reached"
 	default:
 		t.all[c] = struct{}{}
@@ -89,6 +92,42 @@ func (s *Server) admitConn(c *conn, l *listener) bool {
 		return false
 	}
 	return true
+}
+
+// perIPLimit is max.connections.per.ip for ip, or its override.
+func (s *Server) perIPLimit(ip string) int {
+	if n, ok := s.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+		return n
+	}
+	return s.cfg.MaxConnectionsPerIP
+}
+
+// ParsePerIPOverrides parses Kafka's max.connections.per.ip.overrides: a comma-separated list
+// of address:limit ("127.0.0.1:200,::1:200"; the limit follows the last colon). Kafka also
+// takes host names, resolved when the setting is read; Inlet takes only IP addresses, so an
+// override never depends on what a name resolves to later.
+func ParsePerIPOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndexByte(item, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want address:limit", item)
+		}
+		ip := net.ParseIP(strings.Trim(item[:i], "[]"))
+		if ip == nil {
+			return nil, fmt.Errorf("%q: %q is not an IP address (host names are not taken)", item, item[:i])
+		}
+		n, err := strconv.Atoi(item[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the limit must be a number of connections, 0 or more", item)
+		}
+		out[ip.String()] = n
+	}
+	return out, nil
 }
 
 // dropConn uncounts a connection admitConn counted.

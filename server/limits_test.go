@@ -58,3 +58,18 @@ func TestRefusalsAreLoggedOncePerAddress(t *testing.T) {
 		t.Errorf("log:\n%s", logs)
 	}
 }
+
+func TestParsePerIPOverrides(t *testing.T) {
+	m, err := ParsePerIPOverrides("127.0.0.1:200, ::1:5,[fe80::1]:0")
+	if err != nil || m["127.0.0.1"] != 200 || m["::1"] != 5 || m["fe80::1"] != 0 || len(m) != 3 {
+		t.Fatalf("%v %v", m, err)
+	}
+	for _, bad := range []string{"localhost:5", "127.0.0.1", "127.0.0.1:x", "127.0.0.1:-1", ":5"} {
+		if _, err := ParsePerIPOverrides(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if m, err := ParsePerIPOverrides(""); err != nil || len(m) != 0 {
+		t.Errorf("empty: %v %v", m, err)
+	}
+}

@@ -50,11 +50,14 @@ type Config struct {
 
 	// Connection limits (limits.go), Kafka's broker configs of the same names. Zero values
 	// take Kafka's defaults; a negative duration turns the limit off.
-	MaxConnections            int           // max.connections; default MaxInt32 (no limit)
-	MaxConnectionsPerIP       int           // max.connections.per.ip; default MaxInt32
-	ConnectionsMaxIdle        time.Duration // connections.max.idle.ms; default 10 min
-	SaslServerMaxReceiveSize  int           // sasl.server.max.receive.size: frames before SASL authentication; default 512 KiB
-	FailedAuthenticationDelay time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
+	MaxConnections      int // max.connections; default MaxInt32 (no limit)
+	MaxConnectionsPerIP int // max.connections.per.ip; default MaxInt32
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides: a limit per address
+	// (an IP address as Go writes it) in place of MaxConnectionsPerIP.
+	MaxConnectionsPerIPOverrides map[string]int
+	ConnectionsMaxIdle           time.Duration // connections.max.idle.ms; default 10 min
+	SaslServerMaxReceiveSize     int           // sasl.server.max.receive.size: frames before SASL authentication; default 512 KiB
+	FailedAuthenticationDelay    time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
 
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a new group
 	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:

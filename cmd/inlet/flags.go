@@ -25,7 +25,7 @@ type options struct {
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
-	saslMaxReceive                                            *string
+	maxConnectionsPerIPOverrides, saslMaxReceive              *string
 	failedAuthDelayMs, groupInitialRebalanceDelayMs           *int
 }
 
@@ -56,6 +56,7 @@ func newFlags() (*flag.FlagSet, *options) {
 
 		maxConnections:               fs.Int("max-connections", 2147483647, "Kafka's max.connections: open client connections at most; one more is closed at once"),
 		maxConnectionsPerIP:          fs.Int("max-connections-per-ip", 2147483647, "Kafka's max.connections.per.ip: open connections from one address at most"),
+		maxConnectionsPerIPOverrides: fs.String("max-connections-per-ip-overrides", "", "Kafka's max.connections.per.ip.overrides: address:limit pairs, comma-separated (IP addresses only), e.g. 127.0.0.1:200"),
 		connectionsMaxIdleMs:         fs.Int("connections-max-idle-ms", 600000, "Kafka's connections.max.idle.ms: close a connection with no request outstanding after this long without traffic; -1: never"),
 		saslMaxReceive:               fs.String("sasl-server-max-receive-size", "524288", "Kafka's sasl.server.max.receive.size: largest frame before SASL authentication on SASL listeners"),
 		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),

@@ -61,6 +61,10 @@ func main() {
 		logger.Error("open log", "err", err)
 		os.Exit(1)
 	}
+	perIPOverrides, err := server.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
+	if err != nil {
+		usage("--max-connections-per-ip-overrides: %v", err)
+	}
 	srv, err := server.Start(server.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
@@ -77,12 +81,13 @@ func main() {
 		SessionLifetime:   *o.sessionLifetime,
 		Schemas:           sec.Schemas,
 
-		MaxConnections:             *o.maxConnections,
-		MaxConnectionsPerIP:        *o.maxConnectionsPerIP,
-		ConnectionsMaxIdle:         msFlag(*o.connectionsMaxIdleMs),
-		SaslServerMaxReceiveSize:   int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
-		FailedAuthenticationDelay:  msFlag(*o.failedAuthDelayMs),
-		GroupInitialRebalanceDelay: msFlag(*o.groupInitialRebalanceDelayMs),
+		MaxConnections:               *o.maxConnections,
+		MaxConnectionsPerIP:          *o.maxConnectionsPerIP,
+		MaxConnectionsPerIPOverrides: perIPOverrides,
+		ConnectionsMaxIdle:           msFlag(*o.connectionsMaxIdleMs),
+		SaslServerMaxReceiveSize:     int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
+		FailedAuthenticationDelay:    msFlag(*o.failedAuthDelayMs),
+		GroupInitialRebalanceDelay:   msFlag(*o.groupInitialRebalanceDelayMs),
 	}, blog)
 	if err != nil {
 		logger.Error("start", "err", err)
