@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -143,13 +142,6 @@ func (s *Server) dropConn(c *conn) {
 	t.mu.Unlock()
 }
 
-// Connections is the number of open client connections.
-func (s *Server) Connections() int {
-	s.connTab.mu.Lock()
-	defer s.connTab.mu.Unlock()
-	return len(s.connTab.all)
-}
-
 // refused logs a refused connection or request once (see the file comment).
 func (s *Server) refused(remote, reason string, attrs ...any) {
 	key := refusalKey{reason, hostOf(remote)}
@@ -266,9 +258,7 @@ func (s *Server) reap(stop <-chan struct{}, done chan<- struct{}) {
 			}
 			t.mu.Unlock()
 			for _, c := range idleConns {
-				if s.log.Enabled(nil, slog.LevelDebug) {
-					s.log.Debug("closing idle connection", "remote", c.remote, "idle_ms", idle.Milliseconds())
-				}
+				s.log.Debug("closing idle connection", "remote", c.remote, "idle_ms", idle.Milliseconds())
 				c.close()
 			}
 			clear(idleConns)
