@@ -196,9 +196,12 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 		p.metaGen = l.scratch.gen
 		l.scratch.partitions = append(l.scratch.partitions, p)
 	}
-	// baseOffset lies outside the CRC-32C (which covers bytes 21..end), so patching it in place
-	// keeps the producer's batch valid byte for byte (DefaultRecordBatch).
+	// baseOffset and partitionLeaderEpoch lie outside the CRC-32C (which covers bytes
+	// 21..end), so patching them in place keeps the producer's batch valid byte for byte
+	// (DefaultRecordBatch); Kafka stamps the epoch into every batch it appends, and consumers
+	// that validate epochs expect the one Metadata reports, not the producer's -1.
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
+	wire.SetPartitionLeaderEpoch(a.Batch, p.LeaderEpoch())
 	if a.LogAppendTime {
 		// The append time is the commit time, so it is stamped here, under the committer,
 		// in offset order (Kafka's LogValidator does it while assigning offsets).

@@ -140,6 +140,13 @@ func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 // LogStartOffset is the first offset still stored.
 func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 
+// LeaderEpoch is the partition's leader epoch, stamped into every batch it appends. One node
+// leads every partition from its creation and no other node can take over, so no partition
+// ever changes leader: the epoch is 0 for all of them, as Metadata, ListOffsets and
+// OffsetForLeaderEpoch report, and nothing needs to store it. Should leadership ever move
+// (a replica, a node taking over a data directory), this is what would be bumped and stored.
+func (p *Partition) LeaderEpoch() int32 { return 0 }
+
 // Append is one batch of a produce request, for one partition.
 type Append struct {
 	Partition *Partition

@@ -42,6 +42,7 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 				continue
 			}
 			p := t.Partitions[rp.Partition]
+			op.LeaderEpoch = p.LeaderEpoch()
 			stable := s.lastStableOffset(p, req.IsolationLevel)
 			switch rp.Timestamp {
 			case listLatest:

@@ -78,7 +78,7 @@ func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
 		mp.Leader = s.cfg.NodeID
-		mp.LeaderEpoch = 0
+		mp.LeaderEpoch = p.LeaderEpoch()
 		mp.Replicas = []int32{s.cfg.NodeID}
 		mp.ISR = []int32{s.cfg.NodeID}
 		mt.Partitions = append(mt.Partitions, mp)

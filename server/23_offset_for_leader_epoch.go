@@ -28,10 +28,11 @@ func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			switch {
 			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				op.ErrorCode = errUnknownTopicOrPartition
-			case req.Version >= 2 && rp.CurrentLeaderEpoch > 0:
+			case req.Version >= 2 && rp.CurrentLeaderEpoch > t.Partitions[rp.Partition].LeaderEpoch():
 				op.ErrorCode = errUnknownLeaderEpoch
-			case rp.LeaderEpoch == 0:
-				op.LeaderEpoch, op.EndOffset = 0, t.Partitions[rp.Partition].HighWatermark()
+			case rp.LeaderEpoch == t.Partitions[rp.Partition].LeaderEpoch():
+				p := t.Partitions[rp.Partition]
+				op.LeaderEpoch, op.EndOffset = p.LeaderEpoch(), p.HighWatermark()
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}

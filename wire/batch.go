@@ -252,6 +252,14 @@ func SetBaseOffset(batch []byte, baseOffset int64) {
 	binary.BigEndian.PutUint64(batch[offBaseOffset:], uint64(baseOffset))
 }
 
+// SetPartitionLeaderEpoch writes the leader epoch into bytes 12..15 of batch in place, as
+// Kafka's broker does for every batch it appends (MemoryRecordsBuilder, LogValidator). The
+// field lies outside the CRC, so the checksum stays valid. batch must hold at least 16 bytes
+// (a batch that passed ValidateProduceBatch does).
+func SetPartitionLeaderEpoch(batch []byte, epoch int32) {
+	binary.BigEndian.PutUint32(batch[offLeaderEpoch:], uint32(epoch))
+}
+
 // SetLogAppendTime stamps a batch for a topic with
 // message.timestamp.type=LogAppendTime, as DefaultRecordBatch.setMaxTimestamp
 // does: it sets the timestamp-type attribute (bit 3), writes ts as
