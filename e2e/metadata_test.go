@@ -95,9 +95,11 @@ func TestMetadataAnswersEachVersionsRules(t *testing.T) {
 	}{
 		{"v4 unknown topic without auto-creation", 4, false, "no-create-v4", 3, false},
 		{"v12 unknown topic without auto-creation", 12, false, "no-create-v12", 3, false},
-		{"v4 unknown topic with auto-creation", 4, true, "create-v4", 0, true},
-		{"v1 auto-creates (no flag before v4)", 1, false, "create-v1", 0, true},
-		{"v0 auto-creates", 0, false, "create-v0", 0, true},
+		// The request that creates a topic is answered LEADER_NOT_AVAILABLE (5) without
+		// partitions, as Kafka answers it; the next one lists them.
+		{"v4 unknown topic with auto-creation", 4, true, "create-v4", 5, true},
+		{"v1 auto-creates (no flag before v4)", 1, false, "create-v1", 5, true},
+		{"v0 auto-creates", 0, false, "create-v0", 5, true},
 		{"v4 invalid name", 4, true, "bad/name", 17, false},
 		{"v1 invalid name", 1, false, "bad name", 17, false},
 		{"v12 name of 250 characters", 12, true, string(make250()), 17, false},
@@ -122,11 +124,14 @@ func TestMetadataAnswersEachVersionsRules(t *testing.T) {
 			if created := exists && !existed; created != c.wantCreated {
 				t.Errorf("topic created: %v, want %v", created, c.wantCreated)
 			}
-			if c.wantCreated && len(mt.Partitions) != 4 {
-				t.Errorf("auto-created with %d partitions, want the default 4", len(mt.Partitions))
-			}
 			if c.wantCode != 0 && len(mt.Partitions) != 0 {
 				t.Errorf("error answer lists %d partitions", len(mt.Partitions))
+			}
+			if c.wantCreated {
+				again := rc.roundTrip(metadataReq(c.version, c.allowCreate, c.topic)).(*kmsg.MetadataResponse).Topics[0]
+				if again.ErrorCode != 0 || len(again.Partitions) != 4 {
+					t.Errorf("asked again: error %d, %d partitions; want 0 and the default 4", again.ErrorCode, len(again.Partitions))
+				}
 			}
 		})
 	}
@@ -197,5 +202,42 @@ func TestMetadataIdentityStableAcrossRestart(t *testing.T) {
 	}
 	if mt := resp.Topics[1]; mt.ErrorCode != 100 {
 		t.Errorf("unknown id: error %d, want UNKNOWN_TOPIC_ID (100)", mt.ErrorCode)
+	}
+}
+
+// TestAutoCreateAfterDeleteAnswersLeaderNotAvailable: a client that deletes a topic and checks
+// it again with auto-creation on sees what Kafka shows: the request that recreates the topic
+// is answered LEADER_NOT_AVAILABLE without partitions, the next one lists them (empty).
+func TestAutoCreateAfterDeleteAnswersLeaderNotAvailable(t *testing.T) {
+	b := startBroker(t, nil)
+	rc := dialRaw(t, b.addr)
+	md := func() kmsg.MetadataResponseTopic {
+		return rc.roundTrip(metadataReq(12, true, "recreated")).(*kmsg.MetadataResponse).Topics[0]
+	}
+	if mt := md(); mt.ErrorCode != 5 || len(mt.Partitions) != 0 {
+		t.Fatalf("creating request: error %d, %d partitions; want 5 and none", mt.ErrorCode, len(mt.Partitions))
+	}
+	if mt := md(); mt.ErrorCode != 0 || len(mt.Partitions) != 4 {
+		t.Fatalf("next request: error %d, %d partitions", mt.ErrorCode, len(mt.Partitions))
+	}
+	if p := rc.produceOne(9, "recreated", 0, plainBatch(1, 1000, "x").encode()); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version, del.TimeoutMillis = 6, 5000
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("recreated")
+	del.Topics = append(del.Topics, dt)
+	if r := rc.roundTrip(del).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %d", r.Topics[0].ErrorCode)
+	}
+	if mt := md(); mt.ErrorCode != 5 || len(mt.Partitions) != 0 {
+		t.Fatalf("recreating request: error %d, %d partitions; want 5 and none", mt.ErrorCode, len(mt.Partitions))
+	}
+	if mt := md(); mt.ErrorCode != 0 || len(mt.Partitions) != 4 {
+		t.Fatalf("next request: error %d, %d partitions", mt.ErrorCode, len(mt.Partitions))
+	}
+	if hw := b.highWatermark("recreated", 0); hw != 0 {
+		t.Errorf("recreated topic has high watermark %d, want 0 (empty)", hw)
 	}
 }

@@ -64,7 +64,7 @@ func (s *Server) handleProduce(r *request) {
 		case sec != nil && ps.req.TransactionalID != nil && !sec.principal.AllowsTransactionalID(string(ps.req.TransactionalID)):
 			code = errTransactionalIDAuth
 		default:
-			topic, code = s.topicFor(rt.Name, true)
+			topic, code, _ = s.topicFor(rt.Name, true)
 			bound = s.cfg.Schemas.Topic(rt.Name)
 		}
 		for pi := range rt.Partitions {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
@@ -53,7 +54,13 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		t, code := s.topicFor([]byte(*rt.Topic), create)
+		t, code, created := s.topicFor([]byte(*rt.Topic), create)
+		if created {
+			// Kafka answers the request that created a topic with LEADER_NOT_AVAILABLE and no
+			// partitions (its controller has not elected leaders yet); clients ask again, and
+			// those that delete and re-check a topic rely on it.
+			code, t = kerr.LeaderNotAvailable.Code, nil
+		}
 		if t == nil {
 			resp.Topics = append(resp.Topics, s.metadataTopic(*rt.Topic, code, nil))
 			continue

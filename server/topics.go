@@ -39,27 +39,28 @@ func validTopicName(name []byte) bool {
 	return true
 }
 
-// topicFor finds a topic, creating it when auto-creation is on and create is set. The lookup
-// by []byte does not allocate (the compiler elides the string conversion in a map index).
-func (s *Server) topicFor(name []byte, create bool) (*batchlog.Topic, int16) {
+// topicFor finds a topic, creating it when auto-creation is on and create is set; created
+// tells that this call made it. The lookup by []byte does not allocate (the compiler elides
+// the string conversion in a map index).
+func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int16, created bool) {
 	if t, ok := s.blog.Topic(string(name)); ok {
-		return t, 0
+		return t, 0, false
 	}
 	if !create || !s.cfg.AutoCreateTopics {
-		return nil, errUnknownTopicOrPartition
+		return nil, errUnknownTopicOrPartition, false
 	}
 	if !validTopicName(name) {
-		return nil, errInvalidTopic
+		return nil, errInvalidTopic, false
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
 	t, err := s.blog.CreateTopic(string(name), s.cfg.DefaultPartitions, nil)
 	if err != nil && !errors.Is(err, batchlog.ErrTopicExists) {
 		s.log.Error("auto-create topic failed", "topic", string(name), "err", err)
-		return nil, errUnknownServerError
+		return nil, errUnknownServerError, false
 	}
 	if err == nil {
 		s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions))
 	}
-	return t, 0
+	return t, 0, err == nil
 }
