@@ -102,17 +102,10 @@ func (l *Log) retainPartition(p *Partition, retentionMs, retentionBytes, nowMs i
 		return err
 	}
 	for valid := it.First(); valid; valid = it.Next() {
-		size := 0
-		if _, ok := l.store.(*segmentStore); ok {
-			v, err := it.ValueAndErr()
-			if err != nil {
-				it.Close()
-				return err
-			}
-			size = int(binary.BigEndian.Uint32(v[12:]))
-		} else {
-			lv := it.LazyValue()
-			size = lv.Len()
+		size, err := l.indexedBatchSize(it)
+		if err != nil {
+			it.Close()
+			return err
 		}
 		batches = append(batches, batchInfo{base: dataKeyOffset(it.Key()), size: size})
 		total += int64(size)
@@ -216,3 +209,44 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 	}
 	return len(doomed), nil
 }
+
+// indexedBatchSize is the stored size of the batch at it, an iterator over a partition's data
+// keys: with segments the index entry records it (bytes 12..15), with record data in Pebble
+// it is the value's length.
+func (l *Log) indexedBatchSize(it *pebble.Iterator) (int, error) {
+	if _, ok := l.store.(*segmentStore); ok {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return 0, err
+		}
+		return int(binary.BigEndian.Uint32(v[12:])), nil
+	}
+	lv := it.LazyValue()
+	return lv.Len(), nil
+}
+
+// PartitionBytes is the bytes of record batches p holds from its log start to its high
+// watermark (DescribeLogDirs' size). It walks p's index: an admin call's cost, not a hot
+// path's.
+func (l *Log) PartitionBytes(p *Partition) (int64, error) {
+	if l.db == nil {
+		return 0, nil // discard: nothing is stored
+	}
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID, p.HighWatermark())})
+	if err != nil {
+		return 0, err
+	}
+	total := int64(0)
+	for valid := it.First(); valid; valid = it.Next() {
+		size, err := l.indexedBatchSize(it)
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		total += int64(size)
+	}
+	return total, it.Close()
+}
+
+// Dir is the log's data directory ("" when nothing is stored).
+func (l *Log) Dir() string { return l.opts.Dir }

@@ -392,8 +392,65 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			}
 			resp.Groups = out
 		}
+
+	case *kmsg.DescribeLogDirsRequest:
+		// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes.
+		if req.Topics != nil {
+			req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DescribeLogDirsResponse)
+			for i := range resp.Dirs {
+				resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.AllowsTopicString(t.Topic) })
+			}
+		}
+
+	// Elections and reassignments act on the cluster (Kafka: ALTER or DESCRIBE on CLUSTER):
+	// only a principal allowed every topic may use them.
+	case *kmsg.ElectLeadersRequest:
+		if !allowsCluster(p) {
+			resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+			resp.ErrorCode = errClusterAuthorizationFailed
+			for _, rt := range req.Topics {
+				ot := kmsg.NewElectLeadersResponseTopic()
+				ot.Topic = rt.Topic
+				for _, i := range rt.Partitions {
+					op := kmsg.NewElectLeadersResponseTopicPartition()
+					op.Partition, op.ErrorCode = i, errClusterAuthorizationFailed
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				resp.Topics = append(resp.Topics, ot)
+			}
+			return resp, nil
+		}
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		if !allowsCluster(p) {
+			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+			resp.ErrorCode = errClusterAuthorizationFailed
+			return resp, nil
+		}
+	case *kmsg.ListPartitionReassignmentsRequest:
+		if !allowsCluster(p) {
+			resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+			resp.ErrorCode = errClusterAuthorizationFailed
+			return resp, nil
+		}
 	}
 	return nil, nil
+}
+
+// errClusterAuthorizationFailed is CLUSTER_AUTHORIZATION_FAILED.
+const errClusterAuthorizationFailed int16 = 31
+
+// allowsCluster tells whether p may act on the whole cluster: only a principal allowed every
+// topic (a "" or "*" prefix) may, since a cluster operation touches every topic.
+func allowsCluster(p *auth.Principal) bool {
+	for _, pre := range p.TopicPrefixes {
+		if pre == "" || pre == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 // splitAllowed separates the entries of a request that pass allowed from the others, keeping

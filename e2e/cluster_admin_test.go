@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// TestClusterAdminCallsWithKadm: the cluster calls admin tools make, which used to drop the
+// connection (EOF), answered as a one-node Kafka answers them: DescribeLogDirs (one
+// directory, each partition's stored bytes), ElectLeaders (no election needed: the only
+// replica leads), ListPartitionReassignments (none) and AlterPartitionReassignments (to the
+// current replica: done; to another broker: refused).
+func TestClusterAdminCallsWithKadm(t *testing.T) {
+	b := startBroker(t, nil)
+	b.createTopic("dirs", 2)
+	rc := dialRaw(t, b.addr)
+	for range 3 {
+		if p := rc.produceOne(9, "dirs", 1, plainBatch(5, 1000, "d").encode()); p.ErrorCode != 0 {
+			t.Fatalf("produce: %d", p.ErrorCode)
+		}
+	}
+	ctx := adminCtx(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+
+	all, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := all[1]
+	if len(dirs) != 1 {
+		t.Fatalf("%d log dirs, want 1: %v", len(dirs), dirs)
+	}
+	for _, d := range dirs {
+		if d.Err != nil || d.TotalBytes <= 0 || d.UsableBytes <= 0 || d.UsableBytes > d.TotalBytes {
+			t.Errorf("dir %s: err %v, total %d, usable %d", d.Dir, d.Err, d.TotalBytes, d.UsableBytes)
+		}
+		p0, p1 := d.Topics["dirs"][0], d.Topics["dirs"][1]
+		if p0.Size != 0 || p1.Size <= 3*61 {
+			t.Errorf("sizes: partition 0 %d bytes (empty), partition 1 %d bytes (three batches)", p0.Size, p1.Size)
+		}
+	}
+
+	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"dirs": {0: {}, 1: {}}, "nope": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []kadm.ElectLeadersResult{res["dirs"][0], res["dirs"][1]} {
+		if !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+			t.Errorf("elect dirs/%d: %v, want ELECTION_NOT_NEEDED", r.Partition, r.Err)
+		}
+	}
+	if !errors.Is(res["nope"][0].Err, kerr.UnknownTopicOrPartition) {
+		t.Errorf("elect nope/0: %v", res["nope"][0].Err)
+	}
+
+	listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"dirs": {0: {}}})
+	if err != nil || len(listed) != 0 {
+		t.Errorf("list reassignments: %v %v, want none", listed, err)
+	}
+	altered, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"dirs": {0: {1}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range altered.Sorted() {
+		switch a.Partition {
+		case 0:
+			if a.Err != nil {
+				t.Errorf("reassign dirs/0 to its own replica: %v", a.Err)
+			}
+		case 1:
+			if !errors.Is(a.Err, kerr.InvalidReplicaAssignment) {
+				t.Errorf("reassign dirs/1 to broker 2: %v, want INVALID_REPLICA_ASSIGNMENT", a.Err)
+			}
+		}
+	}
+}
+
+// TestClusterAdminCallsWithSarama is the same through sarama's ClusterAdmin.
+func TestClusterAdminCallsWithSarama(t *testing.T) {
+	b := startBroker(t, nil)
+	b.createTopic("sdirs", 1)
+	if p := dialRaw(t, b.addr).produceOne(9, "sdirs", 0, plainBatch(5, 1000, "d").encode()); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	adm, err := sarama.NewClusterAdmin([]string{b.addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	dirs, err := adm.DescribeLogDirs([]int32{1})
+	if err != nil || len(dirs[1]) != 1 {
+		t.Fatalf("describe log dirs: %v, %v", dirs, err)
+	}
+	found := false
+	for _, tp := range dirs[1][0].Topics {
+		if tp.Topic == "sdirs" && len(tp.Partitions) == 1 && tp.Partitions[0].Size > 61 {
+			found = true
+		}
+	}
+	if dirs[1][0].ErrorCode != sarama.ErrNoError || !found {
+		t.Errorf("describe log dirs: %+v", dirs[1][0])
+	}
+	res, err := adm.ElectLeaders(sarama.PreferredElection, map[string][]int32{"sdirs": {0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["sdirs"][0]; r == nil || r.ErrorCode != sarama.ErrElectionNotNeeded {
+		t.Errorf("elect sdirs/0: %+v", r)
+	}
+	if st, err := adm.ListPartitionReassignments("sdirs", []int32{0}); err != nil || len(st) != 0 {
+		t.Errorf("list reassignments: %v %v", st, err)
+	}
+	if err := adm.AlterPartitionReassignments("sdirs", [][]int32{{1}}); err != nil {
+		t.Errorf("reassign sdirs/0 to its own replica: %v", err)
+	}
+}
+
+// TestClusterAdminCallsAreScoped: a principal limited to its topic prefixes sees only its own
+// topics in DescribeLogDirs and may not elect leaders or reassign partitions
+// (CLUSTER_AUTHORIZATION_FAILED), as Kafka needs cluster permissions for them.
+func TestClusterAdminCallsAreScoped(t *testing.T) {
+	ca := newTestCA(t)
+	b := secureBroker(t, ca, nil)
+	b.createTopic("alice.mine", 1)
+	b.createTopic("bob.theirs", 1)
+	ctx := adminCtx(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.srv.ListenerAddr("sasl")), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	all, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all[1] {
+		if _, ok := d.Topics["bob.theirs"]; ok {
+			t.Error("alice sees bob's topic in DescribeLogDirs")
+		}
+		if _, ok := d.Topics["alice.mine"]; !ok {
+			t.Error("alice does not see her own topic in DescribeLogDirs")
+		}
+	}
+	req := kmsg.NewPtrElectLeadersRequest()
+	rt := kmsg.NewElectLeadersRequestTopic()
+	rt.Topic, rt.Partitions = "alice.mine", []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 31 {
+		t.Errorf("alice elects leaders: %v, error %d; want CLUSTER_AUTHORIZATION_FAILED", err, resp.ErrorCode)
+	}
+	if _, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"alice.mine": {0: {}}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("alice lists reassignments: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+}
