@@ -85,6 +85,26 @@ func TestClusterAdminCallsWithKadm(t *testing.T) {
 			}
 		}
 	}
+
+	// No versioned feature is supported (ApiVersions lists none), so none can be finalized.
+	versions, err := adm.ApiVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range versions {
+		if raw := v.Raw(); raw != nil && (len(raw.SupportedFeatures) != 0 || len(raw.FinalizedFeatures) != 0) {
+			t.Errorf("ApiVersions features: supported %v, finalized %v", v.Raw().SupportedFeatures, v.Raw().FinalizedFeatures)
+		}
+	}
+	updated, err := adm.UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 2})
+	if err == nil {
+		for _, u := range updated {
+			err = u.Err
+		}
+	}
+	if !errors.Is(err, kerr.InvalidUpdateVersion) {
+		t.Errorf("update transaction.version to 2: %v, want INVALID_UPDATE_VERSION", err)
+	}
 }
 
 // TestClusterAdminCallsWithSarama is the same through sarama's ClusterAdmin.
@@ -166,5 +186,13 @@ func TestClusterAdminCallsAreScoped(t *testing.T) {
 	}
 	if _, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"alice.mine": {0: {}}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Errorf("alice lists reassignments: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	uf := kmsg.NewPtrUpdateFeaturesRequest()
+	uf.Version = 2
+	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	u.Feature, u.MaxVersionLevel = "transaction.version", 2
+	uf.FeatureUpdates = append(uf.FeatureUpdates, u)
+	if resp, err := uf.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 31 {
+		t.Errorf("alice updates features: %v, error %d; want CLUSTER_AUTHORIZATION_FAILED", err, resp.ErrorCode)
 	}
 }

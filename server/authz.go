@@ -435,6 +435,17 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp.ErrorCode = errClusterAuthorizationFailed
 			return resp, nil
 		}
+	case *kmsg.UpdateFeaturesRequest:
+		if !allowsCluster(p) {
+			resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+			resp.ErrorCode = errClusterAuthorizationFailed
+			for _, u := range req.FeatureUpdates {
+				res := kmsg.NewUpdateFeaturesResponseResult()
+				res.Feature, res.ErrorCode = u.Feature, errClusterAuthorizationFailed
+				resp.Results = append(resp.Results, res)
+			}
+			return resp, nil
+		}
 	}
 	return nil, nil
 }

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// UpdateFeatures v0-v2 (KIP-584; v1 upgrade types and validate-only, v2 without per-feature
+// results). The node supports no versioned feature: ApiVersions advertises none and finalizes
+// none (transaction.version 2 needs KIP-890's server side, which is not built). So every
+// update is INVALID_UPDATE_VERSION, the error Kafka's controller gives for a feature it does
+// not support, validate-only or not, and an empty request succeeds.
+const updateFeaturesKey = 57
+
+const errInvalidUpdateVersion int16 = 95
+
+func init() {
+	register(api{key: updateFeaturesKey, min: 0, max: 2, handle: handleUpdateFeatures})
+}
+
+func handleUpdateFeatures(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.UpdateFeaturesRequest)
+	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+	for _, u := range req.FeatureUpdates {
+		msg := fmt.Sprintf("Invalid update version %d for feature %s. This node supports no versioned feature.", u.MaxVersionLevel, u.Feature)
+		if u.MaxVersionLevel < 1 {
+			msg = fmt.Sprintf("Cannot delete feature %s: it is not finalized.", u.Feature)
+		}
+		if req.Version >= 2 {
+			if resp.ErrorCode == 0 {
+				resp.ErrorCode, resp.ErrorMessage = errInvalidUpdateVersion, &msg
+			}
+			continue
+		}
+		res := kmsg.NewUpdateFeaturesResponseResult()
+		res.Feature, res.ErrorCode, res.ErrorMessage = u.Feature, errInvalidUpdateVersion, &msg
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
+}
