@@ -43,10 +43,31 @@ type Principal struct {
 	// delete. Empty means none (a principal with no prefixes can do nothing with topics); a
 	// prefix "" or "*" allows every topic.
 	TopicPrefixes []string
-	// GroupPrefixes scope consumer groups; empty means the topic prefixes apply to groups too.
+	// GroupPrefixes scope consumer groups; empty means the topic prefixes apply to groups too,
+	// unless GroupsExplicit is set (the list was set at run time, and empty means none).
 	GroupPrefixes []string
-	// TransactionalIDPrefixes scope transactional ids; empty means the topic prefixes apply.
+	// TransactionalIDPrefixes scope transactional ids; empty means the topic prefixes apply,
+	// unless TransactionalIDsExplicit is set.
 	TransactionalIDPrefixes []string
+
+	GroupsExplicit, TransactionalIDsExplicit bool
+}
+
+// Groups returns the group prefixes in force: GroupPrefixes, or the topic prefixes when the
+// principal has no group prefixes of its own.
+func (p *Principal) Groups() []string {
+	if len(p.GroupPrefixes) == 0 && !p.GroupsExplicit {
+		return p.TopicPrefixes
+	}
+	return p.GroupPrefixes
+}
+
+// TransactionalIDs returns the transactional-id prefixes in force (see Groups).
+func (p *Principal) TransactionalIDs() []string {
+	if len(p.TransactionalIDPrefixes) == 0 && !p.TransactionalIDsExplicit {
+		return p.TopicPrefixes
+	}
+	return p.TransactionalIDPrefixes
 }
 
 // AllowsTopic reports whether p may use topic name. It does not allocate.
@@ -75,10 +96,7 @@ func (p *Principal) AllowsGroup(id string) bool {
 	if p == nil {
 		return true
 	}
-	if len(p.GroupPrefixes) == 0 {
-		return p.AllowsTopicString(id)
-	}
-	return matchPrefix(p.GroupPrefixes, []byte(id))
+	return matchPrefix(p.Groups(), []byte(id))
 }
 
 // AllowsTransactionalID reports whether p may use transactional id.
@@ -86,10 +104,7 @@ func (p *Principal) AllowsTransactionalID(id string) bool {
 	if p == nil {
 		return true
 	}
-	if len(p.TransactionalIDPrefixes) == 0 {
-		return p.AllowsTopicString(id)
-	}
-	return matchPrefix(p.TransactionalIDPrefixes, []byte(id))
+	return matchPrefix(p.TransactionalIDs(), []byte(id))
 }
 
 func matchPrefix(prefixes []string, name []byte) bool {

@@ -50,6 +50,31 @@ func NewCredential(mechanism, password string, iterations int) (Credential, erro
 	return DeriveCredential(mechanism, password, salt, iterations)
 }
 
+// CredentialFromSalted is the credential of a salted password (RFC 5802's SaltedPassword =
+// Hi(password, salt, i)), as AlterUserScramCredentials carries it: the client derives it, so
+// the password never reaches the broker.
+func CredentialFromSalted(mechanism string, salt, salted []byte, iterations int) (Credential, error) {
+	h, err := hashFor(mechanism)
+	if err != nil {
+		return Credential{}, err
+	}
+	if iterations < MinIterations || iterations > MaxIterations {
+		return Credential{}, fmt.Errorf("auth: iterations %d outside [%d, %d]", iterations, MinIterations, MaxIterations)
+	}
+	if len(salt) == 0 || len(salted) != h().Size() {
+		return Credential{}, fmt.Errorf("auth: %s needs a salt and a salted password of %d bytes", mechanism, h().Size())
+	}
+	ck := hmacSum(h, salted, "Client Key")
+	sk := h()
+	sk.Write(ck)
+	return Credential{
+		Salt:       append([]byte(nil), salt...),
+		Iterations: iterations,
+		StoredKey:  sk.Sum(nil),
+		ServerKey:  hmacSum(h, salted, "Server Key"),
+	}, nil
+}
+
 // DeriveCredential is RFC 5802's key derivation: SaltedPassword = Hi(password, salt, i),
 // ClientKey = HMAC(SaltedPassword, "Client Key"), StoredKey = H(ClientKey), ServerKey =
 // HMAC(SaltedPassword, "Server Key"). The password is used as its UTF-8 bytes, as Kafka's
@@ -69,15 +94,7 @@ func DeriveCredential(mechanism, password string, salt []byte, iterations int) (
 	if err != nil {
 		return Credential{}, err
 	}
-	ck := hmacSum(h, salted, "Client Key")
-	sk := h()
-	sk.Write(ck)
-	return Credential{
-		Salt:       append([]byte(nil), salt...),
-		Iterations: iterations,
-		StoredKey:  sk.Sum(nil),
-		ServerKey:  hmacSum(h, salted, "Server Key"),
-	}, nil
+	return CredentialFromSalted(mechanism, salt, salted, iterations)
 }
 
 func hmacSum(h func() hash.Hash, key []byte, msg string) []byte {

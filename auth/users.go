@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
 )
 
 // User is one configured user: a principal and its SCRAM credentials (either may be absent; a
@@ -24,34 +27,72 @@ func (u *User) credential(mechanism string) *Credential {
 	return nil
 }
 
-// Users is the set of configured users; read-only once built.
+// Users is the set of users. It changes at run time (users and their prefixes managed
+// through the admin APIs) copy-on-write: readers take the current snapshot with one atomic
+// load and never see a User change, since a change publishes new User values in a new map.
+// Callers must not modify a User they looked up.
 type Users struct {
-	byName map[string]*User
+	mu   sync.Mutex // serialises Update
+	snap atomic.Pointer[map[string]*User]
 }
 
 // NewUsers indexes us by name; names must be unique and non-empty.
 func NewUsers(us []User) (*Users, error) {
-	u := &Users{byName: make(map[string]*User, len(us))}
+	m := make(map[string]*User, len(us))
 	for i := range us {
 		usr := us[i]
 		if usr.Name == "" {
 			return nil, fmt.Errorf("auth: user %d has no name", i)
 		}
-		if _, dup := u.byName[usr.Name]; dup {
+		if _, dup := m[usr.Name]; dup {
 			return nil, fmt.Errorf("auth: user %q defined twice", usr.Name)
 		}
-		u.byName[usr.Name] = &usr
+		m[usr.Name] = &usr
 	}
+	u := &Users{}
+	u.snap.Store(&m)
 	return u, nil
 }
 
-// Lookup returns the user named name.
+// Lookup returns the user named name. It does not allocate.
 func (u *Users) Lookup(name string) (*User, bool) {
 	if u == nil {
 		return nil, false
 	}
-	usr, ok := u.byName[name]
+	usr, ok := (*u.snap.Load())[name]
 	return usr, ok
+}
+
+// All returns every user, sorted by name.
+func (u *Users) All() []*User {
+	if u == nil {
+		return nil
+	}
+	m := *u.snap.Load()
+	out := make([]*User, 0, len(m))
+	for _, usr := range m {
+		out = append(out, usr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Update applies change to a copy of the users and publishes it, unless change fails. change
+// may add, replace and delete entries of the map, but must not modify the User values in it:
+// to change a user it stores a new one.
+func (u *Users) Update(change func(users map[string]*User) error) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cur := *u.snap.Load()
+	next := make(map[string]*User, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	if err := change(next); err != nil {
+		return err
+	}
+	u.snap.Store(&next)
+	return nil
 }
 
 // Exchange is the server side of one SASL authentication: Step takes each client message and

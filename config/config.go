@@ -57,6 +57,7 @@ type File struct {
 	MaxConnections               yaml.Node `yaml:"max_connections"`
 	MaxConnectionsPerIP          yaml.Node `yaml:"max_connections_per_ip"`
 	MaxConnectionsPerIPOverrides yaml.Node `yaml:"max_connections_per_ip_overrides"`
+	SuperUsers                   yaml.Node `yaml:"super_users"`
 	ConnectionsMaxIdleMs         yaml.Node `yaml:"connections_max_idle_ms"`
 	SaslServerMaxReceiveSize     yaml.Node `yaml:"sasl_server_max_receive_size"`
 	FailedAuthDelayMs            yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
@@ -91,8 +92,8 @@ var FlagKeys = map[string]Kind{
 	"cpu_profile": String, "mem_profile": String, "registry_listen": String,
 	"sasl_session_lifetime": Duration,
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
-	"max_connections_per_ip_overrides": String,
-	"sasl_server_max_receive_size":     Size, "connection_failed_authentication_delay_ms": Int,
+	"max_connections_per_ip_overrides": String, "super_users": String,
+	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
 	"group_initial_rebalance_delay_ms": Int,
 }
 

@@ -49,8 +49,11 @@ type conn struct {
 	// saslPending is set on a SASL listener until authentication succeeds: while it is, frames
 	// are capped at sasl.server.max.receive.size. Set at open, cleared by the worker.
 	saslPending atomic.Bool
-	gone        atomic.Bool   // set by markClosed, before anything else it does
-	done        chan struct{} // closed by markClosed: wakes this connection's long polls
+	gone        atomic.Bool // set by markClosed, before anything else it does
+	// user is the name of the configured user the connection authenticated as (SASL, or a
+	// TLS certificate naming one); nil until then. Read by closeUserConns.
+	user atomic.Pointer[string]
+	done chan struct{} // closed by markClosed: wakes this connection's long polls
 	// lastActive is the server clock (limits.go) when bytes last arrived or a reply was
 	// queued; pending counts requests read whole and not yet answered. The idle reaper closes
 	// a connection with nothing pending and no activity for connections.max.idle.ms, also

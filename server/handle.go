@@ -53,6 +53,9 @@ func (s *Server) handle(r *request) {
 		s.saslRawToken(r)
 		return
 	}
+	if sec != nil && sec.user != "" && !s.currentPrincipal(r, sec) {
+		return
+	}
 	frame := *r.buf
 	hdr, err := wire.ParseRequestHeader(frame)
 	if err != nil {

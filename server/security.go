@@ -30,6 +30,7 @@ const (
 type connSecurity struct {
 	l             *listener
 	principal     *auth.Principal // nil: unrestricted
+	user          string          // the configured user principal belongs to ("" for none): see currentPrincipal
 	authenticated bool
 
 	mechanism  string        // chosen by the last SaslHandshake
@@ -90,7 +91,9 @@ func (s *Server) completeAuth(r *request, sec *connSecurity, p *auth.Principal) 
 	if sec.authenticated && sec.principal != nil && sec.principal.Name != p.Name {
 		return errors.New("re-authentication as a different principal is not allowed (KIP-368)")
 	}
-	sec.principal, sec.authenticated = p, true
+	sec.principal, sec.authenticated, sec.user = p, true, p.Name
+	name := p.Name
+	r.c.user.Store(&name)
 	sec.expiry = time.Time{}
 	if s.cfg.SessionLifetime > 0 {
 		sec.expiry = time.Now().Add(s.cfg.SessionLifetime)

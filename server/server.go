@@ -26,6 +26,7 @@ import (
 	"inlet/batchlog"
 	"inlet/groups"
 	"inlet/schema"
+	"inlet/tenants"
 )
 
 // Config holds the server's settings; zero values take the documented defaults.
@@ -58,6 +59,10 @@ type Config struct {
 	ConnectionsMaxIdle           time.Duration // connections.max.idle.ms; default 10 min
 	SaslServerMaxReceiveSize     int           // sasl.server.max.receive.size: frames before SASL authentication; default 512 KiB
 	FailedAuthenticationDelay    time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
+
+	// SuperUsers are the principal names of Kafka's super.users: they alone may change ACLs
+	// and users at run time.
+	SuperUsers []string
 
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a new group
 	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:
@@ -147,6 +152,10 @@ type Server struct {
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
+	tenantsMu sync.Mutex     // serialises changeTenants
+	tenants   *tenants.Store // run-time changes to users (tenants.go); nil without users
+	baseUsers []*auth.User   // the users of the config file
+
 	groups *groups.Coordinator
 
 	gnetL   *listener   // the listener gnet serves (nil: every listener is a stream listener)
@@ -170,6 +179,9 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	}
 	if err := s.setupListeners(); err != nil {
 		return nil, err
+	}
+	if err := s.openTenants(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if err := s.startGroups(); err != nil {
 		return nil, fmt.Errorf("server: load groups: %w", err)

@@ -214,6 +214,7 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 	}()
 
 	var certPrincipal *auth.Principal
+	certUser := ""
 	if l.TLS != nil {
 		tc := tls.Server(nc, l.TLS)
 		_ = tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
@@ -224,9 +225,14 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 		_ = tc.SetDeadline(time.Time{})
 		sc.setConn(tc)
 		nc = tc
-		certPrincipal = s.certPrincipal(l, tc.ConnectionState())
+		certPrincipal, certUser = s.certPrincipal(l, tc.ConnectionState())
 	}
 	c.sec = newConnSecurity(s, l, certPrincipal)
+	if certUser != "" && c.sec != nil && c.sec.principal == certPrincipal {
+		// The certificate names a configured user: its prefixes follow the user's changes.
+		c.sec.user = certUser
+		c.user.Store(&certUser)
+	}
 
 	br := bufio.NewReaderSize(nc, 64<<10)
 	var prefix [4]byte
@@ -270,19 +276,19 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 // by the certificate's common name, else a principal of that name with the listener's
 // anonymous prefixes. No verified certificate: nil (the listener's anonymous principal
 // applies).
-func (s *Server) certPrincipal(l *listener, st tls.ConnectionState) *auth.Principal {
+func (s *Server) certPrincipal(l *listener, st tls.ConnectionState) (p *auth.Principal, user string) {
 	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
-		return nil
+		return nil, ""
 	}
 	cn := st.PeerCertificates[0].Subject.CommonName
 	if u, ok := s.cfg.Users.Lookup(cn); ok {
-		return &u.Principal
+		return &u.Principal, cn
 	}
-	p := &auth.Principal{Name: cn, TopicPrefixes: []string{"*"}}
+	p = &auth.Principal{Name: cn, TopicPrefixes: []string{"*"}}
 	if l.Anonymous != nil {
 		p.TopicPrefixes, p.GroupPrefixes = l.Anonymous.TopicPrefixes, l.Anonymous.GroupPrefixes
 	}
-	return p
+	return p, ""
 }
 
 // closeStreams closes the stream listeners and connections and waits for their goroutines.

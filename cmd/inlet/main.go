@@ -65,6 +65,10 @@ func main() {
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
 	}
+	superUsers, err := server.ParseSuperUsers(*o.superUsers)
+	if err != nil {
+		usage("--super-users: %v", err)
+	}
 	srv, err := server.Start(server.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
@@ -84,6 +88,7 @@ func main() {
 		MaxConnections:               *o.maxConnections,
 		MaxConnectionsPerIP:          *o.maxConnectionsPerIP,
 		MaxConnectionsPerIPOverrides: perIPOverrides,
+		SuperUsers:                   superUsers,
 		ConnectionsMaxIdle:           msFlag(*o.connectionsMaxIdleMs),
 		SaslServerMaxReceiveSize:     int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
 		FailedAuthenticationDelay:    msFlag(*o.failedAuthDelayMs),

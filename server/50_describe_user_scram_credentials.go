@@ -1,0 +1,214 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/auth"
+	"inlet/tenants"
+)
+
+// DescribeUserScramCredentials v0 and AlterUserScramCredentials v0 (KIP-554): users and their
+// SCRAM credentials at run time, kept durably with the config file's users (package tenants).
+// Describing needs a super user or a principal scoped to every topic (Kafka: DESCRIBE on the
+// cluster), altering a super user (ALTER on the cluster); others get
+// CLUSTER_AUTHORIZATION_FAILED. An upsertion carries the salted password the client derived
+// (the password never reaches the broker) and creates the user if need be, with no prefixes:
+// it can log in but use nothing until ACLs grant it prefixes. Deleting a user's last
+// credential deletes the user, and its connections are closed. Kafka's rules: iterations in
+// [4096, 16384] (UNACCEPTABLE_CREDENTIAL), a name at most once per request
+// (DUPLICATE_RESOURCE), deleting a credential that does not exist RESOURCE_NOT_FOUND.
+const (
+	describeUserScramCredentialsKey = 50
+	alterUserScramCredentialsKey    = 51
+
+	errResourceNotFound       int16 = 91
+	errDuplicateResource      int16 = 92
+	errUnacceptableCredential int16 = 93
+
+	maxScramIterations = 16384 // Kafka's ScramMechanism.maxIterations
+)
+
+func init() {
+	register(api{key: describeUserScramCredentialsKey, min: 0, max: 0, handle: handleDescribeUserScramCredentials})
+	register(api{key: alterUserScramCredentialsKey, min: 0, max: 0, handle: handleAlterUserScramCredentials})
+}
+
+// scramMechanisms are the mechanisms by their numbers in the SCRAM credential APIs.
+var scramMechanisms = map[int8]string{1: auth.ScramSHA256, 2: auth.ScramSHA512}
+
+func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	switch {
+	case s.tenantsDisabled():
+		msg := "This node has no SASL users."
+		resp.ErrorCode, resp.ErrorMessage = errSecurityDisabled, &msg
+		return resp, nil
+	case !s.seesAllTenants(r):
+		msg := "Describing users needs a super user."
+		resp.ErrorCode, resp.ErrorMessage = errClusterAuthorizationFailed, &msg
+		return resp, nil
+	}
+	describe := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
+		res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		res.User = name
+		if u, ok := s.cfg.Users.Lookup(name); ok {
+			for _, m := range []struct {
+				n int8
+				c *auth.Credential
+			}{{1, u.SHA256}, {2, u.SHA512}} {
+				if m.c != nil {
+					ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+					ci.Mechanism, ci.Iterations = m.n, int32(m.c.Iterations)
+					res.CredentialInfos = append(res.CredentialInfos, ci)
+				}
+			}
+		}
+		if len(res.CredentialInfos) == 0 {
+			msg := "Attempt to describe a user credential that does not exist: " + name
+			res.ErrorCode, res.ErrorMessage = errResourceNotFound, &msg
+		}
+		return res
+	}
+	if req.Users == nil {
+		for _, u := range s.cfg.Users.All() {
+			if u.SHA256 != nil || u.SHA512 != nil {
+				resp.Results = append(resp.Results, describe(u.Name))
+			}
+		}
+		return resp, nil
+	}
+	count := map[string]int{}
+	for _, u := range req.Users {
+		count[u.Name]++
+	}
+	for _, u := range req.Users {
+		if count[u.Name] > 1 {
+			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			msg := "Cannot describe user credentials more than once in one request: " + u.Name
+			res.User, res.ErrorCode, res.ErrorMessage = u.Name, errDuplicateResource, &msg
+			resp.Results = append(resp.Results, res)
+			count[u.Name] = -1 // answered once
+			continue
+		}
+		if count[u.Name] == 1 {
+			resp.Results = append(resp.Results, describe(u.Name))
+		}
+	}
+	return resp, nil
+}
+
+func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	type change struct {
+		user, mech string
+		c          tenants.CredentialChange
+	}
+	errs := map[string]*kmsg.AlterUserSCRAMCredentialsResponseResult{}
+	var order []string
+	fail := func(user string, code int16, msg string) {
+		if errs[user] == nil {
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User = user
+			errs[user] = &res
+		}
+		if errs[user].ErrorCode == 0 {
+			errs[user].ErrorCode, errs[user].ErrorMessage = code, &msg
+		}
+	}
+	seen := map[string]int{}
+	note := func(user string) {
+		if _, ok := seen[user]; !ok {
+			order = append(order, user)
+		}
+		seen[user]++
+	}
+	for _, d := range req.Deletions {
+		note(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		note(u.Name)
+	}
+	var changes []change
+	for _, d := range req.Deletions {
+		mech, ok := scramMechanisms[d.Mechanism]
+		switch {
+		case seen[d.Name] > 1:
+			fail(d.Name, errDuplicateResource, "A user credential cannot be altered twice in the same request")
+		case d.Name == "":
+			fail(d.Name, errUnacceptableCredential, "Username must not be empty")
+		case !ok:
+			fail(d.Name, errUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
+		default:
+			changes = append(changes, change{d.Name, mech, tenants.CredentialChange{Deleted: true}})
+		}
+	}
+	for _, u := range req.Upsertions {
+		mech, ok := scramMechanisms[u.Mechanism]
+		switch {
+		case seen[u.Name] > 1:
+			fail(u.Name, errDuplicateResource, "A user credential cannot be altered twice in the same request")
+		case u.Name == "":
+			fail(u.Name, errUnacceptableCredential, "Username must not be empty")
+		case !ok:
+			fail(u.Name, errUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
+		case u.Iterations < auth.MinIterations:
+			fail(u.Name, errUnacceptableCredential, "Too few iterations")
+		case u.Iterations > maxScramIterations:
+			fail(u.Name, errUnacceptableCredential, "Too many iterations")
+		default:
+			c, err := auth.CredentialFromSalted(mech, u.Salt, u.SaltedPassword, int(u.Iterations))
+			if err != nil {
+				fail(u.Name, errUnacceptableCredential, err.Error())
+				continue
+			}
+			changes = append(changes, change{u.Name, mech, tenants.CredentialChange{Credential: &c}})
+		}
+	}
+	switch {
+	case s.tenantsDisabled():
+		for _, user := range order {
+			fail(user, errSecurityDisabled, "This node has no SASL users.")
+		}
+		changes = nil
+	case !s.isSuperUser(r):
+		for _, user := range order {
+			fail(user, errClusterAuthorizationFailed, "Only super.users may alter user credentials.")
+		}
+		changes = nil
+	}
+	if len(changes) > 0 {
+		err := s.changeTenants(func(st *tenants.State) (bool, error) {
+			changed := false
+			for _, ch := range changes {
+				if ch.c.Deleted {
+					u, ok := s.cfg.Users.Lookup(ch.user)
+					if !ok || ch.mech == auth.ScramSHA256 && u.SHA256 == nil || ch.mech == auth.ScramSHA512 && u.SHA512 == nil {
+						fail(ch.user, errResourceNotFound, "Attempt to delete a user credential that does not exist")
+						continue
+					}
+				}
+				st.SetCredential(ch.user, ch.mech, ch.c)
+				changed = true
+			}
+			return changed, nil
+		})
+		if err != nil {
+			s.log.Error("alter user scram credentials", "err", err)
+			for _, ch := range changes {
+				fail(ch.user, errUnknownServerError, "The change could not be stored: "+err.Error())
+			}
+		}
+	}
+	for _, user := range order {
+		if res := errs[user]; res != nil {
+			resp.Results = append(resp.Results, *res)
+			continue
+		}
+		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		res.User = user
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
+}
