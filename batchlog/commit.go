@@ -116,6 +116,9 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	g := l.store.newGroup(bytes)
 	pg.g = g
 	for _, r := range reqs {
+		if r.Inspect != nil {
+			r.Inspect()
+		}
 		for i := range r.Appends {
 			l.commitAppend(g, pg, &r.Appends[i])
 		}

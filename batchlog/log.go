@@ -177,6 +177,11 @@ type Request struct {
 	// Done is called once, from the completer goroutine, after the request's appends are
 	// durable (or refused). It must not block for long: it runs on the commit path.
 	Done func(*Request)
+	// Inspect, when set, runs on the committer goroutine as the request joins a group, before
+	// its appends: it may read committer-owned state (producer windows), which then includes
+	// every request submitted before. Done follows once that group is durable, so what
+	// Inspect saw is durable by then. It must be quick: the committer waits for it.
+	Inspect func()
 }
 
 type producerKey struct {
@@ -752,4 +757,55 @@ func (l *Log) waitIdle(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ProducerWindow is what the log remembers of one idempotent producer on one partition
+// (DescribeProducers).
+type ProducerWindow struct {
+	ProducerID    int64
+	Epoch         int16
+	LastSequence  int32 // of the last batch; -1 with none remembered
+	LastTimestamp int64 // the last batch's max timestamp; -1 when unknown (its batch is gone)
+}
+
+// Producers lists the producers with a window on p, by id. The windows are the committer's,
+// read through a request of no appends (Request.Inspect), and answered once durable.
+func (l *Log) Producers(p *Partition) ([]ProducerWindow, error) {
+	type seen struct {
+		w    ProducerWindow
+		base int64
+	}
+	var found []seen
+	done := make(chan struct{})
+	l.Submit(&Request{
+		Inspect: func() {
+			for k, st := range l.producers {
+				if k.partition != p.ID {
+					continue
+				}
+				s := seen{w: ProducerWindow{ProducerID: k.id, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1}, base: -1}
+				if b, ok := st.Last(); ok {
+					s.w.LastSequence, s.base = b.LastSeq, b.BaseOffset
+				}
+				found = append(found, s)
+			}
+		},
+		Done: func(*Request) { close(done) },
+	})
+	<-done
+	out := make([]ProducerWindow, 0, len(found))
+	for _, s := range found {
+		if s.base >= p.LogStartOffset() && l.db != nil {
+			buf, err := l.store.readBatches(p.ID, s.base, s.base+1, 1, true, nil)
+			if err != nil {
+				return nil, err
+			}
+			if len(buf) >= 61 { // else the batch is gone (retention): its time is unknown
+				s.w.LastTimestamp = int64(binary.BigEndian.Uint64(buf[35:]))
+			}
+		}
+		out = append(out, s.w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out, nil
 }

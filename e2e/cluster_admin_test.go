@@ -187,6 +187,15 @@ func TestClusterAdminCallsAreScoped(t *testing.T) {
 	if _, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"alice.mine": {0: {}}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Errorf("alice lists reassignments: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = "bob.theirs", []int32{0}
+	dp.Topics = append(dp.Topics, dpt)
+	// kgo shards this request by partition and reports a partition's authorization failure
+	// as the request's error.
+	if resp, err := dp.RequestWith(ctx, cl); !errors.Is(err, kerr.TopicAuthorizationFailed) && (err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 29) {
+		t.Errorf("alice describes producers of bob's topic: %v %+v; want TOPIC_AUTHORIZATION_FAILED", err, resp)
+	}
 	uf := kmsg.NewPtrUpdateFeaturesRequest()
 	uf.Version = 2
 	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
@@ -194,5 +203,48 @@ func TestClusterAdminCallsAreScoped(t *testing.T) {
 	uf.FeatureUpdates = append(uf.FeatureUpdates, u)
 	if resp, err := uf.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 31 {
 		t.Errorf("alice updates features: %v, error %d; want CLUSTER_AUTHORIZATION_FAILED", err, resp.ErrorCode)
+	}
+}
+
+// TestDescribeProducers: the idempotent producers a partition remembers, through kadm and a
+// raw request: epoch, last sequence and the last batch's timestamp; no transaction.
+func TestDescribeProducers(t *testing.T) {
+	b := startBroker(t, nil)
+	b.createTopic("prods", 2)
+	rc := dialRaw(t, b.addr)
+	pid := rc.initProducerID()
+	if p := rc.produceOne(9, "prods", 0, plainBatch(3, 5000, "p").idempotent(pid, 0, 0).encode()); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	if p := rc.produceOne(9, "prods", 0, plainBatch(2, 7000, "p").idempotent(pid, 0, 3).encode()); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	described, err := kadm.NewClient(cl).DescribeProducers(adminCtx(t), kadm.TopicsSet{"prods": {0: {}, 1: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := described["prods"].Partitions[0]
+	if p0.Err != nil || len(p0.ActiveProducers) != 1 {
+		t.Fatalf("partition 0: %v, %d producers", p0.Err, len(p0.ActiveProducers))
+	}
+	for _, ap := range p0.ActiveProducers {
+		if ap.ProducerID != pid || ap.ProducerEpoch != 0 || ap.LastSequence != 4 || ap.LastTimestamp < 7000 || ap.CurrentTxnStartOffset != -1 {
+			t.Errorf("producer %+v; want id %d, epoch 0, last sequence 4, last timestamp of the second batch", ap, pid)
+		}
+	}
+	if p1 := described["prods"].Partitions[1]; p1.Err != nil || len(p1.ActiveProducers) != 0 {
+		t.Errorf("partition 1: %v, %d producers; want none", p1.Err, len(p1.ActiveProducers))
+	}
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = "nope", []int32{0}
+	req.Topics = append(req.Topics, rt)
+	if p := rc.roundTrip(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]; p.ErrorCode != 3 {
+		t.Errorf("unknown topic: error %d, want UNKNOWN_TOPIC_OR_PARTITION", p.ErrorCode)
 	}
 }

@@ -393,6 +393,23 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp.Groups = out
 		}
 
+	case *kmsg.DescribeProducersRequest:
+		var denied []kmsg.DescribeProducersRequestTopic
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.DescribeProducersResponse)
+			for _, t := range denied {
+				ot := kmsg.NewDescribeProducersResponseTopic()
+				ot.Topic = t.Topic
+				for _, i := range t.Partitions {
+					op := kmsg.NewDescribeProducersResponseTopicPartition()
+					op.Partition, op.ErrorCode = i, errTopicAuthorizationFailed
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				resp.Topics = append(resp.Topics, ot)
+			}
+		}
+
 	case *kmsg.DescribeLogDirsRequest:
 		// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes.
 		if req.Topics != nil {
