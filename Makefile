@@ -5,9 +5,11 @@ GO ?= go
 
 all: build
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 build:
 	mkdir -p bin
-	$(GO) build -o bin/inlet ./cmd/inlet
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/inlet ./cmd/inlet
 	$(GO) build -o bin/loadgen ./cmd/loadgen
 
 setup:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ type options struct {
 	logLevel, cpuProfile, memProfile, registryListen             *string
 	sessionLifetime                                              *time.Duration
 	config                                                       *string
+	version                                                      *bool
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
@@ -53,6 +55,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		registryListen:    fs.String("registry-listen", "", "host:port of the read-only schema registry (HTTP); empty: not served"),
 		sessionLifetime:   fs.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0s: never"),
 		config:            fs.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it"),
+		version:           fs.Bool("version", false, "print the version and the commit it was built from, and exit"),
 
 		maxConnections:               fs.Int("max-connections", 2147483647, "Kafka's max.connections: open client connections at most; one more is closed at once"),
 		maxConnectionsPerIP:          fs.Int("max-connections-per-ip", 2147483647, "Kafka's max.connections.per.ip: open connections from one address at most"),
@@ -116,7 +119,7 @@ func isBoolFlag(fs *flag.FlagSet, arg string) bool {
 func printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: inlet [flags]      run one Inlet node")
 	fmt.Fprintln(w, "       inlet scram        print SCRAM credentials for a password read from stdin")
-	fmt.Fprintln(w, "\nflags (every one but --config is also a key of the config file, with '_' for '-'):")
+	fmt.Fprintln(w, "\nflags (every one but --config and --version is also a key of the config file, with '_' for '-'):")
 	fs.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def == "" {
@@ -126,4 +129,39 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintf(w, "  --%s (default %s)\n      %s\n", f.Name, def, f.Usage)
 	})
+}
+
+// version and commit are set at build time (make build: -ldflags "-X main.version=... -X
+// main.commit=..."); without them the commit comes from what Go records of the checkout it
+// built in (unless -buildvcs=false).
+var version, commit = "dev", ""
+
+// versionString is the version, the commit and time the binary was built from and the Go
+// version.
+func versionString() string {
+	rev, when, modified, goVersion := "unknown", "", false, ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if commit != "" {
+		rev = commit
+	}
+	out := "inlet " + version + " (commit " + rev
+	if modified {
+		out += ", modified"
+	}
+	if when != "" {
+		out += ", " + when
+	}
+	return out + ") " + goVersion
 }

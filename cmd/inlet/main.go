@@ -31,6 +31,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "inlet: %v\nrun inlet --help for the flags\n", err)
 		os.Exit(2)
 	}
+	if *o.version {
+		fmt.Println(versionString())
+		os.Exit(0)
+	}
 	sec := applyConfig(fs, *o.config)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*o.logLevel)); err != nil {
