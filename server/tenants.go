@@ -18,6 +18,9 @@ import (
 // connections already open; the connections of a user that no longer exists are closed.
 // Only principals named in super.users may make changes.
 
+// baseUsers (the config file's) are read by changes under tenantsMu, and replaced by
+// ReloadUsers under it.
+
 // openTenants loads the run-time changes kept in the data directory and publishes the users
 // they give. Without users (no SASL) there is nothing to manage.
 func (s *Server) openTenants() error {
@@ -146,4 +149,23 @@ func ParseSuperUsers(v string) ([]string, error) {
 		out = append(out, name)
 	}
 	return out, nil
+}
+
+// ReloadUsers makes users the config file's users (SIGHUP): the run-time changes are applied
+// on top of them again and published, without dropping connections; the connections of a
+// user no longer there are closed. Listeners are not changed: a node started without SASL
+// users cannot take them now.
+func (s *Server) ReloadUsers(users *auth.Users) error {
+	if s.cfg.Users == nil {
+		return fmt.Errorf("server: users cannot be added to a node started without them (restart it)")
+	}
+	s.tenantsMu.Lock()
+	defer s.tenantsMu.Unlock()
+	s.baseUsers = users.All()
+	st := &tenants.State{}
+	if s.tenants != nil {
+		st = s.tenants.State()
+	}
+	s.publishUsers(st)
+	return nil
 }

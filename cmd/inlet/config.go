@@ -112,3 +112,26 @@ func scramCommand(args []string) int {
 	}
 	return 0
 }
+
+// reloadUsers is SIGHUP: the config file's users (credentials and prefixes) are read again and
+// take effect without dropping connections; a removed user's connections are closed. Nothing
+// else in the file is reloaded. A file that does not load changes nothing (logged).
+func reloadUsers(logger *slog.Logger, srv *server.Server, path string) {
+	if path == "" {
+		logger.Warn("SIGHUP: no --config file to reload")
+		return
+	}
+	f, err := config.Load(path)
+	var r *config.Resolved
+	if err == nil {
+		r, err = f.Resolve(os.Getenv)
+	}
+	if err == nil {
+		err = srv.ReloadUsers(r.Users)
+	}
+	if err != nil {
+		logger.Error("SIGHUP: users not reloaded", "config", path, "err", err)
+		return
+	}
+	logger.Info("SIGHUP: users reloaded", "config", path, "users", len(r.Users.All()))
+}

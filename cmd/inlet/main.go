@@ -108,8 +108,12 @@ func main() {
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	got := <-sig
+	for got == syscall.SIGHUP {
+		reloadUsers(logger, srv, *o.config)
+		got = <-sig
+	}
 	logger.Info("draining", "signal", got.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
