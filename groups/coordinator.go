@@ -253,8 +253,10 @@ func newMemberID(clientID string) string {
 
 // Join handles a JoinGroup (GroupCoordinator.handleJoinGroup). It blocks until the rebalance
 // completes, or until done is closed (the node is shutting down: NOT_COORDINATOR sends the
-// client to find the coordinator again).
-func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost string, done <-chan struct{}) *kmsg.JoinGroupResponse {
+// client to find the coordinator again) or gone is (the client's connection closed: the
+// answer would go nowhere; the member stays in the rebalance as Kafka keeps it, until its
+// session expires).
+func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost string, done, gone <-chan struct{}) *kmsg.JoinGroupResponse {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
@@ -295,6 +297,8 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	case r := <-ch:
 		return r
 	case <-done:
+		return fail(errNotCoordinator)
+	case <-gone:
 		return fail(errNotCoordinator)
 	}
 }
@@ -812,8 +816,8 @@ func (g *group) expirePendingAfter(id string, session time.Duration) {
 // ---- SyncGroup ----
 
 // Sync handles a SyncGroup (GroupCoordinator.handleSyncGroup). Followers wait for the
-// leader's assignment.
-func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done <-chan struct{}) *kmsg.SyncGroupResponse {
+// leader's assignment, or until done or gone is closed (as for Join).
+func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done, gone <-chan struct{}) *kmsg.SyncGroupResponse {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	fail := func(code int16) *kmsg.SyncGroupResponse { resp.ErrorCode = code; return resp }
 	g := c.get(req.Group, false)
@@ -837,6 +841,8 @@ func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done <-chan struct{}) *km
 		}
 		return r
 	case <-done:
+		return fail(errNotCoordinator)
+	case <-gone:
 		return fail(errNotCoordinator)
 	}
 }

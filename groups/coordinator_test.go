@@ -84,16 +84,16 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	defer close(done)
 	session := 5 * time.Second
 
-	r := c.Join(joinReq("", nil, session), "c", "/h", done)
+	r := c.Join(joinReq("", nil, session), "c", "/h", done, nil)
 	if r.ErrorCode != errMemberIDRequired || r.MemberID == "" {
 		t.Fatalf("first v4+ join: error %d member %q, want MEMBER_ID_REQUIRED and an id", r.ErrorCode, r.MemberID)
 	}
 	a := r.MemberID
-	r = c.Join(joinReq(a, nil, session), "c", "/h", done)
+	r = c.Join(joinReq(a, nil, session), "c", "/h", done, nil)
 	if r.ErrorCode != 0 || r.Generation != 1 || r.LeaderID != a || len(r.Members) != 1 {
 		t.Fatalf("rejoin: %+v", r)
 	}
-	if s := c.Sync(syncReq(a, 1, map[string][]byte{a: []byte("A")}), done); s.ErrorCode != 0 || string(s.MemberAssignment) != "A" {
+	if s := c.Sync(syncReq(a, 1, map[string][]byte{a: []byte("A")}), done, nil); s.ErrorCode != 0 || string(s.MemberAssignment) != "A" {
 		t.Fatalf("leader sync: %+v", s)
 	}
 	if code := heartbeat(c, a, 0, nil); code != errIllegalGeneration {
@@ -107,7 +107,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	// heartbeat.
 	inst := "i1"
 	bch := make(chan *kmsg.JoinGroupResponse, 1)
-	go func() { bch <- c.Join(joinReq("", &inst, session), "c", "/h", done) }()
+	go func() { bch <- c.Join(joinReq("", &inst, session), "c", "/h", done, nil) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for heartbeat(c, a, 1, nil) != errRebalanceInProgress {
 		if time.Now().After(deadline) {
@@ -115,7 +115,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	r = c.Join(joinReq(a, nil, session), "c", "/h", done)
+	r = c.Join(joinReq(a, nil, session), "c", "/h", done, nil)
 	rb := <-bch
 	if r.ErrorCode != 0 || rb.ErrorCode != 0 || r.Generation != 2 || rb.Generation != 2 {
 		t.Fatalf("second generation: %+v / %+v", r, rb)
@@ -123,7 +123,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	b := rb.MemberID
 
 	// A new instance of the static member fences the old one.
-	r2 := c.Join(joinReq("", &inst, session), "c", "/h", done)
+	r2 := c.Join(joinReq("", &inst, session), "c", "/h", done, nil)
 	if r2.MemberID == b {
 		t.Fatalf("replacement kept the old member id")
 	}
@@ -171,11 +171,11 @@ func TestSessionExpiryRemovesMember(t *testing.T) {
 	defer close(done)
 	req := joinReq("", nil, 50*time.Millisecond)
 	req.Version = 3 // no MEMBER_ID_REQUIRED round trip
-	r := c.Join(req, "c", "/h", done)
+	r := c.Join(req, "c", "/h", done, nil)
 	if r.ErrorCode != 0 {
 		t.Fatalf("join: %d", r.ErrorCode)
 	}
-	c.Sync(syncReq(r.MemberID, r.Generation, map[string][]byte{r.MemberID: {1}}), done)
+	c.Sync(syncReq(r.MemberID, r.Generation, map[string][]byte{r.MemberID: {1}}), done, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for c.Describe("g").State != "Empty" {
 		if time.Now().After(deadline) {

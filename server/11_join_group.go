@@ -16,5 +16,5 @@ func init() {
 func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	clientID, host := clientIDHost(r)
-	return s.groups.Join(req, clientID, host, s.drainCh), nil
+	return s.groups.Join(req, clientID, host, s.drainCh, r.c.done), nil
 }

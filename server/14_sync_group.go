@@ -11,5 +11,5 @@ func init() {
 }
 
 func handleSyncGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
-	return s.groups.Sync(kreq.(*kmsg.SyncGroupRequest), s.drainCh), nil
+	return s.groups.Sync(kreq.(*kmsg.SyncGroupRequest), s.drainCh, r.c.done), nil
 }
