@@ -63,6 +63,21 @@ func saslClient(t *testing.T, b *broker, user, pw string, opts ...kgo.Opt) *kgo.
 	return cl
 }
 
+// saramaAdmin is sarama's ClusterAdmin logged in as admin over PLAIN.
+func saramaAdmin(t *testing.T, b *broker) sarama.ClusterAdmin {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Net.SASL.Enable, cfg.Net.SASL.User, cfg.Net.SASL.Password = true, "admin", "admin-secret"
+	cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	adm, err := sarama.NewClusterAdmin([]string{b.srv.ListenerAddr("sasl")}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { adm.Close() })
+	return adm
+}
+
 func produceErr(cl *kgo.Client, topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -169,15 +184,7 @@ func TestACLsScopeUsersAtRunTime(t *testing.T) {
 	}
 
 	// A second client: sarama's ClusterAdmin lists the same bindings.
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V3_6_0_0
-	cfg.Net.SASL.Enable, cfg.Net.SASL.User, cfg.Net.SASL.Password = true, "admin", "admin-secret"
-	cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-	sadm, err := sarama.NewClusterAdmin([]string{b.srv.ListenerAddr("sasl")}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sadm.Close()
+	sadm := saramaAdmin(t, b)
 	got, err := sadm.ListAcls(sarama.AclFilter{ResourceType: sarama.AclResourceTopic, ResourcePatternTypeFilter: sarama.AclPatternAny,
 		Principal: strPtr("User:alice"), Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionAny})
 	if err != nil {
@@ -280,16 +287,7 @@ func TestUsersAtRunTime(t *testing.T) {
 	}
 
 	// sarama describes the same users.
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V3_6_0_0
-	cfg.Net.SASL.Enable, cfg.Net.SASL.User, cfg.Net.SASL.Password = true, "admin", "admin-secret"
-	cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-	sadm, err := sarama.NewClusterAdmin([]string{b.srv.ListenerAddr("sasl")}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sadm.Close()
-	users, err := sadm.DescribeUserScramCredentials([]string{"dave"})
+	users, err := saramaAdmin(t, b).DescribeUserScramCredentials([]string{"dave"})
 	if err != nil || len(users) != 1 || users[0].ErrorCode != sarama.ErrNoError || len(users[0].CredentialInfos) != 1 {
 		t.Errorf("sarama describes dave: %v %+v", err, users)
 	}

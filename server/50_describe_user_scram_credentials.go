@@ -130,29 +130,32 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 	for _, u := range req.Upsertions {
 		note(u.Name)
 	}
+	// checked applies the rules every deletion and upsertion follows and returns the
+	// mechanism's name, or "" after recording why the entry fails.
+	checked := func(name string, mechanism int8) string {
+		mech, ok := scramMechanisms[mechanism]
+		switch {
+		case seen[name] > 1:
+			fail(name, errDuplicateResource, "A user credential cannot be altered twice in the same request")
+		case name == "":
+			fail(name, errUnacceptableCredential, "Username must not be empty")
+		case !ok:
+			fail(name, errUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
+		default:
+			return mech
+		}
+		return ""
+	}
 	var changes []change
 	for _, d := range req.Deletions {
-		mech, ok := scramMechanisms[d.Mechanism]
-		switch {
-		case seen[d.Name] > 1:
-			fail(d.Name, errDuplicateResource, "A user credential cannot be altered twice in the same request")
-		case d.Name == "":
-			fail(d.Name, errUnacceptableCredential, "Username must not be empty")
-		case !ok:
-			fail(d.Name, errUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
-		default:
+		if mech := checked(d.Name, d.Mechanism); mech != "" {
 			changes = append(changes, change{d.Name, mech, tenants.CredentialChange{Deleted: true}})
 		}
 	}
 	for _, u := range req.Upsertions {
-		mech, ok := scramMechanisms[u.Mechanism]
+		mech := checked(u.Name, u.Mechanism)
 		switch {
-		case seen[u.Name] > 1:
-			fail(u.Name, errDuplicateResource, "A user credential cannot be altered twice in the same request")
-		case u.Name == "":
-			fail(u.Name, errUnacceptableCredential, "Username must not be empty")
-		case !ok:
-			fail(u.Name, errUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
+		case mech == "":
 		case u.Iterations < auth.MinIterations:
 			fail(u.Name, errUnacceptableCredential, "Too few iterations")
 		case u.Iterations > maxScramIterations:
