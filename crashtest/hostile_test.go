@@ -40,31 +40,6 @@ func (n *inlet) peakRSS() int64 {
 	return 0
 }
 
-// saslConfig writes a config whose first listener is PLAINTEXT (its address comes from
-// --listen) and whose second is SASL_PLAINTEXT on saslPort, with one user.
-func saslConfig(t *testing.T, saslPort int) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "inlet.yaml")
-	cfg := fmt.Sprintf(`listeners:
-  - name: plain
-    address: 127.0.0.1:0
-    security_protocol: PLAINTEXT
-  - name: sasl
-    address: 127.0.0.1:%d
-    security_protocol: SASL_PLAINTEXT
-    sasl_mechanisms: [PLAIN]
-users:
-  - name: alice
-    password_env: INLET_TEST_ALICE
-    topic_prefixes: ["alice."]
-`, saslPort)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("INLET_TEST_ALICE", "alice-secret")
-	return path
-}
-
 // slowloris opens conns connections to addr; each declares a frame of declared bytes and then
 // sends send bytes of zeros (as fast as the node takes them) and never more. It returns once
 // every connection has sent its bytes or been closed by the node, and reports how many were
@@ -117,7 +92,9 @@ func slowloris(t *testing.T, addr string, conns, declared, send int) (closedByNo
 // 64 MiB (it used to allocate each declared frame whole: 1.1 GiB).
 func TestSlowlorisBeforeAuthenticationIsBounded(t *testing.T) {
 	saslPort := freePort(t)
-	n := startInlet(t, "--config", saslConfig(t, saslPort), "--max-request-bytes", "100MiB")
+	path := filepath.Join(t.TempDir(), "inlet.yaml")
+	usersConfig(t, path, saslPort, "alice")
+	n := startInlet(t, "--config", path, "--max-request-bytes", "100MiB")
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(saslPort))
 	closed := slowloris(t, addr, 12, 100<<20, 90<<20)
 	if closed != 12 {

@@ -106,13 +106,6 @@ func (b *budget) release(n int64) {
 	b.cond.Broadcast()
 }
 
-// inUse is the bytes held now.
-func (b *budget) inUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
-
 // acquire takes n bytes for a frame that is already complete (tests and benchmarks).
 func (b *budget) acquire(n int64) {
 	b.mu.Lock()

@@ -20,8 +20,8 @@ func TestBudgetRules(t *testing.T) {
 	if b.grow(other, 20, false) {
 		t.Fatal("a frame in transit that is not the oldest was admitted over the limit, with only frames in transit holding budget")
 	}
-	if b.inUse() != 90 {
-		t.Fatalf("a refused growth took budget: %d in use", b.inUse())
+	if b.used != 90 {
+		t.Fatalf("a refused growth took budget: %d in use", b.used)
 	}
 	if !b.grow(other, 20, true) {
 		t.Fatal("a frame whose bytes have all arrived was refused")
@@ -49,7 +49,7 @@ func TestBudgetRules(t *testing.T) {
 	b.complete(third)
 	b.release(oldest.size)
 	b.release(third.size)
-	if b.inUse() != 0 || b.oldest != nil || b.newest != nil {
-		t.Fatalf("after releasing everything: %d in use, list %p %p", b.inUse(), b.oldest, b.newest)
+	if b.used != 0 || b.oldest != nil || b.newest != nil {
+		t.Fatalf("after releasing everything: %d in use, list %p %p", b.used, b.oldest, b.newest)
 	}
 }

@@ -75,7 +75,6 @@ type conn struct {
 	writeSeq uint64
 	slots    []slot    // slots[i] holds the reply of request writeSeq+i
 	outs     []*outBuf // scratch for reply
-	closed   bool
 }
 
 // transport is what the ordered-reply code needs of a connection: the three calls that are
@@ -383,7 +382,7 @@ func (c *conn) reply(seq uint64, out *outBuf) {
 	c.writeSeq += uint64(n)
 	c.pending.Add(-int64(n))
 	c.lastActive.Store(c.s.clock.Load())
-	if c.closed || len(outs) == 0 {
+	if c.gone.Load() || len(outs) == 0 {
 		for _, o := range outs {
 			putOut(o)
 		}
@@ -424,8 +423,9 @@ func (c *conn) reply(seq uint64, out *outBuf) {
 func (c *conn) markClosed() {
 	c.gone.Store(true)
 	close(c.done)
+	// gone is set before wmu is taken: a reply holding wmu now may still queue its write (the
+	// transport drops it), and every later one sees gone and drops its output.
 	c.wmu.Lock()
-	c.closed = true
 	for _, sl := range c.slots {
 		if sl.out != nil {
 			putOut(sl.out)
