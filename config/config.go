@@ -1,6 +1,7 @@
 // Package config reads Inlet's YAML configuration file: every command-line flag (same name,
 // with '_' for '-'), the listeners and their security protocols, users and their SCRAM
-// credentials and topic prefixes, schemas, topic-to-subject bindings and the schema registry.
+// credentials and topic prefixes, their quotas, schemas, topic-to-subject bindings and the
+// schema registry.
 // examples/secure.yaml is a worked example.
 //
 // Precedence (cmd/inlet): built-in defaults, then the file, then flags given explicitly on
@@ -28,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"inlet/auth"
+	"inlet/quota"
 	"inlet/schema"
 )
 
@@ -67,6 +69,7 @@ type File struct {
 	Users     []User         `yaml:"users"`
 	Schemas   []Schema       `yaml:"schemas"`
 	Topics    []TopicBinding `yaml:"topics"`
+	Quotas    []Quota        `yaml:"quotas"`
 
 	dir string // the file's directory: relative paths in the file are relative to it
 }
@@ -140,6 +143,14 @@ type Credential struct {
 	Iterations int    `yaml:"iterations"`
 	StoredKey  string `yaml:"stored_key"`
 	ServerKey  string `yaml:"server_key"`
+}
+
+// Quota is a user's byte-rate quotas (Kafka's client quotas of a user entity), or the
+// default user's when User is empty. AlterClientQuotas changes them at run time.
+type Quota struct {
+	User             string `yaml:"user"`
+	ProducerByteRate *int64 `yaml:"producer_byte_rate"`
+	ConsumerByteRate *int64 `yaml:"consumer_byte_rate"`
 }
 
 // Schema is one schema version under a subject.
@@ -279,6 +290,7 @@ type Resolved struct {
 	Listeners []ListenerSpec // empty: the --listen flag's single PLAINTEXT listener
 	Users     *auth.Users
 	Schemas   *schema.Registry // nil when no schema is configured
+	Quotas    quota.Bounds     // by user (quota.DefaultUser: every user without its own)
 }
 
 // Resolve checks the structured sections, reads password files and environment variables,
@@ -309,7 +321,36 @@ func (f *File) Resolve(getenv func(string) string) (*Resolved, error) {
 	if r.Schemas, err = f.resolveSchemas(); err != nil {
 		return nil, err
 	}
+	if r.Quotas, err = f.resolveQuotas(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// resolveQuotas checks the quotas: one entry per user, rates of at least 1 byte per second.
+func (f *File) resolveQuotas() (quota.Bounds, error) {
+	out := quota.Bounds{}
+	for i, q := range f.Quotas {
+		key := fmt.Sprintf("quotas[%d]", i)
+		entity := q.User
+		if entity == "" {
+			entity = quota.DefaultUser
+		}
+		if _, dup := out[entity]; dup {
+			return nil, fmt.Errorf("%s.user: %q has two entries", key, q.User)
+		}
+		out[entity] = map[string]float64{}
+		for name, v := range map[string]*int64{quota.ProducerByteRate: q.ProducerByteRate, quota.ConsumerByteRate: q.ConsumerByteRate} {
+			if v == nil {
+				continue
+			}
+			if *v < 1 {
+				return nil, fmt.Errorf("%s.%s: %d; a rate is at least 1 byte per second", key, name, *v)
+			}
+			out[entity][name] = float64(*v)
+		}
+	}
+	return out, nil
 }
 
 func (f *File) path(p string) string {

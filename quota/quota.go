@@ -69,6 +69,14 @@ const DefaultWindow = time.Second
 // Bounds are quotas by entity (a user name, or DefaultUser) and key.
 type Bounds map[string]map[string]float64
 
+// Put sets entity's quota for key.
+func (b Bounds) Put(entity, key string, v float64) {
+	if b[entity] == nil {
+		b[entity] = map[string]float64{}
+	}
+	b[entity][key] = v
+}
+
 // Manager holds every user's buckets and the bounds in force.
 type Manager struct {
 	window int64 // ns
@@ -106,6 +114,10 @@ func (m *Manager) Set(b Bounds) {
 		m.on[k].Store(on)
 	}
 }
+
+// On tells whether any bound of kind k is set: when none is, nothing need be recorded. A nil
+// Manager has none.
+func (m *Manager) On(k Kind) bool { return m != nil && m.on[k].Load() }
 
 // Bounds returns the bounds in force (not to be changed).
 func (m *Manager) Bounds() Bounds { return *m.bounds.Load() }
@@ -145,24 +157,6 @@ func (m *Manager) Record(name string, k Kind, n int, now time.Time) time.Duratio
 		next := max(old, t) + cost
 		if due.CompareAndSwap(old, next) {
 			return min(time.Duration(max(next-t-m.window, 0)), maxThrottle)
-		}
-	}
-}
-
-// Unrecord takes back n bytes recorded for a response that was not sent (a throttled Fetch
-// is answered empty, as Kafka's unrecordQuotaSensor does).
-func (m *Manager) Unrecord(name string, k Kind, n int, now time.Time) {
-	bound, ok := m.Bound(name, k)
-	if !ok || bound <= 0 {
-		return
-	}
-	due := &m.user(name).due[k]
-	t := now.UnixNano()
-	cost := int64(float64(n) / bound * float64(time.Second))
-	for {
-		old := due.Load()
-		if due.CompareAndSwap(old, max(old-cost, t)) {
-			return
 		}
 	}
 }

@@ -79,13 +79,9 @@ func TestOtherUsersAndDefaults(t *testing.T) {
 	if d := m.Record("carol", Produce, 1<<20, now); d != 0 {
 		t.Fatalf("carol has no quota but was throttled %v by alice's traffic", d)
 	}
-	// A fetch answered empty is taken back.
-	if d := m.Record("bob", Fetch, 30_000, now); d == 0 {
-		t.Fatal("bob over the default fetch quota was not throttled")
-	}
-	m.Unrecord("bob", Fetch, 30_000, now)
-	if d := m.Throttled("bob", Fetch, now); d != 0 {
-		t.Fatalf("throttled %v after the unrecord, want 0", d)
+	// One answer larger than a window passes, and throttles for all of its cost.
+	if d := m.Record("bob", Fetch, 30_000, now); d != 14*time.Second {
+		t.Fatalf("30 KB over a 2000 B/s default: throttled %v, want 14s", d)
 	}
 }
 

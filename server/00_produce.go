@@ -2,6 +2,7 @@ package server
 
 import (
 	"inlet/batchlog"
+	"inlet/quota"
 	"inlet/schema"
 	"inlet/wire"
 )
@@ -121,6 +122,8 @@ func (s *Server) handleProduce(r *request) {
 			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
 		}
 	}
+	// Counted whatever became of the batches, as Kafka counts the request's size.
+	ps.resp.ThrottleMs = s.throttle(r, quota.Produce, len(frame))
 	if ps.acks == 0 {
 		// No reply is ever written, but the slot must be passed so later replies can go.
 		r.c.reply(r.seq, nil)

@@ -3,6 +3,8 @@ package server
 import (
 	"time"
 
+	"inlet/quota"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -23,6 +25,21 @@ func init() {
 
 func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
+	if ms := s.throttled(r, quota.Fetch); ms > 0 {
+		// Its user is over the consumer_byte_rate (other connections took it there): answered
+		// empty, as Kafka answers a throttled fetch.
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ThrottleMillis = ms
+		return resp, nil
+	}
+	resp, bytes := s.fetchWait(r, req)
+	resp.ThrottleMillis = s.throttle(r, quota.Fetch, bytes)
+	return resp, nil
+}
+
+// fetchWait answers req once MinBytes are there, or MaxWaitMillis has passed; bytes is the
+// size of the record batches in the answer.
+func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, bytes int) {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var timer *time.Timer
 	defer func() {
@@ -36,11 +53,11 @@ func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error
 		changed := s.blog.Changed()
 		resp, bytes, stop := s.fetchOnce(req)
 		if stop || bytes >= int(req.MinBytes) || s.draining.Load() {
-			return resp, nil
+			return resp, bytes
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return resp, nil
+			return resp, bytes
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -51,10 +68,10 @@ func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error
 		case <-changed:
 		case <-s.drainCh:
 		case <-r.c.done:
-			return resp, nil // the connection is gone: the reply will be dropped
+			return resp, bytes // the connection is gone: the reply will be dropped
 		case <-timer.C:
-			resp, _, _ = s.fetchOnce(req)
-			return resp, nil
+			resp, bytes, _ = s.fetchOnce(req)
+			return resp, bytes
 		}
 	}
 }

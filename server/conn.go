@@ -60,6 +60,9 @@ type conn struct {
 	// one stalled in the middle of a frame (whose partial frame markClosed then drops).
 	lastActive atomic.Int64
 	pending    atomic.Int64
+	// mutedUntil (unix ns; 0: not muted) is when a quota throttle ends: the worker handles
+	// nothing more of the connection before it (quotas.go).
+	mutedUntil atomic.Int64
 
 	// loop-owned (stream connections: owned by their reader goroutine)
 	loop    gnet.Conn // nil for stream (TLS and extra) connections; see tls.go
@@ -337,6 +340,9 @@ func (c *conn) work() {
 		if c.gone.Load() && !isProduceFrame(r) {
 			c.s.finish(r, nil)
 			continue
+		}
+		if m := c.mutedUntil.Load(); m != 0 {
+			c.waitMuted(m)
 		}
 		c.s.handle(r)
 	}

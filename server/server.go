@@ -25,6 +25,7 @@ import (
 	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
+	"inlet/quota"
 	"inlet/schema"
 	"inlet/tenants"
 )
@@ -48,6 +49,7 @@ type Config struct {
 	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
 	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
 	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
+	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (quotas.go)
 
 	// Connection limits (limits.go), Kafka's broker configs of the same names. Zero values
 	// take Kafka's defaults; a negative duration turns the limit off.
@@ -153,7 +155,8 @@ type Server struct {
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
 	tenantsMu sync.Mutex     // serialises changeTenants
-	tenants   *tenants.Store // run-time changes to users (tenants.go); nil without users
+	tenants   *tenants.Store // run-time changes to users and quotas (tenants.go); nil without a data directory
+	quotas    *quota.Manager // byte-rate quotas in force and each user's rates (quotas.go)
 	baseUsers []*auth.User   // the users of the config file
 
 	groups *groups.Coordinator
@@ -176,6 +179,7 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		booted:  make(chan struct{}),
 		runErr:  make(chan error, 1),
 		drainCh: make(chan struct{}),
+		quotas:  quota.NewManager(),
 	}
 	if err := s.setupListeners(); err != nil {
 		return nil, err

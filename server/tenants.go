@@ -22,22 +22,23 @@ import (
 // ReloadUsers under it.
 
 // openTenants loads the run-time changes kept in the data directory and publishes the users
-// they give. Without users (no SASL) there is nothing to manage.
+// and quotas they give. Without users (no SASL) only quotas are managed, for the anonymous
+// user and the default.
 func (s *Server) openTenants() error {
-	if s.cfg.Users == nil {
-		return nil
+	s.quotas.Set(s.cfg.Quotas)
+	if s.cfg.Users != nil {
+		// The server owns the users it publishes: a copy of the config file's.
+		s.baseUsers = s.cfg.Users.All()
+		base := make([]auth.User, len(s.baseUsers))
+		for i, u := range s.baseUsers {
+			base[i] = *u
+		}
+		users, err := auth.NewUsers(base)
+		if err != nil {
+			return err
+		}
+		s.cfg.Users = users
 	}
-	// The server owns the users it publishes: a copy of the config file's.
-	s.baseUsers = s.cfg.Users.All()
-	base := make([]auth.User, len(s.baseUsers))
-	for i, u := range s.baseUsers {
-		base[i] = *u
-	}
-	users, err := auth.NewUsers(base)
-	if err != nil {
-		return err
-	}
-	s.cfg.Users = users
 	if s.blog.Dir() == "" {
 		return nil // nowhere to keep changes: none are taken (tenantsDisabled)
 	}
@@ -46,8 +47,16 @@ func (s *Server) openTenants() error {
 		return err
 	}
 	s.tenants = st
-	s.publishUsers(st.State())
+	s.publish(st.State())
 	return nil
+}
+
+// publish makes st's users and quotas current.
+func (s *Server) publish(st *tenants.State) {
+	if s.cfg.Users != nil {
+		s.publishUsers(st)
+	}
+	s.publishQuotas(st)
 }
 
 // changeTenants makes change durable and publishes the users it gives. tenantsMu keeps
@@ -59,7 +68,7 @@ func (s *Server) changeTenants(change func(st *tenants.State) (bool, error)) err
 	if err != nil {
 		return err
 	}
-	s.publishUsers(st)
+	s.publish(st)
 	return nil
 }
 

@@ -1,7 +1,8 @@
 // Package tenants keeps what the admin APIs change about users at run time — the prefixes
-// that scope them (shown and managed as Kafka ACLs) and their SCRAM credentials — durably, on
-// top of the config file, which stays the starting point: a user's prefixes are the file's
-// plus those added minus those removed, its credentials the file's overridden per mechanism.
+// that scope them (shown and managed as Kafka ACLs), their SCRAM credentials and their
+// quotas — durably, on top of the config file, which stays the starting point: a user's
+// prefixes are the file's plus those added minus those removed, its credentials and quotas
+// the file's overridden one by one.
 //
 // The changes live in one small JSON file in the data directory, replaced whole on every
 // change by writing a temporary file, syncing it, renaming it over the old one and syncing
@@ -20,6 +21,7 @@ import (
 	"sync"
 
 	"inlet/auth"
+	"inlet/quota"
 )
 
 // Kind is the kind of name a prefix scopes.
@@ -49,6 +51,50 @@ type State struct {
 	Prefixes map[string]map[Kind]*Delta `json:"prefixes,omitempty"`
 	// Credentials by user and mechanism (auth.ScramSHA256, auth.ScramSHA512).
 	Credentials map[string]map[string]*CredentialChange `json:"credentials,omitempty"`
+	// Quotas by entity (a user, or quota.DefaultUser) and key; a nil value removes the
+	// config file's.
+	Quotas map[string]map[string]*float64 `json:"quotas,omitempty"`
+}
+
+// SetQuota records a quota for entity and key (nil: removed); it reports whether that
+// changed the quotas in force over base (the config file's).
+func (st *State) SetQuota(entity, key string, v *float64, base quota.Bounds) bool {
+	before := ApplyQuotas(base, st)
+	if st.Quotas == nil {
+		st.Quotas = map[string]map[string]*float64{}
+	}
+	if st.Quotas[entity] == nil {
+		st.Quotas[entity] = map[string]*float64{}
+	}
+	st.Quotas[entity][key] = v
+	after := ApplyQuotas(base, st)
+	old, hadOld := before[entity][key]
+	now, hasNow := after[entity][key]
+	return hadOld != hasNow || old != now
+}
+
+// ApplyQuotas returns the quotas in force: base (the config file's) with st's changes; a new
+// table.
+func ApplyQuotas(base quota.Bounds, st *State) quota.Bounds {
+	out := quota.Bounds{}
+	for e, keys := range base {
+		for k, v := range keys {
+			out.Put(e, k, v)
+		}
+	}
+	for e, keys := range st.Quotas {
+		for k, v := range keys {
+			if v == nil {
+				delete(out[e], k)
+				if len(out[e]) == 0 {
+					delete(out, e)
+				}
+				continue
+			}
+			out.Put(e, k, *v)
+		}
+	}
+	return out
 }
 
 // AddPrefix records that user may use names of kind under prefix; it reports whether that

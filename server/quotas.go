@@ -1,0 +1,78 @@
+package server
+
+import (
+	"time"
+
+	"inlet/quota"
+	"inlet/tenants"
+)
+
+// Quotas (package quota): a user's Produce request bytes and Fetch response bytes are
+// recorded against its producer_byte_rate and consumer_byte_rate. A request that takes its
+// user over the quota is answered with ThrottleTimeMs, and the connection's worker handles
+// nothing more of that connection until the throttle has passed (conn.mutedUntil), as Kafka
+// mutes the channel: a client that waits out the throttle itself (KIP-219: Produce v6+,
+// Fetch v8+) finds nothing muted, one that does not is held back all the same.
+//
+// A Fetch that arrives while its user is throttled (its other connections took it over) is
+// answered at once, empty, with the throttle left. Otherwise the answer is sent whatever its
+// size and then counted: Kafka instead answers empty any fetch whose answer would take the
+// user over, which with the bucket's one-window burst would starve for ever a consumer whose
+// max.partition.fetch.bytes exceeds a second of its quota.
+//
+// The quotas in force are the config file's with the changes made through AlterClientQuotas
+// (kept by package tenants); publishQuotas makes a new table current.
+
+// anonymousUser is Kafka's principal name for a client that did not authenticate
+// (KafkaPrincipal.ANONYMOUS): quotas set for it, or the default, apply to such clients.
+const anonymousUser = "ANONYMOUS"
+
+// quotaUser is the user r's quotas are counted for.
+func quotaUser(r *request) string {
+	if sec := r.c.sec; sec != nil && sec.principal != nil {
+		return sec.principal.Name
+	}
+	return anonymousUser
+}
+
+// throttle records n bytes of kind k for r's user and returns the throttle to answer with
+// (ms); when there is one, the connection is muted for that long.
+func (s *Server) throttle(r *request, k quota.Kind, n int) int32 {
+	if !s.quotas.On(k) {
+		return 0
+	}
+	now := time.Now()
+	d := s.quotas.Record(quotaUser(r), k, n, now)
+	if d <= 0 {
+		return 0
+	}
+	r.c.mutedUntil.Store(now.Add(d).UnixNano())
+	return int32(d.Milliseconds())
+}
+
+// throttled is how long r's user stays throttled for kind k (ms; 0: not throttled).
+func (s *Server) throttled(r *request, k quota.Kind) int32 {
+	if !s.quotas.On(k) {
+		return 0
+	}
+	return int32(s.quotas.Throttled(quotaUser(r), k, time.Now()).Milliseconds())
+}
+
+// waitMuted holds the connection's worker until a throttle that muted it has passed, or the
+// connection is gone.
+func (c *conn) waitMuted(until int64) {
+	if d := time.Until(time.Unix(0, until)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.done:
+			t.Stop()
+		}
+	}
+	c.mutedUntil.CompareAndSwap(until, 0)
+}
+
+// publishQuotas makes the config file's quotas with st's changes the quotas in force.
+func (s *Server) publishQuotas(st *tenants.State) {
+	s.quotas.Set(tenants.ApplyQuotas(s.cfg.Quotas, st))
+}
