@@ -88,6 +88,7 @@ func main() {
 		Users:             sec.Users,
 		SessionLifetime:   *o.sessionLifetime,
 		Schemas:           sec.Schemas,
+		Quotas:            sec.Quotas,
 
 		MaxConnections:               *o.maxConnections,
 		MaxConnectionsPerIP:          *o.maxConnectionsPerIP,
