@@ -205,6 +205,10 @@ type Log struct {
 
 	topicsMu  sync.RWMutex
 	topics    map[string]*Topic
+	// Dynamic broker configs by BrokerLevel, and the topic defaults they give
+	// (broker_configs.go); under topicsMu.
+	brokerConfigs [2]map[string]string
+	topicDefaults map[string]string
 	partSeq   uint32
 	clusterID string
 
@@ -439,13 +443,16 @@ func (l *Log) recover() error {
 		l.partSeq = binary.BigEndian.Uint32(v)
 	}
 
+	if err := l.loadBrokerConfigs(get); err != nil {
+		return err
+	}
 	byID := map[uint32]*Partition{}
 	err := l.scan([]byte{kindTopic}, func(k, v []byte) error {
 		var rec topicRecord
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return fmt.Errorf("batchlog: topic record %q: %w", k[1:], err)
 		}
-		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: topicconfig.Parse(rec.Configs)}
+		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: l.parse(rec.Configs)}
 		for i, id := range rec.Partitions {
 			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i)}
 			t.Partitions = append(t.Partitions, p)
@@ -652,7 +659,7 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	if t, ok := l.topics[name]; ok {
 		return t, ErrTopicExists
 	}
-	t := &Topic{Name: name, Configs: configs, Settings: topicconfig.Parse(configs)}
+	t := &Topic{Name: name, Configs: configs, Settings: l.parse(configs)}
 	_, _ = rand.Read(t.ID[:])
 	rec := topicRecord{Name: name, ID: t.ID, Configs: configs}
 	seq := l.partSeq

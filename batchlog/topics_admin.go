@@ -8,7 +8,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"inlet/topicconfig"
 )
 
 // Admin changes to topics: configs, partition counts, deletion, DeleteRecords.
@@ -45,7 +44,7 @@ func (l *Log) SetTopicConfigs(name string, configs map[string]string) (*Topic, e
 	if len(configs) == 0 {
 		configs = nil
 	}
-	t := &Topic{Name: old.Name, ID: old.ID, Partitions: old.Partitions, Configs: configs, Settings: topicconfig.Parse(configs)}
+	t := &Topic{Name: old.Name, ID: old.ID, Partitions: old.Partitions, Configs: configs, Settings: l.parse(configs)}
 	if l.db != nil {
 		b := l.db.NewBatch()
 		defer b.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/batchlog"
 	"inlet/topicconfig"
 )
 
@@ -16,8 +17,11 @@ import (
 // and synonyms (v1+) and types and documentation (v3+), the way Kafka's ConfigHelper builds
 // them, because Kafka Connect and Materialize read them to judge topics (Connect's internal
 // topics must be compact; both read broker defaults). A topic config's value is its override
-// (DYNAMIC_TOPIC_CONFIG), else the broker's setting (STATIC_BROKER_CONFIG when Inlet's flags
-// set it), else Kafka's default (DEFAULT_CONFIG); synonyms list the same chain.
+// (DYNAMIC_TOPIC_CONFIG), else the broker config it falls back to: this broker's dynamic
+// setting (DYNAMIC_BROKER_CONFIG), the cluster default's (DYNAMIC_DEFAULT_BROKER_CONFIG),
+// Inlet's flags (STATIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG); synonyms list
+// the same chain. Broker configs carry Kafka's documentation (topicconfig.BrokerDefs); the
+// dynamic ones are not read-only.
 const describeConfigsKey = 32
 
 func init() {
@@ -29,9 +33,11 @@ const (
 	resourceTopic  = 2
 	resourceBroker = 4
 
-	sourceDynamicTopic = 1
-	sourceStaticBroker = 4
-	sourceDefault      = 5
+	sourceDynamicTopic         = 1
+	sourceDynamicBroker        = 2
+	sourceDynamicDefaultBroker = 3
+	sourceStaticBroker         = 4
+	sourceDefault              = 5
 )
 
 const (
@@ -62,21 +68,76 @@ func synonym(name string, value *string, source int8) kmsg.DescribeConfigsRespon
 	return s
 }
 
-// brokerSetting is a broker config Inlet's own flags decide (source STATIC_BROKER_CONFIG),
-// or nil when Kafka's default stands.
-func (s *Server) brokerSetting(name string) *string {
-	switch name {
-	case "message.max.bytes":
-		if s.cfg.MaxMessageBytes != defaultMaxMessageBytes {
-			return strp(strconv.Itoa(s.cfg.MaxMessageBytes))
-		}
+// staticBrokerConfigs are the broker configs Inlet's flags and config file decide (source
+// STATIC_BROKER_CONFIG); Kafka's defaults stand for the others.
+func (s *Server) staticBrokerConfigs() map[string]string {
+	listener := "PLAINTEXT://" + net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))
+	m := map[string]string{
+		"broker.id":                                 strconv.Itoa(int(s.cfg.NodeID)),
+		"node.id":                                   strconv.Itoa(int(s.cfg.NodeID)),
+		"advertised.listeners":                      listener,
+		"listeners":                                 "PLAINTEXT://" + s.addr.String(),
+		"num.partitions":                            strconv.Itoa(s.cfg.DefaultPartitions),
+		"auto.create.topics.enable":                 strconv.FormatBool(s.cfg.AutoCreateTopics),
+		"socket.request.max.bytes":                  strconv.Itoa(s.cfg.MaxRequestBytes),
+		"group.initial.rebalance.delay.ms":          msString(s.cfg.GroupInitialRebalanceDelay),
+		"max.connections":                           strconv.Itoa(s.cfg.MaxConnections),
+		"max.connections.per.ip":                    strconv.Itoa(s.cfg.MaxConnectionsPerIP),
+		"max.connections.per.ip.overrides":          perIPOverridesString(s.cfg.MaxConnectionsPerIPOverrides),
+		"connections.max.idle.ms":                   idleMs(s.cfg.ConnectionsMaxIdle),
+		"sasl.server.max.receive.size":              strconv.Itoa(s.cfg.SaslServerMaxReceiveSize),
+		"connection.failed.authentication.delay.ms": msString(s.cfg.FailedAuthenticationDelay),
+		"super.users":                               superUsersString(s.cfg.SuperUsers),
+		// One node: every replication factor and ISR minimum is 1.
+		"default.replication.factor":               "1",
+		"offsets.topic.replication.factor":         "1",
+		"transaction.state.log.replication.factor": "1",
+		"transaction.state.log.min.isr":            "1",
 	}
-	return nil
+	if s.cfg.MaxMessageBytes != defaultMaxMessageBytes {
+		m["message.max.bytes"] = strconv.Itoa(s.cfg.MaxMessageBytes)
+	}
+	return m
 }
 
-// topicConfigs is every topic config of t (nil: the defaults a new topic would get, with
-// overrides) as Kafka describes them.
+// brokerLevels are where a broker config's value may come from, most specific first: this
+// broker's dynamic configs, the cluster default's, Inlet's static settings.
+type brokerLevels struct {
+	node, clusterDefault, static map[string]string
+}
+
+func (s *Server) brokerLevels() brokerLevels {
+	return brokerLevels{
+		node:           s.blog.BrokerConfigs(batchlog.BrokerNode),
+		clusterDefault: s.blog.BrokerConfigs(batchlog.BrokerClusterDefault),
+		static:         s.staticBrokerConfigs(),
+	}
+}
+
+type brokerLevel struct {
+	m      map[string]string
+	source int8
+}
+
+// list is the levels, most specific first.
+func (b brokerLevels) list() []brokerLevel {
+	return []brokerLevel{{b.node, sourceDynamicBroker}, {b.clusterDefault, sourceDynamicDefaultBroker}, {b.static, sourceStaticBroker}}
+}
+
+// each calls f for every level that sets name, most specific first.
+func (b brokerLevels) each(name string, f func(v string, source int8)) {
+	for _, l := range b.list() {
+		if v, ok := l.m[name]; ok {
+			f(v, l.source)
+		}
+	}
+}
+
+// topicConfigs is every topic config of a topic with overrides as Kafka describes it: the
+// override, else the broker configs it falls back to (each level, each synonym), else
+// Kafka's default.
 func (s *Server) topicConfigs(overrides map[string]string) []configEntry {
+	levels := s.brokerLevels()
 	out := make([]configEntry, 0, len(topicconfig.Defs()))
 	for _, d := range topicconfig.Defs() {
 		e := configEntry{name: d.Name, typ: d.Type, doc: d.Doc}
@@ -84,13 +145,20 @@ func (s *Server) topicConfigs(overrides map[string]string) []configEntry {
 			e.value, e.source = strp(v), sourceDynamicTopic
 			e.synonyms = append(e.synonyms, synonym(d.Name, strp(v), sourceDynamicTopic))
 		}
-		last := d.Synonyms[len(d.Synonyms)-1]
-		if bv := s.brokerSetting(d.Synonyms[0]); bv != nil {
-			if e.value == nil {
-				e.value, e.source = bv, sourceStaticBroker
+		for _, l := range levels.list() {
+			for _, name := range d.Synonyms {
+				v, ok := l.m[name]
+				if !ok {
+					continue
+				}
+				e.synonyms = append(e.synonyms, synonym(name, strp(v), l.source))
+				bd, _ := topicconfig.LookupBroker(name)
+				if tv, err := bd.TopicValue(v); err == nil && e.value == nil {
+					e.value, e.source = strp(tv), l.source
+				}
 			}
-			e.synonyms = append(e.synonyms, synonym(d.Synonyms[0], bv, sourceStaticBroker))
 		}
+		last := d.Synonyms[len(d.Synonyms)-1]
 		bdef := d.Default
 		if d.BrokerDefault != "" {
 			bdef = d.BrokerDefault
@@ -104,67 +172,37 @@ func (s *Server) topicConfigs(overrides map[string]string) []configEntry {
 	return out
 }
 
-// brokerConfigs is the broker's config set: Inlet's settings and the broker-level defaults
-// behind every topic config. All read-only: Inlet takes no dynamic broker configs.
-func (s *Server) brokerConfigs() []configEntry {
-	static := func(name, v string, typ topicconfig.Type) configEntry {
-		return configEntry{name: name, value: strp(v), source: sourceStaticBroker, readOnly: true, typ: typ}
+// brokerConfigs is the broker's config set with Kafka's documentation: the dynamic ones
+// (changed by IncrementalAlterConfigs) are not read-only. clusterDefault describes the
+// cluster-default resource (name ""): only the configs set there, as Kafka lists them.
+func (s *Server) brokerConfigs(clusterDefault bool) []configEntry {
+	levels := s.brokerLevels()
+	if clusterDefault {
+		levels = brokerLevels{clusterDefault: levels.clusterDefault}
 	}
-	def := func(name, v string, typ topicconfig.Type) configEntry {
-		return configEntry{name: name, value: strp(v), source: sourceDefault, readOnly: true, typ: typ}
-	}
-	listener := "PLAINTEXT://" + net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))
-	out := []configEntry{
-		static("broker.id", strconv.Itoa(int(s.cfg.NodeID)), topicconfig.Int),
-		static("node.id", strconv.Itoa(int(s.cfg.NodeID)), topicconfig.Int),
-		static("advertised.listeners", listener, topicconfig.String),
-		static("listeners", "PLAINTEXT://"+s.addr.String(), topicconfig.String),
-		static("num.partitions", strconv.Itoa(s.cfg.DefaultPartitions), topicconfig.Int),
-		static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), topicconfig.Boolean),
-		static("socket.request.max.bytes", strconv.Itoa(s.cfg.MaxRequestBytes), topicconfig.Int),
-		static("group.initial.rebalance.delay.ms", msString(s.cfg.GroupInitialRebalanceDelay), topicconfig.Int),
-		static("max.connections", strconv.Itoa(s.cfg.MaxConnections), topicconfig.Int),
-		static("max.connections.per.ip", strconv.Itoa(s.cfg.MaxConnectionsPerIP), topicconfig.Int),
-		static("max.connections.per.ip.overrides", perIPOverridesString(s.cfg.MaxConnectionsPerIPOverrides), topicconfig.String),
-		static("connections.max.idle.ms", idleMs(s.cfg.ConnectionsMaxIdle), topicconfig.Long),
-		static("sasl.server.max.receive.size", strconv.Itoa(s.cfg.SaslServerMaxReceiveSize), topicconfig.Int),
-		static("connection.failed.authentication.delay.ms", msString(s.cfg.FailedAuthenticationDelay), topicconfig.Int),
-		def("default.replication.factor", "1", topicconfig.Int),
-		def("offsets.topic.replication.factor", "1", topicconfig.Int),
-		def("transaction.state.log.replication.factor", "1", topicconfig.Int),
-		def("transaction.state.log.min.isr", "1", topicconfig.Int),
-		def("group.min.session.timeout.ms", "6000", topicconfig.Int),
-		def("group.max.session.timeout.ms", "1800000", topicconfig.Int),
-		def("offset.metadata.max.bytes", "4096", topicconfig.Int),
-		def("offsets.retention.minutes", "10080", topicconfig.Int),
-		def("log.retention.check.interval.ms", "300000", topicconfig.Long),
-		def("delete.topic.enable", "true", topicconfig.Boolean),
-	}
-	seen := map[string]bool{}
-	for _, e := range out {
-		seen[e.name] = true
-	}
-	for _, d := range topicconfig.Defs() {
-		for i, name := range d.Synonyms {
-			if seen[name] {
-				continue
+	var out []configEntry
+	for _, d := range topicconfig.BrokerDefs() {
+		e := configEntry{name: d.Name, typ: d.Type, doc: d.Doc, readOnly: !d.Dynamic}
+		levels.each(d.Name, func(v string, source int8) {
+			if e.value == nil {
+				e.value, e.source = strp(v), source
 			}
-			seen[name] = true
-			e := configEntry{name: name, typ: d.Type, readOnly: true, source: sourceDefault}
-			switch {
-			case s.brokerSetting(name) != nil:
-				e.value, e.source = s.brokerSetting(name), sourceStaticBroker
-			case i == len(d.Synonyms)-1 && d.BrokerDefault != "":
-				e.value = strp(d.BrokerDefault)
-			case i == len(d.Synonyms)-1:
+			e.synonyms = append(e.synonyms, synonym(d.Name, strp(v), source))
+		})
+		if clusterDefault && e.value == nil {
+			continue
+		}
+		if !d.Null {
+			e.synonyms = append(e.synonyms, synonym(d.Name, strp(d.Default), sourceDefault))
+		}
+		if e.value == nil {
+			e.source = sourceDefault
+			if !d.Null {
 				e.value = strp(d.Default)
 			}
-			// Earlier synonyms of a chain (log.retention.ms before log.retention.hours) are
-			// unset (null), as in Kafka.
-			out = append(out, e)
 		}
+		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
@@ -187,9 +225,9 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		case resourceBroker:
 			switch rr.ResourceName {
 			case "":
-				// The cluster-wide dynamic defaults: none.
+				entries = s.brokerConfigs(true)
 			case strconv.Itoa(int(s.cfg.NodeID)):
-				entries = s.brokerConfigs()
+				entries = s.brokerConfigs(false)
 			default:
 				or.ErrorCode = errInvalidRequest
 				or.ErrorMessage = strp("unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID)))
@@ -235,6 +273,15 @@ func idleMs(d time.Duration) string {
 		return "-1"
 	}
 	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// superUsersString is super.users as Kafka writes it.
+func superUsersString(names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = "User:" + n
+	}
+	return strings.Join(parts, ";")
 }
 
 // perIPOverridesString is max.connections.per.ip.overrides as Kafka writes it, sorted.

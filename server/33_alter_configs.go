@@ -11,9 +11,10 @@ import (
 	"inlet/topicconfig"
 )
 
-// AlterConfigs v0-v2: replaces a topic's whole set of overrides (the legacy, non-incremental
-// API: configs not named go back to their defaults). Broker configs are static here
-// (INVALID_REQUEST). v1 validate-only semantics are the same as v0's flag.
+// AlterConfigs v0-v2: replaces a topic's whole set of overrides, or the broker's dynamic
+// configs (this broker's, or the cluster default's for the empty name), as the legacy,
+// non-incremental API does: configs not named go back to their defaults. v1 validate-only
+// semantics are the same as v0's flag.
 const alterConfigsKey = 33
 
 func init() {
@@ -42,7 +43,7 @@ func handleAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 		if dup {
 			code, msg = errInvalidRequest, "Error due to duplicate config keys"
 		} else {
-			code, msg = s.applyConfigs(rr.ResourceType, rr.ResourceName, func(map[string]string) (map[string]string, int16, string) {
+			code, msg = s.applyConfigs(r, rr.ResourceType, rr.ResourceName, func(map[string]string) (map[string]string, int16, string) {
 				for _, c := range rr.Configs {
 					if c.Value == nil {
 						return nil, errInvalidRequest, fmt.Sprintf("Null value not supported for : %s", c.Name)
@@ -60,16 +61,14 @@ func handleAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	return resp, nil
 }
 
-// applyConfigs computes a resource's new topic overrides with change (given the current
-// ones), validates them and, unless validateOnly, stores them.
-func (s *Server) applyConfigs(typ kmsg.ConfigResourceType, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
+// applyConfigs computes a resource's new configs with change (given the current ones: a
+// topic's overrides, or the broker's dynamic configs at one level), validates them and,
+// unless validateOnly, stores them.
+func (s *Server) applyConfigs(r *request, typ kmsg.ConfigResourceType, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
 	switch typ {
 	case resourceTopic:
 	case resourceBroker:
-		if name != "" && name != strconv.Itoa(int(s.cfg.NodeID)) {
-			return errInvalidRequest, "unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID))
-		}
-		return errInvalidRequest, "Inlet's broker configs are static (set by its flags); they cannot be altered"
+		return s.applyBrokerConfigs(r, name, change, validateOnly)
 	default:
 		return errInvalidRequest, "unsupported resource type"
 	}
@@ -101,5 +100,50 @@ func (s *Server) applyConfigs(typ kmsg.ConfigResourceType, name string, change f
 		return errUnknownServerError, err.Error()
 	}
 	s.log.Info("altered topic configs", "topic", name, "configs", next)
+	return 0, ""
+}
+
+// applyBrokerConfigs changes the dynamic broker configs of this broker (name: its id) or of
+// the cluster default (name ""). It needs a principal that may act on the cluster (Kafka's
+// ALTER_CONFIGS on CLUSTER): a super user, one scoped to every topic, or any client of a
+// listener without security.
+func (s *Server) applyBrokerConfigs(r *request, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
+	level := batchlog.BrokerNode
+	switch name {
+	case strconv.Itoa(int(s.cfg.NodeID)):
+	case "":
+		level = batchlog.BrokerClusterDefault
+	default:
+		return errInvalidRequest, "unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID))
+	}
+	if !s.seesAllTenants(r) {
+		return errClusterAuthorizationFailed, "Altering broker configs needs a super user."
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	cur := s.blog.BrokerConfigs(level)
+	if cur == nil {
+		cur = map[string]string{}
+	}
+	next, code, msg := change(cur)
+	if code != 0 {
+		return code, msg
+	}
+	for k, v := range next {
+		if err := topicconfig.ValidateBroker(k, v); err != nil {
+			if d, ok := topicconfig.LookupBroker(k); ok && !d.Dynamic {
+				return errInvalidRequest, err.Error()
+			}
+			return errInvalidConfig, err.Error()
+		}
+	}
+	if validateOnly {
+		return 0, ""
+	}
+	if err := s.blog.SetBrokerConfigs(level, next); err != nil {
+		s.log.Error("alter broker configs", "err", err)
+		return errUnknownServerError, err.Error()
+	}
+	s.log.Info("altered dynamic broker configs", "broker", name, "configs", next)
 	return 0, ""
 }

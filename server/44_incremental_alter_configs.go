@@ -10,8 +10,9 @@ import (
 )
 
 // IncrementalAlterConfigs v0-v1 (KIP-339): SET, DELETE (back to the default), APPEND and
-// SUBTRACT (list configs only) on a topic's overrides, as ConfigAdminManager.
-// prepareIncrementalConfigs does.
+// SUBTRACT (list configs only) on a topic's overrides, or on the broker's dynamic configs
+// (33_alter_configs.go, applyBrokerConfigs), as ConfigAdminManager.prepareIncrementalConfigs
+// does.
 const incrementalAlterConfigsKey = 44
 
 func init() {
@@ -24,14 +25,17 @@ func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (km
 	for _, rr := range req.Resources {
 		or := kmsg.NewIncrementalAlterConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
-		code, msg := s.applyConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, int16, string) {
+		code, msg := s.applyConfigs(r, rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, int16, string) {
 			seen := map[string]bool{}
 			for _, c := range rr.Configs {
 				if seen[c.Name] {
 					return nil, errInvalidRequest, "Error due to duplicate config keys"
 				}
 				seen[c.Name] = true
-				d, ok := topicconfig.Lookup(c.Name)
+				typ, def, ok := configType(rr.ResourceType, c.Name)
+				if !ok && rr.ResourceType == resourceBroker {
+					return nil, errInvalidConfig, "Unknown broker config name: " + c.Name
+				}
 				if !ok {
 					return nil, errInvalidConfig, "Unknown topic config name: " + c.Name
 				}
@@ -48,12 +52,12 @@ func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (km
 				case kmsg.IncrementalAlterConfigOpDelete:
 					delete(cur, c.Name)
 				case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-					if d.Type != topicconfig.List {
+					if typ != topicconfig.List {
 						return nil, errInvalidConfig, fmt.Sprintf("Config value append is not allowed for config key: %s", c.Name)
 					}
 					old, ok := cur[c.Name]
 					if !ok {
-						old = d.Default
+						old = def
 					}
 					items := splitList(old)
 					if c.Op == kmsg.IncrementalAlterConfigOpAppend {
@@ -85,6 +89,22 @@ func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (km
 		resp.Resources = append(resp.Resources, or)
 	}
 	return resp, nil
+}
+
+// configType is the type and default of a topic or broker config.
+func configType(resource kmsg.ConfigResourceType, name string) (topicconfig.Type, string, bool) {
+	if resource == resourceBroker {
+		d, ok := topicconfig.LookupBroker(name)
+		if !ok {
+			return 0, "", false
+		}
+		return d.Type, d.Default, true
+	}
+	d, ok := topicconfig.Lookup(name)
+	if !ok {
+		return 0, "", false
+	}
+	return d.Type, d.Default, true
 }
 
 func splitList(v string) []string {

@@ -24,6 +24,7 @@ const (
 	Boolean Type = 1
 	String  Type = 2
 	Int     Type = 3
+	Short   Type = 4
 	Long    Type = 5
 	Double  Type = 6
 	List    Type = 7
