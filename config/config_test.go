@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad credential", "users:\n  - name: a\n    topic_prefixes: [a.]\n    scram_sha_256: {salt: '!!', iterations: 4096, stored_key: eA==, server_key: eA==}\n", "scram_sha_256.salt"},
 		{"bad schema", "schemas:\n  - subject: s\n    schema: '{\"type\":\"record\"}'\n", "subject s"},
 		{"unbound subject", "topics:\n  - name: t\n    value_subject: nope\n", "nope"},
+		{"zero quota", "quotas:\n  - user: a\n    producer_byte_rate: 0\n", "quotas[0].producer_byte_rate"},
+		{"two default quotas", "quotas:\n  - consumer_byte_rate: 10\n  - producer_byte_rate: 10\n", "quotas[1].user"},
 	} {
 		f, err := Parse([]byte(tc.yaml))
 		if err == nil {
@@ -105,5 +108,20 @@ func TestPasswordFileAndEnv(t *testing.T) {
 		if _, _, err := x.Step([]byte("\x00" + user + "\x00" + pw)); err != nil {
 			t.Errorf("%s: %v", user, err)
 		}
+	}
+}
+
+// TestQuotas: quotas by user, and the default user's for an entry without one.
+func TestQuotas(t *testing.T) {
+	f, err := Parse([]byte("quotas:\n  - user: alice\n    producer_byte_rate: 1000\n  - consumer_byte_rate: 2000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Resolve(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(r.Quotas); got != "map[<default>:map[consumer_byte_rate:2000] alice:map[producer_byte_rate:1000]]" {
+		t.Fatalf("quotas %s", got)
 	}
 }
