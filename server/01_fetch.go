@@ -3,9 +3,9 @@ package server
 import (
 	"time"
 
-	"inlet/quota"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/quota"
 )
 
 // Fetch v4-v12. v4 brings isolation levels and the last stable offset, v5 the log start
