@@ -3,6 +3,7 @@ package crashtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -208,6 +209,20 @@ func TestMetricsEndpoint(t *testing.T) {
 	// Every produce request waited for a group commit: its latency includes a sync.
 	if p, s := got[`inlet_request_duration_seconds_sum{api="Produce"}`], got[`inlet_request_duration_seconds_count{api="Produce"}`]; p/s > 10 {
 		t.Errorf("mean produce latency %vs", p/s)
+	}
+}
+
+// TestPprofWithoutMetricsListenExits: --pprof has no listener of its own, so asking for it
+// without --metrics-listen stops start-up rather than being ignored.
+func TestPprofWithoutMetricsListenExits(t *testing.T) {
+	cmd := exec.Command(inletBin, "--pprof", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want status 2; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--metrics-listen") {
+		t.Errorf("the message does not name --metrics-listen:\n%s", out)
 	}
 }
 

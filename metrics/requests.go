@@ -43,7 +43,7 @@ type Requests struct {
 func NewRequests(reg prometheus.Registerer, apiKeys []int16) *Requests {
 	count := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "requests_total",
-		Help: "Requests answered (or dropped with their connection), by API. Requests refused before their API is known (a bad header, an unsupported version) are inlet_protocol_errors_total.",
+		Help: "Requests handled, by API (answered, or refused with their connection closed). A request dropped unread because its connection closed first is not counted; one refused before its API is known (a bad header, an unsupported version) is an inlet_protocol_errors_total.",
 	}, []string{"api"})
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "request_duration_seconds",
