@@ -95,6 +95,10 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	pg := l.getPending()
 	pg.requests = append(pg.requests[:0], reqs...)
 	pg.advances = pg.advances[:0]
+	pg.records, pg.bytes = 0, 0
+	if l.opts.Observer != nil {
+		pg.start = time.Now()
+	}
 	if l.failed.Load() {
 		for _, r := range reqs {
 			for i := range r.Appends {
@@ -213,6 +217,8 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	}
 	g.setData(p.ID, base, a.Batch)
 	a.BaseOffset = base
+	pg.records += int(a.NumRecords)
+	pg.bytes += len(a.Batch)
 	if st != nil {
 		st.Push(a.ProducerEpoch, a.BaseSequence, a.NumRecords, base)
 	}
@@ -253,6 +259,9 @@ func (l *Log) completeLoop() {
 			}
 			if len(pg.advances) > 0 {
 				l.notify()
+			}
+			if obs := l.opts.Observer; obs != nil && len(pg.requests) > 0 {
+				obs.GroupDurable(pg.records, pg.bytes, time.Since(pg.start))
 			}
 		}
 		for _, r := range pg.requests {

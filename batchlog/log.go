@@ -98,6 +98,22 @@ type Options struct {
 	// after that (a later group may not be acknowledged while an earlier one is in doubt);
 	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
 	OnFatal func(error)
+	// Observer, when set, is told of every durable group and every segment fsync (metrics).
+	Observer Observer
+}
+
+// Observer receives the commit pipeline's measurements as they happen; what is state (high
+// watermarks, segment bytes, Pebble's health) is read when wanted instead (Log.Stats). Its
+// methods run on the completer goroutine, once per group or sync, never per request: they
+// must be quick and must not block.
+type Observer interface {
+	// GroupDurable reports a group of requests made durable: the records and bytes of record
+	// data it appended (duplicates and refused batches are not appended), and the time from
+	// the committer starting to build it to its sync returning.
+	GroupDurable(records, bytes int, d time.Duration)
+	// Synced reports one fdatasync of a segment file and how long it took. With record data
+	// in Pebble (LayoutPebble) the syncs are Pebble's own (Stats.Pebble's WAL fsync latency).
+	Synced(d time.Duration)
 }
 
 // Record-data layouts (Options.Layout).
@@ -226,6 +242,8 @@ type Log struct {
 	notifyMu    sync.Mutex
 	notifyCh    chan struct{}
 	notifyTaken bool // someone may be waiting on notifyCh: replace it at the next advance
+
+	stalls writeStalls // Pebble's write stalls, counted by its event listener (stats.go)
 }
 
 // pendingGroup is an applied group awaiting its sync.
@@ -233,6 +251,11 @@ type pendingGroup struct {
 	g        group
 	requests []*Request
 	advances []hwAdvance
+
+	// For Options.Observer: when the committer started the group (set only with an
+	// observer), and the records and bytes it appended.
+	start          time.Time
+	records, bytes int
 }
 
 type hwAdvance struct {
@@ -272,7 +295,7 @@ func Open(opts Options) (*Log, error) {
 		l.store = discardStore{}
 		l.clusterID = newClusterID()
 	} else {
-		db, err := pebble.Open(opts.Dir, pebbleOptions(opts))
+		db, err := pebble.Open(opts.Dir, pebbleOptions(opts, &l.stalls))
 		if err != nil {
 			return nil, fmt.Errorf("batchlog: open %s: %w", opts.Dir, err)
 		}
@@ -290,6 +313,7 @@ func Open(opts Options) (*Log, error) {
 			case opts.CheckpointInterval > 0:
 				ss.checkpointEvery = opts.CheckpointInterval
 			}
+			ss.obs = opts.Observer
 			l.store = ss
 		case LayoutPebble:
 			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
@@ -337,12 +361,13 @@ func (l *Log) start() {
 	go l.completeLoop()
 }
 
-func pebbleOptions(opts Options) *pebble.Options {
+func pebbleOptions(opts Options, stalls *writeStalls) *pebble.Options {
 	o := &pebble.Options{
 		MemTableSize:                opts.MemTableSize,
 		MemTableStopWritesThreshold: 4,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      quietLogger{},
+		EventListener:               stalls.listener(),
 	}
 	// Record data is already compressed (or deliberately not) by producers; keep it out of
 	// Pebble's compressors. Value separation moves record batches into blob files at flush,

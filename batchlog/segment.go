@@ -79,6 +79,8 @@ type segmentStore struct {
 
 	buffered bool // never use O_DIRECT (Options.BufferedSegments)
 
+	obs Observer // Options.Observer: told of every fdatasync; nil: none
+
 	checkpointEvery time.Duration // Options.CheckpointInterval; 0: every group
 }
 
@@ -507,8 +509,8 @@ func (s *segmentStore) flushStaged() error {
 			return err
 		}
 		seg := batch[i].seg
-		if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
-			return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, err)
+		if err := s.fdatasync(seg); err != nil {
+			return err
 		}
 		i = j
 	}
@@ -516,6 +518,21 @@ func (s *segmentStore) flushStaged() error {
 		g.durable = true
 	}
 	clear(s.flushing)
+	return nil
+}
+
+// fdatasync makes seg's written data durable, timed for the observer.
+func (s *segmentStore) fdatasync(seg *segment) error {
+	var began time.Time
+	if s.obs != nil {
+		began = time.Now()
+	}
+	if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+		return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, err)
+	}
+	if s.obs != nil {
+		s.obs.Synced(time.Since(began))
+	}
 	return nil
 }
 
@@ -610,8 +627,8 @@ func (g *segmentGroup) wait() error {
 		// Everything the committer has written to the segment when the sync starts is
 		// durable after it, so later groups already written need no sync of their own.
 		written := g.seg.written.Load()
-		if err := unix.Fdatasync(int(g.seg.f.Fd())); err != nil {
-			return fmt.Errorf("batchlog: sync segment %d: %w", g.seg.id, err)
+		if err := s.fdatasync(g.seg); err != nil {
+			return err
 		}
 		s.syncedSeg, s.syncedPos = g.seg.id, written
 	}

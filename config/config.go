@@ -55,6 +55,8 @@ type File struct {
 	MemProfile        yaml.Node `yaml:"mem_profile"`
 	RegistryListen    yaml.Node `yaml:"registry_listen"`
 	SessionLifetime   yaml.Node `yaml:"sasl_session_lifetime"`
+	MetricsListen     yaml.Node `yaml:"metrics_listen"`
+	Pprof             yaml.Node `yaml:"pprof"`
 
 	MaxConnections               yaml.Node `yaml:"max_connections"`
 	MaxConnectionsPerIP          yaml.Node `yaml:"max_connections_per_ip"`
@@ -98,6 +100,7 @@ var FlagKeys = map[string]Kind{
 	"max_connections_per_ip_overrides": String, "super_users": String,
 	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
 	"group_initial_rebalance_delay_ms": Int,
+	"metrics_listen":                   String, "pprof": Bool,
 }
 
 // Listener is one Kafka listener.

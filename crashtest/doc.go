@@ -14,6 +14,9 @@
 //   - SIGTERM drains: everything acknowledged is durable, a request half read when the signal
 //     came is finished, and the process exits 0;
 //   - producer ids are never handed out twice, even across kill -9;
+//   - the metrics listener (metrics_test.go) serves /metrics with the values a produce implies,
+//     /healthz and /readyz, pprof only with --pprof, and a real Prometheus scraping a node
+//     under load counts exactly the records the load generator had acknowledged;
 //   - hostile clients (hostile_test.go) cannot make the node hold memory beyond its in-flight
 //     budget (slowloris frames before and without authentication, 1,000 idle connections),
 //     idle connections are closed, connection limits refuse, and a stray command-line

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/metrics"
 	"inlet/server"
 )
 
@@ -30,6 +31,10 @@ type broker struct {
 	blog *batchlog.Log
 	srv  *server.Server
 	addr string
+	// m is the node's metrics: every broker runs with them on (as --metrics-listen does), so
+	// every test, the protocol fuzzer under the race detector included, drives their hooks,
+	// and stop scrapes them once.
+	m *metrics.Metrics
 }
 
 // startBroker opens a batch log in a fresh temporary directory and serves it on a random
@@ -62,16 +67,24 @@ func (b *broker) start() {
 }
 
 func (b *broker) tryStart() error {
-	blog, err := batchlog.Open(batchlog.Options{Dir: b.dir, Logger: testLogger()})
+	var keys []int16
+	for _, k := range server.SupportedAPIs() {
+		keys = append(keys, k.ApiKey)
+	}
+	m := metrics.New(keys, "test", "")
+	blog, err := batchlog.Open(batchlog.Options{Dir: b.dir, Logger: testLogger(), Observer: m.Commits})
 	if err != nil {
 		return fmt.Errorf("open batch log: %w", err)
 	}
-	srv, err := server.Start(b.cfg, blog)
+	cfg := b.cfg
+	cfg.Metrics = m.Requests
+	srv, err := server.Start(cfg, blog)
 	if err != nil {
 		blog.Close()
 		return fmt.Errorf("start server: %w", err)
 	}
-	b.blog, b.srv, b.addr = blog, srv, srv.Addr()
+	m.Watch(blog, srv)
+	b.blog, b.srv, b.addr, b.m = blog, srv, srv.Addr(), m
 	return nil
 }
 
@@ -88,6 +101,9 @@ func testLogger() *slog.Logger {
 func (b *broker) stop() {
 	if b.srv == nil {
 		return
+	}
+	if _, err := b.m.Registry.Gather(); err != nil {
+		b.t.Errorf("metrics: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

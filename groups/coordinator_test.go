@@ -190,3 +190,42 @@ func TestSessionExpiryRemovesMember(t *testing.T) {
 		t.Fatalf("delete the empty group: %d", code)
 	}
 }
+
+// TestCommittedOffsetsListsLiveGroups: CommittedOffsets (what metrics read) lists every
+// committed offset of every group, and nothing of a deleted one.
+func TestCommittedOffsetsListsLiveGroups(t *testing.T) {
+	c := newTestCoordinator(t)
+	commit := func(group string, partition int32, offset int64) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = group, -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = partition, offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		if code := c.Commit(req).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit %s/%d: error %d", group, partition, code)
+		}
+	}
+	commit("a", 0, 5)
+	commit("a", 1, 7)
+	commit("b", 0, 9)
+	if code := c.Delete("b"); code != 0 {
+		t.Fatalf("delete b: %d", code)
+	}
+	got := map[CommittedOffset]bool{}
+	for _, o := range c.CommittedOffsets() {
+		got[o] = true
+	}
+	want := map[CommittedOffset]bool{{"a", "t", 0, 5}: true, {"a", "t", 1, 7}: true}
+	if len(got) != len(want) {
+		t.Fatalf("CommittedOffsets = %v, want %v", got, want)
+	}
+	for o := range want {
+		if !got[o] {
+			t.Fatalf("CommittedOffsets = %v, want %v", got, want)
+		}
+	}
+}

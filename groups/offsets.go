@@ -216,6 +216,37 @@ func (c *Coordinator) List() []GroupListing {
 	return out
 }
 
+// CommittedOffset is one group's committed offset for one partition (CommittedOffsets).
+type CommittedOffset struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// CommittedOffsets lists every live group's committed offsets (metrics read them at scrape
+// time). Each group's offsets are copied under its lock, so a group's list is one moment of
+// it; the caller holds no lock of the coordinator's while it uses them.
+func (c *Coordinator) CommittedOffsets() []CommittedOffset {
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	var out []CommittedOffset
+	for _, g := range gs {
+		g.mu.Lock()
+		if g.state != Dead {
+			for k, o := range g.offsets {
+				out = append(out, CommittedOffset{g.name, k.Topic, k.Partition, o.Offset})
+			}
+		}
+		g.mu.Unlock()
+	}
+	return out
+}
+
 // Describe fills one DescribeGroups entry (GroupMetadata.summary): member metadata and
 // assignments only in Stable; an unknown group is reported Dead without an error.
 func (c *Coordinator) Describe(name string) kmsg.DescribeGroupsResponseGroup {

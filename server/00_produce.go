@@ -155,6 +155,15 @@ func (r *request) produceCommitted(lr *batchlog.Request) {
 			op.LogAppendTime = a.AppendTime
 		}
 	}
+	if m := s.m; m != nil {
+		// Every partition's code, those refused before the commit included.
+		for ti := range ps.resp.Topics {
+			ops := ps.resp.Topics[ti].Partitions
+			for pi := range ops {
+				m.Error(produceKey, ops[pi].ErrorCode)
+			}
+		}
+	}
 	if ps.acks == 0 {
 		s.release(r)
 		return

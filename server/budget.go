@@ -106,6 +106,13 @@ func (b *budget) release(n int64) {
 	b.cond.Broadcast()
 }
 
+// held is the bytes held now (metrics).
+func (b *budget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
 // acquire takes n bytes for a frame that is already complete (tests and benchmarks).
 func (b *budget) acquire(n int64) {
 	b.mu.Lock()

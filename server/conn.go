@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -144,6 +145,11 @@ type request struct {
 	// (growFrame), so a declared size costs nothing until the bytes are there.
 	want, filled int
 	older, newer *request // neighbours in the budget's list of frames in transit
+
+	// With metrics: when the frame's last byte arrived, and whether its API is known (handle
+	// found it served), so release counts it under hdr.APIKey.
+	start  time.Time
+	served bool
 
 	produce produceState
 }
@@ -311,6 +317,7 @@ func (s *Server) growFrame(r *request, avail int) bool {
 
 // enqueue hands a complete frame to the connection's worker.
 func (c *conn) enqueue(r *request) {
+	c.s.arrived(r)
 	c.pending.Add(1)
 	c.qmu.Lock()
 	c.queue = append(c.queue, r)
@@ -396,6 +403,13 @@ func (c *conn) reply(seq uint64, out *outBuf) {
 		c.wmu.Unlock()
 		return
 	}
+	if m := c.s.m; m != nil {
+		n := 0
+		for _, o := range outs {
+			n += len(o.b)
+		}
+		m.Sent(n)
+	}
 	var err error
 	var multi []*outBuf
 	if len(outs) == 1 {
@@ -422,6 +436,14 @@ func (c *conn) reply(seq uint64, out *outBuf) {
 	}
 	clear(c.outs)
 	c.wmu.Unlock()
+}
+
+// arrived counts a complete frame (metrics) and stamps when it arrived.
+func (s *Server) arrived(r *request) {
+	if m := s.m; m != nil {
+		r.start = time.Now()
+		m.Received(4 + r.want)
+	}
 }
 
 // markClosed runs once when the connection has closed: on its loop in OnClose, or on the
@@ -451,8 +473,14 @@ func (c *conn) markClosed() {
 func (c *conn) close() { _ = c.gc.Close() }
 
 // release returns a finished request's buffer and budget. Its reply slot must have been
-// filled already.
+// filled already. Every request passes here exactly once, which is where metrics count it.
 func (s *Server) release(r *request) {
+	if r.served {
+		if m := s.m; m != nil {
+			m.Done(r.hdr.APIKey, time.Since(r.start))
+		}
+		r.served = false
+	}
 	s.budget.release(r.size)
 	if r.buf != nil {
 		putBuf(r.buf)

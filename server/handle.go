@@ -71,6 +71,10 @@ func (s *Server) handle(r *request) {
 		if hdr.APIKey == apiVersionsKey {
 			// KIP-511: an ApiVersions version the broker does not know is answered at v0 with
 			// UNSUPPORTED_VERSION and the broker's ranges, so the client can pick one.
+			r.served = true
+			if m := s.m; m != nil {
+				m.Error(apiVersionsKey, wire.ErrUnsupportedVersion)
+			}
 			s.finish(r, apiVersionsUnsupported(hdr.CorrelationID))
 			return
 		}
@@ -78,6 +82,10 @@ func (s *Server) handle(r *request) {
 		s.protocolError(r, "unsupported api or version", fmt.Errorf("api key %d version %d", hdr.APIKey, hdr.APIVersion))
 		return
 	}
+	// From here on r is a request of a served API: release counts it (metrics), whatever
+	// becomes of it. The metrics of every API are hooked here and in release, so an API
+	// registered later is counted without a line of its own.
+	r.served = true
 	if hdr.APIKey == produceKey {
 		s.handleProduce(r)
 		return
@@ -94,6 +102,9 @@ func (s *Server) handle(r *request) {
 		// handler sees it (so nothing is auto-created) and answered by deny (authz.go).
 		var resp kmsg.Response
 		if resp, deny = s.authorize(sec.principal, req); resp != nil {
+			if m := s.m; m != nil {
+				m.ResponseErrors(hdr.APIKey, resp)
+			}
 			s.finish(r, encodeResponse(hdr, resp))
 			return
 		}
@@ -105,6 +116,9 @@ func (s *Server) handle(r *request) {
 	}
 	if deny != nil {
 		deny(resp)
+	}
+	if m := s.m; m != nil {
+		m.ResponseErrors(hdr.APIKey, resp)
 	}
 	out := encodeResponse(hdr, resp)
 	if sec != nil && sec.closeAfter {

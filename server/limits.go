@@ -41,6 +41,7 @@ type connTable struct {
 	perIP   map[string]int
 	authBad map[string]failedAuth      // recent authentication failures by address
 	logged  map[refusalKey]*refusalLog // the last log line of each kind of refusal per address
+	refused map[string]int64           // refusals by reason since start (metrics)
 }
 
 type failedAuth struct {
@@ -60,6 +61,7 @@ func (t *connTable) init() {
 	t.perIP = map[string]int{}
 	t.authBad = map[string]failedAuth{}
 	t.logged = map[refusalKey]*refusalLog{}
+	t.refused = map[string]int64{}
 }
 
 // hostOf is an address without its port.
@@ -148,6 +150,7 @@ func (s *Server) refused(remote, reason string, attrs ...any) {
 	now := time.Now()
 	t := &s.connTab
 	t.mu.Lock()
+	t.refused[reason]++
 	e := t.logged[key]
 	if e != nil && now.Sub(e.at) < refusalLogEvery {
 		e.suppressed++

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/metrics"
 	"inlet/quota"
 )
 
@@ -101,23 +102,71 @@ func produceFrame(topic string, partitions int, batch []byte) []byte {
 	return req.AppendTo(f)
 }
 
+// producePath is one produce request's path through everything after the loop's frame copy,
+// on a Server wired by hand around a fresh batch log: run sends the frame and waits for its
+// reply. layout is a batchlog layout, or "discard"; withMetrics wires the request and commit
+// metrics in, as --metrics-listen does, and returns them (nil without); quotas are the
+// byte-rate quotas in force (nil: none).
+func producePath(tb testing.TB, layout string, withMetrics bool, quotas quota.Bounds, frame []byte) (run func(), m *metrics.Metrics) {
+	opts := batchlog.Options{Dir: tb.TempDir(), Layout: layout}
+	if layout == "discard" {
+		opts.Layout, opts.Discard = "", true
+	}
+	if withMetrics {
+		var keys []int16
+		for _, k := range SupportedAPIs() {
+			keys = append(keys, k.ApiKey)
+		}
+		m = metrics.New(keys, "test", "")
+		opts.Observer = m.Commits
+	}
+	blog, err := batchlog.Open(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { blog.Close() })
+	s := &Server{cfg: Config{AutoCreateTopics: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, quotas: quota.NewManager()}
+	s.cfg.setDefaults()
+	s.log, s.blog, s.budget = s.cfg.Logger, blog, newBudget(s.cfg.InflightBudget)
+	s.quotas.Set(quotas)
+	if m != nil {
+		s.m = m.Requests
+	}
+	rc := &replyConn{written: make(chan int, 1)}
+	c := newConn(s, rc, "bench")
+	return func() {
+		r := getRequest()
+		r.c, r.seq, r.size, r.want = c, c.nextSeq, int64(4+len(frame)), len(frame)
+		c.nextSeq++
+		s.budget.acquire(r.size)
+		s.inflight.Add(1)
+		r.buf = getBuf(len(frame))
+		copy(*r.buf, frame)
+		s.arrived(r)
+		s.handle(r)
+		<-rc.written
+	}, m
+}
+
 // BenchmarkProducePath measures one produce request (16 partitions x 16 KiB uncompressed
 // batches of 100-byte records) through everything after the loop's frame copy: header parse,
 // decode, CRC validation, the group commit (the idempotence check, offset assignment, the Pebble
 // batch, its synced apply), and the reply's encoding. Requests run one at a time, so each is
 // its own group and each pays a whole fsync; the figure of interest is allocs/op, which
-// includes everything the committer and completer goroutines allocate.
+// includes everything the committer and completer goroutines allocate. "segments-metrics" is
+// "segments" with the Prometheus metrics on (--metrics-listen).
 func BenchmarkProducePath(b *testing.B) {
+	frame := produceFrame("bench", 16, testBatch(150, 100, -1, 0))
 	for _, mode := range []struct {
-		name    string
-		discard bool
-	}{{batchlog.LayoutSegments, false}, {batchlog.LayoutPebble, false}, {"discard", true}} {
+		name, layout string
+		metrics      bool
+	}{{batchlog.LayoutSegments, batchlog.LayoutSegments, false}, {batchlog.LayoutPebble, batchlog.LayoutPebble, false}, {"discard", "discard", false},
+		{"segments-metrics", batchlog.LayoutSegments, true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			layout := mode.name
-			if mode.discard {
-				layout = ""
+			run, _ := producePath(b, mode.layout, mode.metrics, nil, frame)
+			for i := 0; i < 100; i++ { // warm pools and create the topic
+				run()
 			}
-			run, frame := produceBench(b, layout, mode.discard, nil)
 			b.SetBytes(int64(len(frame)))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -128,44 +177,16 @@ func BenchmarkProducePath(b *testing.B) {
 	}
 }
 
-// produceBench returns a function that runs one produce request through s.handle, as the
-// benchmark does, on a server over a fresh log, with the given quotas in force; and the frame.
-func produceBench(tb testing.TB, layout string, discard bool, quotas quota.Bounds) (run func(), frame []byte) {
-	blog, err := batchlog.Open(batchlog.Options{Dir: tb.TempDir(), Discard: discard, Layout: layout})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { blog.Close() })
-	s := &Server{cfg: Config{AutoCreateTopics: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, quotas: quota.NewManager()}
-	s.cfg.setDefaults()
-	s.log, s.blog, s.budget = s.cfg.Logger, blog, newBudget(s.cfg.InflightBudget)
-	s.quotas.Set(quotas)
-	rc := &replyConn{written: make(chan int, 1)}
-	c := newConn(s, rc, "bench")
-	frame = produceFrame("bench", 16, testBatch(150, 100, -1, 0))
-	run = func() {
-		r := getRequest()
-		r.c, r.seq, r.size = c, c.nextSeq, int64(4+len(frame))
-		c.nextSeq++
-		s.budget.acquire(r.size)
-		s.inflight.Add(1)
-		r.buf = getBuf(len(frame))
-		copy(*r.buf, frame)
-		s.handle(r)
-		<-rc.written
-	}
-	for i := 0; i < 100; i++ { // warm pools and create the topic
-		run()
-	}
-	return run, frame
-}
-
 // TestProducePathQuotaAllocatesNothing: with a producer_byte_rate in force for the client's
 // user, a produce request through decode, commit and reply still allocates nothing (the
 // discard store, so that only the request path is counted; BenchmarkProducePath measures the
 // others).
 func TestProducePathQuotaAllocatesNothing(t *testing.T) {
-	run, _ := produceBench(t, "", true, quota.Bounds{anonymousUser: {quota.ProducerByteRate: 1 << 40}})
+	frame := produceFrame("bench", 16, testBatch(150, 100, -1, 0))
+	run, _ := producePath(t, "discard", false, quota.Bounds{anonymousUser: {quota.ProducerByteRate: 1 << 40}}, frame)
+	for i := 0; i < 100; i++ { // warm pools and create the topic
+		run()
+	}
 	if n := testing.AllocsPerRun(200, run); n != 0 {
 		t.Fatalf("%v allocations per produce request with a quota in force", n)
 	}

@@ -25,6 +25,7 @@ import (
 	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
+	"inlet/metrics"
 	"inlet/quota"
 	"inlet/schema"
 	"inlet/tenants"
@@ -70,6 +71,10 @@ type Config struct {
 	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:
 	// none (what tests want).
 	GroupInitialRebalanceDelay time.Duration
+
+	// Metrics, when set, counts requests, their latency, errors and bytes (metrics.go); nil:
+	// nothing is counted and each hook costs one nil check.
+	Metrics *metrics.Requests
 }
 
 // Defaults, Kafka's where Kafka has the setting.
@@ -134,6 +139,7 @@ type Server struct {
 	log    *slog.Logger
 	blog   *batchlog.Log
 	budget *budget
+	m      *metrics.Requests // Config.Metrics; nil: none
 
 	eng       gnet.Engine
 	booted    chan struct{}
@@ -176,6 +182,7 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		log:     cfg.Logger,
 		blog:    blog,
 		budget:  newBudget(cfg.InflightBudget),
+		m:       cfg.Metrics,
 		booted:  make(chan struct{}),
 		runErr:  make(chan error, 1),
 		drainCh: make(chan struct{}),

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"os"
 	"strings"
 	"testing"
 
@@ -82,5 +83,40 @@ func TestHelpListsEveryFlagWithItsDefault(t *testing.T) {
 	})
 	if _, _, err := parseFlags([]string{"--help"}); err != errHelp {
 		t.Errorf("--help: %v, want errHelp", err)
+	}
+}
+
+// TestREADMEListsEveryFlag keeps the README's flag table true: every flag has a row (a row may
+// name several flags), and every flag a row names exists.
+func TestREADMEListsEveryFlag(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	begin := strings.Index(s, "| flag | default | meaning |")
+	if begin < 0 {
+		t.Fatal("README.md has no flag table")
+	}
+	table := s[begin:]
+	if end := strings.Index(table, "\n\n"); end >= 0 {
+		table = table[:end]
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(table, "\n")[2:] {
+		first := strings.Split(line, "|")[1]
+		for _, f := range strings.Split(first, ",") {
+			listed[strings.Trim(strings.TrimSpace(f), "`-")] = true
+		}
+	}
+	fs, _ := newFlags()
+	fs.VisitAll(func(f *flag.Flag) {
+		if !listed[f.Name] {
+			t.Errorf("README's flag table has no row for --%s", f.Name)
+		}
+		delete(listed, f.Name)
+	})
+	for name := range listed {
+		t.Errorf("README's flag table lists --%s, which is not a flag", name)
 	}
 }

@@ -24,6 +24,8 @@ type options struct {
 	sessionLifetime                                              *time.Duration
 	config                                                       *string
 	version                                                      *bool
+	metricsListen                                                *string
+	pprof                                                        *bool
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
@@ -56,6 +58,8 @@ func newFlags() (*flag.FlagSet, *options) {
 		sessionLifetime:   fs.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0s: never"),
 		config:            fs.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it"),
 		version:           fs.Bool("version", false, "print the version and the commit it was built from, and exit"),
+		metricsListen:     fs.String("metrics-listen", "", "host:port of the HTTP listener for Prometheus metrics (/metrics), /healthz and /readyz; empty: not served"),
+		pprof:             fs.Bool("pprof", false, "also serve Go's pprof profiles under /debug/pprof/ on the --metrics-listen listener"),
 
 		maxConnections:               fs.Int("max-connections", 2147483647, "Kafka's max.connections: open client connections at most; one more is closed at once"),
 		maxConnectionsPerIP:          fs.Int("max-connections-per-ip", 2147483647, "Kafka's max.connections.per.ip: open connections from one address at most"),
@@ -139,7 +143,21 @@ var version, commit = "dev", ""
 // versionString is the version, the commit and time the binary was built from and the Go
 // version.
 func versionString() string {
-	rev, when, modified, goVersion := "unknown", "", false, ""
+	rev, when, modified, goVersion := buildInfo()
+	out := "inlet " + version + " (commit " + rev
+	if modified {
+		out += ", modified"
+	}
+	if when != "" {
+		out += ", " + when
+	}
+	return out + ") " + goVersion
+}
+
+// buildInfo is the commit ("unknown" when neither -ldflags nor Go's VCS stamp says), the
+// commit's time, whether the checkout was modified, and the Go version.
+func buildInfo() (rev, when string, modified bool, goVersion string) {
+	rev = "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
 		for _, s := range bi.Settings {
@@ -156,12 +174,5 @@ func versionString() string {
 	if commit != "" {
 		rev = commit
 	}
-	out := "inlet " + version + " (commit " + rev
-	if modified {
-		out += ", modified"
-	}
-	if when != "" {
-		out += ", " + when
-	}
-	return out + ") " + goVersion
+	return rev, when, modified, goVersion
 }

@@ -43,7 +43,8 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 
-	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes)}
+	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
+	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer()}
 	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
@@ -98,6 +99,7 @@ func main() {
 		SaslServerMaxReceiveSize:     int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
 		FailedAuthenticationDelay:    msFlag(*o.failedAuthDelayMs),
 		GroupInitialRebalanceDelay:   msFlag(*o.groupInitialRebalanceDelayMs),
+		Metrics:                      mon.requests(),
 	}, blog)
 	if err != nil {
 		logger.Error("start", "err", err)
@@ -107,6 +109,7 @@ func main() {
 
 	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
+	mon.ready(blog, srv)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -116,6 +119,7 @@ func main() {
 		got = <-sig
 	}
 	logger.Info("draining", "signal", got.String())
+	mon.draining()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	code := 0
@@ -124,6 +128,7 @@ func main() {
 		logger.Error("shutdown", "err", err)
 		code = 1
 	}
+	mon.stop(ctx)
 	if err := blog.Close(); err != nil {
 		logger.Error("close log", "err", err)
 		code = 1

@@ -1,0 +1,81 @@
+package batchlog
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Stats is the log's state as it is now, read when asked (a metrics scrape) rather than kept up
+// to date on the commit path. What happens per group is reported as it happens instead
+// (Options.Observer).
+type Stats struct {
+	SegmentFiles int   // segment files, the active one included
+	SegmentBytes int64 // their sizes (block-aligned groups included)
+	// WriteStalls counts the times Pebble delayed writes since Open (too many memtables or L0
+	// files waiting for flushes and compactions); WriteStallTime is their total duration, a
+	// stall under way included.
+	WriteStalls    int64
+	WriteStallTime time.Duration
+	// Pebble is the metadata store's own metrics (compaction debt, levels, WAL and its fsync
+	// latency); nil when nothing is stored (discard).
+	Pebble *pebble.Metrics
+}
+
+// Stats reads the log's current state. It stats every segment file and takes Pebble's metrics
+// (which walk its current version): a scrape's cost, not a request's. After Close it returns
+// the zero Stats.
+func (l *Log) Stats() Stats {
+	var st Stats
+	if l.closed.Load() {
+		return st
+	}
+	st.WriteStalls, st.WriteStallTime = l.stalls.read()
+	if l.db != nil {
+		st.Pebble = l.db.Metrics()
+	}
+	if ss, ok := l.store.(*segmentStore); ok {
+		// Under the read lock every segment in the map is open: reclaimSegments takes a
+		// segment out of the map before it unlinks it, and closes it only later.
+		ss.mu.RLock()
+		for _, seg := range ss.segs {
+			st.SegmentFiles++
+			if fi, err := seg.f.Stat(); err == nil {
+				st.SegmentBytes += fi.Size()
+			}
+		}
+		ss.mu.RUnlock()
+	}
+	return st
+}
+
+// writeStalls counts Pebble's write stalls through its event listener, which Pebble calls
+// when a stall begins and ends (never two at once).
+type writeStalls struct {
+	count atomic.Int64
+	nanos atomic.Int64 // total duration of the stalls that have ended
+	began atomic.Int64 // unix nanoseconds when the stall under way began; 0: none
+}
+
+func (w *writeStalls) listener() *pebble.EventListener {
+	return &pebble.EventListener{
+		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
+			w.count.Add(1)
+			w.began.Store(time.Now().UnixNano())
+		},
+		WriteStallEnd: func() {
+			if b := w.began.Swap(0); b != 0 {
+				w.nanos.Add(time.Now().UnixNano() - b)
+			}
+		},
+	}
+}
+
+func (w *writeStalls) read() (int64, time.Duration) {
+	d := w.nanos.Load()
+	if b := w.began.Load(); b != 0 {
+		d += max(time.Now().UnixNano()-b, 0)
+	}
+	return w.count.Load(), time.Duration(d)
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"inlet/batchlog"
+	"inlet/metrics"
+	"inlet/server"
+)
+
+// monitor is --metrics-listen: Prometheus metrics, /healthz and /readyz (and pprof with
+// --pprof) on their own HTTP listener. It starts before the log is opened, so that while
+// recovery runs /healthz answers and /readyz says 503. nil without --metrics-listen; every
+// method of a nil monitor does nothing.
+type monitor struct {
+	m  *metrics.Metrics
+	hs *metrics.Server
+}
+
+func startMonitor(logger *slog.Logger, addr string, pprof bool) *monitor {
+	if addr == "" {
+		if pprof {
+			usage("--pprof serves on the --metrics-listen listener: set that too")
+		}
+		return nil
+	}
+	var keys []int16
+	for _, k := range server.SupportedAPIs() {
+		keys = append(keys, k.ApiKey)
+	}
+	rev, _, _, _ := buildInfo()
+	m := metrics.New(keys, version, rev)
+	hs, err := metrics.Serve(addr, m.Handler(pprof))
+	if err != nil {
+		logger.Error("metrics listener", "err", err)
+		os.Exit(1)
+	}
+	logger.Info("metrics listening", "addr", hs.Addr(), "pprof", pprof)
+	return &monitor{m: m, hs: hs}
+}
+
+// observer is the batch log's Options.Observer (an untyped nil without metrics).
+func (mo *monitor) observer() batchlog.Observer {
+	if mo == nil {
+		return nil
+	}
+	return mo.m.Commits
+}
+
+// requests is the server's Config.Metrics.
+func (mo *monitor) requests() *metrics.Requests {
+	if mo == nil {
+		return nil
+	}
+	return mo.m.Requests
+}
+
+// ready adds the state of the log and the server to what is scraped and turns /readyz to 200:
+// recovery is done and every listener is up.
+func (mo *monitor) ready(blog *batchlog.Log, srv *server.Server) {
+	if mo == nil {
+		return
+	}
+	mo.m.Watch(blog, srv)
+	mo.m.SetReady(true)
+}
+
+// draining turns /readyz back to 503: new connections are refused from now on.
+func (mo *monitor) draining() {
+	if mo != nil {
+		mo.m.SetReady(false)
+	}
+}
+
+// stop closes the listener; called before the log closes, since a scrape reads the log.
+func (mo *monitor) stop(ctx context.Context) {
+	if mo != nil {
+		_ = mo.hs.Close(ctx)
+	}
+}

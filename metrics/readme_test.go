@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"inlet/batchlog"
+	"inlet/groups"
+)
+
+// TestREADMEListsEveryMetric keeps the README's metrics table equal to what the registry
+// exports under inlet_: every family is listed, and nothing listed is gone.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	begin, end := strings.Index(s, "<!-- metrics:begin"), strings.Index(s, "<!-- metrics:end -->")
+	if begin < 0 || end < begin {
+		t.Fatal("README.md has no metrics:begin/metrics:end table")
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(s[begin:end], "\n") {
+		if m := regexp.MustCompile("^\\| `(inlet_[a-z0-9_]+)` \\|").FindStringSubmatch(line); m != nil {
+			listed[m[1]] = true
+		}
+	}
+
+	m := New([]int16{0}, "test", "")
+	log, err := batchlog.Open(batchlog.Options{Dir: t.TempDir(), Observer: m.Commits, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	if _, err := log.CreateTopic("t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	m.Watch(log, fakeNode{offsets: []groups.CommittedOffset{{Group: "g", Topic: "t", Partition: 0, Offset: 0}}})
+	m.Requests.Error(0, 3) // error series appear with the first error
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, mf := range mfs {
+		if name := mf.GetName(); strings.HasPrefix(name, "inlet_") {
+			exported[name] = true
+			if !listed[name] {
+				t.Errorf("README's metrics table does not list %s", name)
+			}
+		}
+	}
+	for name := range listed {
+		if !exported[name] {
+			t.Errorf("README lists %s, which is not exported", name)
+		}
+	}
+}

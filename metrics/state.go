@@ -1,0 +1,170 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"inlet/batchlog"
+	"inlet/groups"
+)
+
+// Node is what the state collector reads from the Kafka server at scrape time
+// (server.Server implements it).
+type Node interface {
+	// InflightBudget is the in-flight budget's bytes held now and its limit.
+	InflightBudget() (used, limit int64)
+	// OpenConnections counts open client connections by listener name (every listener,
+	// also those with none).
+	OpenConnections() map[string]int
+	// Refusals counts connections closed or refused by the server, by reason, since start.
+	Refusals() map[string]int64
+	// ProtocolErrors counts connections closed for a bad frame or header since start.
+	ProtocolErrors() int64
+	// CommittedOffsets lists every committed consumer-group offset.
+	CommittedOffsets() []groups.CommittedOffset
+}
+
+// stateCollector reads state where it already is, when Prometheus scrapes: nothing on the
+// produce path keeps a copy up to date for it. A scrape walks every partition and committed
+// offset and takes Pebble's metrics; with many thousands of partitions that is a
+// scrape-sized cost, paid once per scrape interval.
+type stateCollector struct {
+	log  *batchlog.Log
+	node Node
+}
+
+func newStateCollector(log *batchlog.Log, node Node) *stateCollector {
+	return &stateCollector{log: log, node: node}
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
+}
+
+var (
+	budgetUsedDesc  = desc("inflight_budget_used_bytes", "Bytes of requests read and not yet answered (for produce: not yet durable), as the capacity of the buffers holding them (--inflight-budget).")
+	budgetLimitDesc = desc("inflight_budget_limit_bytes", "The in-flight budget (--inflight-budget); when used reaches it, Inlet stops reading sockets.")
+	connsDesc       = desc("connections", "Open client connections, by listener.", "listener")
+	refusalsDesc    = desc("connections_refused_total", "Connections refused or closed by the server, by reason (connection limits, frame size, in-flight budget, protocol errors, deleted users).", "reason")
+	protoErrDesc    = desc("protocol_errors_total", "Connections closed for a frame that could not be trusted (a bad length, header or body, an unsupported API or version).")
+
+	hwDesc       = desc("partition_high_watermark", "The offset after the last durable record of each partition.", "topic", "partition")
+	logStartDesc = desc("partition_log_start_offset", "The first offset each partition still holds (retention and DeleteRecords move it).", "topic", "partition")
+	committedDes = desc("group_committed_offset", "The offset each consumer group committed for a partition.", "group", "topic", "partition")
+	lagDesc      = desc("group_lag", "Records between a group's committed offset and the partition's high watermark (0 when the commit is at or past it).", "group", "topic", "partition")
+
+	segFilesDesc = desc("segment_files", "Segment files holding record data (--storage segments).")
+	segBytesDesc = desc("segment_bytes", "Bytes of the segment files on disk (their sizes, block padding of direct writes included).")
+
+	stallsDesc     = desc("pebble_write_stalls_total", "Times Pebble delayed writes (memtables or L0 files waiting for flushes and compactions).")
+	stallTimeDesc  = desc("pebble_write_stall_seconds_total", "Time Pebble's writes were stalled, a stall under way included.")
+	debtDesc       = desc("pebble_compaction_debt_bytes", "Pebble's estimate of the bytes compactions must rewrite for the LSM to reach a stable shape.")
+	compactDesc    = desc("pebble_compactions_total", "Compactions Pebble has run.")
+	compactNowDesc = desc("pebble_compactions_in_progress", "Compactions running now.")
+	flushesDesc    = desc("pebble_flushes_total", "Memtable flushes Pebble has run.")
+	memtableDesc   = desc("pebble_memtable_bytes", "Bytes allocated by Pebble's memtables.")
+	readAmpDesc    = desc("pebble_read_amplification", "Sublevels of L0 plus non-empty lower levels: what a read may have to look at.")
+	l0FilesDesc    = desc("pebble_l0_files", "Sstables in L0; many of them stall writes.")
+	diskDesc       = desc("pebble_disk_bytes", "Bytes Pebble holds on disk: WAL, sstables, blob files, obsolete files not yet deleted.")
+	walWrittenDesc = desc("pebble_wal_written_bytes_total", "Bytes Pebble wrote to its WAL.")
+	walFsyncDesc   = desc("pebble_wal_fsync_duration_seconds", "Time of each fsync of Pebble's WAL (every synced metadata write; with --storage pebble, every group commit).")
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{budgetUsedDesc, budgetLimitDesc, connsDesc, refusalsDesc, protoErrDesc,
+		hwDesc, logStartDesc, committedDes, lagDesc, segFilesDesc, segBytesDesc,
+		stallsDesc, stallTimeDesc, debtDesc, compactDesc, compactNowDesc, flushesDesc, memtableDesc, readAmpDesc,
+		l0FilesDesc, diskDesc, walWrittenDesc, walFsyncDesc} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+
+	used, limit := c.node.InflightBudget()
+	gauge(budgetUsedDesc, float64(used))
+	gauge(budgetLimitDesc, float64(limit))
+	for l, n := range c.node.OpenConnections() {
+		gauge(connsDesc, float64(n), l)
+	}
+	for r, n := range c.node.Refusals() {
+		counter(refusalsDesc, float64(n), r)
+	}
+	counter(protoErrDesc, float64(c.node.ProtocolErrors()))
+
+	for _, t := range c.log.Topics() {
+		for _, p := range t.Partitions {
+			idx := strconv.Itoa(int(p.Index))
+			gauge(hwDesc, float64(p.HighWatermark()), t.Name, idx)
+			gauge(logStartDesc, float64(p.LogStartOffset()), t.Name, idx)
+		}
+	}
+	for _, o := range c.node.CommittedOffsets() {
+		idx := strconv.Itoa(int(o.Partition))
+		gauge(committedDes, float64(o.Offset), o.Group, o.Topic, idx)
+		if t, ok := c.log.Topic(o.Topic); ok && o.Partition >= 0 && int(o.Partition) < len(t.Partitions) {
+			gauge(lagDesc, float64(max(t.Partitions[o.Partition].HighWatermark()-o.Offset, 0)), o.Group, o.Topic, idx)
+		}
+	}
+
+	st := c.log.Stats()
+	gauge(segFilesDesc, float64(st.SegmentFiles))
+	gauge(segBytesDesc, float64(st.SegmentBytes))
+	counter(stallsDesc, float64(st.WriteStalls))
+	counter(stallTimeDesc, st.WriteStallTime.Seconds())
+	if pm := st.Pebble; pm != nil {
+		gauge(debtDesc, float64(pm.Compact.EstimatedDebt))
+		counter(compactDesc, float64(pm.Compact.Count))
+		gauge(compactNowDesc, float64(pm.Compact.NumInProgress))
+		counter(flushesDesc, float64(pm.Flush.Count))
+		gauge(memtableDesc, float64(pm.MemTable.Size))
+		gauge(readAmpDesc, float64(pm.ReadAmp()))
+		gauge(l0FilesDesc, float64(pm.Levels[0].TablesCount))
+		gauge(diskDesc, float64(pm.DiskSpaceUsage()))
+		counter(walWrittenDesc, float64(pm.WAL.BytesWritten))
+		if h := pebbleFsync(pm); h != nil {
+			ch <- h
+		}
+	}
+}
+
+// pebbleFsync re-exports Pebble's WAL fsync histogram under Inlet's name and in seconds.
+// Pebble records nanoseconds in 100 buckets (pebble.FsyncLatencyBuckets); only those of its
+// bounds nearest below syncBuckets' are kept, so the counts stay exact at every bound shown
+// and the histogram has the size of Inlet's own.
+func pebbleFsync(pm *pebble.Metrics) prometheus.Metric {
+	if pm.LogWriter.FsyncLatency == nil {
+		return nil
+	}
+	var m dto.Metric
+	if err := pm.LogWriter.FsyncLatency.Write(&m); err != nil || m.Histogram == nil {
+		return nil
+	}
+	h := m.Histogram
+	buckets := make(map[float64]uint64, len(syncBuckets))
+	bi := 0
+	for _, want := range syncBuckets {
+		// The last of Pebble's bounds at or below want (its bounds ascend).
+		var pick *dto.Bucket
+		for ; bi < len(h.Bucket) && h.Bucket[bi].GetUpperBound()/1e9 <= want; bi++ {
+			pick = h.Bucket[bi]
+		}
+		if pick != nil {
+			buckets[pick.GetUpperBound()/1e9] = pick.GetCumulativeCount()
+		}
+	}
+	out, err := prometheus.NewConstHistogram(walFsyncDesc, h.GetSampleCount(), h.GetSampleSum()/1e9, buckets)
+	if err != nil {
+		return nil
+	}
+	return out
+}
