@@ -117,9 +117,15 @@ func isBoolFlag(fs *flag.FlagSet, arg string) bool {
 // printUsage lists every flag with its default (Go's PrintDefaults leaves out defaults that
 // are zero values, such as an empty --advertise).
 func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: inlet [flags]      run one Inlet node")
-	fmt.Fprintln(w, "       inlet scram        print SCRAM credentials for a password read from stdin")
+	fmt.Fprintln(w, "usage: inlet [flags]                 run one Inlet node")
+	fmt.Fprintln(w, "       inlet scram                   print SCRAM credentials for a password read from stdin")
+	fmt.Fprintln(w, "       inlet haproxy-config [flags]  print the HAProxy configuration that routes many nodes by TLS server name")
 	fmt.Fprintln(w, "\nflags (every one but --config and --version is also a key of the config file, with '_' for '-'):")
+	printFlags(w, fs)
+}
+
+// printFlags lists every flag of fs with its default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def == "" {
