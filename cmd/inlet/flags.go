@@ -52,7 +52,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		logLevel:          fs.String("log-level", "info", "debug, info, warn or error"),
 		cpuProfile:        fs.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)"),
 		memProfile:        fs.String("mem-profile", "", "write an allocation profile to this file at shutdown"),
-		registryListen:    fs.String("registry-listen", "", "host:port of the read-only schema registry (HTTP); empty: not served"),
+		registryListen:    fs.String("registry-listen", "", "host:port of the read-only schema registry (HTTP, or HTTPS with the config file's registry_tls); empty: not served"),
 		sessionLifetime:   fs.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0s: never"),
 		config:            fs.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it"),
 		version:           fs.Bool("version", false, "print the version and the commit it was built from, and exit"),

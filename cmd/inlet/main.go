@@ -107,7 +107,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas)
+	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
 
 	sig := make(chan os.Signal, 1)
