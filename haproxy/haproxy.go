@@ -141,8 +141,8 @@ func Write(w io.Writer, nodes []Node, o Options) error {
 # delay, no server name, a name that is no node's) is refused: there is no default backend.
 #
 # Each node advertises <node>.` + o.Domain + `:` + kafkaPort + ` on its TLS listener (config file:
-# listeners[].advertise) and holds a certificate for that name (or *.` + o.Domain + `);
-# DNS points *.` + o.Domain + ` at this proxy.
+# listeners[].advertise), serves its schema registry over HTTPS (registry_tls), and holds a
+# certificate for that name (or *.` + o.Domain + `). DNS points *.` + o.Domain + ` at this proxy.
 `)
 	b.WriteString(`
 global
