@@ -107,6 +107,13 @@ listeners:
 		if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, topic); err != nil {
 			t.Fatalf("create %s through the proxy: %v", topic, err)
 		}
+		// kgo takes the coordinator's address from Metadata; librdkafka and the Java client
+		// take it from FindCoordinator, which must name the node through the proxy too.
+		for _, co := range adm.FindGroupCoordinators(t.Context(), "group-"+nd.name) {
+			if co.Err != nil || co.Host != host || co.Port != int32(kafkaFront) {
+				t.Errorf("%s: FindCoordinator answers %s:%d (%v), want %s:%d", nd.name, co.Host, co.Port, co.Err, host, kafkaFront)
+			}
+		}
 		produceRecords(t, topic, records, opts...)
 		got := consumeRecords(t, topic, "group-"+nd.name, records, opts...)
 		for i, r := range got {
