@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -102,7 +103,7 @@ func ParseNodes(b []byte) ([]Node, error) {
 type Options struct {
 	Domain       string // nodes are <name>.<Domain>
 	KafkaBind    string // host:port of the Kafka front end (host empty: every address)
-	RegistryBind string // host:port of the registry front end; "": none
+	RegistryBind string // host:port of the registry front end; "": none (also when no node has a registry_port)
 }
 
 // inspectDelay is how long HAProxy waits for a connection's ClientHello before refusing it.
@@ -123,16 +124,17 @@ func Write(w io.Writer, nodes []Node, o Options) error {
 	if err := checkBind(o.KafkaBind); err != nil {
 		return fmt.Errorf("kafka bind: %v", err)
 	}
-	registry := o.RegistryBind != ""
-	if registry {
+	_, kafkaPort, _ := net.SplitHostPort(o.KafkaBind)
+	if o.RegistryBind != "" {
 		if err := checkBind(o.RegistryBind); err != nil {
 			return fmt.Errorf("registry bind: %v", err)
 		}
-		if o.RegistryBind == o.KafkaBind {
-			return fmt.Errorf("kafka and registry front ends both on %s", o.KafkaBind)
+		if _, p, _ := net.SplitHostPort(o.RegistryBind); p == kafkaPort {
+			return fmt.Errorf("kafka and registry front ends both on port %s", p)
 		}
 	}
-	_, kafkaPort, _ := net.SplitHostPort(o.KafkaBind)
+	hasRegistry := func(n Node) bool { return n.RegistryPort != 0 }
+	registry := o.RegistryBind != "" && slices.ContainsFunc(nodes, hasRegistry)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# HAProxy configuration for %d Inlet node(s) under %s, written by inlet haproxy-config.\n", len(nodes), o.Domain)
 	b.WriteString(`#
@@ -141,9 +143,12 @@ func Write(w io.Writer, nodes []Node, o Options) error {
 # delay, no server name, a name that is no node's) is refused: there is no default backend.
 #
 # Each node advertises <node>.` + o.Domain + `:` + kafkaPort + ` on its TLS listener (config file:
-# listeners[].advertise), serves its schema registry over HTTPS (registry_tls), and holds a
-# certificate for that name (or *.` + o.Domain + `). DNS points *.` + o.Domain + ` at this proxy.
+# listeners[].advertise) and holds a certificate for that name (or *.` + o.Domain + `).
 `)
+	if registry {
+		b.WriteString("# A node with a registry_port serves its schema registry over HTTPS (registry_tls).\n")
+	}
+	b.WriteString("# DNS points *." + o.Domain + " at this proxy.\n")
 	b.WriteString(`
 global
     log stdout format raw local0
@@ -157,7 +162,6 @@ defaults
     timeout server ` + idleTimeout + `
 `)
 	writeFrontend(&b, "kafka", o.KafkaBind, nodes, o.Domain, func(Node) bool { return true })
-	hasRegistry := func(n Node) bool { return n.RegistryPort != 0 }
 	if registry {
 		writeFrontend(&b, "registry", o.RegistryBind, nodes, o.Domain, hasRegistry)
 	}
@@ -175,7 +179,8 @@ defaults
 	return err
 }
 
-// writeFrontend writes one SNI-routing front end for the nodes that serve it. The two
+// writeFrontend writes one SNI-routing front end for the nodes that serve it (at least
+// one). The two
 // content rules run before any backend is chosen: the first waits (up to inspectDelay) for
 // a complete ClientHello, the second refuses a server name that is not in the list.
 func writeFrontend(b *strings.Builder, name, bind string, nodes []Node, domain string, serves func(Node) bool) {
@@ -188,10 +193,6 @@ func writeFrontend(b *strings.Builder, name, bind string, nodes []Node, domain s
 	fmt.Fprintf(b, "\nfrontend %s\n    bind %s\n", name, bind)
 	fmt.Fprintf(b, "    tcp-request inspect-delay %s\n", inspectDelay)
 	b.WriteString("    tcp-request content reject unless { req_ssl_hello_type 1 }\n")
-	if len(hosts) == 0 {
-		b.WriteString("    tcp-request content reject\n")
-		return
-	}
 	fmt.Fprintf(b, "    tcp-request content reject unless { req_ssl_sni -i %s }\n", strings.Join(hosts, " "))
 	for _, n := range nodes {
 		if serves(n) {

@@ -53,6 +53,9 @@ func TestWriteRoutesEachNameToItsNode(t *testing.T) {
 		}
 	}
 	// node3 has no registry: no route to one, and no default backend anywhere.
+	if !strings.Contains(out, "registry_tls") {
+		t.Errorf("the header does not mention registry_tls:\n%s", out)
+	}
 	for _, bad := range []string{"registry-node3", "default_backend"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("output has %q:\n%s", bad, out)
@@ -137,11 +140,26 @@ func TestWriteRefusesBadOptions(t *testing.T) {
 		{"bind without a port", Options{Domain: "inlet.test", KafkaBind: "127.0.0.1"}, "kafka bind"},
 		{"bind on a host name", Options{Domain: "inlet.test", KafkaBind: "proxy:9093"}, "must be an IP address"},
 		{"bad registry port", Options{Domain: "inlet.test", KafkaBind: ":9093", RegistryBind: ":0"}, "registry bind"},
-		{"one bind for both", Options{Domain: "inlet.test", KafkaBind: ":9093", RegistryBind: ":9093"}, "both on :9093"},
+		{"one port for both", Options{Domain: "inlet.test", KafkaBind: "127.0.0.1:9093", RegistryBind: ":9093"}, "both on port 9093"},
 	} {
 		err := Write(&strings.Builder{}, nodes, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestWriteWithoutRegistries: no registry front end when no node has a registry_port.
+func TestWriteWithoutRegistries(t *testing.T) {
+	nodes, err := ParseNodes([]byte("nodes: [{name: a, address: 10.0.0.1, kafka_port: 9093}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Write(&b, nodes, Options{Domain: "inlet.test", KafkaBind: ":9093", RegistryBind: ":8081"}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "registry") || !strings.Contains(out, "use_backend kafka-a if { req_ssl_sni -i a.inlet.test }") {
+		t.Errorf("output:\n%s", out)
 	}
 }

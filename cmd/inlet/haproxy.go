@@ -14,12 +14,7 @@ import (
 // configuration that routes TLS connections for <node>.<domain> to that node's Kafka listener
 // and schema registry (package haproxy). Exit status 2 for bad flags or a bad node file.
 func haproxyCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inlet haproxy-config", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	nodes := fs.String("nodes", "", "node map (YAML: nodes: [{name, address, kafka_port, registry_port}]); required")
-	domain := fs.String("domain", "", "nodes are <name>.<domain> (their TLS server names and advertised hosts); required")
-	kafkaBind := fs.String("kafka-bind", ":9093", "host:port the proxy takes Kafka connections on (empty host: every address); every node advertises this port")
-	registryBind := fs.String("registry-bind", ":8081", `host:port the proxy takes schema registry (HTTPS) connections on; "": no registry front end`)
+	fs, nodes, domain, kafkaBind, registryBind := newHAProxyFlags()
 	fail := func(f string, a ...any) int {
 		fmt.Fprintf(stderr, "inlet haproxy-config: "+f+"\nrun inlet haproxy-config --help for the flags\n", a...)
 		return 2
@@ -51,4 +46,16 @@ func haproxyCommand(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	return 0
+}
+
+// newHAProxyFlags defines haproxy-config's flags (README, "Many nodes behind one address",
+// lists them with their defaults).
+func newHAProxyFlags() (fs *flag.FlagSet, nodes, domain, kafkaBind, registryBind *string) {
+	fs = flag.NewFlagSet("inlet haproxy-config", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	nodes = fs.String("nodes", "", "node map (YAML: nodes: [{name, address, kafka_port, registry_port}]); required")
+	domain = fs.String("domain", "", "nodes are <name>.<domain> (their TLS server names and advertised hosts); required")
+	kafkaBind = fs.String("kafka-bind", ":9093", "host:port the proxy takes Kafka connections on (empty host: every address); every node advertises this port")
+	registryBind = fs.String("registry-bind", ":8081", `host:port the proxy takes schema registry (HTTPS) connections on; "": no registry front end`)
+	return fs, nodes, domain, kafkaBind, registryBind
 }

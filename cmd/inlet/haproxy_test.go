@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,5 +49,28 @@ func TestHAProxyConfigCommand(t *testing.T) {
 	haproxyCommand([]string{"--nodes", good, "--domain", "inlet.test", "--registry-bind", ""}, &out, &bytes.Buffer{})
 	if strings.Contains(out.String(), "frontend registry") {
 		t.Errorf("--registry-bind \"\" still writes a registry front end:\n%s", out.String())
+	}
+}
+
+// TestREADMEListsHAProxyConfigFlags keeps the README's table of haproxy-config's flags true.
+func TestREADMEListsHAProxyConfigFlags(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _, _, _, _ := newHAProxyFlags()
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		def := "(required)"
+		if f.DefValue != "" {
+			def = "`" + f.DefValue + "`"
+		}
+		if row := "| `--" + f.Name + "` | " + def + " |"; !strings.Contains(string(b), row) {
+			t.Errorf("README lacks the row %q", row)
+		}
+	})
+	if got := strings.Count(string(b), "inlet haproxy-config"); n == 0 || got == 0 {
+		t.Errorf("%d flags, README names the command %d times", n, got)
 	}
 }
