@@ -51,9 +51,8 @@ func TestSNIRoutingThroughHAProxy(t *testing.T) {
 	kafkaFront, registryFront := freePort(t), freePort(t)
 
 	type node struct {
-		name    string
-		n       *inlet
-		regPort int
+		name string
+		n    *inlet
 	}
 	var nodes []node
 	var nodeMap strings.Builder
@@ -78,7 +77,7 @@ listeners:
 `, regPort, ca.certFile, ca.keyFile, name, name, sniDomain, kafkaFront, ca.certFile, ca.keyFile))
 		n := startInlet(t, "--config", cfg)
 		n.waitLogged("schema registry listening", 10*time.Second)
-		nodes = append(nodes, node{name, n, regPort})
+		nodes = append(nodes, node{name, n})
 		fmt.Fprintf(&nodeMap, "  - {name: %s, address: 127.0.0.1, kafka_port: %d, registry_port: %d}\n", name, n.port, regPort)
 	}
 
