@@ -1,7 +1,7 @@
 // Package config reads Inlet's YAML configuration file: every command-line flag (same name,
 // with '_' for '-'), the listeners and their security protocols, users and their SCRAM
 // credentials and topic prefixes, their quotas, schemas, topic-to-subject bindings and the
-// schema registry.
+// schema registry (and its TLS).
 // examples/secure.yaml is a worked example.
 //
 // Precedence (cmd/inlet): built-in defaults, then the file, then flags given explicitly on
@@ -72,6 +72,10 @@ type File struct {
 	Schemas   []Schema       `yaml:"schemas"`
 	Topics    []TopicBinding `yaml:"topics"`
 	Quotas    []Quota        `yaml:"quotas"`
+
+	// RegistryTLS serves the schema registry over HTTPS (the keys of a listener's tls;
+	// usually the same certificate). Absent: plain HTTP.
+	RegistryTLS *TLS `yaml:"registry_tls"`
 
 	dir string // the file's directory: relative paths in the file are relative to it
 }
@@ -294,6 +298,8 @@ type Resolved struct {
 	Users     *auth.Users
 	Schemas   *schema.Registry // nil when no schema is configured
 	Quotas    quota.Bounds     // by user (quota.DefaultUser: every user without its own)
+
+	RegistryTLS *tls.Config // nil: the schema registry speaks plain HTTP
 }
 
 // Resolve checks the structured sections, reads password files and environment variables,
@@ -320,6 +326,11 @@ func (f *File) Resolve(getenv func(string) string) (*Resolved, error) {
 		}
 		names[spec.Name] = true
 		r.Listeners = append(r.Listeners, spec)
+	}
+	if f.RegistryTLS != nil {
+		if r.RegistryTLS, err = f.tlsConfig("registry_tls", f.RegistryTLS); err != nil {
+			return nil, err
+		}
 	}
 	if r.Schemas, err = f.resolveSchemas(); err != nil {
 		return nil, err

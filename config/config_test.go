@@ -65,6 +65,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad protocol", "listeners:\n  - address: 127.0.0.1:1\n    security_protocol: SASL_FOO\n", "listeners[0].security_protocol"},
 		{"sasl without users", "listeners:\n  - address: 127.0.0.1:1\n    security_protocol: SASL_PLAINTEXT\n", "needs users"},
 		{"ssl without tls", "listeners:\n  - address: 127.0.0.1:1\n    security_protocol: SSL\n", "listeners[0].tls"},
+		{"registry tls without a key", "registry_tls:\n  cert_file: server.pem\n", "registry_tls: cert_file and key_file are both required"},
+		{"registry tls cert missing", "registry_tls:\n  cert_file: /nonexistent.pem\n  key_file: /nonexistent-key.pem\n", "registry_tls.cert_file/key_file"},
 		{"bad mechanism", "users:\n  - name: a\n    password_file: " + pw + "\n    topic_prefixes: [a.]\nlisteners:\n  - address: 127.0.0.1:1\n    security_protocol: SASL_PLAINTEXT\n    sasl_mechanisms: [GSSAPI]\n", "sasl_mechanisms[0]"},
 		{"plain password", "users:\n  - name: a\n    password: x\n    topic_prefixes: [a.]\n", "users[0] (a).password"},
 		{"missing env", "users:\n  - name: a\n    password_env: INLET_TEST_NOPE\n    topic_prefixes: [a.]\n", "password_env"},

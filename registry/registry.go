@@ -9,6 +9,7 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -327,14 +328,23 @@ type Server struct {
 	ln net.Listener
 }
 
-// Start serves reg on addr (host:port; port 0 picks one).
-func Start(addr string, reg *schema.Registry) (*Server, error) {
+// Start serves reg on addr (host:port; port 0 picks one) over plain HTTP.
+func Start(addr string, reg *schema.Registry) (*Server, error) { return StartTLS(addr, reg, nil) }
+
+// StartTLS serves reg on addr over HTTPS with cfg (its certificates; HTTP/2 is offered), or
+// over plain HTTP when cfg is nil. Behind an SNI-routing proxy (package haproxy) the
+// certificate must name the node's <node>.<domain>.
+func StartTLS(addr string, reg *schema.Registry, cfg *tls.Config) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("registry: listen %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, hs: &http.Server{Handler: Handler(reg), ReadHeaderTimeout: 10 * time.Second}}
-	go func() { _ = s.hs.Serve(ln) }()
+	s := &Server{ln: ln, hs: &http.Server{Handler: Handler(reg), ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg}}
+	if cfg == nil {
+		go func() { _ = s.hs.Serve(ln) }()
+	} else {
+		go func() { _ = s.hs.ServeTLS(ln, "", "") }() // the certificates are in cfg
+	}
 	return s, nil
 }
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Go and the module proxy: kcat (Debian's package), a C
 # compiler for confluent-kafka-go's cgo build, systemd-analyze for the service unit, and
-# Prometheus for crashtest's scrape test. Idempotent; needs root (or sudo) only when
-# something is missing.
+# Prometheus for crashtest's scrape test and HAProxy for the SNI-routing test (Debian's
+# packages). Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd) # checks deploy/inlet.service
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus) # scrapes a node in crashtest/metrics_test.go
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy) # crashtest/sni_test.go
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"

@@ -23,9 +23,10 @@ func handleFindCoordinator(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		m := "unknown coordinator type"
 		msg = &m
 	}
+	host, port := s.advertised(r.c) // the request's listener's, as Metadata
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg
-		resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, s.advHost, s.advPort
+		resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, host, port
 		if code != 0 {
 			resp.NodeID, resp.Host, resp.Port = -1, "", -1
 		}
@@ -35,7 +36,7 @@ func handleFindCoordinator(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
 		c.ErrorCode, c.ErrorMessage = code, msg
-		c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.advHost, s.advPort
+		c.NodeID, c.Host, c.Port = s.cfg.NodeID, host, port
 		if code != 0 {
 			c.NodeID, c.Host, c.Port = -1, "", -1
 		}

@@ -22,7 +22,8 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	resp.ControllerID = s.cfg.NodeID
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
 	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.advHost, s.advPort
+	b.Host, b.Port = s.advertised(r.c) // the request's listener's, as Metadata
+	b.NodeID = s.cfg.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 	return resp, nil
 }

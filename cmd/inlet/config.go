@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"flag"
 	"fmt"
@@ -72,16 +73,19 @@ func (sec security) listeners(listen, advertise string) []server.Listener {
 	return out
 }
 
-func startRegistry(logger *slog.Logger, addr string, reg *schema.Registry) func(context.Context) {
+func startRegistry(logger *slog.Logger, addr string, reg *schema.Registry, tlsCfg *tls.Config) func(context.Context) {
 	if addr == "" {
+		if tlsCfg != nil {
+			logger.Warn("registry_tls is set but the schema registry is not served (no registry_listen)")
+		}
 		return func(context.Context) {}
 	}
-	rs, err := registry.Start(addr, reg)
+	rs, err := registry.StartTLS(addr, reg, tlsCfg)
 	if err != nil {
 		logger.Error("schema registry", "err", err)
 		os.Exit(1)
 	}
-	logger.Info("schema registry listening (read-only)", "addr", rs.Addr())
+	logger.Info("schema registry listening (read-only)", "addr", rs.Addr(), "tls", tlsCfg != nil)
 	return func(ctx context.Context) { _ = rs.Close(ctx) }
 }
 

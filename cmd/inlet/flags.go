@@ -54,7 +54,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		logLevel:          fs.String("log-level", "info", "debug, info, warn or error"),
 		cpuProfile:        fs.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)"),
 		memProfile:        fs.String("mem-profile", "", "write an allocation profile to this file at shutdown"),
-		registryListen:    fs.String("registry-listen", "", "host:port of the read-only schema registry (HTTP); empty: not served"),
+		registryListen:    fs.String("registry-listen", "", "host:port of the read-only schema registry (HTTP, or HTTPS with the config file's registry_tls); empty: not served"),
 		sessionLifetime:   fs.Duration("sasl-session-lifetime", 0, "SASL sessions expire after this and clients re-authenticate (KIP-368); 0s: never"),
 		config:            fs.String("config", "", "YAML configuration file (examples/secure.yaml); flags given explicitly override it"),
 		version:           fs.Bool("version", false, "print the version and the commit it was built from, and exit"),
@@ -121,9 +121,15 @@ func isBoolFlag(fs *flag.FlagSet, arg string) bool {
 // printUsage lists every flag with its default (Go's PrintDefaults leaves out defaults that
 // are zero values, such as an empty --advertise).
 func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: inlet [flags]      run one Inlet node")
-	fmt.Fprintln(w, "       inlet scram        print SCRAM credentials for a password read from stdin")
+	fmt.Fprintln(w, "usage: inlet [flags]                 run one Inlet node")
+	fmt.Fprintln(w, "       inlet scram                   print SCRAM credentials for a password read from stdin")
+	fmt.Fprintln(w, "       inlet haproxy-config [flags]  print the HAProxy configuration that routes many nodes by TLS server name")
 	fmt.Fprintln(w, "\nflags (every one but --config and --version is also a key of the config file, with '_' for '-'):")
+	printFlags(w, fs)
+}
+
+// printFlags lists every flag of fs with its default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def == "" {

@@ -21,6 +21,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "scram" {
 		os.Exit(scramCommand(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "haproxy-config" {
+		os.Exit(haproxyCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	fs, o, err := parseFlags(os.Args[1:])
 	if errors.Is(err, errHelp) {
 		all, _ := newFlags()
@@ -107,7 +110,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas)
+	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
 	mon.ready(blog, srv)
 
