@@ -84,6 +84,8 @@ type groupScratch struct {
 	gen        uint64
 	producers  []producerKey
 	touched    map[producerKey]uint64
+	expired    []producerKey // windows dropped (producer.id.expiration.ms) since the last metadata
+	nowMs      int64         // the group's time: a producer window's LastWrite
 	partitions []*Partition
 	lastMeta   time.Time // when the last group carrying metadata was built
 	key, kv    []byte    // the store copies keys and values on set, so one buffer serves all
@@ -117,6 +119,7 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	if s.touched == nil {
 		s.touched = map[producerKey]uint64{}
 	}
+	s.nowMs = time.Now().UnixMilli()
 	g := l.store.newGroup(bytes)
 	pg.g = g
 	for _, r := range reqs {
@@ -150,10 +153,22 @@ func (l *Log) addMetadata(g group) {
 		s.kv = binary.BigEndian.AppendUint64(s.kv, uint64(p.logStart.Load()))
 		g.set(k, s.kv)
 	}
-	for _, pk := range s.producers {
+	// Expired windows first: one that came back since (written again) is set after.
+	for _, pk := range s.expired {
 		k := s.key[:producerKeyLen]
 		putProducerKey(k, pk.id, pk.partition)
-		s.kv = l.producers[pk].AppendBinary(s.kv[:0])
+		g.del(k)
+	}
+	clear(s.expired)
+	s.expired = s.expired[:0]
+	for _, pk := range s.producers {
+		st := l.producers[pk]
+		if st == nil {
+			continue // expired since it changed (its delete is above)
+		}
+		k := s.key[:producerKeyLen]
+		putProducerKey(k, pk.id, pk.partition)
+		s.kv = st.AppendBinary(s.kv[:0])
 		g.set(k, s.kv)
 	}
 	g.carriesMetadata()
@@ -221,6 +236,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	pg.bytes += len(a.Batch)
 	if st != nil {
 		st.Push(a.ProducerEpoch, a.BaseSequence, a.NumRecords, base)
+		st.LastWrite = l.scratch.nowMs
 	}
 	if n := len(pg.advances); n > 0 && pg.advances[n-1].p == p {
 		pg.advances[n-1].hw = p.next

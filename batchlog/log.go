@@ -94,6 +94,10 @@ type Options struct {
 	// RetentionCheckInterval is how often retention runs in the background (default 5
 	// minutes, Kafka's log.retention.check.interval.ms); negative disables it.
 	RetentionCheckInterval time.Duration
+	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: a producer window with no
+	// write for this long is dropped by the background pass (default 24 hours; negative:
+	// never). A producer that writes again after that starts a new window, as on Kafka.
+	ProducerIDExpiration time.Duration
 	// OnFatal is called when a group cannot be written or synced. The log cannot continue
 	// after that (a later group may not be acknowledged while an earlier one is in doubt);
 	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
@@ -219,14 +223,14 @@ type Log struct {
 	closed  atomic.Bool
 	failed  atomic.Bool
 
-	topicsMu  sync.RWMutex
-	topics    map[string]*Topic
+	topicsMu sync.RWMutex
+	topics   map[string]*Topic
 	// Dynamic broker configs by BrokerLevel, and the topic defaults they give
 	// (broker_configs.go); under topicsMu.
 	brokerConfigs [2]map[string]string
 	topicDefaults map[string]string
-	partSeq   uint32
-	clusterID string
+	partSeq       uint32
+	clusterID     string
 
 	retainMu sync.Mutex // serialises log-start changes (retention, DeleteRecords)
 
@@ -551,7 +555,16 @@ func (l *Log) recover() error {
 		return err
 	}
 	if ss, ok := l.store.(*segmentStore); ok {
-		return l.replaySegments(ss, byID)
+		if err := l.replaySegments(ss, byID); err != nil {
+			return err
+		}
+	}
+	// A window kept before its last write was (or replayed without it) counts from now.
+	now := time.Now().UnixMilli()
+	for _, st := range l.producers {
+		if st.LastWrite == 0 {
+			st.LastWrite = now
+		}
 	}
 	return nil
 }

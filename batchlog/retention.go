@@ -51,6 +51,9 @@ func (l *Log) startRetention() {
 				if err := l.EnforceRetention(time.Now()); err != nil {
 					l.log.Error("batchlog: retention", "err", err)
 				}
+				if n := l.ExpireProducers(time.Now()); n > 0 {
+					l.log.Info("batchlog: producer windows expired", "count", n)
+				}
 			}
 		}
 	}()

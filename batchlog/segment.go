@@ -446,6 +446,8 @@ func (g *segmentGroup) setData(partition uint32, base int64, batch []byte) {
 
 func (g *segmentGroup) set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
 
+func (g *segmentGroup) del(key []byte) { _ = g.meta.Delete(key, nil) }
+
 func (g *segmentGroup) carriesMetadata() { g.metadata = true }
 
 // defaultCheckpointInterval is how often groups carry high watermarks and producer windows (and

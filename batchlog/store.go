@@ -31,6 +31,7 @@ type store interface {
 type group interface {
 	setData(partition uint32, baseOffset int64, batch []byte)
 	set(key, value []byte)
+	del(key []byte)
 	// apply makes the group visible to the engine and starts its sync, without waiting for it.
 	// Groups are applied in commit order by the single committer goroutine.
 	apply() error
@@ -78,6 +79,8 @@ func (g *pebbleGroup) setData(partition uint32, baseOffset int64, batch []byte) 
 }
 
 func (g *pebbleGroup) set(key, value []byte) { _ = g.b.Set(key, value, nil) }
+
+func (g *pebbleGroup) del(key []byte) { _ = g.b.Delete(key, nil) }
 
 func (g *pebbleGroup) apply() error { return g.s.db.ApplyNoSyncWait(g.b, pebble.Sync) }
 
@@ -156,6 +159,7 @@ func (discardStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte)
 func (discardStore) close() error                  { return nil }
 func (discardGroup) setData(uint32, int64, []byte) {}
 func (discardGroup) set(_, _ []byte)               {}
+func (discardGroup) del([]byte)                    {}
 func (discardGroup) apply() error                  { return nil }
 func (discardGroup) wait() error                   { return nil }
 func (discardGroup) release()                      {}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-
 )
 
 // Admin changes to topics: configs, partition counts, deletion, DeleteRecords.

@@ -58,7 +58,11 @@ const (
 // State is one producer's window on one partition. The zero value is not ready: use NewState.
 // Batches form a ring of at most NumBatchesToRetain entries, oldest at head.
 type State struct {
-	Epoch   int16
+	Epoch int16
+	// LastWrite is when a batch of the producer was last appended here (unix ms; 0: not
+	// known, a state written before it was kept): producer.id.expiration.ms counts from it.
+	LastWrite int64
+
 	n       uint8
 	head    uint8
 	batches [NumBatchesToRetain]Batch
@@ -173,7 +177,11 @@ func (s *State) Push(epoch int16, firstSeq, count int32, baseOffset int64) {
 }
 
 // encodedVersion prefixes the durable encoding so it can grow (transaction state) later.
-const encodedVersion = 1
+// Version 2 added LastWrite; version 1 encodings still decode (LastWrite 0).
+const (
+	encodedVersion   = 2
+	encodedVersionV1 = 1
+)
 
 // AppendBinary appends the durable encoding of s: version, epoch, count, then each batch oldest
 // first as firstSeq, lastSeq, baseOffset, lastOffsetDelta, all big-endian.
@@ -181,6 +189,7 @@ func (s *State) AppendBinary(dst []byte) []byte {
 	dst = append(dst, encodedVersion)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(s.Epoch))
 	dst = append(dst, s.n)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(s.LastWrite))
 	for i := 0; i < int(s.n); i++ {
 		b := s.At(i)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(b.FirstSeq))
@@ -198,15 +207,22 @@ var ErrCorrupt = errors.New("idem: corrupt producer state encoding")
 
 // UnmarshalBinary restores a state written by AppendBinary.
 func (s *State) UnmarshalBinary(b []byte) error {
-	if len(b) < 4 || b[0] != encodedVersion {
+	if len(b) < 4 || (b[0] != encodedVersion && b[0] != encodedVersionV1) {
 		return ErrCorrupt
 	}
+	head := 4
+	if b[0] == encodedVersion {
+		head += 8
+	}
 	n := int(b[3])
-	if n > NumBatchesToRetain || len(b) != 4+n*encodedBatchLen {
+	if n > NumBatchesToRetain || len(b) != head+n*encodedBatchLen {
 		return ErrCorrupt
 	}
 	*s = State{Epoch: int16(binary.BigEndian.Uint16(b[1:])), n: uint8(n)}
-	p := b[4:]
+	if b[0] == encodedVersion {
+		s.LastWrite = int64(binary.BigEndian.Uint64(b[4:]))
+	}
+	p := b[head:]
 	for i := 0; i < n; i++ {
 		s.batches[i] = Batch{
 			FirstSeq:        int32(binary.BigEndian.Uint32(p)),

@@ -88,6 +88,7 @@ func (s *Server) staticBrokerConfigs() map[string]string {
 		"sasl.server.max.receive.size":              strconv.Itoa(s.cfg.SaslServerMaxReceiveSize),
 		"connection.failed.authentication.delay.ms": msString(s.cfg.FailedAuthenticationDelay),
 		"super.users":                               superUsersString(s.cfg.SuperUsers),
+		"producer.id.expiration.ms":                 idleMs(s.blog.ProducerIDExpiration()),
 		// One node: every replication factor and ISR minimum is 1.
 		"default.replication.factor":               "1",
 		"offsets.topic.replication.factor":         "1",

@@ -54,6 +54,7 @@ var brokerDefs = []*BrokerDef{
 	{Name: "offset.metadata.max.bytes", Type: Int, Default: "4096", Doc: "The maximum size for a metadata entry associated with an offset commit."},
 	{Name: "offsets.retention.minutes", Type: Int, Default: "10080", Doc: "For subscribed consumers, committed offset of a specific partition will be expired and discarded after this period of time once its consumer group becomes empty."},
 	{Name: "offsets.topic.replication.factor", Type: Short, Default: "3", Doc: "The replication factor for the offsets topic."},
+	{Name: "producer.id.expiration.ms", Type: Int, Default: "86400000", Doc: "The time in ms that a topic partition leader will wait before expiring producer IDs. Producer IDs will not expire while a transaction associated to them is still ongoing."},
 	{Name: "quota.window.size.seconds", Type: Int, Default: "1", Doc: "The time span of each sample for client quotas."},
 	{Name: "sasl.server.max.receive.size", Type: Int, Default: "524288", Doc: "The maximum receive size allowed before and during initial SASL authentication."},
 	{Name: "socket.request.max.bytes", Type: Int, Default: "104857600", Doc: "The maximum number of bytes in a socket request."},

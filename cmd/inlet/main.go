@@ -47,7 +47,8 @@ func main() {
 	slog.SetDefault(logger)
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
-	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer()}
+	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
+		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs)}
 	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
