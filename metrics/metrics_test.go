@@ -272,3 +272,12 @@ func TestServeAndClose(t *testing.T) {
 		t.Fatal("still serving after Close")
 	}
 }
+
+// TestLabelsAreMadeValidUTF8: a group id that is not UTF-8 (Kafka accepts any string) is
+// exported with U+FFFD in place of its bad bytes, not a failed scrape.
+func TestLabelsAreMadeValidUTF8(t *testing.T) {
+	got := validLabels([]string{"ok", "fz\xff"})
+	if got[0] != "ok" || got[1] != "fz\uFFFD" {
+		t.Fatalf("labels %q", got)
+	}
+}

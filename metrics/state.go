@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,10 +86,10 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, validLabels(labels)...)
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, validLabels(labels)...)
 	}
 
 	used, limit := c.node.InflightBudget()
@@ -167,4 +169,16 @@ func pebbleFsync(pm *pebble.Metrics) prometheus.Metric {
 		return nil
 	}
 	return out
+}
+
+// validLabels makes label values valid UTF-8, as Prometheus requires: a group id is any
+// string a client sends (Kafka does not check it), and one that is not UTF-8 would fail the
+// whole scrape. Invalid bytes become U+FFFD.
+func validLabels(labels []string) []string {
+	for i, v := range labels {
+		if !utf8.ValidString(v) {
+			labels[i] = strings.ToValidUTF8(v, "\uFFFD")
+		}
+	}
+	return labels
 }
