@@ -784,13 +784,22 @@ func (l *Log) notify() {
 
 // ReadBatches appends whole stored batches of p to dst, starting with the batch containing
 // offset and ending before limit (which the caller takes from HighWatermark, or the LSO), up
-// to maxBytes (see store.readBatches for includeFirst).
+// to maxBytes (see store.readBatches for includeFirst). ErrOffsetOutOfRange: retention moved
+// the log start past offset while the read ran.
 func (l *Log) ReadBatches(p *Partition, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
 	if offset >= limit {
 		return dst, nil
 	}
-	return l.store.readBatches(p.ID, offset, limit, maxBytes, includeFirst, dst)
+	out, err := l.store.readBatches(p.ID, offset, limit, maxBytes, includeFirst, dst)
+	if errors.Is(err, errSegmentGone) && offset < p.LogStartOffset() {
+		// Retention removed what this read was after while it ran: as if it had come after.
+		return out, ErrOffsetOutOfRange
+	}
+	return out, err
 }
+
+// errSegmentGone: an index entry read names a segment that has been reclaimed since.
+var errSegmentGone = errors.New("batchlog: index names a reclaimed segment")
 
 // WaitIdle is for tests: it returns once every submitted request has been answered.
 func (l *Log) waitIdle(ctx context.Context) error {

@@ -191,6 +191,12 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 			}
 		}
 	}
+	// The log start moves and index deletions that put these segments below every live batch
+	// were written without a sync: make them durable before any file goes, or a power loss
+	// would bring back an index that names deleted files.
+	if err := l.db.LogData(nil, pebble.Sync); err != nil {
+		return 0, err
+	}
 	var doomed []*segment
 	ss.mu.Lock()
 	for id, seg := range ss.segs {
@@ -204,11 +210,14 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 		if err := os.Remove(seg.f.Name()); err != nil {
 			return 0, err
 		}
-		// A reader that looked the segment up before it left the map may still be reading
-		// (a fetch below a log start that moved meanwhile): the open descriptor keeps the
-		// unlinked file readable until it is closed a little later.
-		f := seg.f
-		time.AfterFunc(30*time.Second, func() { _ = f.Close() })
+		// A read that took the segment before it left the map keeps reading the unlinked
+		// file; the last reference closes it.
+		seg.unref()
+	}
+	if len(doomed) > 0 {
+		if err := syncDir(ss.dir); err != nil {
+			return 0, err
+		}
 	}
 	return len(doomed), nil
 }

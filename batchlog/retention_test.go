@@ -168,3 +168,60 @@ func TestCommittedOffsetsSurviveRestart(t *testing.T) {
 		t.Fatal("deleted group came back")
 	}
 }
+
+// TestRetentionRacesReads: reads of a partition's oldest batches run while retention moves its
+// log start and reclaims the segments under them, over and over. A read either returns data
+// or says the offset is out of range; it never meets a closed file or an index naming a
+// segment that is gone.
+func TestRetentionRacesReads(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 4096, RetentionCheckInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tp, _ := l.CreateTopic("r", 1, map[string]string{"retention.bytes": "4096", "retention.ms": "-1"})
+	p := tp.Partitions[0]
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	reads := make([]int, 4)
+	for r := range 4 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				from := p.LogStartOffset()
+				_, err := l.ReadBatches(p, from, p.HighWatermark(), 1<<20, true, nil)
+				if err != nil && err != ErrOffsetOutOfRange {
+					errs <- err
+					return
+				}
+				reads[r]++
+			}
+		}()
+	}
+	reclaimed := 0
+	for i := 0; i < 400; i++ {
+		submitWait(t, l, plain(p, 4, byte(i)))
+		if i%10 == 9 {
+			if err := l.EnforceRetention(time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			reclaimed++
+		}
+	}
+	close(stop)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a read racing retention: %v", err)
+		}
+	}
+	if p.LogStartOffset() == 0 || segmentFiles(t, dir) > 200 {
+		t.Fatalf("log start %d, %d segment files: retention did not run", p.LogStartOffset(), segmentFiles(t, dir))
+	}
+	t.Logf("%d retention passes, reads %v, log start %d, %d segment files left", reclaimed, reads, p.LogStartOffset(), segmentFiles(t, dir))
+}

@@ -95,6 +95,17 @@ type segment struct {
 	// directEnd reaches final, by whichever of the committer (roll) and the completer
 	// (writeDirect) sees both values last.
 	directEnd atomic.Int64
+	// refs counts the store's map (one, until reclaimSegments takes the segment out of it)
+	// and the reads in progress: the file is closed when the last of them lets go, so a read
+	// never meets a closed file and nothing waits on a timer.
+	refs atomic.Int64
+}
+
+// unref lets go of one reference; the last closes the file.
+func (seg *segment) unref() {
+	if seg.refs.Add(-1) == 0 {
+		_ = seg.f.Close()
+	}
 }
 
 const (
@@ -341,6 +352,7 @@ func openSegment(path string, id uint32, create, direct bool) (*segment, error) 
 		return nil, err
 	}
 	seg := &segment{id: id, f: f, size: st.Size()}
+	seg.refs.Store(1)
 	seg.final.Store(-1)
 	seg.written.Store(seg.size)
 	if direct {
@@ -734,13 +746,20 @@ func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxByt
 		}
 		s.mu.RLock()
 		seg := s.segs[segID]
+		if seg != nil {
+			seg.refs.Add(1)
+		}
 		s.mu.RUnlock()
 		if seg == nil {
-			return false, fmt.Errorf("batchlog: index names missing segment %d", segID)
+			// Reclaimed after this read's index snapshot was taken: retention moved the log
+			// start past it meanwhile (Log.ReadBatches tells).
+			return false, fmt.Errorf("%w: segment %d", errSegmentGone, segID)
 		}
 		start := len(dst)
 		dst = slices.Grow(dst, n)[:start+n]
-		if _, err := seg.f.ReadAt(dst[start:], pos); err != nil {
+		_, err := seg.f.ReadAt(dst[start:], pos)
+		seg.unref()
+		if err != nil {
 			dst = dst[:start]
 			return false, fmt.Errorf("batchlog: read segment %d at %d: %w", segID, pos, err)
 		}

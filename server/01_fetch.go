@@ -1,10 +1,12 @@
 package server
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/batchlog"
 	"inlet/quota"
 )
 
@@ -125,7 +127,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 				// when it is larger than the limits, so a consumer always makes progress.
 				includeFirst := total == 0
 				data, err := s.blog.ReadBatches(p, rp.FetchOffset, limit, partMax, includeFirst, op.RecordBatches)
-				if err != nil {
+				if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
+					// Retention moved the log start past the offset while it was read.
+					op.ErrorCode, data, stop = errOffsetOutOfRange, nil, true
+				} else if err != nil {
 					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 					op.ErrorCode = errUnknownServerError
 					stop = true
