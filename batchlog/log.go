@@ -607,6 +607,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 				l.producers[key] = st
 			}
 			st.Push(int16(binary.BigEndian.Uint16(batch[51:])), int32(binary.BigEndian.Uint32(batch[53:])), count, base)
+			st.LastWrite = 0 // written after the checkpoint: counts from start-up (load)
 			touchedProducers[key] = true
 		}
 		var k [dataKeyLen]byte

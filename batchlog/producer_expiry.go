@@ -34,8 +34,13 @@ func (l *Log) ExpireProducers(now time.Time) int {
 		Inspect: func() { n = l.dropProducersBefore(cutoff) },
 		Done:    func(*Request) { close(done) },
 	})
-	<-done
-	return n
+	select {
+	case <-done:
+		return n
+	case <-l.stop:
+		// Closing: the committer may be gone before it takes the request.
+		return 0
+	}
 }
 
 // dropProducersBefore runs on the committer: it drops the windows last written before cutoff

@@ -259,14 +259,11 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 
 // cutTornTail truncates seg at end, where an entry does not check out, and removes the
 // segments after it, syncing the file and then the directory.
+//
+// The later segments go first: were seg cut first and the node then lost before the removals
+// were durable, the next replay would meet a later segment's entries after the cut and stop
+// on their offsets.
 func (s *segmentStore) cutTornTail(seg *segment, end int64, later []*segment) error {
-	if err := seg.f.Truncate(end); err != nil {
-		return err
-	}
-	if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
-		return fmt.Errorf("batchlog: sync %s after cutting its torn tail: %w", seg.f.Name(), err)
-	}
-	seg.size = end
 	for _, l := range later {
 		l.f.Close()
 		l.closeWriter()
@@ -274,9 +271,18 @@ func (s *segmentStore) cutTornTail(seg *segment, end int64, later []*segment) er
 			return err
 		}
 	}
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("batchlog: sync %s after cutting a torn tail: %w", s.dir, err)
+	if len(later) > 0 {
+		if err := syncDir(s.dir); err != nil {
+			return fmt.Errorf("batchlog: sync %s after removing segments past a torn tail: %w", s.dir, err)
+		}
 	}
+	if err := seg.f.Truncate(end); err != nil {
+		return err
+	}
+	if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+		return fmt.Errorf("batchlog: sync %s after cutting its torn tail: %w", seg.f.Name(), err)
+	}
+	seg.size = end
 	return nil
 }
 
@@ -285,16 +291,20 @@ func entryHeaderValid(hdr []byte) bool {
 	return crc == binary.BigEndian.Uint32(hdr[4:])
 }
 
-// zeroTo reports whether every byte of r in [from, to) that exists is zero.
-func zeroTo(r *io.SectionReader, from, to int64) bool {
+// zeroTo reports whether every byte of r in [from, to) that exists is zero; a failing read is
+// an error, not padding.
+func zeroTo(r *io.SectionReader, from, to int64) (bool, error) {
 	buf := make([]byte, to-from)
-	n, _ := r.ReadAt(buf, from)
+	n, err := r.ReadAt(buf, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
 	for _, c := range buf[:n] {
 		if c != 0 {
-			return false
+			return false, nil
 		}
 	}
-	return true
+	return true, nil
 }
 
 func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, error) {
@@ -307,9 +317,15 @@ func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []
 			return pos, fmt.Errorf("batchlog: read %s at %d: %w", seg.f.Name(), pos, err)
 		}
 		if n < len(hdr) || !entryHeaderValid(hdr[:]) {
-			if next := alignUp(pos); next != pos && zeroTo(r, pos, next) {
-				pos = next // the padding after a direct-written group
-				continue
+			if next := alignUp(pos); next != pos {
+				zero, err := zeroTo(r, pos, next)
+				if err != nil {
+					return pos, fmt.Errorf("batchlog: read %s at %d: %w", seg.f.Name(), pos, err)
+				}
+				if zero {
+					pos = next // the padding after a direct-written group
+					continue
+				}
 			}
 			return pos, nil
 		}

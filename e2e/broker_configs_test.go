@@ -71,7 +71,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The cluster default, then this broker's own, which takes precedence.
-	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("7200000")}, {Name: "log.cleaner.backoff.ms", Value: kadm.StringPtr("30000")}}); err != nil {
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.hours", Value: kadm.StringPtr("2")}, {Name: "log.cleaner.backoff.ms", Value: kadm.StringPtr("30000")}}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string, wantMs string, wantSource kmsg.ConfigSource) {
@@ -88,11 +88,11 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 			t.Errorf("%s: the log keeps follows for %d ms, want %s", when, tp.Settings.RetentionMs, wantMs)
 		}
 	}
-	check("cluster default", "7200000", kmsg.ConfigSourceDynamicDefaultBrokerConfig)
-	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.hours", Value: kadm.StringPtr("1")}}, 1); err != nil {
+	check("cluster default hours", "7200000", kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("3600000")}}, 1); err != nil {
 		t.Fatal(err)
 	}
-	check("this broker's hours", "3600000", kmsg.ConfigSourceDynamicBrokerConfig)
+	check("this broker's ms", "3600000", kmsg.ConfigSourceDynamicBrokerConfig)
 	if c := describeConfigs(t, cl, kmsg.ConfigResourceTypeBroker, "")["log.cleaner.backoff.ms"]; c.Value == nil || *c.Value != "30000" {
 		t.Errorf("cluster default log.cleaner.backoff.ms %v, want 30000", c.Value)
 	}
@@ -115,6 +115,9 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	b.restart()
 	cl = newKgo(t, b.addr)
 	check("after a restart", "3600000", kmsg.ConfigSourceDynamicBrokerConfig)
+	if c := describeConfigs(t, cl, kmsg.ConfigResourceTypeBroker, "1")["log.cleaner.backoff.ms"]; c.Value == nil || *c.Value != "30000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("after a restart: log.cleaner.backoff.ms %v from %v, want 30000 from the cluster default", c.Value, c.Source)
+	}
 
 	// sarama sees the same, and deleting this broker's setting brings the default back.
 	scfg := sarama.NewConfig()
@@ -124,12 +127,30 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sadm.Close()
-	entries, err := sadm.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: "1", ConfigNames: []string{"log.retention.hours"}})
-	if err != nil || len(entries) != 1 || entries[0].Value != "1" || entries[0].Source != sarama.SourceDynamicBroker {
-		t.Fatalf("sarama: log.retention.hours %+v %v, want 1 from the dynamic broker config", entries, err)
+	entries, err := sadm.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: "1", ConfigNames: []string{"log.retention.ms"}})
+	if err != nil || len(entries) != 1 || entries[0].Value != "3600000" || entries[0].Source != sarama.SourceDynamicBroker {
+		t.Fatalf("sarama: log.retention.ms %+v %v, want 3600000 from the dynamic broker config", entries, err)
 	}
-	if err := sadm.IncrementalAlterConfig(sarama.BrokerResource, "1", map[string]sarama.IncrementalAlterConfigsEntry{"log.retention.hours": {Operation: sarama.IncrementalAlterConfigsOperationDelete}}, false); err != nil {
+	if err := sadm.IncrementalAlterConfig(sarama.BrokerResource, "1", map[string]sarama.IncrementalAlterConfigsEntry{"log.retention.ms": {Operation: sarama.IncrementalAlterConfigsOperationDelete}}, false); err != nil {
 		t.Fatal(err)
 	}
 	check("this broker's deleted", "7200000", kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+
+	// As in Kafka, the most specific name wins before the most specific level: the cluster
+	// default's log.retention.ms over this broker's log.retention.hours.
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("600000")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.hours", Value: kadm.StringPtr("48")}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	check("ms at the cluster default, hours at this broker", "600000", kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	// A negative number of hours is no limit, as Kafka reads it.
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Op: kadm.DeleteConfig}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.hours", Value: kadm.StringPtr("-1")}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	check("hours -1", "-1", kmsg.ConfigSourceDynamicBrokerConfig)
 }

@@ -4,8 +4,9 @@
 //
 // Each user and kind has a token bucket: a user may run ahead of its quota by one quota
 // window (quota.window.size.seconds, Kafka's default 1 s) of bytes; a request that takes it
-// further is recorded and answered with the time until the user is back within that window,
-// which the server writes in the response's ThrottleTimeMs and waits out before it handles
+// further is recorded and answered with the time until the user is back within that window
+// (at most MaxThrottle at a time; the rest of the debt throttles its next requests), which the
+// server writes in the response's ThrottleTimeMs and waits out before it handles
 // anything more of the connection (Kafka mutes the channel). Kafka measures the rate instead
 // over quota.window.num sampled windows counted as at least ten seconds, so a quiet user there
 // may send ten seconds of quota at once, and a throttled one again every eleven seconds as its
@@ -133,8 +134,15 @@ func (m *Manager) Bound(name string, k Kind) (bound float64, ok bool) {
 	return v, ok
 }
 
-// maxThrottle bounds one throttle, as a zero quota would otherwise throttle forever.
-const maxThrottle = 30 * time.Second
+// MaxThrottle bounds one throttle: below the 30 s request.timeout.ms of Kafka's clients, so a
+// request queued behind a throttle does not time out. A user deeper in debt is throttled
+// again on its next request: the debt is kept whole (up to debtHorizon), so its rate still
+// holds to its quota.
+const MaxThrottle = 10 * time.Second
+
+// debtHorizon bounds how far ahead of now a bucket may run, so that nanosecond arithmetic
+// cannot overflow (a zero quota, or a tiny one and a huge request).
+const debtHorizon = time.Hour
 
 // Record counts n bytes of kind k for name at now and returns how long the client is to be
 // throttled: 0 unless this takes it more than a window ahead of its bound.
@@ -148,15 +156,15 @@ func (m *Manager) Record(name string, k Kind, n int, now time.Time) time.Duratio
 	}
 	due := &m.user(name).due[k]
 	t := now.UnixNano()
-	cost := int64(maxThrottle)
+	cost := float64(debtHorizon)
 	if bound > 0 {
-		cost = min(int64(float64(n)/bound*float64(time.Second)), int64(maxThrottle))
+		cost = min(float64(n)/bound*float64(time.Second), float64(debtHorizon))
 	}
 	for {
 		old := due.Load()
-		next := max(old, t) + cost
+		next := min(max(old, t)+int64(cost), t+int64(debtHorizon))
 		if due.CompareAndSwap(old, next) {
-			return min(time.Duration(max(next-t-m.window, 0)), maxThrottle)
+			return min(time.Duration(max(next-t-m.window, 0)), MaxThrottle)
 		}
 	}
 }
@@ -169,7 +177,7 @@ func (m *Manager) Throttled(name string, k Kind, now time.Time) time.Duration {
 	if _, ok := m.Bound(name, k); !ok {
 		return 0
 	}
-	return time.Duration(max(m.user(name).due[k].Load()-now.UnixNano()-m.window, 0))
+	return min(time.Duration(max(m.user(name).due[k].Load()-now.UnixNano()-m.window, 0)), MaxThrottle)
 }
 
 func (m *Manager) user(name string) *user {

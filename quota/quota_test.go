@@ -76,12 +76,23 @@ func TestOtherUsersAndDefaults(t *testing.T) {
 	if d := m.Throttled("alice", Produce, now.Add(4*time.Second)); d != 6*time.Second {
 		t.Fatalf("4 s later still throttled %v, want 6s", d)
 	}
+	// 30 s more: one throttle is at most MaxThrottle, but the debt stays whole.
+	if d := m.Record("alice", Produce, 30_000, now); d != MaxThrottle {
+		t.Fatalf("throttle %v, want MaxThrottle", d)
+	}
+	if d := m.Throttled("alice", Produce, now.Add(30*time.Second)); d != 10*time.Second {
+		t.Fatalf("30 s later still throttled %v, want 10s (40 s of debt, 1 s window)", d)
+	}
 	if d := m.Record("carol", Produce, 1<<20, now); d != 0 {
 		t.Fatalf("carol has no quota but was throttled %v by alice's traffic", d)
 	}
-	// One answer larger than a window passes, and throttles for all of its cost.
-	if d := m.Record("bob", Fetch, 30_000, now); d != 14*time.Second {
-		t.Fatalf("30 KB over a 2000 B/s default: throttled %v, want 14s", d)
+	// One answer larger than a window passes, and throttles for all of its cost (at most
+	// MaxThrottle at a time).
+	if d := m.Record("bob", Fetch, 30_000, now); d != MaxThrottle {
+		t.Fatalf("30 KB over a 2000 B/s default: throttled %v, want MaxThrottle", d)
+	}
+	if d := m.Throttled("bob", Fetch, now.Add(10*time.Second)); d != 4*time.Second {
+		t.Fatalf("10 s later: throttled %v, want 4s", d)
 	}
 }
 
@@ -97,5 +108,21 @@ func TestRecordAllocatesNothing(t *testing.T) {
 		m.Record("alice", Produce, 100, now.Add(time.Duration(i)*time.Millisecond))
 	}); n != 0 {
 		t.Fatalf("%v allocations per Record", n)
+	}
+}
+
+// TestHugeRequestsCannotOverflow: a tiny quota and huge requests keep the bucket within its
+// horizon, and the throttle within MaxThrottle.
+func TestHugeRequestsCannotOverflow(t *testing.T) {
+	m := NewManager()
+	m.Set(Bounds{"alice": {ProducerByteRate: 1}})
+	now := time.Unix(1000, 0)
+	for i := 0; i < 100; i++ {
+		if d := m.Record("alice", Produce, 1<<40, now); d != MaxThrottle {
+			t.Fatalf("throttle %v", d)
+		}
+	}
+	if due := m.user("alice").due[Produce].Load(); due > now.UnixNano()+int64(debtHorizon) || due < now.UnixNano() {
+		t.Fatalf("bucket at %d, now %d", due, now.UnixNano())
 	}
 }

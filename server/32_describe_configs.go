@@ -146,8 +146,10 @@ func (s *Server) topicConfigs(overrides map[string]string) []configEntry {
 			e.value, e.source = strp(v), sourceDynamicTopic
 			e.synonyms = append(e.synonyms, synonym(d.Name, strp(v), sourceDynamicTopic))
 		}
-		for _, l := range levels.list() {
-			for _, name := range d.Synonyms {
+		// The most specific synonym at any level wins, then the most specific level
+		// (topicconfig.TopicDefaults, which the log acts on).
+		for _, name := range d.Synonyms {
+			for _, l := range levels.list() {
 				v, ok := l.m[name]
 				if !ok {
 					continue

@@ -53,6 +53,10 @@ func handleDescribeClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("Custom entity type '"+c.EntityType+"' not supported")
 			return resp, nil
 		}
+		if c.MatchType != matchExact && c.Match != nil {
+			resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("A default or any-name match takes no name")
+			return resp, nil
+		}
 		switch c.MatchType {
 		case matchExact:
 			if c.Match == nil {
@@ -70,8 +74,11 @@ func handleDescribeClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			return resp, nil
 		}
 	}
-	// Non-strict: entities with more entity types than the filter names also match; all of
-	// ours have only a user, so strictness changes nothing once the user matches.
+	// Every entity here is one user. Strict: an entity matches only when the filter names
+	// exactly its types, so a strict filter without a user component matches none.
+	if req.Strict && !seen[entityUser] {
+		return resp, nil
+	}
 	bounds := s.quotas.Bounds()
 	names := make([]string, 0, len(bounds))
 	for e := range bounds {

@@ -318,7 +318,7 @@ func (s *Server) growFrame(r *request, avail int) bool {
 // enqueue hands a complete frame to the connection's worker.
 func (c *conn) enqueue(r *request) {
 	c.s.arrived(r)
-	c.pending.Add(1)
+	queued := c.pending.Add(1)
 	c.qmu.Lock()
 	c.queue = append(c.queue, r)
 	start := !c.running
@@ -326,6 +326,12 @@ func (c *conn) enqueue(r *request) {
 	c.qmu.Unlock()
 	if start {
 		go c.work()
+	}
+	if queued > maxQueuedWhileMuted && c.mutedUntil.Load() != 0 {
+		// What it queued is handled as for any closed connection: Produce committed, the
+		// rest dropped (quotas.go).
+		c.s.refused(c.remote, "closing connection: it keeps sending while throttled by a quota")
+		c.close()
 	}
 }
 
@@ -344,12 +350,12 @@ func (c *conn) work() {
 		c.queue[c.qhead] = nil
 		c.qhead++
 		c.qmu.Unlock()
+		if m := c.mutedUntil.Load(); m != 0 {
+			c.waitMuted(m)
+		}
 		if c.gone.Load() && !isProduceFrame(r) {
 			c.s.finish(r, nil)
 			continue
-		}
-		if m := c.mutedUntil.Load(); m != 0 {
-			c.waitMuted(m)
 		}
 		c.s.handle(r)
 	}

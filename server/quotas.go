@@ -12,7 +12,9 @@ import (
 // user over the quota is answered with ThrottleTimeMs, and the connection's worker handles
 // nothing more of that connection until the throttle has passed (conn.mutedUntil), as Kafka
 // mutes the channel: a client that waits out the throttle itself (KIP-219: Produce v6+,
-// Fetch v8+) finds nothing muted, one that does not is held back all the same.
+// Fetch v8+) finds nothing muted, one that does not is held back all the same, and one that
+// has more than maxQueuedWhileMuted requests waiting behind its mute is closed (the node
+// cannot stop reading it, as Kafka does). A mute ends early when the node drains.
 //
 // A Fetch that arrives while its user is throttled (its other connections took it over) is
 // answered at once, empty, with the throttle left. Otherwise the answer is sent whatever its
@@ -50,16 +52,23 @@ func (s *Server) throttle(r *request, k quota.Kind, n int) int32 {
 	return int32(d.Milliseconds())
 }
 
-// throttled is how long r's user stays throttled for kind k (ms; 0: not throttled).
+// throttled is how long r's user stays throttled for kind k (ms; 0: not throttled); when it
+// is, the connection is muted for that long, as after any throttled answer.
 func (s *Server) throttled(r *request, k quota.Kind) int32 {
 	if !s.quotas.On(k) {
 		return 0
 	}
-	return int32(s.quotas.Throttled(quotaUser(r), k, time.Now()).Milliseconds())
+	now := time.Now()
+	d := s.quotas.Throttled(quotaUser(r), k, now)
+	if d <= 0 {
+		return 0
+	}
+	r.c.mutedUntil.Store(now.Add(d).UnixNano())
+	return int32(d.Milliseconds())
 }
 
-// waitMuted holds the connection's worker until a throttle that muted it has passed, or the
-// connection is gone.
+// waitMuted holds the connection's worker until a throttle that muted it has passed, the
+// connection is gone, or the node drains (a throttle then buys nothing).
 func (c *conn) waitMuted(until int64) {
 	if d := time.Until(time.Unix(0, until)); d > 0 {
 		t := time.NewTimer(d)
@@ -67,10 +76,20 @@ func (c *conn) waitMuted(until int64) {
 		case <-t.C:
 		case <-c.done:
 			t.Stop()
+		case <-c.s.drainCh:
+			t.Stop()
 		}
 	}
 	c.mutedUntil.CompareAndSwap(until, 0)
 }
+
+// maxQueuedWhileMuted is how many requests a muted connection may have read and not answered
+// before it is closed. Kafka stops reading a muted channel, and the client's sends wait in
+// TCP; gnet reads every connection it serves, so a client that keeps sending while throttled
+// (an acks=0 producer gets no answer to wait for) would fill the in-flight budget that every
+// connection shares. A client that waits out its throttle, as Kafka's clients do, has no more
+// than its max.in.flight.requests.per.connection (5) outstanding.
+const maxQueuedWhileMuted = 16
 
 // publishQuotas makes the config file's quotas with st's changes the quotas in force.
 func (s *Server) publishQuotas(st *tenants.State) {

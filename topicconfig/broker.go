@@ -173,27 +173,33 @@ func ValidateBroker(name, value string) error {
 	return nil
 }
 
-// TopicValue is a broker config's value in its topic config's unit.
+// TopicValue is a broker config's value in its topic config's unit. A scaled one (hours,
+// minutes) is an INT; a negative one means no limit (-1), as Kafka reads
+// log.retention.hours=-1.
 func (d *BrokerDef) TopicValue(v string) (string, error) {
 	if d.Scale <= 1 {
 		return v, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 	if err != nil {
 		return "", fmt.Errorf("Invalid value %s for configuration %s: Not a number of type INT", v, d.Name)
 	}
-	return strconv.FormatInt(n*d.Scale, 10), nil
+	if n < 0 {
+		return "-1", nil
+	}
+	return strconv.FormatInt(n*d.Scale, 10), nil // at most 2^31 hours in ms: no overflow
 }
 
 // TopicDefaults turns dynamic broker configs into the topic configs they are the defaults
-// of. levels are in precedence order (this broker's, then the cluster default); within one,
-// the most specific synonym wins (log.retention.ms over log.retention.hours).
+// of. As in Kafka, the most specific synonym set at any level wins (log.retention.ms over
+// log.retention.hours), and for one name, the first level that sets it: levels are in
+// precedence order (this broker's, then the cluster default).
 func TopicDefaults(levels ...map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, d := range defs {
 	chain:
-		for _, level := range levels {
-			for _, name := range d.Synonyms {
+		for _, name := range d.Synonyms {
+			for _, level := range levels {
 				v, ok := level[name]
 				if !ok {
 					continue
