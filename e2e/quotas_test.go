@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,5 +264,49 @@ func TestConsumerByteRateThrottlesFetch(t *testing.T) {
 	}
 	if h.n.Load() == 0 {
 		t.Error("the consumer was never told of a throttle")
+	}
+}
+
+// disconnects counts a client's broker disconnections.
+type disconnects struct{ n atomic.Int64 }
+
+func (h *disconnects) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { h.n.Add(1) }
+
+// TestSendingWhileThrottledIsClosed: an acks=0 producer gets no answers, so nothing tells it
+// of its throttle and it keeps sending; the node cannot stop reading it, as Kafka does, so
+// once it has more than 16 requests queued behind its mute its connection is closed. A
+// producer of another user is not held up meanwhile.
+func TestSendingWhileThrottledIsClosed(t *testing.T) {
+	b := startBroker(t, func(c *server.Config) {
+		c.Users = tenantUsers(t)
+		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Quotas = quota.Bounds{"alice": {quota.ProducerByteRate: 1024}}
+	})
+	b.createTopic("alice.q", 1)
+	b.createTopic("bob.q", 1)
+	var h disconnects
+	cl := saslClient(t, b, "alice", "alice-secret", kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(),
+		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.WithHooks(&h))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	value := make([]byte, 1000)
+	for i := 0; i < 2000 && h.n.Load() == 0 && ctx.Err() == nil; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: "alice.q", Value: value}, nil)
+		time.Sleep(time.Millisecond)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.n.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h.n.Load() == 0 {
+		t.Fatal("an acks=0 producer sending while throttled was never disconnected")
+	}
+	bob := saslClient(t, b, "bob", "bob-secret")
+	began := time.Now()
+	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "bob.q", Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("bob's produce took %v while alice was throttled", took)
 	}
 }
