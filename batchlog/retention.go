@@ -30,11 +30,16 @@ import (
 // log.retention.check.interval.ms default is 5 minutes).
 const defaultRetentionCheckInterval = 5 * time.Minute
 
-func (l *Log) startRetention() {
-	iv := l.opts.RetentionCheckInterval
-	if iv == 0 {
-		iv = defaultRetentionCheckInterval
+// RetentionCheckInterval is the interval of the background pass in force (negative: none).
+func (l *Log) RetentionCheckInterval() time.Duration {
+	if l.opts.RetentionCheckInterval == 0 {
+		return defaultRetentionCheckInterval
 	}
+	return l.opts.RetentionCheckInterval
+}
+
+func (l *Log) startRetention() {
+	iv := l.RetentionCheckInterval()
 	if iv < 0 {
 		return
 	}

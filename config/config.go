@@ -67,6 +67,7 @@ type File struct {
 	FailedAuthDelayMs            yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
 	GroupInitialRebalanceDelay   yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
 	ProducerIDExpirationMs       yaml.Node `yaml:"producer_id_expiration_ms"`
+	LogRetentionCheckIntervalMs  yaml.Node `yaml:"log_retention_check_interval_ms"`
 
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
@@ -104,7 +105,7 @@ var FlagKeys = map[string]Kind{
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
 	"max_connections_per_ip_overrides": String, "super_users": String,
 	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
-	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int,
+	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
 	"metrics_listen": String, "pprof": Bool,
 }
 

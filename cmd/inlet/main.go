@@ -48,7 +48,7 @@ func main() {
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
-		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs)}
+		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs)}
 	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
