@@ -104,8 +104,8 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	if l.failed.Load() {
 		for _, r := range reqs {
 			for i := range r.Appends {
-				if r.Appends[i].Err == ErrNone {
-					r.Appends[i].Err = ErrKafkaStorage
+				if r.Appends[i].Err == wire.ErrNone {
+					r.Appends[i].Err = wire.ErrKafkaStorageError
 				}
 			}
 		}
@@ -182,7 +182,7 @@ func (l *Log) addMetadata(g group) {
 // commitAppend runs the idempotence check for one batch and, when it is new, assigns its
 // offsets and adds it to the group.
 func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
-	if a.Err != ErrNone || a.Partition == nil {
+	if a.Err != wire.ErrNone || a.Partition == nil {
 		return
 	}
 	p := a.Partition
@@ -264,8 +264,8 @@ func (l *Log) completeLoop() {
 			// Nothing of an unsynced group may be acknowledged or published.
 			for _, r := range pg.requests {
 				for i := range r.Appends {
-					if r.Appends[i].Err == ErrNone {
-						r.Appends[i].Err = ErrKafkaStorage
+					if r.Appends[i].Err == wire.ErrNone {
+						r.Appends[i].Err = wire.ErrKafkaStorageError
 					}
 				}
 			}

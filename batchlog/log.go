@@ -58,12 +58,6 @@ import (
 	"inlet/topicconfig"
 )
 
-// Kafka error codes set on an Append by the committer.
-const (
-	ErrNone         int16 = 0
-	ErrKafkaStorage int16 = 56 // KAFKA_STORAGE_ERROR
-)
-
 // Options configure Open.
 type Options struct {
 	// Dir is the Pebble directory. Ignored when Discard is set.

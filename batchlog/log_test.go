@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"inlet/wire"
 )
 
 // fakeBatch builds a record-batch-shaped value: a 61-byte header with lastOffsetDelta set, and
@@ -73,7 +75,7 @@ func TestAppendAssignsOffsetsAndReadsBack(t *testing.T) {
 	r := submitWait(t, l, plain(p0, 3, 'a'), plain(p1, 2, 'b'), plain(p0, 4, 'c'))
 	want := []int64{0, 0, 3}
 	for i, a := range r.Appends {
-		if a.Err != ErrNone || a.BaseOffset != want[i] {
+		if a.Err != wire.ErrNone || a.BaseOffset != want[i] {
 			t.Fatalf("append %d: err %d base %d, want base %d", i, a.Err, a.BaseOffset, want[i])
 		}
 	}
@@ -115,7 +117,7 @@ func TestDuplicateInSameGroupGetsOriginalOffset(t *testing.T) {
 		idempotent(p, 7, 0, 0, 5, 'a'), // the retry lands in the same group as its original
 		idempotent(p, 7, 0, 5, 5, 'b'),
 	)
-	if r.Appends[1].Err != ErrNone || r.Appends[1].BaseOffset != 0 || r.Appends[2].BaseOffset != 5 {
+	if r.Appends[1].Err != wire.ErrNone || r.Appends[1].BaseOffset != 0 || r.Appends[2].BaseOffset != 5 {
 		t.Fatalf("appends %+v", r.Appends)
 	}
 	if p.HighWatermark() != 10 {
@@ -147,7 +149,7 @@ func TestRestartRecoversOffsetsProducerStateAndTopics(t *testing.T) {
 	}
 	// A retry of the first batch after the restart is answered with its original offset.
 	r := submitWait(t, l, idempotent(p, pid, 0, 0, 4, 'a'))
-	if r.Appends[0].Err != ErrNone || r.Appends[0].BaseOffset != 0 || p.HighWatermark() != 8 {
+	if r.Appends[0].Err != wire.ErrNone || r.Appends[0].BaseOffset != 0 || p.HighWatermark() != 8 {
 		t.Fatalf("replay after restart: %+v hw %d", r.Appends[0], p.HighWatermark())
 	}
 	r = submitWait(t, l, idempotent(p, pid, 0, 9, 1, 'x'))
@@ -276,11 +278,11 @@ func TestFailedSyncAnswersStorageErrorAndStaysFailed(t *testing.T) {
 	defer l.Close()
 	p := &Partition{ID: 1}
 	r := submitWait(t, l, plain(p, 1, 'a'))
-	if r.Appends[0].Err != ErrKafkaStorage || fatal == nil || p.HighWatermark() != 0 {
+	if r.Appends[0].Err != wire.ErrKafkaStorageError || fatal == nil || p.HighWatermark() != 0 {
 		t.Fatalf("err %d fatal %v hw %d", r.Appends[0].Err, fatal, p.HighWatermark())
 	}
 	r = submitWait(t, l, plain(p, 1, 'b'))
-	if r.Appends[0].Err != ErrKafkaStorage {
+	if r.Appends[0].Err != wire.ErrKafkaStorageError {
 		t.Fatalf("log accepted a write after a failed sync")
 	}
 }

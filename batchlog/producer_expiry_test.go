@@ -3,6 +3,8 @@ package batchlog
 import (
 	"testing"
 	"time"
+
+	"inlet/wire"
 )
 
 // TestProducerWindowsExpire: windows not written to for producer.id.expiration.ms are
@@ -32,7 +34,7 @@ func TestProducerWindowsExpire(t *testing.T) {
 			if got := l.ExpireProducers(later); got != producers {
 				t.Fatalf("%d windows expired, want %d", got, producers)
 			}
-			if r := submitWait(t, l, idempotent(p, 7, 0, 1, 1, 'b')); r.Appends[0].Err == ErrNone && r.Appends[0].BaseOffset != producers {
+			if r := submitWait(t, l, idempotent(p, 7, 0, 1, 1, 'b')); r.Appends[0].Err == wire.ErrNone && r.Appends[0].BaseOffset != producers {
 				t.Fatalf("producer 7 after expiry: %+v", r.Appends[0])
 			}
 			submitWait(t, l, idempotent(p, 8, 0, 0, 1, 'c')) // a new window
@@ -51,7 +53,7 @@ func TestProducerWindowsExpire(t *testing.T) {
 				t.Fatalf("%d producer windows loaded after the restart, want at most 2 (7 and 8)", n)
 			}
 			// Producer 8's window came back: its retry is a duplicate.
-			if r := submitWait(t, l, idempotent(p, 8, 0, 0, 1, 'c')); r.Appends[0].BaseOffset == -1 || r.Appends[0].Err != ErrNone {
+			if r := submitWait(t, l, idempotent(p, 8, 0, 0, 1, 'c')); r.Appends[0].BaseOffset == -1 || r.Appends[0].Err != wire.ErrNone {
 				t.Fatalf("producer 8's retry after the restart: %+v", r.Appends[0])
 			}
 		})

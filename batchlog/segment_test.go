@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/wire"
 )
 
 // segmentsBuffered is LayoutSegments written through the page cache instead of O_DIRECT.
@@ -173,7 +175,7 @@ func testPebbleTailLoss(t *testing.T, layout string) {
 	}
 	// The producer window came back from the replay: the last batch is a duplicate, a gap is not.
 	r := submitWait(t, l, idempotent(topic.Partitions[1], 4, 0, 4, 2, 5), idempotent(topic.Partitions[0], 4, 0, 9, 1, 9))
-	if r.Appends[0].Err != ErrNone || r.Appends[0].BaseOffset != 4 || r.Appends[1].Err != 45 {
+	if r.Appends[0].Err != wire.ErrNone || r.Appends[0].BaseOffset != 4 || r.Appends[1].Err != 45 {
 		t.Fatalf("after replay: %+v", r.Appends)
 	}
 }

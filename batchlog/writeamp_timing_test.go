@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"inlet/wire"
 )
 
 // processWriteBytes reads write_bytes from /proc/self/io: bytes this process caused to be sent
@@ -63,7 +65,7 @@ func benchWriteAmplification(b *testing.B, layout string) {
 		r := &Request{Appends: make([]Append, 1)}
 		r.Appends[0].Batch = append([]byte(nil), batch...)
 		r.Done = func(r *Request) {
-			if r.Appends[0].Err != ErrNone {
+			if r.Appends[0].Err != wire.ErrNone {
 				b.Errorf("append failed: %d", r.Appends[0].Err)
 			}
 			free <- r

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -72,6 +73,11 @@ func TestBatchesCarryTheLeaderEpoch(t *testing.T) {
 	ofe.Topics = append(ofe.Topics, ot)
 	if p := rc.roundTrip(ofe).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LeaderEpoch != epoch || p.EndOffset != 9 {
 		t.Errorf("OffsetForLeaderEpoch: error %d, epoch %d, end offset %d; want 0, %d, 9", p.ErrorCode, p.LeaderEpoch, p.EndOffset, epoch)
+	}
+	// A client that believes in a newer epoch than the leader's: UNKNOWN_LEADER_EPOCH (75).
+	ofe.Topics[0].Partitions[0].CurrentLeaderEpoch = epoch + 1
+	if p := rc.roundTrip(ofe).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Errorf("OffsetForLeaderEpoch with a newer current epoch: error %d, want UNKNOWN_LEADER_EPOCH", p.ErrorCode)
 	}
 
 	// kgo's consumer reads the epoch of every record from its batch.

@@ -39,28 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
-)
-
-// Kafka error codes (org.apache.kafka.common.protocol.Errors).
-const (
-	errNone                      int16 = 0
-	errUnknownServer             int16 = -1
-	errOffsetMetadataTooLarge    int16 = 12
-	errCoordinatorNotAvailable   int16 = 15
-	errNotCoordinator            int16 = 16
-	errUnknownTopicOrPartition   int16 = 3
-	errIllegalGeneration         int16 = 22
-	errInconsistentGroupProtocol int16 = 23
-	errInvalidGroupID            int16 = 24
-	errUnknownMemberID           int16 = 25
-	errInvalidSessionTimeout     int16 = 26
-	errRebalanceInProgress       int16 = 27
-	errKafkaStorage              int16 = 56
-	errNonEmptyGroup             int16 = 68
-	errGroupIDNotFound           int16 = 69
-	errMemberIDRequired          int16 = 79
-	errFencedInstanceID          int16 = 82
-	errGroupSubscribedToTopic    int16 = 86
+	"inlet/wire"
 )
 
 // State is a group's state (GroupMetadata's GroupState).
@@ -262,11 +241,11 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	resp.MemberID = req.MemberID
 	fail := func(code int16) *kmsg.JoinGroupResponse { resp.ErrorCode = code; return resp }
 	if req.Group == "" {
-		return fail(errInvalidGroupID)
+		return fail(wire.ErrInvalidGroupID)
 	}
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 	if session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout {
-		return fail(errInvalidSessionTimeout)
+		return fail(wire.ErrInvalidSessionTimeout)
 	}
 	rebalance := session // v0 has no rebalance timeout: the session timeout serves
 	if req.Version >= 1 {
@@ -276,9 +255,9 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	g := c.get(req.Group, unknown)
 	if g == nil {
 		if c.isClosed() {
-			return fail(errNotCoordinator)
+			return fail(wire.ErrNotCoordinator)
 		}
-		return fail(errUnknownMemberID)
+		return fail(wire.ErrUnknownMemberID)
 	}
 	protos := make([]protocol, 0, len(req.Protocols))
 	for _, p := range req.Protocols {
@@ -297,9 +276,9 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	case r := <-ch:
 		return r
 	case <-done:
-		return fail(errNotCoordinator)
+		return fail(wire.ErrNotCoordinator)
 	case <-gone:
-		return fail(errNotCoordinator)
+		return fail(wire.ErrNotCoordinator)
 	}
 }
 
@@ -316,10 +295,10 @@ func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, se
 	if g.state == Dead {
 		// Deleted while this request was on its way; the client looks the coordinator up
 		// again and retries.
-		return fail(errCoordinatorNotAvailable)
+		return fail(wire.ErrCoordinatorNotAvailable)
 	}
 	if !g.supports(req.ProtocolType, protos) {
-		return fail(errInconsistentGroupProtocol)
+		return fail(wire.ErrInconsistentGroupProtocol)
 	}
 	ch := make(chan *kmsg.JoinGroupResponse, 1)
 	if unknown {
@@ -333,7 +312,7 @@ func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, se
 			g.pending[id] = true
 			g.expirePendingAfter(id, session)
 			resp.MemberID = id
-			return fail(errMemberIDRequired)
+			return fail(wire.ErrMemberIDRequired)
 		}
 		g.addMember(id, req, clientID, clientHost, session, rebalance, protos, ch)
 		return ch, nil
@@ -348,11 +327,11 @@ func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, se
 	m := g.members[req.MemberID]
 	if req.InstanceID != nil {
 		if owner, ok := g.static[*req.InstanceID]; ok && owner != req.MemberID {
-			return fail(errFencedInstanceID)
+			return fail(wire.ErrFencedInstanceID)
 		}
 	}
 	if m == nil {
-		return fail(errUnknownMemberID)
+		return fail(wire.ErrUnknownMemberID)
 	}
 	switch g.state {
 	case PreparingRebalance:
@@ -378,7 +357,7 @@ func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, se
 		return nil, g.joinResponse(req.Version, m)
 	}
 	// Empty: a member id that is not in the group.
-	return fail(errUnknownMemberID)
+	return fail(wire.ErrUnknownMemberID)
 }
 
 // staticJoin handles a JoinGroup with a group.instance.id and no member id (KIP-345).
@@ -396,13 +375,13 @@ func (g *group) staticJoin(req *kmsg.JoinGroupRequest, id, clientID, clientHost 
 		panic("BUG: groups: static member map names a missing member")
 	}
 	if old.joinCh != nil {
-		r := g.errorJoin(old.joinVer, old.id, errFencedInstanceID)
+		r := g.errorJoin(old.joinVer, old.id, wire.ErrFencedInstanceID)
 		old.joinCh <- r
 		old.joinCh = nil
 	}
 	if old.syncCh != nil {
 		r := kmsg.NewPtrSyncGroupResponse()
-		r.ErrorCode = errFencedInstanceID
+		r.ErrorCode = wire.ErrFencedInstanceID
 		old.syncCh <- r
 		old.syncCh = nil
 	}
@@ -522,7 +501,7 @@ func (g *group) updateMember(m *member, req *kmsg.JoinGroupRequest, session, reb
 	m.protoType, m.protocols, m.session, m.rebalance = req.ProtocolType, protos, session, rebalance
 	if m.joinCh != nil && m.joinCh != ch {
 		// A second JoinGroup replaces a waiting one (its client gave up on it).
-		m.joinCh <- g.errorJoin(m.joinVer, m.id, errUnknownMemberID)
+		m.joinCh <- g.errorJoin(m.joinVer, m.id, wire.ErrUnknownMemberID)
 	}
 	m.joinCh, m.joinVer = ch, req.Version
 	m.deadline = time.Now().Add(session)
@@ -566,7 +545,7 @@ func (g *group) prepareRebalance() {
 		for _, m := range g.members {
 			if m.syncCh != nil {
 				r := kmsg.NewPtrSyncGroupResponse()
-				r.ErrorCode = errRebalanceInProgress
+				r.ErrorCode = wire.ErrRebalanceInProgress
 				m.syncCh <- r
 				m.syncCh = nil
 			}
@@ -745,12 +724,12 @@ func (g *group) removeMember(id string) {
 		m.timer.Stop()
 	}
 	if m.joinCh != nil {
-		m.joinCh <- g.errorJoin(m.joinVer, id, errUnknownMemberID)
+		m.joinCh <- g.errorJoin(m.joinVer, id, wire.ErrUnknownMemberID)
 		m.joinCh = nil
 	}
 	if m.syncCh != nil {
 		r := kmsg.NewPtrSyncGroupResponse()
-		r.ErrorCode = errUnknownMemberID
+		r.ErrorCode = wire.ErrUnknownMemberID
 		m.syncCh <- r
 		m.syncCh = nil
 	}
@@ -822,13 +801,13 @@ func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done, gone <-chan struct{
 	fail := func(code int16) *kmsg.SyncGroupResponse { resp.ErrorCode = code; return resp }
 	g := c.get(req.Group, false)
 	if g == nil {
-		return fail(errUnknownMemberID)
+		return fail(wire.ErrUnknownMemberID)
 	}
 	g.mu.Lock()
 	ch, code := g.sync(req)
 	g.mu.Unlock()
 	if ch == nil {
-		if code != errNone {
+		if code != wire.ErrNone {
 			return fail(code)
 		}
 		panic("BUG: groups: sync returned neither a channel nor an error")
@@ -836,14 +815,14 @@ func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done, gone <-chan struct{
 	select {
 	case r := <-ch:
 		r.Version = req.Version
-		if req.Version >= 5 && r.ErrorCode == errNone {
+		if req.Version >= 5 && r.ErrorCode == wire.ErrNone {
 			r.ProtocolType, r.Protocol = req.ProtocolType, req.Protocol
 		}
 		return r
 	case <-done:
-		return fail(errNotCoordinator)
+		return fail(wire.ErrNotCoordinator)
 	case <-gone:
-		return fail(errNotCoordinator)
+		return fail(wire.ErrNotCoordinator)
 	}
 }
 
@@ -855,42 +834,42 @@ func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, done, gone <-chan struct{
 func (g *group) currentMember(memberID string, instanceID *string, generation int32) (*member, int16) {
 	if instanceID != nil {
 		if owner, ok := g.static[*instanceID]; ok && owner != memberID {
-			return nil, errFencedInstanceID
+			return nil, wire.ErrFencedInstanceID
 		}
 	}
 	m := g.members[memberID]
 	if m == nil {
-		return nil, errUnknownMemberID
+		return nil, wire.ErrUnknownMemberID
 	}
 	if generation != g.generation {
-		return nil, errIllegalGeneration
+		return nil, wire.ErrIllegalGeneration
 	}
-	return m, errNone
+	return m, wire.ErrNone
 }
 
 func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, int16) {
 	if g.state == Dead {
-		return nil, errCoordinatorNotAvailable
+		return nil, wire.ErrCoordinatorNotAvailable
 	}
 	m, code := g.currentMember(req.MemberID, req.InstanceID, req.Generation)
 	if m == nil {
 		return nil, code
 	}
 	if (req.ProtocolType != nil && *req.ProtocolType != g.protocolType) || (req.Protocol != nil && *req.Protocol != g.protocol) {
-		return nil, errInconsistentGroupProtocol
+		return nil, wire.ErrInconsistentGroupProtocol
 	}
 	ch := make(chan *kmsg.SyncGroupResponse, 1)
 	switch g.state {
 	case Empty:
-		return nil, errUnknownMemberID
+		return nil, wire.ErrUnknownMemberID
 	case PreparingRebalance:
-		return nil, errRebalanceInProgress
+		return nil, wire.ErrRebalanceInProgress
 	case CompletingRebalance:
 		m.synced = true
 		m.deadline = time.Now().Add(m.session)
 		if m.syncCh != nil {
 			r := kmsg.NewPtrSyncGroupResponse()
-			r.ErrorCode = errRebalanceInProgress
+			r.ErrorCode = wire.ErrRebalanceInProgress
 			m.syncCh <- r
 		}
 		m.syncCh = ch
@@ -913,15 +892,15 @@ func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, 
 				}
 			}
 		}
-		return ch, errNone
+		return ch, wire.ErrNone
 	case Stable:
 		m.deadline = time.Now().Add(m.session)
 		r := kmsg.NewPtrSyncGroupResponse()
 		r.MemberAssignment = m.assignment
 		ch <- r
-		return ch, errNone
+		return ch, wire.ErrNone
 	}
-	return nil, errCoordinatorNotAvailable
+	return nil, wire.ErrCoordinatorNotAvailable
 }
 
 // ---- Heartbeat ----
@@ -930,12 +909,12 @@ func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, 
 func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	g := c.get(req.Group, false)
 	if g == nil {
-		return errUnknownMemberID
+		return wire.ErrUnknownMemberID
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state == Dead {
-		return errCoordinatorNotAvailable
+		return wire.ErrCoordinatorNotAvailable
 	}
 	m, code := g.currentMember(req.MemberID, req.InstanceID, req.Generation)
 	if m == nil {
@@ -944,11 +923,11 @@ func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	m.deadline = time.Now().Add(m.session)
 	switch g.state {
 	case PreparingRebalance:
-		return errRebalanceInProgress
+		return wire.ErrRebalanceInProgress
 	case Empty:
-		return errUnknownMemberID
+		return wire.ErrUnknownMemberID
 	}
-	return errNone
+	return wire.ErrNone
 }
 
 // ---- LeaveGroup ----
@@ -971,12 +950,12 @@ func (c *Coordinator) Leave(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRespons
 	g := c.get(req.Group, false)
 	if g == nil {
 		if req.Version < 3 {
-			resp.ErrorCode = errUnknownMemberID
+			resp.ErrorCode = wire.ErrUnknownMemberID
 			return resp
 		}
 		for _, w := range who {
 			rm := kmsg.NewLeaveGroupResponseMember()
-			rm.MemberID, rm.InstanceID, rm.ErrorCode = w.id, w.instance, errUnknownMemberID
+			rm.MemberID, rm.InstanceID, rm.ErrorCode = w.id, w.instance, wire.ErrUnknownMemberID
 			resp.Members = append(resp.Members, rm)
 		}
 		return resp
@@ -984,27 +963,27 @@ func (c *Coordinator) Leave(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRespons
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state == Dead {
-		resp.ErrorCode = errCoordinatorNotAvailable
+		resp.ErrorCode = wire.ErrCoordinatorNotAvailable
 		return resp
 	}
 	removed := false
 	for _, w := range who {
-		code := errNone
+		code := wire.ErrNone
 		id := w.id
 		if w.instance != nil {
 			owner, ok := g.static[*w.instance]
 			switch {
 			case !ok:
-				code = errUnknownMemberID
+				code = wire.ErrUnknownMemberID
 			case id != "" && owner != id:
-				code = errFencedInstanceID
+				code = wire.ErrFencedInstanceID
 			default:
 				id = owner
 			}
 		} else if g.members[id] == nil {
-			code = errUnknownMemberID
+			code = wire.ErrUnknownMemberID
 		}
-		if code == errNone {
+		if code == wire.ErrNone {
 			g.removeMember(id)
 			removed = true
 		}

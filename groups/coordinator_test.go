@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/wire"
 )
 
 type memStore struct {
@@ -85,7 +86,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	session := 5 * time.Second
 
 	r := c.Join(joinReq("", nil, session), "c", "/h", done, nil)
-	if r.ErrorCode != errMemberIDRequired || r.MemberID == "" {
+	if r.ErrorCode != wire.ErrMemberIDRequired || r.MemberID == "" {
 		t.Fatalf("first v4+ join: error %d member %q, want MEMBER_ID_REQUIRED and an id", r.ErrorCode, r.MemberID)
 	}
 	a := r.MemberID
@@ -96,10 +97,10 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	if s := c.Sync(syncReq(a, 1, map[string][]byte{a: []byte("A")}), done, nil); s.ErrorCode != 0 || string(s.MemberAssignment) != "A" {
 		t.Fatalf("leader sync: %+v", s)
 	}
-	if code := heartbeat(c, a, 0, nil); code != errIllegalGeneration {
+	if code := heartbeat(c, a, 0, nil); code != wire.ErrIllegalGeneration {
 		t.Fatalf("stale generation heartbeat: %d", code)
 	}
-	if code := heartbeat(c, "stranger", 1, nil); code != errUnknownMemberID {
+	if code := heartbeat(c, "stranger", 1, nil); code != wire.ErrUnknownMemberID {
 		t.Fatalf("unknown member heartbeat: %d", code)
 	}
 
@@ -109,7 +110,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	bch := make(chan *kmsg.JoinGroupResponse, 1)
 	go func() { bch <- c.Join(joinReq("", &inst, session), "c", "/h", done, nil) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for heartbeat(c, a, 1, nil) != errRebalanceInProgress {
+	for heartbeat(c, a, 1, nil) != wire.ErrRebalanceInProgress {
 		if time.Now().After(deadline) {
 			t.Fatal("heartbeat never reported the rebalance")
 		}
@@ -127,7 +128,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	if r2.MemberID == b {
 		t.Fatalf("replacement kept the old member id")
 	}
-	if code := heartbeat(c, b, 2, &inst); code != errFencedInstanceID {
+	if code := heartbeat(c, b, 2, &inst); code != wire.ErrFencedInstanceID {
 		t.Fatalf("replaced static member heartbeat: %d, want FENCED_INSTANCE_ID", code)
 	}
 
@@ -149,16 +150,16 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	if r2.ErrorCode != 0 || r2.Generation != 3 {
 		t.Fatalf("replacement join: %+v", r2)
 	}
-	if code := commit(r2.MemberID, 2); code != errIllegalGeneration {
+	if code := commit(r2.MemberID, 2); code != wire.ErrIllegalGeneration {
 		t.Fatalf("commit with a stale generation: %d", code)
 	}
-	if code := commit(a, 3); code != errUnknownMemberID {
+	if code := commit(a, 3); code != wire.ErrUnknownMemberID {
 		t.Fatalf("commit by a removed member: %d", code)
 	}
-	if code := commit("", -1); code != errUnknownMemberID {
+	if code := commit("", -1); code != wire.ErrUnknownMemberID {
 		t.Fatalf("simple commit into a group with members: %d", code)
 	}
-	if code := c.Delete("g"); code != errNonEmptyGroup {
+	if code := c.Delete("g"); code != wire.ErrNonEmptyGroup {
 		t.Fatalf("delete a group with members: %d", code)
 	}
 }
@@ -183,7 +184,7 @@ func TestSessionExpiryRemovesMember(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code := heartbeat(c, r.MemberID, r.Generation, nil); code != errUnknownMemberID {
+	if code := heartbeat(c, r.MemberID, r.Generation, nil); code != wire.ErrUnknownMemberID {
 		t.Fatalf("expired member heartbeat: %d", code)
 	}
 	if code := c.Delete("g"); code != 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/wire"
 )
 
 // ---- OffsetCommit ----
@@ -33,7 +34,7 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 		return resp
 	}
 	if req.Group == "" {
-		return all(errInvalidGroupID)
+		return all(wire.ErrInvalidGroupID)
 	}
 	generation := req.Generation
 	if req.Version == 0 {
@@ -42,13 +43,13 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 	g := c.get(req.Group, generation < 0)
 	if g == nil {
 		if c.isClosed() {
-			return all(errNotCoordinator)
+			return all(wire.ErrNotCoordinator)
 		}
-		return all(errIllegalGeneration)
+		return all(wire.ErrIllegalGeneration)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if code := g.commitAllowed(req, generation); code != errNone {
+	if code := g.commitAllowed(req, generation); code != wire.ErrNone {
 		return all(code)
 	}
 	now := time.Now().UnixMilli()
@@ -65,9 +66,9 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 			}
 			switch {
 			case !c.cfg.PartitionExists(rt.Topic, rp.Partition):
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 			case len(md) > c.cfg.MaxMetadataBytes:
-				op.ErrorCode = errOffsetMetadataTooLarge
+				op.ErrorCode = wire.ErrOffsetMetadataTooLarge
 			default:
 				ts := now
 				if req.Version == 1 && rp.Timestamp >= 0 {
@@ -85,8 +86,8 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 		c.log.Error("groups: commit offsets", "group", g.name, "err", err)
 		for ti := range resp.Topics {
 			for pi := range resp.Topics[ti].Partitions {
-				if resp.Topics[ti].Partitions[pi].ErrorCode == errNone {
-					resp.Topics[ti].Partitions[pi].ErrorCode = errKafkaStorage
+				if resp.Topics[ti].Partitions[pi].ErrorCode == wire.ErrNone {
+					resp.Topics[ti].Partitions[pi].ErrorCode = wire.ErrKafkaStorageError
 				}
 			}
 		}
@@ -101,14 +102,14 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 // commitAllowed is GroupCoordinator.doCommitOffsets's membership and generation check.
 func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) int16 {
 	if g.state == Dead {
-		return errCoordinatorNotAvailable
+		return wire.ErrCoordinatorNotAvailable
 	}
 	if generation < 0 && req.MemberID == "" && req.InstanceID == nil {
 		if len(g.members) == 0 || g.state == Empty {
-			return errNone
+			return wire.ErrNone
 		}
 		// A group managed by the coordinator does not take commits from outside it.
-		return errUnknownMemberID
+		return wire.ErrUnknownMemberID
 	}
 	m, code := g.currentMember(req.MemberID, req.InstanceID, generation)
 	if m == nil {
@@ -116,12 +117,12 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) i
 	}
 	switch g.state {
 	case CompletingRebalance:
-		return errRebalanceInProgress
+		return wire.ErrRebalanceInProgress
 	case Stable, PreparingRebalance:
 		m.deadline = time.Now().Add(m.session) // a commit counts as a heartbeat
-		return errNone
+		return wire.ErrNone
 	}
-	return errUnknownMemberID
+	return wire.ErrUnknownMemberID
 }
 
 // ---- OffsetFetch ----
@@ -282,19 +283,19 @@ func (c *Coordinator) Describe(name string) kmsg.DescribeGroupsResponseGroup {
 func (c *Coordinator) Delete(name string) int16 {
 	g := c.get(name, false)
 	if g == nil {
-		return errGroupIDNotFound
+		return wire.ErrGroupIDNotFound
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.state == Dead:
-		return errGroupIDNotFound
+		return wire.ErrGroupIDNotFound
 	case g.state != Empty:
-		return errNonEmptyGroup
+		return wire.ErrNonEmptyGroup
 	}
 	if err := c.store.DeleteGroup(name); err != nil {
 		c.log.Error("groups: delete group", "group", name, "err", err)
-		return errUnknownServer
+		return wire.ErrUnknownServerError
 	}
 	g.state = Dead
 	g.offsets = map[batchlog.OffsetKey]batchlog.CommittedOffset{}
@@ -303,7 +304,7 @@ func (c *Coordinator) Delete(name string) int16 {
 		delete(c.groups, name)
 	}
 	c.mu.Unlock()
-	return errNone
+	return wire.ErrNone
 }
 
 // DeleteOffsets handles an OffsetDelete (GroupCoordinator.handleDeleteOffsets): a consumer
@@ -313,19 +314,19 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	g := c.get(req.Group, false)
 	if g == nil {
-		resp.ErrorCode = errGroupIDNotFound
+		resp.ErrorCode = wire.ErrGroupIDNotFound
 		return resp
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state == Dead {
-		resp.ErrorCode = errGroupIDNotFound
+		resp.ErrorCode = wire.ErrGroupIDNotFound
 		return resp
 	}
 	subscribed := map[string]bool{}
 	if g.state != Empty {
 		if g.protocolType != "consumer" {
-			resp.ErrorCode = errNonEmptyGroup
+			resp.ErrorCode = wire.ErrNonEmptyGroup
 			return resp
 		}
 		for _, m := range g.members {
@@ -346,9 +347,9 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 			op.Partition = rp.Partition
 			switch {
 			case subscribed[rt.Topic]:
-				op.ErrorCode = errGroupSubscribedToTopic
+				op.ErrorCode = wire.ErrGroupSubscribedToTopic
 			case !c.cfg.PartitionExists(rt.Topic, rp.Partition):
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 			default:
 				del = append(del, batchlog.OffsetKey{Topic: rt.Topic, Partition: rp.Partition})
 			}
@@ -358,7 +359,7 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 	}
 	if err := c.store.DeleteOffsets(g.name, del); err != nil {
 		c.log.Error("groups: delete offsets", "group", g.name, "err", err)
-		resp.ErrorCode = errUnknownServer
+		resp.ErrorCode = wire.ErrUnknownServerError
 		return resp
 	}
 	for _, k := range del {

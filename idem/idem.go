@@ -16,6 +16,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"inlet/wire"
 )
 
 // NumBatchesToRetain is ProducerStateEntry.NUM_BATCHES_TO_RETAIN: it matches the client's
@@ -25,14 +27,6 @@ const NumBatchesToRetain = 5
 
 // NoEpoch marks a State that has never seen a batch (RecordBatch.NO_PRODUCER_EPOCH).
 const NoEpoch int16 = -1
-
-// Kafka error codes (Errors.java) that Check returns.
-const (
-	ErrNone                     int16 = 0
-	ErrOutOfOrderSequenceNumber int16 = 45
-	ErrDuplicateSequenceNumber  int16 = 46
-	ErrInvalidProducerEpoch     int16 = 47
-)
 
 // Batch is the part of an appended batch that identifies it for duplicate detection and lets a
 // duplicate be answered with the original offsets.
@@ -111,13 +105,13 @@ func nextSeq(seq int32) int32 {
 // sequence check.
 func (s *State) Check(epoch int16, firstSeq, count int32) (Verdict, Batch, int16) {
 	if s.Epoch != NoEpoch && epoch < s.Epoch {
-		return Reject, Batch{}, ErrInvalidProducerEpoch
+		return Reject, Batch{}, wire.ErrInvalidProducerEpoch
 	}
 	lastSeq := LastSeq(firstSeq, count)
 	if epoch == s.Epoch {
 		for i := 0; i < int(s.n); i++ {
 			if b := s.At(i); b.FirstSeq == firstSeq && b.LastSeq == lastSeq {
-				return Duplicate, b, ErrNone
+				return Duplicate, b, wire.ErrNone
 			}
 		}
 	}
@@ -127,26 +121,26 @@ func (s *State) Check(epoch int16, firstSeq, count int32) (Verdict, Batch, int16
 		// sequence. ProducerAppendInfo.checkSequence accepts any first sequence when there is
 		// no earlier epoch at all, because the state may have been expired; keep that leniency.
 		if firstSeq != 0 && s.Epoch != NoEpoch {
-			return Reject, Batch{}, ErrOutOfOrderSequenceNumber
+			return Reject, Batch{}, wire.ErrOutOfOrderSequenceNumber
 		}
-		return Append, Batch{}, ErrNone
+		return Append, Batch{}, wire.ErrNone
 	case s.n == 0:
 		// Same epoch but nothing remembered: only reachable for a restored state that held no
 		// batches; accept as Kafka does for an empty entry.
-		return Append, Batch{}, ErrNone
+		return Append, Batch{}, wire.ErrNone
 	}
 	last, _ := s.Last()
 	if firstSeq == nextSeq(last.LastSeq) {
-		return Append, Batch{}, ErrNone
+		return Append, Batch{}, wire.ErrNone
 	}
 	if s.olderThanWindow(firstSeq, lastSeq) {
 		// A retry of a batch that has already left the window: it was appended (the client
 		// only sends in order), but its offsets are forgotten. DUPLICATE_SEQUENCE_NUMBER tells
 		// the client so without claiming data loss; kgo and the Java producer treat it as
 		// success. OUT_OF_ORDER_SEQUENCE_NUMBER here would make kgo fail the partition.
-		return Reject, Batch{}, ErrDuplicateSequenceNumber
+		return Reject, Batch{}, wire.ErrDuplicateSequenceNumber
 	}
-	return Reject, Batch{}, ErrOutOfOrderSequenceNumber
+	return Reject, Batch{}, wire.ErrOutOfOrderSequenceNumber
 }
 
 // olderThanWindow reports whether [firstSeq, lastSeq] lies wholly before the oldest remembered

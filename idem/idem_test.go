@@ -3,6 +3,8 @@ package idem
 import (
 	"math"
 	"testing"
+
+	"inlet/wire"
 )
 
 // step is one batch offered to a State: Check, and Push when the verdict is Append.
@@ -36,68 +38,68 @@ func run(t *testing.T, steps []step) {
 
 func TestInSequenceBatchesAppend(t *testing.T) {
 	run(t, []step{
-		{0, 0, 10, Append, ErrNone, 0},
-		{0, 10, 5, Append, ErrNone, 0},
-		{0, 15, 1, Append, ErrNone, 0},
+		{0, 0, 10, Append, wire.ErrNone, 0},
+		{0, 10, 5, Append, wire.ErrNone, 0},
+		{0, 15, 1, Append, wire.ErrNone, 0},
 	})
 }
 
 func TestDuplicateInWindowReturnsOriginalOffset(t *testing.T) {
 	run(t, []step{
-		{0, 0, 10, Append, ErrNone, 0},  // offsets 0..9
-		{0, 10, 10, Append, ErrNone, 0}, // offsets 10..19
-		{0, 0, 10, Duplicate, ErrNone, 0},
-		{0, 10, 10, Duplicate, ErrNone, 10},
+		{0, 0, 10, Append, wire.ErrNone, 0},  // offsets 0..9
+		{0, 10, 10, Append, wire.ErrNone, 0}, // offsets 10..19
+		{0, 0, 10, Duplicate, wire.ErrNone, 0},
+		{0, 10, 10, Duplicate, wire.ErrNone, 10},
 	})
 }
 
 func TestDuplicateOfEvictedBatchIsDuplicateSequenceNotOutOfOrder(t *testing.T) {
 	steps := []step{}
 	for i := int32(0); i < 7; i++ {
-		steps = append(steps, step{0, i * 2, 2, Append, ErrNone, 0})
+		steps = append(steps, step{0, i * 2, 2, Append, wire.ErrNone, 0})
 	}
 	// Batches 0 and 1 (seq 0..3) have left the five-batch window.
-	steps = append(steps, step{0, 0, 2, Reject, ErrDuplicateSequenceNumber, 0})
-	steps = append(steps, step{0, 2, 2, Reject, ErrDuplicateSequenceNumber, 0})
-	steps = append(steps, step{0, 4, 2, Duplicate, ErrNone, 4})
+	steps = append(steps, step{0, 0, 2, Reject, wire.ErrDuplicateSequenceNumber, 0})
+	steps = append(steps, step{0, 2, 2, Reject, wire.ErrDuplicateSequenceNumber, 0})
+	steps = append(steps, step{0, 4, 2, Duplicate, wire.ErrNone, 4})
 	run(t, steps)
 }
 
 func TestSequenceGapIsOutOfOrder(t *testing.T) {
 	run(t, []step{
-		{0, 0, 10, Append, ErrNone, 0},
-		{0, 11, 1, Reject, ErrOutOfOrderSequenceNumber, 0},
+		{0, 0, 10, Append, wire.ErrNone, 0},
+		{0, 11, 1, Reject, wire.ErrOutOfOrderSequenceNumber, 0},
 	})
 }
 
 func TestOverlappingButNotEqualBatchIsOutOfOrder(t *testing.T) {
 	run(t, []step{
-		{0, 0, 10, Append, ErrNone, 0},
-		{0, 5, 10, Reject, ErrOutOfOrderSequenceNumber, 0},
+		{0, 0, 10, Append, wire.ErrNone, 0},
+		{0, 5, 10, Reject, wire.ErrOutOfOrderSequenceNumber, 0},
 	})
 }
 
 func TestLowerEpochIsInvalidProducerEpoch(t *testing.T) {
 	run(t, []step{
-		{3, 0, 1, Append, ErrNone, 0},
-		{2, 1, 1, Reject, ErrInvalidProducerEpoch, 0},
+		{3, 0, 1, Append, wire.ErrNone, 0},
+		{2, 1, 1, Reject, wire.ErrInvalidProducerEpoch, 0},
 		// A fenced producer's exact duplicate is still fenced, not answered.
-		{2, 0, 1, Reject, ErrInvalidProducerEpoch, 0},
+		{2, 0, 1, Reject, wire.ErrInvalidProducerEpoch, 0},
 	})
 }
 
 func TestHigherEpochMustStartAtZero(t *testing.T) {
 	run(t, []step{
-		{0, 0, 5, Append, ErrNone, 0},
-		{1, 5, 1, Reject, ErrOutOfOrderSequenceNumber, 0},
-		{1, 0, 1, Append, ErrNone, 0},
+		{0, 0, 5, Append, wire.ErrNone, 0},
+		{1, 5, 1, Reject, wire.ErrOutOfOrderSequenceNumber, 0},
+		{1, 0, 1, Append, wire.ErrNone, 0},
 		// The old epoch's batches are forgotten with the bump.
-		{1, 1, 1, Append, ErrNone, 0},
+		{1, 1, 1, Append, wire.ErrNone, 0},
 	})
 }
 
 func TestUnknownProducerAcceptsAnyFirstSequence(t *testing.T) {
-	run(t, []step{{0, 42, 3, Append, ErrNone, 0}, {0, 45, 1, Append, ErrNone, 0}})
+	run(t, []step{{0, 42, 3, Append, wire.ErrNone, 0}, {0, 45, 1, Append, wire.ErrNone, 0}})
 }
 
 func TestSequenceWrapsPastMaxInt32(t *testing.T) {
@@ -106,15 +108,15 @@ func TestSequenceWrapsPastMaxInt32(t *testing.T) {
 		t.Fatalf("LastSeq wrap = %d, want 4", got)
 	}
 	run(t, []step{
-		{0, start, 5, Append, ErrNone, 0}, // ends at MaxInt32
-		{0, 0, 3, Append, ErrNone, 0},
-		{0, start, 5, Duplicate, ErrNone, 0},
-		{0, 3, 2, Append, ErrNone, 0},
+		{0, start, 5, Append, wire.ErrNone, 0}, // ends at MaxInt32
+		{0, 0, 3, Append, wire.ErrNone, 0},
+		{0, start, 5, Duplicate, wire.ErrNone, 0},
+		{0, 3, 2, Append, wire.ErrNone, 0},
 	})
 	run(t, []step{
-		{0, start, 10, Append, ErrNone, 0}, // wraps inside the batch: last seq 4
-		{0, 5, 1, Append, ErrNone, 0},
-		{0, start, 10, Duplicate, ErrNone, 0},
+		{0, start, 10, Append, wire.ErrNone, 0}, // wraps inside the batch: last seq 4
+		{0, 5, 1, Append, wire.ErrNone, 0},
+		{0, start, 10, Duplicate, wire.ErrNone, 0},
 	})
 }
 
@@ -188,7 +190,7 @@ func FuzzState(f *testing.F) {
 			v, dup, code := s.Check(epoch, first, count)
 			switch v {
 			case Append:
-				if code != ErrNone {
+				if code != wire.ErrNone {
 					t.Fatalf("append with code %d", code)
 				}
 				if last, ok := s.Last(); ok && epoch == s.Epoch && first != nextSeq(last.LastSeq) {

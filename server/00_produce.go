@@ -61,9 +61,9 @@ func (s *Server) handleProduce(r *request) {
 		case !validAcks:
 		case sec != nil && !sec.principal.AllowsTopic(rt.Name):
 			// Checked before the lookup, so an unauthorized topic is never auto-created.
-			code = errTopicAuthorizationFailed
+			code = wire.ErrTopicAuthorizationFailed
 		case sec != nil && ps.req.TransactionalID != nil && !sec.principal.AllowsTransactionalID(string(ps.req.TransactionalID)):
-			code = errTransactionalIDAuth
+			code = wire.ErrTransactionalIDAuthorizationFailed
 		default:
 			topic, code, _ = s.topicFor(rt.Name, true)
 			bound = s.cfg.Schemas.Topic(rt.Name)
@@ -97,7 +97,7 @@ func (s *Server) handleProduce(r *request) {
 			if vcode == wire.ErrNone && (ps.req.TransactionalID != nil || h.IsTransactional()) {
 				// Transactions are not served yet; a transactional batch outside a
 				// transaction the broker knows is INVALID_TXN_STATE (KIP-890 verification).
-				vcode, msg = errInvalidTxnState, "transactions are not supported by this node yet"
+				vcode, msg = wire.ErrInvalidTxnState, "transactions are not supported by this node yet"
 			}
 			if vcode == wire.ErrNone && bound != nil {
 				// Decompresses and decodes every record, here on the connection's worker (off
@@ -146,7 +146,7 @@ func (r *request) produceCommitted(lr *batchlog.Request) {
 		ref := ps.where[i]
 		op := &ps.resp.Topics[ref.topic].Partitions[ref.partition]
 		op.LogStartOffset = a.LogStartOffset
-		if a.Err != batchlog.ErrNone {
+		if a.Err != wire.ErrNone {
 			op.ErrorCode = a.Err
 			continue
 		}

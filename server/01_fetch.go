@@ -8,6 +8,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/quota"
+	"inlet/wire"
 )
 
 // Fetch v4-v12. v4 brings isolation levels and the last stable offset, v5 the log start
@@ -101,7 +102,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 			// and librdkafka rejects a null one as a bad MessageSetSize.
 			op.RecordBatches = []byte{}
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				ot.Partitions = append(ot.Partitions, op)
 				stop = true
 				continue
@@ -116,7 +117,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 			}
 			switch {
 			case rp.FetchOffset < p.LogStartOffset() || rp.FetchOffset > hw:
-				op.ErrorCode = errOffsetOutOfRange
+				op.ErrorCode = wire.ErrOffsetOutOfRange
 				stop = true
 			case rp.FetchOffset < limit && total < maxBytes:
 				partMax := int(rp.PartitionMaxBytes)
@@ -129,10 +130,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 				data, err := s.blog.ReadBatches(p, rp.FetchOffset, limit, partMax, includeFirst, op.RecordBatches)
 				if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
 					// Retention moved the log start past the offset while it was read.
-					op.ErrorCode, data, stop = errOffsetOutOfRange, nil, true
+					op.ErrorCode, data, stop = wire.ErrOffsetOutOfRange, nil, true
 				} else if err != nil {
 					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-					op.ErrorCode = errUnknownServerError
+					op.ErrorCode = wire.ErrUnknownServerError
 					stop = true
 				}
 				op.RecordBatches = data

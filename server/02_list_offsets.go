@@ -37,7 +37,7 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 			op.Partition = rp.Partition
 			op.Timestamp, op.Offset, op.LeaderEpoch = -1, -1, 0
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
@@ -53,14 +53,14 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 				off, ts, err := s.offsetOfMaxTimestamp(p, stable)
 				if err != nil {
 					s.log.Error("list offsets max timestamp", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-					op.ErrorCode = errUnknownServerError
+					op.ErrorCode = wire.ErrUnknownServerError
 				}
 				op.Offset, op.Timestamp = off, ts
 			default:
 				off, ts, err := s.offsetForTimestamp(p, rp.Timestamp, stable)
 				if err != nil {
 					s.log.Error("list offsets by timestamp", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-					op.ErrorCode = errUnknownServerError
+					op.ErrorCode = wire.ErrUnknownServerError
 				}
 				op.Offset, op.Timestamp = off, ts
 			}

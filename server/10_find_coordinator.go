@@ -1,6 +1,10 @@
 package server
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
+)
 
 // FindCoordinator v0-v4. One broker: the node coordinates every group (key type 0) and every
 // transactional id (key type 1). v4 batches keys (KIP-699). v5 (KIP-890's
@@ -11,15 +15,13 @@ func init() {
 	register(api{key: findCoordinatorKey, min: 0, max: 4, handle: handleFindCoordinator})
 }
 
-const errInvalidRequest int16 = 42
-
 func handleFindCoordinator(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	code := int16(0)
 	var msg *string
 	if req.CoordinatorType != 0 && req.CoordinatorType != 1 {
-		code = errInvalidRequest
+		code = wire.ErrInvalidRequest
 		m := "unknown coordinator type"
 		msg = &m
 	}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // SaslHandshake v0-v1 (KIP-43; v1 with KIP-152: the exchange continues in SaslAuthenticate
@@ -20,18 +22,18 @@ func handleSaslHandshake(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	sec := r.c.sec
 	if sec == nil || !sec.l.sasl {
-		resp.ErrorCode = errIllegalSaslState
+		resp.ErrorCode = wire.ErrIllegalSaslState
 		return resp, nil
 	}
 	resp.SupportedMechanisms = sec.l.Mechanisms
 	switch {
 	case sec.exchange != nil:
-		resp.ErrorCode = errIllegalSaslState
+		resp.ErrorCode = wire.ErrIllegalSaslState
 		sec.closeAfter = true
 		return resp, nil
 	case sec.authenticated && req.Version == 0:
 		// Re-authentication needs SaslAuthenticate (KIP-368 requires v1).
-		resp.ErrorCode = errIllegalSaslState
+		resp.ErrorCode = wire.ErrIllegalSaslState
 		sec.closeAfter = true
 		return resp, nil
 	}
@@ -43,13 +45,13 @@ func handleSaslHandshake(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 	}
 	if !offered || (sec.authenticated && req.Mechanism != sec.mechanism) {
 		// KIP-368: re-authentication uses the same mechanism.
-		resp.ErrorCode = errUnsupportedSaslMechanism
+		resp.ErrorCode = wire.ErrUnsupportedSaslMechanism
 		sec.closeAfter = true
 		return resp, nil
 	}
 	x, err := s.cfg.Users.Start(req.Mechanism)
 	if err != nil {
-		resp.ErrorCode = errUnsupportedSaslMechanism
+		resp.ErrorCode = wire.ErrUnsupportedSaslMechanism
 		sec.closeAfter = true
 		return resp, nil
 	}

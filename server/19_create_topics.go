@@ -9,6 +9,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/topicconfig"
+	"inlet/wire"
 )
 
 // CreateTopics v0-v7 (v1 validate-only and error messages, v5 the created topic's configs,
@@ -44,7 +45,7 @@ func handleCreateTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 			}
 		}
 		if seen[rt.Topic] > 1 {
-			fail(errInvalidRequest, fmt.Sprintf("Create topics request from client contains multiple entries for the same topic %s", rt.Topic))
+			fail(wire.ErrInvalidRequest, fmt.Sprintf("Create topics request from client contains multiple entries for the same topic %s", rt.Topic))
 			resp.Topics = append(resp.Topics, ot)
 			continue
 		}
@@ -86,14 +87,14 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	partitions := int(rt.NumPartitions)
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
-			return nil, errInvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
+			return nil, wire.ErrInvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
 		}
 		for i, a := range rt.ReplicaAssignment {
 			if a.Partition != int32(i) {
-				return nil, errInvalidReplicaAssign, "Partitions should be a consecutive 0-based integer sequence"
+				return nil, wire.ErrInvalidReplicaAssignment, "Partitions should be a consecutive 0-based integer sequence"
 			}
 			if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
-				return nil, errInvalidReplicaAssign, fmt.Sprintf("Replica assignment for partition %d must name only broker %d, the one broker of this cluster", a.Partition, s.cfg.NodeID)
+				return nil, wire.ErrInvalidReplicaAssignment, fmt.Sprintf("Replica assignment for partition %d must name only broker %d, the one broker of this cluster", a.Partition, s.cfg.NodeID)
 			}
 		}
 		partitions = len(rt.ReplicaAssignment)
@@ -102,23 +103,23 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		case rt.NumPartitions == -1:
 			partitions = s.cfg.DefaultPartitions
 		case rt.NumPartitions <= 0:
-			return nil, errInvalidPartitions, "Number of partitions must be larger than 0."
+			return nil, wire.ErrInvalidPartitions, "Number of partitions must be larger than 0."
 		}
 		switch {
 		case rt.ReplicationFactor == -1 || rt.ReplicationFactor == 1:
 		case rt.ReplicationFactor <= 0:
-			return nil, errInvalidReplicationFact, "Replication factor must be larger than 0, or -1 to use the default value."
+			return nil, wire.ErrInvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value."
 		default:
-			return nil, errInvalidReplicationFact, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rt.ReplicationFactor, rt.ReplicationFactor)
+			return nil, wire.ErrInvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rt.ReplicationFactor, rt.ReplicationFactor)
 		}
 	}
 	if partitions > maxPartitionsPerTopic {
-		return nil, errInvalidPartitions, tooManyPartitions
+		return nil, wire.ErrInvalidPartitions, tooManyPartitions
 	}
 	var configs map[string]string
 	for _, c := range rt.Configs {
 		if c.Value == nil {
-			return nil, errInvalidConfig, fmt.Sprintf("Null value not supported for topic configs: %s", c.Name)
+			return nil, wire.ErrInvalidConfig, fmt.Sprintf("Null value not supported for topic configs: %s", c.Name)
 		}
 		if configs == nil {
 			configs = map[string]string{}
@@ -126,7 +127,7 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		configs[c.Name] = *c.Value
 	}
 	if err := topicconfig.ValidateAll(configs); err != nil {
-		return nil, errInvalidConfig, err.Error()
+		return nil, wire.ErrInvalidConfig, err.Error()
 	}
 	if validateOnly {
 		t := &batchlog.Topic{Name: name, Configs: configs}
@@ -135,11 +136,11 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	}
 	t, err := s.blog.CreateTopic(name, partitions, configs)
 	if errors.Is(err, batchlog.ErrTopicExists) {
-		return nil, errTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", name)
+		return nil, wire.ErrTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", name)
 	}
 	if err != nil {
 		s.log.Error("create topic", "topic", name, "err", err)
-		return nil, errUnknownServerError, err.Error()
+		return nil, wire.ErrUnknownServerError, err.Error()
 	}
 	s.log.Info("created topic", "topic", name, "partitions", partitions)
 	return t, 0, ""
@@ -149,22 +150,22 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 func (s *Server) checkNewTopicName(name string) (int16, string) {
 	switch {
 	case name == "":
-		return errInvalidTopic, "Topic name is illegal, it can't be empty"
+		return wire.ErrInvalidTopic, "Topic name is illegal, it can't be empty"
 	case name == "." || name == "..":
-		return errInvalidTopic, "Topic name cannot be \".\" or \"..\""
+		return wire.ErrInvalidTopic, "Topic name cannot be \".\" or \"..\""
 	case len(name) > maxTopicNameLength:
-		return errInvalidTopic, fmt.Sprintf("Topic name is illegal, it can't be longer than %d characters, topic name: %s", maxTopicNameLength, name)
+		return wire.ErrInvalidTopic, fmt.Sprintf("Topic name is illegal, it can't be longer than %d characters, topic name: %s", maxTopicNameLength, name)
 	case !validTopicName([]byte(name)):
-		return errInvalidTopic, fmt.Sprintf("Topic name \"%s\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+		return wire.ErrInvalidTopic, fmt.Sprintf("Topic name \"%s\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
 	}
 	if _, ok := s.blog.Topic(name); ok {
-		return errTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", name)
+		return wire.ErrTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", name)
 	}
 	if strings.ContainsAny(name, "._") {
 		unified := strings.ReplaceAll(name, ".", "_")
 		for _, t := range s.blog.Topics() {
 			if strings.ReplaceAll(t.Name, ".", "_") == unified {
-				return errInvalidTopic, fmt.Sprintf("Topic '%s' collides with existing topic: %s", name, t.Name)
+				return wire.ErrInvalidTopic, fmt.Sprintf("Topic '%s' collides with existing topic: %s", name, t.Name)
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // DeleteTopics v0-v6 (v5 error messages, v6 topics by name or id). Deleting removes the
@@ -50,14 +52,14 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 				}
 			}
 			if name == "" {
-				ot.ErrorCode = errUnknownTopicID
+				ot.ErrorCode = wire.ErrUnknownTopicID
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}
 		}
 		t, ok := s.blog.Topic(name)
 		if !ok {
-			ot.ErrorCode = errUnknownTopicOrPartition
+			ot.ErrorCode = wire.ErrUnknownTopicOrPartition
 			if req.Version >= 5 {
 				ot.ErrorMessage = strp("This server does not host this topic-partition.")
 			}
@@ -67,7 +69,7 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 		ot.TopicID = t.ID
 		if err := s.blog.DeleteTopic(name); err != nil {
 			s.log.Error("delete topic", "topic", name, "err", err)
-			ot.ErrorCode = errUnknownServerError
+			ot.ErrorCode = wire.ErrUnknownServerError
 			if req.Version >= 5 {
 				ot.ErrorMessage = strp(fmt.Sprint(err))
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/wire"
 )
 
 // DeleteRecords v0-v2: advances a partition's log start offset (-1: to the high watermark);
@@ -28,17 +29,17 @@ func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition, op.LowWatermark = rp.Partition, -1
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
 			low, err := s.blog.DeleteRecords(t.Partitions[rp.Partition], rp.Offset)
 			switch {
 			case errors.Is(err, batchlog.ErrOffsetOutOfRange):
-				op.ErrorCode = errOffsetOutOfRange
+				op.ErrorCode = wire.ErrOffsetOutOfRange
 			case err != nil:
 				s.log.Error("delete records", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-				op.ErrorCode = errUnknownServerError
+				op.ErrorCode = wire.ErrUnknownServerError
 			default:
 				op.LowWatermark = low
 			}

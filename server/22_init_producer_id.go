@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // InitProducerId v0-v4 for idempotent producers (no transactional id): every call gets a new
@@ -21,13 +23,13 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	if req.TransactionalID != nil {
 		// Transactions are not served yet: refuse clearly instead of handing out an id the
 		// coordinator APIs could not back.
-		resp.ErrorCode = errTransactionalIDAuth
+		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		return resp, nil
 	}
 	id, err := s.blog.AllocateProducerID()
 	if err != nil {
 		s.log.Error("allocate producer id", "err", err)
-		resp.ErrorCode = errUnknownServerError
+		resp.ErrorCode = wire.ErrUnknownServerError
 		return resp, nil
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
+)
 
 // OffsetForLeaderEpoch v0-v4. Every partition has had one leader, this node, at epoch 0, so
 // the end offset of epoch 0 is the high watermark and any later epoch is unknown
@@ -11,8 +15,6 @@ const offsetForLeaderEpochKey = 23
 func init() {
 	register(api{key: offsetForLeaderEpochKey, min: 0, max: 4, handle: handleOffsetForLeaderEpoch})
 }
-
-const errUnknownLeaderEpoch int16 = 74
 
 func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
@@ -27,9 +29,9 @@ func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			op.LeaderEpoch, op.EndOffset = -1, -1
 			switch {
 			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 			case req.Version >= 2 && rp.CurrentLeaderEpoch > t.Partitions[rp.Partition].LeaderEpoch():
-				op.ErrorCode = errUnknownLeaderEpoch
+				op.ErrorCode = wire.ErrUnknownLeaderEpoch
 			case rp.LeaderEpoch == t.Partitions[rp.Partition].LeaderEpoch():
 				p := t.Partitions[rp.Partition]
 				op.LeaderEpoch, op.EndOffset = p.LeaderEpoch(), p.HighWatermark()

@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // DescribeAcls v0-v3 (KIP-140; v1 pattern types, KIP-290; v2 flexible): every user's prefixes
@@ -9,8 +11,6 @@ import (
 // topic, sees all of them; any other principal sees its own. Without SASL users there is
 // nothing to describe: SECURITY_DISABLED, as Kafka without an authorizer.
 const describeACLsKey = 29
-
-const errSecurityDisabled int16 = 54
 
 func init() {
 	register(api{key: describeACLsKey, min: 0, max: 3, handle: handleDescribeACLs})
@@ -21,7 +21,7 @@ func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	if s.tenantsDisabled() {
 		msg := "No authorizer is configured on the broker: this node has no SASL users."
-		resp.ErrorCode, resp.ErrorMessage = errSecurityDisabled, &msg
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrSecurityDisabled, &msg
 		return resp, nil
 	}
 	f := aclFilter{req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType}

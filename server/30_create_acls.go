@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/tenants"
+	"inlet/wire"
 )
 
 // CreateAcls v0-v3: each creation adds a prefix to a user (acls.go has the one shape a
@@ -22,9 +23,9 @@ func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	code, msg := int16(0), ""
 	switch {
 	case s.tenantsDisabled():
-		code, msg = errSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
+		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
 	case !s.isSuperUser(r):
-		code, msg = errClusterAuthorizationFailed, "Only super.users may create ACLs."
+		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may create ACLs."
 	}
 	results := make([]kmsg.CreateACLsResponseResult, len(req.Creations))
 	var valid []aclBinding
@@ -38,7 +39,7 @@ func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 		case code != 0:
 			results[i].ErrorCode, results[i].ErrorMessage = code, &msg
 		case why != "":
-			results[i].ErrorCode, results[i].ErrorMessage = errInvalidRequest, &why
+			results[i].ErrorCode, results[i].ErrorMessage = wire.ErrInvalidRequest, &why
 		default:
 			valid = append(valid, b)
 		}
@@ -58,7 +59,7 @@ func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 			emsg := "The ACLs could not be stored: " + err.Error()
 			for i := range results {
 				if results[i].ErrorCode == 0 {
-					results[i].ErrorCode, results[i].ErrorMessage = errUnknownServerError, &emsg
+					results[i].ErrorCode, results[i].ErrorMessage = wire.ErrUnknownServerError, &emsg
 				}
 			}
 		}

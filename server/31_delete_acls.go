@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/tenants"
+	"inlet/wire"
 )
 
 // DeleteAcls v0-v3: every binding a filter matches is removed (the user loses that prefix),
@@ -20,9 +21,9 @@ func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	code, msg := int16(0), ""
 	switch {
 	case s.tenantsDisabled():
-		code, msg = errSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
+		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
 	case !s.isSuperUser(r):
-		code, msg = errClusterAuthorizationFailed, "Only super.users may delete ACLs."
+		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may delete ACLs."
 	}
 	var matched [][]aclBinding
 	if code == 0 {
@@ -53,7 +54,7 @@ func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 		})
 		if err != nil {
 			s.log.Error("delete acls", "err", err)
-			code, msg, matched = errUnknownServerError, "The ACLs could not be removed: "+err.Error(), nil
+			code, msg, matched = wire.ErrUnknownServerError, "The ACLs could not be removed: "+err.Error(), nil
 		}
 	}
 	for i := range req.Filters {

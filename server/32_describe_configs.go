@@ -11,6 +11,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/topicconfig"
+	"inlet/wire"
 )
 
 // DescribeConfigs v0-v4: complete config sets for topics and for the broker, with sources
@@ -38,15 +39,6 @@ const (
 	sourceDynamicDefaultBroker = 3
 	sourceStaticBroker         = 4
 	sourceDefault              = 5
-)
-
-const (
-	errInvalidConfig          int16 = 40
-	errTopicAlreadyExists     int16 = 36
-	errInvalidPartitions      int16 = 37
-	errInvalidReplicationFact int16 = 38
-	errInvalidReplicaAssign   int16 = 39
-	errUnknownTopicID         int16 = 100
 )
 
 // configEntry is one config as DescribeConfigs and CreateTopics v5+ report it.
@@ -221,7 +213,7 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		case resourceTopic:
 			t, ok := s.blog.Topic(rr.ResourceName)
 			if !ok {
-				or.ErrorCode = errUnknownTopicOrPartition
+				or.ErrorCode = wire.ErrUnknownTopicOrPartition
 				or.ErrorMessage = strp("Topic " + rr.ResourceName + " does not exist")
 				break
 			}
@@ -233,11 +225,11 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 			case strconv.Itoa(int(s.cfg.NodeID)):
 				entries = s.brokerConfigs(false)
 			default:
-				or.ErrorCode = errInvalidRequest
+				or.ErrorCode = wire.ErrInvalidRequest
 				or.ErrorMessage = strp("unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID)))
 			}
 		default:
-			or.ErrorCode = errInvalidRequest
+			or.ErrorCode = wire.ErrInvalidRequest
 			or.ErrorMessage = strp("unsupported resource type")
 		}
 		want := map[string]bool{}

@@ -9,6 +9,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/topicconfig"
+	"inlet/wire"
 )
 
 // AlterConfigs v0-v2: replaces a topic's whole set of overrides, or the broker's dynamic
@@ -41,12 +42,12 @@ func handleAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 		}
 		code, msg := int16(0), ""
 		if dup {
-			code, msg = errInvalidRequest, "Error due to duplicate config keys"
+			code, msg = wire.ErrInvalidRequest, "Error due to duplicate config keys"
 		} else {
 			code, msg = s.applyConfigs(r, rr.ResourceType, rr.ResourceName, func(map[string]string) (map[string]string, int16, string) {
 				for _, c := range rr.Configs {
 					if c.Value == nil {
-						return nil, errInvalidRequest, fmt.Sprintf("Null value not supported for : %s", c.Name)
+						return nil, wire.ErrInvalidRequest, fmt.Sprintf("Null value not supported for : %s", c.Name)
 					}
 				}
 				return configs, 0, ""
@@ -70,13 +71,13 @@ func (s *Server) applyConfigs(r *request, typ kmsg.ConfigResourceType, name stri
 	case resourceBroker:
 		return s.applyBrokerConfigs(r, name, change, validateOnly)
 	default:
-		return errInvalidRequest, "unsupported resource type"
+		return wire.ErrInvalidRequest, "unsupported resource type"
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
 	t, ok := s.blog.Topic(name)
 	if !ok {
-		return errUnknownTopicOrPartition, "Topic " + name + " does not exist"
+		return wire.ErrUnknownTopicOrPartition, "Topic " + name + " does not exist"
 	}
 	cur := map[string]string{}
 	for k, v := range t.Configs {
@@ -87,17 +88,17 @@ func (s *Server) applyConfigs(r *request, typ kmsg.ConfigResourceType, name stri
 		return code, msg
 	}
 	if err := topicconfig.ValidateAll(next); err != nil {
-		return errInvalidConfig, err.Error()
+		return wire.ErrInvalidConfig, err.Error()
 	}
 	if validateOnly {
 		return 0, ""
 	}
 	if _, err := s.blog.SetTopicConfigs(name, next); err != nil {
 		if errors.Is(err, batchlog.ErrUnknownTopic) {
-			return errUnknownTopicOrPartition, "Topic " + name + " does not exist"
+			return wire.ErrUnknownTopicOrPartition, "Topic " + name + " does not exist"
 		}
 		s.log.Error("alter configs", "topic", name, "err", err)
-		return errUnknownServerError, err.Error()
+		return wire.ErrUnknownServerError, err.Error()
 	}
 	s.log.Info("altered topic configs", "topic", name, "configs", next)
 	return 0, ""
@@ -114,10 +115,10 @@ func (s *Server) applyBrokerConfigs(r *request, name string, change func(cur map
 	case "":
 		level = batchlog.BrokerClusterDefault
 	default:
-		return errInvalidRequest, "unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID))
+		return wire.ErrInvalidRequest, "unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID))
 	}
 	if !s.seesAllTenants(r) {
-		return errClusterAuthorizationFailed, "Altering broker configs needs a super user."
+		return wire.ErrClusterAuthorizationFailed, "Altering broker configs needs a super user."
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
@@ -132,9 +133,9 @@ func (s *Server) applyBrokerConfigs(r *request, name string, change func(cur map
 	for k, v := range next {
 		if err := topicconfig.ValidateBroker(k, v); err != nil {
 			if d, ok := topicconfig.LookupBroker(k); ok && !d.Dynamic {
-				return errInvalidRequest, err.Error()
+				return wire.ErrInvalidRequest, err.Error()
 			}
-			return errInvalidConfig, err.Error()
+			return wire.ErrInvalidConfig, err.Error()
 		}
 	}
 	if validateOnly {
@@ -142,7 +143,7 @@ func (s *Server) applyBrokerConfigs(r *request, name string, change func(cur map
 	}
 	if err := s.blog.SetBrokerConfigs(level, next); err != nil {
 		s.log.Error("alter broker configs", "err", err)
-		return errUnknownServerError, err.Error()
+		return wire.ErrUnknownServerError, err.Error()
 	}
 	s.log.Info("altered dynamic broker configs", "broker", name, "configs", next)
 	return 0, ""

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/auth"
+	"inlet/wire"
 )
 
 // SaslAuthenticate v0-v2 (KIP-152; v1 SessionLifetimeMs for KIP-368 re-authentication; v2
@@ -28,7 +29,7 @@ func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 	sec := r.c.sec
 	if sec == nil || !sec.l.sasl || sec.exchange == nil || sec.handshakeV == 0 {
 		msg := "SaslAuthenticate without a SaslHandshake v1 before it"
-		resp.ErrorCode, resp.ErrorMessage = errIllegalSaslState, &msg
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrIllegalSaslState, &msg
 		if sec != nil {
 			sec.closeAfter = true
 		}
@@ -44,7 +45,7 @@ func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		if !errors.Is(err, auth.ErrAuthenticationFailed) {
 			msg = "Authentication failed: " + err.Error()
 		}
-		resp.ErrorCode, resp.ErrorMessage = errSaslAuthenticationFailed, &msg
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrSaslAuthenticationFailed, &msg
 		sec.exchange = nil
 		sec.closeAfter = true
 		sec.closeDelay = s.failedAuthDelay(r.c.ip)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // CreatePartitions v0-v3: grows a topic (never shrinks: INVALID_PARTITIONS); assignments may
@@ -30,23 +32,23 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		t, ok := s.blog.Topic(rt.Topic)
 		switch {
 		case seen[rt.Topic] > 1:
-			fail(errInvalidRequest, "Duplicate topic in request.")
+			fail(wire.ErrInvalidRequest, "Duplicate topic in request.")
 		case !ok:
-			fail(errUnknownTopicOrPartition, fmt.Sprintf("The topic '%s' does not exist.", rt.Topic))
+			fail(wire.ErrUnknownTopicOrPartition, fmt.Sprintf("The topic '%s' does not exist.", rt.Topic))
 		case int(rt.Count) <= len(t.Partitions):
 			if int(rt.Count) == len(t.Partitions) {
-				fail(errInvalidPartitions, fmt.Sprintf("Topic already has %d partitions.", len(t.Partitions)))
+				fail(wire.ErrInvalidPartitions, fmt.Sprintf("Topic already has %d partitions.", len(t.Partitions)))
 			} else {
-				fail(errInvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", len(t.Partitions), rt.Count))
+				fail(wire.ErrInvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", len(t.Partitions), rt.Count))
 			}
 		case rt.Count > maxPartitionsPerTopic:
-			fail(errInvalidPartitions, tooManyPartitions)
+			fail(wire.ErrInvalidPartitions, tooManyPartitions)
 		case rt.Assignment != nil && len(rt.Assignment) != int(rt.Count)-len(t.Partitions):
-			fail(errInvalidReplicaAssign, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
+			fail(wire.ErrInvalidReplicaAssignment, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
 		default:
 			for _, a := range rt.Assignment {
 				if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
-					fail(errInvalidReplicaAssign, fmt.Sprintf("Replica assignments may only name broker %d.", s.cfg.NodeID))
+					fail(wire.ErrInvalidReplicaAssignment, fmt.Sprintf("Replica assignments may only name broker %d.", s.cfg.NodeID))
 					break
 				}
 			}
@@ -55,7 +57,7 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 			}
 			if _, err := s.blog.AddPartitions(rt.Topic, int(rt.Count)); err != nil {
 				s.log.Error("create partitions", "topic", rt.Topic, "err", err)
-				fail(errUnknownServerError, err.Error())
+				fail(wire.ErrUnknownServerError, err.Error())
 			}
 		}
 		resp.Topics = append(resp.Topics, ot)

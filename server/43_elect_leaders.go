@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // ElectLeaders v0-v2 (KIP-183 preferred elections; v1 KIP-460 election types; v2 flexible).
@@ -13,8 +15,6 @@ import (
 // needed no election.
 const electLeadersKey = 43
 
-const errElectionNotNeeded int16 = 84
-
 func init() {
 	register(api{key: electLeadersKey, min: 0, max: 2, handle: handleElectLeaders})
 }
@@ -23,7 +23,7 @@ func handleElectLeaders(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
-		resp.ErrorCode = errInvalidRequest
+		resp.ErrorCode = wire.ErrInvalidRequest
 		return resp, nil
 	}
 	for _, rt := range req.Topics {
@@ -34,11 +34,11 @@ func handleElectLeaders(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 			op := kmsg.NewElectLeadersResponseTopicPartition()
 			op.Partition = i
 			if !ok || i < 0 || int(i) >= len(t.Partitions) {
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				msg := "The partition does not exist."
 				op.ErrorMessage = &msg
 			} else {
-				op.ErrorCode = errElectionNotNeeded
+				op.ErrorCode = wire.ErrElectionNotNeeded
 				msg := "Leader election not needed: the preferred leader, the only replica, already leads the partition."
 				op.ErrorMessage = &msg
 			}

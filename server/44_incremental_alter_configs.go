@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/topicconfig"
+	"inlet/wire"
 )
 
 // IncrementalAlterConfigs v0-v1 (KIP-339): SET, DELETE (back to the default), APPEND and
@@ -29,15 +30,15 @@ func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (km
 			seen := map[string]bool{}
 			for _, c := range rr.Configs {
 				if seen[c.Name] {
-					return nil, errInvalidRequest, "Error due to duplicate config keys"
+					return nil, wire.ErrInvalidRequest, "Error due to duplicate config keys"
 				}
 				seen[c.Name] = true
 				typ, def, ok := configType(rr.ResourceType, c.Name)
 				if !ok && rr.ResourceType == resourceBroker {
-					return nil, errInvalidConfig, "Unknown broker config name: " + c.Name
+					return nil, wire.ErrInvalidConfig, "Unknown broker config name: " + c.Name
 				}
 				if !ok {
-					return nil, errInvalidConfig, "Unknown topic config name: " + c.Name
+					return nil, wire.ErrInvalidConfig, "Unknown topic config name: " + c.Name
 				}
 				val := ""
 				if c.Value != nil {
@@ -46,14 +47,14 @@ func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (km
 				switch c.Op {
 				case kmsg.IncrementalAlterConfigOpSet:
 					if c.Value == nil {
-						return nil, errInvalidRequest, "Null value not supported for : " + c.Name
+						return nil, wire.ErrInvalidRequest, "Null value not supported for : " + c.Name
 					}
 					cur[c.Name] = val
 				case kmsg.IncrementalAlterConfigOpDelete:
 					delete(cur, c.Name)
 				case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 					if typ != topicconfig.List {
-						return nil, errInvalidConfig, fmt.Sprintf("Config value append is not allowed for config key: %s", c.Name)
+						return nil, wire.ErrInvalidConfig, fmt.Sprintf("Config value append is not allowed for config key: %s", c.Name)
 					}
 					old, ok := cur[c.Name]
 					if !ok {
@@ -77,7 +78,7 @@ func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (km
 					}
 					cur[c.Name] = strings.Join(items, ",")
 				default:
-					return nil, errInvalidRequest, fmt.Sprintf("Unknown alter config operation %d", c.Op)
+					return nil, wire.ErrInvalidRequest, fmt.Sprintf("Unknown alter config operation %d", c.Op)
 				}
 			}
 			return cur, 0, ""

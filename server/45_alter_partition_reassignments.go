@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // AlterPartitionReassignments v0-v1 and ListPartitionReassignments v0 (KIP-455). A one-node
@@ -16,8 +18,6 @@ import (
 const (
 	alterPartitionReassignmentsKey = 45
 	listPartitionReassignmentsKey  = 46
-
-	errNoReassignmentInProgress int16 = 85
 )
 
 func init() {
@@ -39,13 +39,13 @@ func handleAlterPartitionReassignments(s *Server, r *request, kreq kmsg.Request)
 			fail := func(code int16, msg string) { op.ErrorCode, op.ErrorMessage = code, &msg }
 			switch {
 			case !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
-				fail(errUnknownTopicOrPartition, "The partition does not exist.")
+				fail(wire.ErrUnknownTopicOrPartition, "The partition does not exist.")
 			case rp.Replicas == nil:
-				fail(errNoReassignmentInProgress, "No reassignment is in progress for this partition.")
+				fail(wire.ErrNoReassignmentInProgress, "No reassignment is in progress for this partition.")
 			case len(rp.Replicas) != 1:
-				fail(errInvalidReplicationFact, fmt.Sprintf("The target replication factor of %d cannot be reached because only 1 broker is registered.", len(rp.Replicas)))
+				fail(wire.ErrInvalidReplicationFactor, fmt.Sprintf("The target replication factor of %d cannot be reached because only 1 broker is registered.", len(rp.Replicas)))
 			case rp.Replicas[0] != s.cfg.NodeID:
-				fail(errInvalidReplicaAssign, fmt.Sprintf("Broker %d is not registered; this cluster's only broker is %d.", rp.Replicas[0], s.cfg.NodeID))
+				fail(wire.ErrInvalidReplicaAssignment, fmt.Sprintf("Broker %d is not registered; this cluster's only broker is %d.", rp.Replicas[0], s.cfg.NodeID))
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/quota"
+	"inlet/wire"
 )
 
 // DescribeClientQuotas v0-v1 (KIP-546): the byte-rate quotas in force, of user entities (a
@@ -34,14 +35,14 @@ func handleDescribeClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.
 	req := kreq.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	if !s.seesAllTenants(r) {
-		resp.ErrorCode, resp.ErrorMessage = errClusterAuthorizationFailed, strp("Describing quotas needs a super user.")
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrClusterAuthorizationFailed, strp("Describing quotas needs a super user.")
 		return resp, nil
 	}
 	matchUser := func(string) bool { return true }
 	seen := map[string]bool{}
 	for _, c := range req.Components {
 		if seen[c.EntityType] {
-			resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("Duplicate filter component entity type "+c.EntityType)
+			resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidRequest, strp("Duplicate filter component entity type "+c.EntityType)
 			return resp, nil
 		}
 		seen[c.EntityType] = true
@@ -50,17 +51,17 @@ func handleDescribeClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.
 		case entityClientID, entityIP:
 			return resp, nil // no entity has one
 		default:
-			resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("Custom entity type '"+c.EntityType+"' not supported")
+			resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidRequest, strp("Custom entity type '"+c.EntityType+"' not supported")
 			return resp, nil
 		}
 		if c.MatchType != matchExact && c.Match != nil {
-			resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("A default or any-name match takes no name")
+			resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidRequest, strp("A default or any-name match takes no name")
 			return resp, nil
 		}
 		switch c.MatchType {
 		case matchExact:
 			if c.Match == nil {
-				resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("Exact match of a user needs a name")
+				resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidRequest, strp("Exact match of a user needs a name")
 				return resp, nil
 			}
 			name := *c.Match
@@ -70,7 +71,7 @@ func handleDescribeClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.
 		case matchSpecified:
 			matchUser = func(e string) bool { return e != quota.DefaultUser }
 		default:
-			resp.ErrorCode, resp.ErrorMessage = errInvalidRequest, strp("Unknown match type")
+			resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidRequest, strp("Unknown match type")
 			return resp, nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"inlet/quota"
 	"inlet/tenants"
+	"inlet/wire"
 )
 
 // AlterClientQuotas v0-v1 (KIP-546): sets and removes producer_byte_rate and
@@ -28,9 +29,9 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 	code, msg := int16(0), ""
 	switch {
 	case s.tenants == nil:
-		code, msg = errInvalidRequest, "Quotas cannot be changed: this node keeps no data directory."
+		code, msg = wire.ErrInvalidRequest, "Quotas cannot be changed: this node keeps no data directory."
 	case r.c.sec != nil && !s.isSuperUser(r):
-		code, msg = errClusterAuthorizationFailed, "Only super.users may alter quotas."
+		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may alter quotas."
 	}
 	type change struct {
 		entity, key string
@@ -51,11 +52,11 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 			seen := map[string]bool{}
 			for _, op := range e.Ops {
 				if _, known := quota.KindOf(op.Key); !known {
-					ecode, emsg = errInvalidRequest, "Quota key "+op.Key+" is not enforced by this node: only producer_byte_rate and consumer_byte_rate are."
+					ecode, emsg = wire.ErrInvalidRequest, "Quota key "+op.Key+" is not enforced by this node: only producer_byte_rate and consumer_byte_rate are."
 					break
 				}
 				if seen[op.Key] {
-					ecode, emsg = errInvalidRequest, "Duplicate quota key "+op.Key
+					ecode, emsg = wire.ErrInvalidRequest, "Duplicate quota key "+op.Key
 					break
 				}
 				seen[op.Key] = true
@@ -64,7 +65,7 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 					continue
 				}
 				if op.Value < 1 || op.Value != math.Trunc(op.Value) || op.Value > math.MaxInt64 {
-					ecode, emsg = errInvalidRequest, "Quota "+op.Key+" must be a whole number of bytes per second, at least 1"
+					ecode, emsg = wire.ErrInvalidRequest, "Quota "+op.Key+" must be a whole number of bytes per second, at least 1"
 					break
 				}
 				v := op.Value
@@ -96,7 +97,7 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 			s.log.Error("alter client quotas", "err", err)
 			for i := range resp.Entries {
 				if ok[i] {
-					resp.Entries[i].ErrorCode, resp.Entries[i].ErrorMessage = errUnknownServerError, strp("The quotas could not be stored: "+err.Error())
+					resp.Entries[i].ErrorCode, resp.Entries[i].ErrorMessage = wire.ErrUnknownServerError, strp("The quotas could not be stored: "+err.Error())
 				}
 			}
 			return resp, nil
@@ -110,20 +111,20 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 // quota.DefaultUser.
 func quotaEntity(ent []kmsg.AlterClientQuotasRequestEntryEntity) (string, int16, string) {
 	if len(ent) != 1 {
-		return "", errInvalidRequest, "Only user quotas are served by this node: an entity is one user (or the default user)"
+		return "", wire.ErrInvalidRequest, "Only user quotas are served by this node: an entity is one user (or the default user)"
 	}
 	switch ent[0].Type {
 	case entityUser:
 	case entityClientID, entityIP:
-		return "", errInvalidRequest, "Only user quotas are served by this node, not " + ent[0].Type + " quotas"
+		return "", wire.ErrInvalidRequest, "Only user quotas are served by this node, not " + ent[0].Type + " quotas"
 	default:
-		return "", errInvalidRequest, "Unknown quota entity type " + ent[0].Type
+		return "", wire.ErrInvalidRequest, "Unknown quota entity type " + ent[0].Type
 	}
 	if ent[0].Name == nil {
 		return quota.DefaultUser, 0, ""
 	}
 	if *ent[0].Name == "" || *ent[0].Name == quota.DefaultUser {
-		return "", errInvalidRequest, "Invalid user name " + *ent[0].Name
+		return "", wire.ErrInvalidRequest, "Invalid user name " + *ent[0].Name
 	}
 	return *ent[0].Name, 0, ""
 }

@@ -5,6 +5,7 @@ import (
 
 	"inlet/auth"
 	"inlet/tenants"
+	"inlet/wire"
 )
 
 // DescribeUserScramCredentials v0 and AlterUserScramCredentials v0 (KIP-554): users and their
@@ -20,10 +21,6 @@ import (
 const (
 	describeUserScramCredentialsKey = 50
 	alterUserScramCredentialsKey    = 51
-
-	errResourceNotFound       int16 = 91
-	errDuplicateResource      int16 = 92
-	errUnacceptableCredential int16 = 93
 
 	maxScramIterations = 16384 // Kafka's ScramMechanism.maxIterations
 )
@@ -42,11 +39,11 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 	switch {
 	case s.tenantsDisabled():
 		msg := "This node has no SASL users."
-		resp.ErrorCode, resp.ErrorMessage = errSecurityDisabled, &msg
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrSecurityDisabled, &msg
 		return resp, nil
 	case !s.seesAllTenants(r):
 		msg := "Describing users needs a super user."
-		resp.ErrorCode, resp.ErrorMessage = errClusterAuthorizationFailed, &msg
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrClusterAuthorizationFailed, &msg
 		return resp, nil
 	}
 	describe := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
@@ -66,7 +63,7 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 		}
 		if len(res.CredentialInfos) == 0 {
 			msg := "Attempt to describe a user credential that does not exist: " + name
-			res.ErrorCode, res.ErrorMessage = errResourceNotFound, &msg
+			res.ErrorCode, res.ErrorMessage = wire.ErrResourceNotFound, &msg
 		}
 		return res
 	}
@@ -86,7 +83,7 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 		if count[u.Name] > 1 {
 			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 			msg := "Cannot describe user credentials more than once in one request: " + u.Name
-			res.User, res.ErrorCode, res.ErrorMessage = u.Name, errDuplicateResource, &msg
+			res.User, res.ErrorCode, res.ErrorMessage = u.Name, wire.ErrDuplicateResource, &msg
 			resp.Results = append(resp.Results, res)
 			count[u.Name] = -1 // answered once
 			continue
@@ -136,11 +133,11 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		mech, ok := scramMechanisms[mechanism]
 		switch {
 		case seen[name] > 1:
-			fail(name, errDuplicateResource, "A user credential cannot be altered twice in the same request")
+			fail(name, wire.ErrDuplicateResource, "A user credential cannot be altered twice in the same request")
 		case name == "":
-			fail(name, errUnacceptableCredential, "Username must not be empty")
+			fail(name, wire.ErrUnacceptableCredential, "Username must not be empty")
 		case !ok:
-			fail(name, errUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
+			fail(name, wire.ErrUnsupportedSaslMechanism, "Unknown SCRAM mechanism")
 		default:
 			return mech
 		}
@@ -157,13 +154,13 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		switch {
 		case mech == "":
 		case u.Iterations < auth.MinIterations:
-			fail(u.Name, errUnacceptableCredential, "Too few iterations")
+			fail(u.Name, wire.ErrUnacceptableCredential, "Too few iterations")
 		case u.Iterations > maxScramIterations:
-			fail(u.Name, errUnacceptableCredential, "Too many iterations")
+			fail(u.Name, wire.ErrUnacceptableCredential, "Too many iterations")
 		default:
 			c, err := auth.CredentialFromSalted(mech, u.Salt, u.SaltedPassword, int(u.Iterations))
 			if err != nil {
-				fail(u.Name, errUnacceptableCredential, err.Error())
+				fail(u.Name, wire.ErrUnacceptableCredential, err.Error())
 				continue
 			}
 			changes = append(changes, change{u.Name, mech, tenants.CredentialChange{Credential: &c}})
@@ -172,12 +169,12 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 	switch {
 	case s.tenantsDisabled():
 		for _, user := range order {
-			fail(user, errSecurityDisabled, "This node has no SASL users.")
+			fail(user, wire.ErrSecurityDisabled, "This node has no SASL users.")
 		}
 		changes = nil
 	case !s.isSuperUser(r):
 		for _, user := range order {
-			fail(user, errClusterAuthorizationFailed, "Only super.users may alter user credentials.")
+			fail(user, wire.ErrClusterAuthorizationFailed, "Only super.users may alter user credentials.")
 		}
 		changes = nil
 	}
@@ -188,7 +185,7 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 				if ch.c.Deleted {
 					u, ok := s.cfg.Users.Lookup(ch.user)
 					if !ok || ch.mech == auth.ScramSHA256 && u.SHA256 == nil || ch.mech == auth.ScramSHA512 && u.SHA512 == nil {
-						fail(ch.user, errResourceNotFound, "Attempt to delete a user credential that does not exist")
+						fail(ch.user, wire.ErrResourceNotFound, "Attempt to delete a user credential that does not exist")
 						continue
 					}
 				}
@@ -200,7 +197,7 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		if err != nil {
 			s.log.Error("alter user scram credentials", "err", err)
 			for _, ch := range changes {
-				fail(ch.user, errUnknownServerError, "The change could not be stored: "+err.Error())
+				fail(ch.user, wire.ErrUnknownServerError, "The change could not be stored: "+err.Error())
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // UpdateFeatures v0-v2 (KIP-584; v1 upgrade types and validate-only, v2 without per-feature
@@ -12,8 +14,6 @@ import (
 // update is INVALID_UPDATE_VERSION, the error Kafka's controller gives for a feature it does
 // not support, validate-only or not, and an empty request succeeds.
 const updateFeaturesKey = 57
-
-const errInvalidUpdateVersion int16 = 95
 
 func init() {
 	register(api{key: updateFeaturesKey, min: 0, max: 2, handle: handleUpdateFeatures})
@@ -29,12 +29,12 @@ func handleUpdateFeatures(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 		}
 		if req.Version >= 2 {
 			if resp.ErrorCode == 0 {
-				resp.ErrorCode, resp.ErrorMessage = errInvalidUpdateVersion, &msg
+				resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidUpdateVersion, &msg
 			}
 			continue
 		}
 		res := kmsg.NewUpdateFeaturesResponseResult()
-		res.Feature, res.ErrorCode, res.ErrorMessage = u.Feature, errInvalidUpdateVersion, &msg
+		res.Feature, res.ErrorCode, res.ErrorMessage = u.Feature, wire.ErrInvalidUpdateVersion, &msg
 		resp.Results = append(resp.Results, res)
 	}
 	return resp, nil

@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
 )
 
 // DescribeProducers v0 (KIP-664): the idempotent producers each partition remembers, with
@@ -27,14 +29,14 @@ func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 			op := kmsg.NewDescribeProducersResponseTopicPartition()
 			op.Partition = i
 			if !ok || i < 0 || int(i) >= len(t.Partitions) {
-				op.ErrorCode = errUnknownTopicOrPartition
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
 			windows, err := s.blog.Producers(t.Partitions[i])
 			if err != nil {
 				s.log.Error("describe producers", "topic", rt.Topic, "partition", i, "err", err)
-				op.ErrorCode = errUnknownServerError
+				op.ErrorCode = wire.ErrUnknownServerError
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}

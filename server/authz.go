@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/auth"
+	"inlet/wire"
 )
 
 // Authorization by topic prefix (and group and transactional-id prefix), for connections
@@ -48,7 +49,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			for _, name := range denied {
 				mt := kmsg.NewMetadataResponseTopic()
 				n := name
-				mt.Topic, mt.ErrorCode = &n, errTopicAuthorizationFailed
+				mt.Topic, mt.ErrorCode = &n, wire.ErrTopicAuthorizationFailed
 				mt.AuthorizedOperations = authorizedOperationsOmitted
 				out = append(out, mt)
 			}
@@ -68,7 +69,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				rt.Topic = t.Topic
 				for _, pt := range t.Partitions {
 					rp := kmsg.NewFetchResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = pt.Partition, errTopicAuthorizationFailed
+					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
 					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
@@ -89,7 +90,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				rt.Topic = t.Topic
 				for _, pt := range t.Partitions {
 					rp := kmsg.NewListOffsetsResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = pt.Partition, errTopicAuthorizationFailed
+					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
 					rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
@@ -115,7 +116,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.CreateTopicsResponse)
 			for _, name := range denied {
 				rt := kmsg.NewCreateTopicsResponseTopic()
-				rt.Topic, rt.ErrorCode = name, errTopicAuthorizationFailed
+				rt.Topic, rt.ErrorCode = name, wire.ErrTopicAuthorizationFailed
 				rt.NumPartitions, rt.ReplicationFactor = -1, -1
 				if req.Version >= 1 {
 					msg := "Authorization failed."
@@ -159,7 +160,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			for _, name := range denied {
 				rt := kmsg.NewDeleteTopicsResponseTopic()
 				n := name
-				rt.Topic, rt.ErrorCode = &n, errTopicAuthorizationFailed
+				rt.Topic, rt.ErrorCode = &n, wire.ErrTopicAuthorizationFailed
 				resp.Topics = append(resp.Topics, rt)
 			}
 		}
@@ -182,7 +183,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.CreatePartitionsResponse)
 			for _, name := range denied {
 				rt := kmsg.NewCreatePartitionsResponseTopic()
-				rt.Topic, rt.ErrorCode = name, errTopicAuthorizationFailed
+				rt.Topic, rt.ErrorCode = name, wire.ErrTopicAuthorizationFailed
 				resp.Topics = append(resp.Topics, rt)
 			}
 		}
@@ -200,7 +201,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				rt.Topic = t.Topic
 				for _, pt := range t.Partitions {
 					rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.LowWatermark = pt.Partition, errTopicAuthorizationFailed, -1
+					rp.Partition, rp.ErrorCode, rp.LowWatermark = pt.Partition, wire.ErrTopicAuthorizationFailed, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -220,7 +221,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				rt.Topic = t.Topic
 				for _, pt := range t.Partitions {
 					rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = pt.Partition, errTopicAuthorizationFailed
+					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
 					rp.LeaderEpoch, rp.EndOffset = -1, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
@@ -240,7 +241,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.DescribeConfigsResponse)
 			for _, rs := range denied {
 				o := kmsg.NewDescribeConfigsResponseResource()
-				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, errTopicAuthorizationFailed
+				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, wire.ErrTopicAuthorizationFailed
 				resp.Resources = append(resp.Resources, o)
 			}
 		}
@@ -257,7 +258,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.AlterConfigsResponse)
 			for _, rs := range denied {
 				o := kmsg.NewAlterConfigsResponseResource()
-				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, errTopicAuthorizationFailed
+				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, wire.ErrTopicAuthorizationFailed
 				resp.Resources = append(resp.Resources, o)
 			}
 		}
@@ -274,7 +275,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.IncrementalAlterConfigsResponse)
 			for _, rs := range denied {
 				o := kmsg.NewIncrementalAlterConfigsResponseResource()
-				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, errTopicAuthorizationFailed
+				o.ResourceType, o.ResourceName, o.ErrorCode = rs.ResourceType, rs.ResourceName, wire.ErrTopicAuthorizationFailed
 				resp.Resources = append(resp.Resources, o)
 			}
 		}
@@ -282,32 +283,32 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.InitProducerIDRequest:
 		if req.TransactionalID != nil && !p.AllowsTransactionalID(*req.TransactionalID) {
 			resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = errTransactionalIDAuth, -1, -1
+			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = wire.ErrTransactionalIDAuthorizationFailed, -1, -1
 			return resp, nil
 		}
 
 	case *kmsg.JoinGroupRequest:
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-			resp.ErrorCode, resp.Generation = errGroupAuthorizationFailed, -1
+			resp.ErrorCode, resp.Generation = wire.ErrGroupAuthorizationFailed, -1
 			return resp, nil
 		}
 	case *kmsg.SyncGroupRequest:
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = errGroupAuthorizationFailed
+			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.HeartbeatRequest:
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = errGroupAuthorizationFailed
+			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.LeaveGroupRequest:
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = errGroupAuthorizationFailed
+			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.OffsetCommitRequest:
@@ -318,7 +319,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				rt.Topic = t.Topic
 				for _, pt := range t.Partitions {
 					rp := kmsg.NewOffsetCommitResponseTopicPartition()
-					rp.Partition, rp.ErrorCode = pt.Partition, errGroupAuthorizationFailed
+					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrGroupAuthorizationFailed
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -328,7 +329,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.OffsetFetchRequest:
 		if req.Version < 8 && !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-			resp.ErrorCode = errGroupAuthorizationFailed
+			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 		if req.Version >= 8 {
@@ -339,7 +340,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 					resp := kresp.(*kmsg.OffsetFetchResponse)
 					for _, g := range denied {
 						rg := kmsg.NewOffsetFetchResponseGroup()
-						rg.Group, rg.ErrorCode = g.Group, errGroupAuthorizationFailed
+						rg.Group, rg.ErrorCode = g.Group, wire.ErrGroupAuthorizationFailed
 						resp.Groups = append(resp.Groups, rg)
 					}
 				}
@@ -348,7 +349,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.OffsetDeleteRequest:
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-			resp.ErrorCode = errGroupAuthorizationFailed
+			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.DescribeGroupsRequest:
@@ -361,7 +362,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.DescribeGroupsResponse)
 			for _, g := range denied {
 				rg := kmsg.NewDescribeGroupsResponseGroup()
-				rg.Group, rg.ErrorCode, rg.AuthorizedOperations = g, errGroupAuthorizationFailed, authorizedOperationsOmitted
+				rg.Group, rg.ErrorCode, rg.AuthorizedOperations = g, wire.ErrGroupAuthorizationFailed, authorizedOperationsOmitted
 				resp.Groups = append(resp.Groups, rg)
 			}
 		}
@@ -377,7 +378,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.DeleteGroupsResponse)
 			for _, g := range denied {
 				rg := kmsg.NewDeleteGroupsResponseGroup()
-				rg.Group, rg.ErrorCode = g, errGroupAuthorizationFailed
+				rg.Group, rg.ErrorCode = g, wire.ErrGroupAuthorizationFailed
 				resp.Groups = append(resp.Groups, rg)
 			}
 		}
@@ -403,7 +404,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				ot.Topic = t.Topic
 				for _, i := range t.Partitions {
 					op := kmsg.NewDescribeProducersResponseTopicPartition()
-					op.Partition, op.ErrorCode = i, errTopicAuthorizationFailed
+					op.Partition, op.ErrorCode = i, wire.ErrTopicAuthorizationFailed
 					ot.Partitions = append(ot.Partitions, op)
 				}
 				resp.Topics = append(resp.Topics, ot)
@@ -427,13 +428,13 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.ElectLeadersRequest:
 		if !allowsCluster(p) {
 			resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-			resp.ErrorCode = errClusterAuthorizationFailed
+			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			for _, rt := range req.Topics {
 				ot := kmsg.NewElectLeadersResponseTopic()
 				ot.Topic = rt.Topic
 				for _, i := range rt.Partitions {
 					op := kmsg.NewElectLeadersResponseTopicPartition()
-					op.Partition, op.ErrorCode = i, errClusterAuthorizationFailed
+					op.Partition, op.ErrorCode = i, wire.ErrClusterAuthorizationFailed
 					ot.Partitions = append(ot.Partitions, op)
 				}
 				resp.Topics = append(resp.Topics, ot)
@@ -443,22 +444,22 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		if !allowsCluster(p) {
 			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-			resp.ErrorCode = errClusterAuthorizationFailed
+			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.ListPartitionReassignmentsRequest:
 		if !allowsCluster(p) {
 			resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-			resp.ErrorCode = errClusterAuthorizationFailed
+			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.UpdateFeaturesRequest:
 		if !allowsCluster(p) {
 			resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
-			resp.ErrorCode = errClusterAuthorizationFailed
+			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			for _, u := range req.FeatureUpdates {
 				res := kmsg.NewUpdateFeaturesResponseResult()
-				res.Feature, res.ErrorCode = u.Feature, errClusterAuthorizationFailed
+				res.Feature, res.ErrorCode = u.Feature, wire.ErrClusterAuthorizationFailed
 				resp.Results = append(resp.Results, res)
 			}
 			return resp, nil
@@ -466,9 +467,6 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	}
 	return nil, nil
 }
-
-// errClusterAuthorizationFailed is CLUSTER_AUTHORIZATION_FAILED.
-const errClusterAuthorizationFailed int16 = 31
 
 // allowsCluster tells whether p may act on the whole cluster: only a principal allowed every
 // topic (a "" or "*" prefix) may, since a cluster operation touches every topic.

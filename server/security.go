@@ -8,15 +8,6 @@ import (
 	"inlet/wire"
 )
 
-// Kafka error codes of the security paths.
-const (
-	errTopicAuthorizationFailed int16 = 29
-	errGroupAuthorizationFailed int16 = 30
-	errUnsupportedSaslMechanism int16 = 33
-	errIllegalSaslState         int16 = 34
-	errSaslAuthenticationFailed int16 = 58
-)
-
 // connSecurity is a connection's authentication and authorization state. It is created with
 // the connection and touched only by the connection's worker (handle runs requests one at a
 // time, in order), so it needs no lock.

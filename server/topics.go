@@ -4,16 +4,7 @@ import (
 	"errors"
 
 	"inlet/batchlog"
-)
-
-// Kafka error codes used outside the produce decoder.
-const (
-	errUnknownTopicOrPartition int16 = 3
-	errOffsetOutOfRange        int16 = 1
-	errInvalidTopic            int16 = 17
-	errUnknownServerError      int16 = -1
-	errTransactionalIDAuth     int16 = 53
-	errInvalidTxnState         int16 = 48
+	"inlet/wire"
 )
 
 // maxTopicNameLength is Topic.MAX_NAME_LENGTH: 249, so that a partition directory name
@@ -47,17 +38,17 @@ func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int
 		return t, 0, false
 	}
 	if !create || !s.cfg.AutoCreateTopics {
-		return nil, errUnknownTopicOrPartition, false
+		return nil, wire.ErrUnknownTopicOrPartition, false
 	}
 	if !validTopicName(name) {
-		return nil, errInvalidTopic, false
+		return nil, wire.ErrInvalidTopic, false
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
 	t, err := s.blog.CreateTopic(string(name), s.cfg.DefaultPartitions, nil)
 	if err != nil && !errors.Is(err, batchlog.ErrTopicExists) {
 		s.log.Error("auto-create topic failed", "topic", string(name), "err", err)
-		return nil, errUnknownServerError, false
+		return nil, wire.ErrUnknownServerError, false
 	}
 	if err == nil {
 		s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions))

@@ -1,8 +1,9 @@
 package wire
 
-// Kafka error codes used by the produce path. Values are the codes of
-// org.apache.kafka.common.protocol.Errors; the comment names the Java constant
-// when it differs from the Go name.
+// Kafka error codes: every code Inlet answers with is defined here and nowhere else, as
+// org.apache.kafka.common.protocol.Errors numbers it (the comment names the Java constant
+// when it differs from the Go name). TestErrorCodesAreKafkas checks each against franz-go's
+// kerr.
 const (
 	ErrUnknownServerError                 int16 = -1
 	ErrNone                               int16 = 0
@@ -34,4 +35,39 @@ const (
 	ErrUnsupportedCompressionType         int16 = 76
 	ErrInvalidRecord                      int16 = 87
 	ErrProducerFenced                     int16 = 90
+
+	// The admin, group and security paths.
+	ErrOffsetOutOfRange          int16 = 1
+	ErrOffsetMetadataTooLarge    int16 = 12
+	ErrCoordinatorNotAvailable   int16 = 15
+	ErrNotCoordinator            int16 = 16
+	ErrIllegalGeneration         int16 = 22
+	ErrInconsistentGroupProtocol int16 = 23
+	ErrInvalidGroupID            int16 = 24
+	ErrUnknownMemberID           int16 = 25
+	ErrInvalidSessionTimeout     int16 = 26
+	ErrRebalanceInProgress       int16 = 27
+	ErrGroupAuthorizationFailed  int16 = 30
+	ErrUnsupportedSaslMechanism  int16 = 33
+	ErrIllegalSaslState          int16 = 34
+	ErrTopicAlreadyExists        int16 = 36
+	ErrInvalidPartitions         int16 = 37
+	ErrInvalidReplicationFactor  int16 = 38
+	ErrInvalidReplicaAssignment  int16 = 39
+	ErrInvalidConfig             int16 = 40
+	ErrSecurityDisabled          int16 = 54
+	ErrSaslAuthenticationFailed  int16 = 58
+	ErrNonEmptyGroup             int16 = 68
+	ErrGroupIDNotFound           int16 = 69
+	ErrUnknownLeaderEpoch        int16 = 75
+	ErrMemberIDRequired          int16 = 79
+	ErrFencedInstanceID          int16 = 82
+	ErrElectionNotNeeded         int16 = 84
+	ErrNoReassignmentInProgress  int16 = 85
+	ErrGroupSubscribedToTopic    int16 = 86
+	ErrResourceNotFound          int16 = 91
+	ErrDuplicateResource         int16 = 92
+	ErrUnacceptableCredential    int16 = 93
+	ErrInvalidUpdateVersion      int16 = 95
+	ErrUnknownTopicID            int16 = 100
 )
