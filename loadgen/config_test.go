@@ -18,7 +18,7 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 		Brokers: []string{DefaultBroker}, Topic: DefaultTopic, Partitions: 16, Producers: 16,
 		Idempotent: false, Acks: "all", MaxInFlight: 1, RecordSize: 100, ValueFormat: "raw", Key: "nil",
 		Linger: 5 * time.Millisecond, BatchMaxBytes: 1_000_012, Compression: "none",
-		MaxBufferedRecords: 100_000, MaxBufferedBytes: "unlimited", Partitioner: "roundrobin",
+		MaxBufferedRecords: 100_000, MaxBufferedBytes: "unlimited", Partitioner: "uniform",
 		RecordRetries: "unlimited", DeliveryTimeout: "none", ProduceTimeout: 10 * time.Second,
 		FlushTimeout: 60 * time.Second, FranzGo: s.FranzGo,
 	}
@@ -92,7 +92,7 @@ func TestProducerOptsPinKgoSettings(t *testing.T) {
 			"produce timeout": {cl.OptValue(kgo.ProduceRequestTimeout), 10 * time.Second},
 			"client id":       {cl.OptValue(kgo.ClientID), "inlet-loadgen-3"},
 			"topic":           {cl.OptValue(kgo.DefaultProduceTopic), DefaultTopic},
-			"partitioner":     {reflect.TypeOf(cl.OptValue(kgo.RecordPartitioner)), reflect.TypeOf(kgo.RoundRobinPartitioner())},
+			"partitioner":     {reflect.TypeOf(cl.OptValue(kgo.RecordPartitioner)), reflect.TypeOf(kgo.UniformBytesPartitioner(64<<10, true, true, nil))},
 		} {
 			if !reflect.DeepEqual(c.got, c.want) {
 				t.Errorf("idempotent %v: %s = %v, want %v", idempotent, name, c.got, c.want)
@@ -118,7 +118,7 @@ func TestSettingsWriteNamesEveryKgoSetting(t *testing.T) {
 	for _, want := range []string{"idempotent             true", "acks                   all",
 		"max in flight/broker   5", "linger                 5ms", "batch max bytes        1000012",
 		"compression            none", "max buffered records   100000 per producer",
-		"partitioner            roundrobin", "1000 records/s (open loop)", "after 1m0s"} {
+		"partitioner            uniform", "1000 records/s (open loop)", "after 1m0s"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("settings output lacks %q:\n%s", want, b.String())
 		}

@@ -1,27 +1,52 @@
 #!/usr/bin/env bash
 # The main job: build, start Inlet on its embedded Pebble default with a fresh data directory,
-# run 16 idempotent producers flat out with the exactly-once check, print the result, stop
-# Inlet. Extra arguments go to loadgen (e.g. --duration 20s).
+# run 16 idempotent producers flat out with the exactly-once check, print the result and the
+# rate at which the broker committed records (from its own metrics), stop Inlet. Extra
+# arguments go to loadgen (e.g. --duration 20s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 go build -o bin/inlet ./cmd/inlet
 go build -o bin/loadgen ./cmd/loadgen
 port=${INLET_DEMO_PORT:-19092}
+mport=$((port + 1))
 data=$(mktemp -d /tmp/inlet-demo.XXXXXX)
 log="$data.log"
-bin/inlet --listen "127.0.0.1:$port" --data-dir "$data" --default-partitions 16 >"$log" 2>&1 &
+bin/inlet --listen "127.0.0.1:$port" --data-dir "$data" --default-partitions 16 --metrics-listen "127.0.0.1:$mport" >"$log" 2>&1 &
 pid=$!
 cleanup() {
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid"
     wait "$pid" || true
   fi
-  rm -rf "$data"
+  rm -rf "$data" "$data.samples"
 }
 trap cleanup EXIT
 for _ in $(seq 50); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.1
 done
+# committed prints the broker's count of committed records, read from its /metrics.
+committed() {
+  exec 3<>"/dev/tcp/127.0.0.1/$mport" || return 1
+  printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+  awk '/^inlet_group_commit_records_total / {printf "%d\n", $2}' <&3
+  exec 3<&-
+}
+# Sample it every quarter second while loadgen runs; the broker's rate is the records it
+# committed between the first and the last sample that moved.
+samples="$data.samples"
+(while kill -0 "$pid" 2>/dev/null; do echo "$(date +%s.%N) $(committed)"; sleep 0.25; done) >"$samples" 2>/dev/null &
+sampler=$!
 bin/loadgen --brokers "127.0.0.1:$port" --topic demo --producers 16 --idempotent --verify --duration 5s "$@"
+kill "$sampler" 2>/dev/null || true
+wait "$sampler" 2>/dev/null || true
+awk 'NF == 2 && $2 != "" {
+       if (!started && $2 > 0) { started = 1; t0 = prev_t; n0 = prev_n }
+       if (started && $2 != last_n) { t1 = $1; n1 = $2 }
+       prev_t = $1; prev_n = $2; last_n = $2
+     }
+     END {
+       if (started && t1 > t0) printf "broker      %d records committed, %.0f records/s (inlet_group_commit_records_total, sampled every 0.25 s)\n", n1, (n1 - n0) / (t1 - t0)
+     }' "$samples"
+rm -f "$samples"
