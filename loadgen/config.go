@@ -71,9 +71,10 @@ var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 //   - "uniform" (default): what an unconfigured kgo client uses, UniformBytesPartitioner(64 KiB,
 //     adaptive, keys): a new partition every 64 KiB, favouring partitions with less backlog.
 //     Round-robin spreads every linger window over all partitions, so the client builds
-//     partitions-times smaller batches and spends its CPU on them: flat out against one node,
-//     loadgen reached about a third of this default's records/s with it, measuring itself
-//     more than the broker.
+//     partitions-times smaller batches and spends its CPU on them: flat out against one node
+//     on this 2-core machine, 16 idempotent producers reached 1.2 M records/s with it and
+//     1.9-2.2 M with this default, at 1.4 and 0.8 us of loadgen CPU a record
+//     (scripts/partitioner-ab.sh, BENCHMARKS.md "loadgen's own cost").
 var Partitioners = []string{"roundrobin", "sticky", "uniform"}
 
 // Config describes one load run. The zero value of every field except Idempotent selects a

@@ -1,6 +1,6 @@
 // Command kgoloop is the yardstick for loadgen's own cost: the barest kgo producer loop that
-// sends what loadgen sends (N idempotent clients, one record value reused, kgo's default
-// partitioner, loadgen's linger and buffer), paced the same way (producer i's record n is due
+// sends what loadgen sends (N clients, idempotent or not, one record value reused, kgo's
+// default partitioner, loadgen's linger, buffer and in-flight limit), paced the same way (producer i's record n is due
 // at phase_i + n*interval), and nothing else: no per-record bookkeeping, latency histogram,
 // verification or live output. scripts/loadgen-cpu-ab.sh runs it against loadgen at one rate
 // and prints each one's CPU.
@@ -32,6 +32,7 @@ func main() {
 	size := fs.Int("record-size", loadgen.DefaultRecordSize, "record value bytes")
 	rate := fs.Float64("rate", 0, "records a second over all producers (0: flat out)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to send")
+	idempotent := fs.Bool("idempotent", false, "idempotent producers (as loadgen: plain ones keep one request in flight)")
 	_ = fs.Bool("quiet", false, "accepted for loadgen's command line; kgoloop prints one line anyway")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
@@ -41,6 +42,7 @@ func main() {
 
 	value := make([]byte, *size)
 	var acked, failed atomic.Int64
+	var firstErr atomic.Pointer[error]
 	ctx := context.Background()
 	start := time.Now()
 	interval := 0.0
@@ -49,8 +51,12 @@ func main() {
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < *producers; i++ {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DefaultProduceTopic(*topic),
-			kgo.ProducerLinger(loadgen.DefaultLinger), kgo.MaxBufferedRecords(loadgen.DefaultMaxBufferedRecords))
+		opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DefaultProduceTopic(*topic),
+			kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(loadgen.DefaultLinger), kgo.MaxBufferedRecords(loadgen.DefaultMaxBufferedRecords)}
+		if !*idempotent {
+			opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(1))
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "kgoloop:", err)
 			os.Exit(1)
@@ -61,6 +67,7 @@ func main() {
 			done := func(_ *kgo.Record, err error) {
 				if err != nil {
 					failed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
 				acked.Add(1)
@@ -85,4 +92,8 @@ func main() {
 	wg.Wait()
 	elapsed := time.Since(start)
 	fmt.Printf("throughput  %.0f records/s (%d acknowledged, %d failed, %v)\n", float64(acked.Load())/elapsed.Seconds(), acked.Load(), failed.Load(), elapsed.Round(time.Millisecond))
+	if e := firstErr.Load(); e != nil {
+		fmt.Fprintln(os.Stderr, "kgoloop: first failure:", *e)
+		os.Exit(1)
+	}
 }
