@@ -72,8 +72,8 @@ var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 //     adaptive, keys): a new partition every 64 KiB, favouring partitions with less backlog.
 //     Round-robin spreads every linger window over all partitions, so the client builds
 //     partitions-times smaller batches and spends its CPU on them: flat out against one node
-//     on this 2-core machine, 16 idempotent producers reached 1.2 M records/s with it and
-//     1.9-2.2 M with this default, at 1.4 and 0.8 us of loadgen CPU a record
+//     on this 2-core machine, 16 idempotent producers reached 1.3 M records/s with it and
+//     2.4 M with this default, at 1.3 and 0.7 us of loadgen CPU a record
 //     (scripts/partitioner-ab.sh, BENCHMARKS.md "loadgen's own cost").
 var Partitioners = []string{"roundrobin", "sticky", "uniform"}
 
