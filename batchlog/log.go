@@ -601,7 +601,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 				l.producers[key] = st
 			}
 			st.Push(int16(binary.BigEndian.Uint16(batch[51:])), int32(binary.BigEndian.Uint32(batch[53:])), count, base)
-			st.LastWrite = 0 // written after the checkpoint: counts from start-up (load)
+			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
 			touchedProducers[key] = true
 		}
 		var k [dataKeyLen]byte
@@ -846,6 +846,9 @@ func (l *Log) Producers(p *Partition) ([]ProducerWindow, error) {
 	for _, s := range found {
 		if s.base >= p.LogStartOffset() && l.db != nil {
 			buf, err := l.store.readBatches(p.ID, s.base, s.base+1, 1, true, nil)
+			if errors.Is(err, errSegmentGone) {
+				buf, err = nil, nil // reclaimed since the check: its time is unknown
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -196,35 +196,41 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 			}
 		}
 	}
+	var doomed []*segment
+	ss.mu.RLock()
+	for id, seg := range ss.segs {
+		if id < minLive {
+			doomed = append(doomed, seg)
+		}
+	}
+	ss.mu.RUnlock()
+	if len(doomed) == 0 {
+		return 0, nil
+	}
 	// The log start moves and index deletions that put these segments below every live batch
 	// were written without a sync: make them durable before any file goes, or a power loss
 	// would bring back an index that names deleted files.
 	if err := l.db.LogData(nil, pebble.Sync); err != nil {
 		return 0, err
 	}
-	var doomed []*segment
 	ss.mu.Lock()
-	for id, seg := range ss.segs {
-		if id < minLive {
-			doomed = append(doomed, seg)
-			delete(ss.segs, id)
-		}
+	for _, seg := range doomed {
+		delete(ss.segs, seg.id)
 	}
 	ss.mu.Unlock()
+	var first error
 	for _, seg := range doomed {
-		if err := os.Remove(seg.f.Name()); err != nil {
-			return 0, err
+		if err := os.Remove(seg.f.Name()); err != nil && first == nil {
+			first = err
 		}
 		// A read that took the segment before it left the map keeps reading the unlinked
 		// file; the last reference closes it.
 		seg.unref()
 	}
-	if len(doomed) > 0 {
-		if err := syncDir(ss.dir); err != nil {
-			return 0, err
-		}
+	if err := syncDir(ss.dir); err != nil && first == nil {
+		first = err
 	}
-	return len(doomed), nil
+	return len(doomed), first
 }
 
 // indexedBatchSize is the stored size of the batch at it, an iterator over a partition's data

@@ -248,3 +248,22 @@ func TestDescribeProducers(t *testing.T) {
 		t.Errorf("unknown topic: error %d, want UNKNOWN_TOPIC_OR_PARTITION", p.ErrorCode)
 	}
 }
+
+// TestDescribeClusterEndpointTypes: KIP-919's endpoint types. Brokers (1) are described; a
+// broker asked for controllers (2) answers MISMATCHED_ENDPOINT_TYPE, an unknown type
+// UNSUPPORTED_ENDPOINT_TYPE.
+func TestDescribeClusterEndpointTypes(t *testing.T) {
+	b := startBroker(t, nil)
+	rc := dialRaw(t, b.addr)
+	for _, c := range []struct {
+		typ  int8
+		want int16
+	}{{1, 0}, {2, kerr.MismatchedEndpointType.Code}, {3, kerr.UnsupportedEndpointType.Code}} {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.Version, req.EndpointType = 1, c.typ
+		resp := rc.roundTrip(req).(*kmsg.DescribeClusterResponse)
+		if resp.ErrorCode != c.want || (c.want == 0) != (len(resp.Brokers) == 1) {
+			t.Errorf("endpoint type %d: error %d, %d brokers; want error %d", c.typ, resp.ErrorCode, len(resp.Brokers), c.want)
+		}
+	}
+}

@@ -274,25 +274,27 @@ func (h *disconnects) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { h.n.Add
 
 // TestSendingWhileThrottledIsClosed: an acks=0 producer gets no answers, so nothing tells it
 // of its throttle and it keeps sending; the node cannot stop reading it, as Kafka does, so
-// once it has more than 16 requests queued behind its mute its connection is closed. A
-// producer of another user is not held up meanwhile.
+// once its requests queued behind the mute hold more than a quarter of the in-flight budget
+// (here 8 MiB) its connection is closed. A producer of another user is not held up meanwhile.
 func TestSendingWhileThrottledIsClosed(t *testing.T) {
 	b := startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ProducerByteRate: 1024}}
+		c.InflightBudget = 8 << 20
 	})
 	b.createTopic("alice.q", 1)
 	b.createTopic("bob.q", 1)
 	var h disconnects
 	cl := saslClient(t, b, "alice", "alice-secret", kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(),
-		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.WithHooks(&h))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(64<<10), kgo.WithHooks(&h))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	value := make([]byte, 1000)
-	for i := 0; i < 2000 && h.n.Load() == 0 && ctx.Err() == nil; i++ {
+	sendUntil := time.Now().Add(15 * time.Second)
+	for h.n.Load() == 0 && time.Now().Before(sendUntil) {
 		cl.Produce(ctx, &kgo.Record{Topic: "alice.q", Value: value}, nil)
-		time.Sleep(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for h.n.Load() == 0 && time.Now().Before(deadline) {

@@ -136,8 +136,10 @@ func (m *Manager) Bound(name string, k Kind) (bound float64, ok bool) {
 
 // MaxThrottle bounds one throttle: below the 30 s request.timeout.ms of Kafka's clients, so a
 // request queued behind a throttle does not time out. A user deeper in debt is throttled
-// again on its next request: the debt is kept whole (up to debtHorizon), so its rate still
-// holds to its quota.
+// again on its next request (the debt is kept whole, up to debtHorizon): Fetch holds to its
+// quota, as a throttled fetch is answered empty, but Produce is appended whatever the debt,
+// so a producer whose single requests carry more than MaxThrottle of its quota gets more than
+// its quota (one request per MaxThrottle).
 const MaxThrottle = 10 * time.Second
 
 // debtHorizon bounds how far ahead of now a bucket may run, so that nanosecond arithmetic

@@ -9,7 +9,7 @@ mkdir -p bin
 go build -o bin/inlet ./cmd/inlet
 go build -o bin/loadgen ./cmd/loadgen
 port=${INLET_DEMO_PORT:-19092}
-mport=$((port + 1))
+mport=${INLET_DEMO_METRICS_PORT:-$((port + 1))}
 data=$(mktemp -d /tmp/inlet-demo.XXXXXX)
 log="$data.log"
 bin/inlet --listen "127.0.0.1:$port" --data-dir "$data" --default-partitions 16 --metrics-listen "127.0.0.1:$mport" >"$log" 2>&1 &
@@ -34,17 +34,17 @@ committed() {
   exec 3<&-
 }
 # Sample it every quarter second while loadgen runs; the broker's rate is the records it
-# committed between the first and the last sample that moved.
+# committed between the first sample that saw any and the last sample that moved.
 samples="$data.samples"
 (while kill -0 "$pid" 2>/dev/null; do echo "$(date +%s.%N) $(committed)"; sleep 0.25; done) >"$samples" 2>/dev/null &
 sampler=$!
 bin/loadgen --brokers "127.0.0.1:$port" --topic demo --producers 16 --idempotent --verify --duration 5s "$@"
 kill "$sampler" 2>/dev/null || true
 wait "$sampler" 2>/dev/null || true
-awk 'NF == 2 && $2 != "" {
-       if (!started && $2 > 0) { started = 1; t0 = prev_t; n0 = prev_n }
+awk 'NF == 2 {
+       if (!started && $2 > 0) { started = 1; t0 = $1; n0 = $2 }
        if (started && $2 != last_n) { t1 = $1; n1 = $2 }
-       prev_t = $1; prev_n = $2; last_n = $2
+       last_n = $2
      }
      END {
        if (started && t1 > t0) printf "broker      %d records committed, %.0f records/s (inlet_group_commit_records_total, sampled every 0.25 s)\n", n1, (n1 - n0) / (t1 - t0)

@@ -130,7 +130,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 				data, err := s.blog.ReadBatches(p, rp.FetchOffset, limit, partMax, includeFirst, op.RecordBatches)
 				if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
 					// Retention moved the log start past the offset while it was read.
-					op.ErrorCode, data, stop = wire.ErrOffsetOutOfRange, nil, true
+					// An empty record set, not a null one (librdkafka rejects null).
+					op.ErrorCode, data, stop = wire.ErrOffsetOutOfRange, op.RecordBatches[:0], true
+					op.LogStartOffset = p.LogStartOffset()
 				} else if err != nil {
 					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 					op.ErrorCode = wire.ErrUnknownServerError

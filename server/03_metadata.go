@@ -1,10 +1,10 @@
 package server
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/wire"
 )
 
 // Metadata v0-v12. The node presents itself as a one-broker cluster that leads every
@@ -45,7 +45,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 		if rt.Topic == nil {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.TopicID = rt.TopicID
-			mt.ErrorCode = 100 // UNKNOWN_TOPIC_ID
+			mt.ErrorCode = wire.ErrUnknownTopicID
 			for _, t := range s.blog.Topics() {
 				if t.ID == rt.TopicID {
 					mt = s.metadataTopic(t.Name, 0, t)
@@ -59,7 +59,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 			// Kafka answers the request that created a topic with LEADER_NOT_AVAILABLE and no
 			// partitions (its controller has not elected leaders yet); clients ask again, and
 			// those that delete and re-check a topic rely on it.
-			code, t = kerr.LeaderNotAvailable.Code, nil
+			code, t = wire.ErrLeaderNotAvailable, nil
 		}
 		if t == nil {
 			resp.Topics = append(resp.Topics, s.metadataTopic(*rt.Topic, code, nil))

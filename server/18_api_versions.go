@@ -25,7 +25,7 @@ func handleAPIVersions(s *Server, r *request, req kmsg.Request) (kmsg.Response, 
 func apiVersionsUnsupported(correlationID int32) *outBuf {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
-	resp.ErrorCode = 35 // UNSUPPORTED_VERSION
+	resp.ErrorCode = wire.ErrUnsupportedVersion
 	resp.ApiKeys = SupportedAPIs()
 	out := newReply(correlationID, false, 1024)
 	out.b = resp.AppendTo(out.b)

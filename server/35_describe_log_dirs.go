@@ -3,9 +3,10 @@ package server
 import (
 	"path/filepath"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
+
+	"inlet/wire"
 )
 
 // DescribeLogDirs v0-v4 (KIP-113; v4 adds the directory's total and usable bytes, KIP-827).
@@ -66,7 +67,7 @@ func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 			size, err := s.blog.PartitionBytes(t.Partitions[i])
 			if err != nil {
 				s.log.Error("describe log dirs", "topic", t.Name, "partition", i, "err", err)
-				dir.ErrorCode = kerr.KafkaStorageError.Code
+				dir.ErrorCode = wire.ErrKafkaStorageError
 				continue
 			}
 			dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
+)
 
 // DescribeCluster v0-v1 (KIP-700): the one broker, which is also the controller. v2 (fenced
 // brokers) is not advertised.
@@ -13,8 +17,15 @@ func init() {
 func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
-	if req.Version >= 1 && req.EndpointType != 1 {
-		resp.ErrorCode = 114 // UNSUPPORTED_ENDPOINT_TYPE: only broker endpoints exist
+	// KIP-919: a broker asked for controller endpoints answers MISMATCHED_ENDPOINT_TYPE; an
+	// endpoint type Kafka does not know, UNSUPPORTED_ENDPOINT_TYPE.
+	switch {
+	case req.Version < 1 || req.EndpointType == 1:
+	case req.EndpointType == 2:
+		resp.ErrorCode = wire.ErrMismatchedEndpointType
+		return resp, nil
+	default:
+		resp.ErrorCode = wire.ErrUnsupportedEndpointType
 		return resp, nil
 	}
 	resp.EndpointType = 1

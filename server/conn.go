@@ -64,6 +64,9 @@ type conn struct {
 	// mutedUntil (unix ns; 0: not muted) is when a quota throttle ends: the worker handles
 	// nothing more of the connection before it (quotas.go).
 	mutedUntil atomic.Int64
+	// queuedBytes is the budget held by requests read whole and not yet released: what a
+	// muted connection may hold before it is closed (quotas.go).
+	queuedBytes atomic.Int64
 
 	// loop-owned (stream connections: owned by their reader goroutine)
 	loop    gnet.Conn // nil for stream (TLS and extra) connections; see tls.go
@@ -138,7 +141,9 @@ type request struct {
 	seq  uint64
 	buf  *[]byte // the frame without its length prefix; valid until release
 	size int64   // bytes held against the in-flight budget (the capacity of buf)
-	hdr  wire.RequestHeader
+	// queued: counted in c.queuedBytes (enqueue) until release.
+	queued bool
+	hdr    wire.RequestHeader
 
 	// Assembly, owned by the loop (or stream reader) until the frame is complete: the frame's
 	// declared length and the bytes of it copied into buf so far. buf grows as bytes arrive
@@ -217,7 +222,9 @@ func (c *conn) frames() gnet.Action {
 			}
 			c.partial = nil
 			s.budget.complete(r)
-			c.enqueue(r)
+			if !c.enqueue(r) {
+				return gnet.Close
+			}
 			continue
 		}
 		if s.draining.Load() {
@@ -315,10 +322,13 @@ func (s *Server) growFrame(r *request, avail int) bool {
 	return true
 }
 
-// enqueue hands a complete frame to the connection's worker.
-func (c *conn) enqueue(r *request) {
+// enqueue hands a complete frame to the connection's worker. false: the connection was closed
+// for sending while throttled (quotas.go), and the caller stops reading it.
+func (c *conn) enqueue(r *request) bool {
 	c.s.arrived(r)
-	queued := c.pending.Add(1)
+	c.pending.Add(1)
+	r.queued = true
+	queued := c.queuedBytes.Add(r.size)
 	c.qmu.Lock()
 	c.queue = append(c.queue, r)
 	start := !c.running
@@ -327,12 +337,14 @@ func (c *conn) enqueue(r *request) {
 	if start {
 		go c.work()
 	}
-	if queued > maxQueuedWhileMuted && c.mutedUntil.Load() != 0 {
+	if m := c.mutedUntil.Load(); m != 0 && queued > c.s.cfg.InflightBudget/4 && m > time.Now().UnixNano() {
 		// What it queued is handled as for any closed connection: Produce committed, the
-		// rest dropped (quotas.go).
+		// rest dropped (quotas.go). The caller stops reading it.
 		c.s.refused(c.remote, "closing connection: it keeps sending while throttled by a quota")
 		c.close()
+		return false
 	}
+	return true
 }
 
 // work handles queued requests in order and exits when the queue is empty. Requests of a
@@ -488,6 +500,10 @@ func (s *Server) release(r *request) {
 		r.served = false
 	}
 	s.budget.release(r.size)
+	if r.queued {
+		r.c.queuedBytes.Add(-r.size)
+		r.queued = false
+	}
 	if r.buf != nil {
 		putBuf(r.buf)
 	}

@@ -12,9 +12,12 @@ import (
 // user over the quota is answered with ThrottleTimeMs, and the connection's worker handles
 // nothing more of that connection until the throttle has passed (conn.mutedUntil), as Kafka
 // mutes the channel: a client that waits out the throttle itself (KIP-219: Produce v6+,
-// Fetch v8+) finds nothing muted, one that does not is held back all the same, and one that
-// has more than maxQueuedWhileMuted requests waiting behind its mute is closed (the node
-// cannot stop reading it, as Kafka does). A mute ends early when the node drains.
+// Fetch v8+) finds nothing muted, and one that does not is held back all the same. Kafka
+// stops reading a muted channel, so the client's sends wait in TCP; gnet reads every
+// connection it serves, so a muted connection whose queued requests hold more than a quarter
+// of the in-flight budget (a client that ignores throttles: an acks=0 producer gets none to
+// honour) is closed instead of filling the budget every connection shares. A mute ends
+// early when the node drains.
 //
 // A Fetch that arrives while its user is throttled (its other connections took it over) is
 // answered at once, empty, with the throttle left. Otherwise the answer is sent whatever its
@@ -82,14 +85,6 @@ func (c *conn) waitMuted(until int64) {
 	}
 	c.mutedUntil.CompareAndSwap(until, 0)
 }
-
-// maxQueuedWhileMuted is how many requests a muted connection may have read and not answered
-// before it is closed. Kafka stops reading a muted channel, and the client's sends wait in
-// TCP; gnet reads every connection it serves, so a client that keeps sending while throttled
-// (an acks=0 producer gets no answer to wait for) would fill the in-flight budget that every
-// connection shares. A client that waits out its throttle, as Kafka's clients do, has no more
-// than its max.in.flight.requests.per.connection (5) outstanding.
-const maxQueuedWhileMuted = 16
 
 // publishQuotas makes the config file's quotas with st's changes the quotas in force.
 func (s *Server) publishQuotas(st *tenants.State) {

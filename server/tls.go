@@ -268,7 +268,9 @@ func (s *Server) serveStream(l *listener, nc net.Conn) {
 		}
 		c.partial = nil
 		s.budget.complete(r)
-		c.enqueue(r)
+		if !c.enqueue(r) {
+			return
+		}
 	}
 }
 

@@ -70,4 +70,6 @@ const (
 	ErrUnacceptableCredential    int16 = 93
 	ErrInvalidUpdateVersion      int16 = 95
 	ErrUnknownTopicID            int16 = 100
+	ErrMismatchedEndpointType    int16 = 114
+	ErrUnsupportedEndpointType   int16 = 115
 )

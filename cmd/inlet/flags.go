@@ -70,7 +70,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),
 		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals that may change ACLs and users at run time, e.g. User:admin;User:ops"),
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
-		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire"),
+		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire (0: never, neither)"),
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
 	}
 	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller
