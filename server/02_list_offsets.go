@@ -98,6 +98,12 @@ func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) 
 	)
 	for from := p.LogStartOffset(); from < limit; {
 		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
+		if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
+			// Retention moved the log start past from while it was read: go on from the
+			// new log start (which only grows, so the scan ends).
+			from = max(from, p.LogStartOffset())
+			continue
+		}
 		if err != nil {
 			return -1, -1, err
 		}
