@@ -58,7 +58,7 @@ func handleCreateTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 		ot.NumPartitions, ot.ReplicationFactor = int32(len(t.Partitions)), 1
 		ot.TopicID = t.ID
 		if req.Version >= 5 {
-			for _, e := range s.topicConfigs(t.Configs) {
+			for _, e := range s.topicConfigs(s.brokerLevels(), t.Configs) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name, c.Value, c.Source, c.ReadOnly = e.name, e.value, e.source, e.readOnly
 				ot.Configs = append(ot.Configs, c)

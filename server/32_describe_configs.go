@@ -129,9 +129,8 @@ func (b brokerLevels) each(name string, f func(v string, source int8)) {
 
 // topicConfigs is every topic config of a topic with overrides as Kafka describes it: the
 // override, else the broker configs it falls back to (each level, each synonym), else
-// Kafka's default.
-func (s *Server) topicConfigs(overrides map[string]string) []configEntry {
-	levels := s.brokerLevels()
+// Kafka's default. levels are read once per request (brokerLevels).
+func (s *Server) topicConfigs(levels brokerLevels, overrides map[string]string) []configEntry {
 	out := make([]configEntry, 0, len(topicconfig.Defs()))
 	for _, d := range topicconfig.Defs() {
 		e := configEntry{name: d.Name, typ: d.Type, doc: d.Doc}
@@ -171,8 +170,7 @@ func (s *Server) topicConfigs(overrides map[string]string) []configEntry {
 // brokerConfigs is the broker's config set with Kafka's documentation: the dynamic ones
 // (changed by IncrementalAlterConfigs) are not read-only. clusterDefault describes the
 // cluster-default resource (name ""): only the configs set there, as Kafka lists them.
-func (s *Server) brokerConfigs(clusterDefault bool) []configEntry {
-	levels := s.brokerLevels()
+func (s *Server) brokerConfigs(levels brokerLevels, clusterDefault bool) []configEntry {
 	if clusterDefault {
 		levels = brokerLevels{clusterDefault: levels.clusterDefault}
 	}
@@ -205,6 +203,7 @@ func (s *Server) brokerConfigs(clusterDefault bool) []configEntry {
 func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	levels := s.brokerLevels()
 	for _, rr := range req.Resources {
 		or := kmsg.NewDescribeConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
@@ -217,13 +216,13 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 				or.ErrorMessage = strp("Topic " + rr.ResourceName + " does not exist")
 				break
 			}
-			entries = s.topicConfigs(t.Configs)
+			entries = s.topicConfigs(levels, t.Configs)
 		case resourceBroker:
 			switch rr.ResourceName {
 			case "":
-				entries = s.brokerConfigs(true)
+				entries = s.brokerConfigs(levels, true)
 			case strconv.Itoa(int(s.cfg.NodeID)):
-				entries = s.brokerConfigs(false)
+				entries = s.brokerConfigs(levels, false)
 			default:
 				or.ErrorCode = wire.ErrInvalidRequest
 				or.ErrorMessage = strp("unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID)))

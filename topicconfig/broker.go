@@ -133,15 +133,18 @@ var brokerByName = func() map[string]*BrokerDef {
 	return m
 }()
 
-// BrokerDefs returns every broker config definition, sorted by name.
-func BrokerDefs() []*BrokerDef {
+// brokerDefsSorted is brokerByName's values, sorted by name.
+var brokerDefsSorted = func() []*BrokerDef {
 	out := make([]*BrokerDef, 0, len(brokerByName))
 	for _, d := range brokerByName {
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
+}()
+
+// BrokerDefs returns every broker config definition, sorted by name (not to be changed).
+func BrokerDefs() []*BrokerDef { return brokerDefsSorted }
 
 // LookupBroker finds a broker config by name.
 func LookupBroker(name string) (*BrokerDef, bool) {
