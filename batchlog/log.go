@@ -53,8 +53,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"inlet/idem"
+	"inlet/segfs"
 	"inlet/topicconfig"
 )
 
@@ -98,6 +100,11 @@ type Options struct {
 	OnFatal func(error)
 	// Observer, when set, is told of every durable group and every segment fsync (metrics).
 	Observer Observer
+	// SegmentFS is the file system of the segment files (default segfs.OS), and PebbleFS
+	// Pebble's (default the operating system's): tests put file systems under the log that
+	// forget what was not synced when they crash (segfs.MemFS, vfs.NewCrashableMem).
+	SegmentFS segfs.FS
+	PebbleFS  vfs.FS
 }
 
 // Observer receives the commit pipeline's measurements as they happen; what is state (high
@@ -300,7 +307,11 @@ func Open(opts Options) (*Log, error) {
 		l.db = db
 		switch opts.Layout {
 		case "", LayoutSegments:
-			ss, err := openSegmentStore(opts.Dir, db, opts.SegmentBytes, opts.BufferedSegments)
+			fs := opts.SegmentFS
+			if fs == nil {
+				fs = segfs.OS
+			}
+			ss, err := openSegmentStore(fs, opts.Dir, db, opts.SegmentBytes, opts.BufferedSegments)
 			if err != nil {
 				db.Close()
 				return nil, fmt.Errorf("batchlog: open segments: %w", err)
@@ -312,6 +323,7 @@ func Open(opts Options) (*Log, error) {
 				ss.checkpointEvery = opts.CheckpointInterval
 			}
 			ss.obs = opts.Observer
+			ss.log = opts.Logger
 			l.store = ss
 		case LayoutPebble:
 			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
@@ -366,6 +378,7 @@ func pebbleOptions(opts Options, stalls *writeStalls) *pebble.Options {
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      quietLogger{},
 		EventListener:               stalls.listener(),
+		FS:                          opts.PebbleFS,
 	}
 	// Record data is already compressed (or deliberately not) by producers; keep it out of
 	// Pebble's compressors. Value separation moves record batches into blob files at flush,

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -220,14 +219,14 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 	ss.mu.Unlock()
 	var first error
 	for _, seg := range doomed {
-		if err := os.Remove(seg.f.Name()); err != nil && first == nil {
+		if err := ss.fs.Remove(seg.f.Name()); err != nil && first == nil {
 			first = err
 		}
 		// A read that took the segment before it left the map keeps reading the unlinked
 		// file; the last reference closes it.
 		seg.unref()
 	}
-	if err := syncDir(ss.dir); err != nil && first == nil {
+	if err := ss.fs.SyncDir(ss.dir); err != nil && first == nil {
 		first = err
 	}
 	return len(doomed), first

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,7 +18,8 @@ import (
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
-	"golang.org/x/sys/unix"
+
+	"inlet/segfs"
 )
 
 // segmentStore keeps record data in append-only segment files and everything else (the batch
@@ -55,6 +56,8 @@ import (
 // Where O_DIRECT is refused (tmpfs), the committer writes with pwritev from the request
 // buffers and the completer only syncs.
 type segmentStore struct {
+	fs       segfs.FS
+	log      *slog.Logger
 	dir      string
 	db       *pebble.DB
 	segBytes int64
@@ -86,8 +89,8 @@ type segmentStore struct {
 
 type segment struct {
 	id      uint32
-	f       *os.File                // buffered: reads, syncs, and writes when direct I/O is unavailable
-	direct  atomic.Pointer[os.File] // O_DIRECT writer until the last group is written; nil where refused
+	f       segfs.File                 // buffered: reads, syncs, and writes when direct I/O is unavailable
+	direct  atomic.Pointer[directFile] // O_DIRECT writer until the last group is written; nil where refused
 	size    int64                   // committer-owned: bytes assigned to groups (block-aligned when direct)
 	written atomic.Int64            // bytes written, for the completer's sync bookkeeping (buffered path)
 	final   atomic.Int64            // size when the segment stopped being active (-1 while active)
@@ -101,6 +104,9 @@ type segment struct {
 	refs atomic.Int64
 }
 
+// directFile holds a segment's O_DIRECT writer (an interface value cannot be swapped atomically).
+type directFile struct{ f segfs.File }
+
 // unref lets go of one reference; the last closes the file.
 func (seg *segment) unref() {
 	if seg.refs.Add(-1) == 0 {
@@ -111,10 +117,9 @@ func (seg *segment) unref() {
 const (
 	segEntryHeader     = 8
 	defaultSegmentSize = 256 << 20
-	iovMax             = 1024 // IOV_MAX on Linux
 	// blockSize is the alignment of direct writes: each group starts on a block boundary and
 	// is zero-padded to the next one.
-	blockSize = 4096
+	blockSize = segfs.BlockSize
 )
 
 func alignUp(n int64) int64 { return (n + blockSize - 1) &^ (blockSize - 1) }
@@ -125,22 +130,22 @@ var metaCheckpoint = []byte{kindMeta, 'c', 'k', 'p', 't'}
 
 func segmentName(id uint32) string { return fmt.Sprintf("%010d.seg", id) }
 
-func openSegmentStore(dir string, db *pebble.DB, segBytes int64, buffered bool) (*segmentStore, error) {
+func openSegmentStore(fs segfs.FS, dir string, db *pebble.DB, segBytes int64, buffered bool) (*segmentStore, error) {
 	if segBytes <= 0 {
 		segBytes = defaultSegmentSize
 	}
-	s := &segmentStore{dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
+	s := &segmentStore{fs: fs, dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
 		free: make(chan *segmentGroup, 4), stages: make(chan []byte, 4), buffered: buffered}
 	// (syncedSeg 0, syncedPos 0) claims nothing: every group ends past position 0.
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := fs.MkdirAll(s.dir); err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(s.dir)
+	names, err := fs.List(s.dir)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".seg")
+	for _, e := range names {
+		name, ok := strings.CutSuffix(e, ".seg")
 		if !ok {
 			continue
 		}
@@ -148,8 +153,9 @@ func openSegmentStore(dir string, db *pebble.DB, segBytes int64, buffered bool) 
 		if err != nil {
 			continue
 		}
-		seg, err := openSegment(filepath.Join(s.dir, e.Name()), uint32(id), false, !s.buffered)
+		seg, err := s.openSegment(uint32(id), false)
 		if err != nil {
+			s.closeFiles()
 			return nil, err
 		}
 		s.segs[uint32(id)] = seg
@@ -181,15 +187,19 @@ func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
 // before its fdatasync is readable but not durable: so every segment from the checkpoint on is
 // synced first, and what replay then reads is what a power loss would keep.
 //
-// An entry that does not check out is taken as a torn write, cut (truncated, the segments
-// after it removed, each followed by a sync of the file and then of the directory), as
-// nothing after an unsynced group was acknowledged. A read that fails is not a torn write:
-// start-up stops with an error naming the file and the offset, and nothing is cut.
+// Only the last segment can hold a torn write: a segment is synced whole before anything is
+// written to the next one (the completer syncs a segment's last groups before it writes the
+// next segment's; on the buffered path roll syncs it). So an entry that does not check out in
+// the last segment is a torn write of groups never acknowledged, and is cut (the file
+// truncated and synced). Anywhere else it is corruption of synced data, and a read that fails
+// is a failing device: start-up stops with an error naming the file and the offset, and
+// nothing is changed.
 //
-// What is not told apart yet: a checksum mismatch in data that was synced (a flipped bit)
-// from a torn unsynced write. Several groups may be written before one sync (flushStaged),
+// What is not told apart: a flipped bit in synced data of the last segment, after the
+// checkpoint, from a torn write. Several groups may be written before one sync (flushStaged),
 // so valid entries after a bad one do not prove corruption; telling them apart needs the
-// synced position made durable, which the store does not record.
+// synced position made durable, which the store does not record. Such a bit costs the
+// acknowledged entries after it in that segment (at most one checkpoint interval of writes).
 func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32, pos int64) error) error {
 	ckSeg, ckPos, err := s.checkpoint()
 	if err != nil {
@@ -200,9 +210,22 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if ckSeg != 0 || ckPos != 0 {
+		// The checkpoint names a position that was durable when it was written: the
+		// segment holding it is never reclaimed, and nothing before it is cut.
+		seg := s.segs[ckSeg]
+		if seg == nil || seg.size < ckPos {
+			size := int64(-1)
+			if seg != nil {
+				size = seg.size
+			}
+			return fmt.Errorf("batchlog: the checkpoint names %s at %d, past its data (size %d): the segment files do not match the metadata; start-up stopped, nothing changed",
+				filepath.Join(s.dir, segmentName(ckSeg)), ckPos, size)
+		}
+	}
 	for _, id := range ids {
 		if id >= ckSeg {
-			if err := unix.Fdatasync(int(s.segs[id].f.Fd())); err != nil {
+			if err := s.segs[id].f.Datasync(); err != nil {
 				return fmt.Errorf("batchlog: sync %s before replaying it: %w", s.segs[id].f.Name(), err)
 			}
 		}
@@ -216,24 +239,20 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 		if id == ckSeg {
 			pos = ckPos
 		}
-		end, err := s.replaySegment(seg, pos, fn)
+		end, why, err := s.replaySegment(seg, pos, fn)
 		if err != nil {
 			return err
 		}
 		if end == seg.size {
 			continue
 		}
-		later := make([]*segment, 0, len(ids)-i-1)
-		for _, lid := range ids[i+1:] {
-			later = append(later, s.segs[lid])
+		if i != len(ids)-1 {
+			return fmt.Errorf("batchlog: segment %s is corrupt at %d (%s), and it is not the last segment, so this is not a torn write; start-up stopped, nothing changed",
+				seg.f.Name(), end, why)
 		}
-		if err := s.cutTornTail(seg, end, later); err != nil {
+		if err := s.cutTornTail(seg, end); err != nil {
 			return err
 		}
-		for _, lid := range ids[i+1:] {
-			delete(s.segs, lid)
-		}
-		break
 	}
 	if len(s.segs) > 0 {
 		last := uint32(0)
@@ -257,29 +276,15 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 	return nil
 }
 
-// cutTornTail truncates seg at end, where an entry does not check out, and removes the
-// segments after it, syncing the file and then the directory.
-//
-// The later segments go first: were seg cut first and the node then lost before the removals
-// were durable, the next replay would meet a later segment's entries after the cut and stop
-// on their offsets.
-func (s *segmentStore) cutTornTail(seg *segment, end int64, later []*segment) error {
-	for _, l := range later {
-		l.f.Close()
-		l.closeWriter()
-		if err := os.Remove(l.f.Name()); err != nil {
-			return err
-		}
-	}
-	if len(later) > 0 {
-		if err := syncDir(s.dir); err != nil {
-			return fmt.Errorf("batchlog: sync %s after removing segments past a torn tail: %w", s.dir, err)
-		}
-	}
+// cutTornTail truncates the last segment at end, where an entry does not check out, and
+// syncs it.
+func (s *segmentStore) cutTornTail(seg *segment, end int64) error {
+	s.log.Warn("batchlog: cutting the torn tail of the last segment (a write never acknowledged)",
+		"file", seg.f.Name(), "at", end, "bytes", seg.size-end)
 	if err := seg.f.Truncate(end); err != nil {
-		return err
+		return fmt.Errorf("batchlog: cut the torn tail of %s at %d: %w", seg.f.Name(), end, err)
 	}
-	if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+	if err := seg.f.Datasync(); err != nil {
 		return fmt.Errorf("batchlog: sync %s after cutting its torn tail: %w", seg.f.Name(), err)
 	}
 	seg.size = end
@@ -307,32 +312,40 @@ func zeroTo(r *io.SectionReader, from, to int64) (bool, error) {
 	return true, nil
 }
 
-func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, error) {
+// replaySegment calls fn for each valid entry of seg from pos on. It returns where it
+// stopped: seg.size, or the position of an entry that does not check out and why.
+func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, string, error) {
 	r := io.NewSectionReader(seg.f, 0, seg.size)
 	var hdr [segEntryHeader + 61]byte
 	var buf []byte
 	for pos < seg.size {
 		n, err := r.ReadAt(hdr[:], pos)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return pos, fmt.Errorf("batchlog: read %s at %d: %w", seg.f.Name(), pos, err)
+			return pos, "", fmt.Errorf("batchlog: read %s at %d: %w; start-up stopped, nothing changed", seg.f.Name(), pos, err)
 		}
 		if n < len(hdr) || !entryHeaderValid(hdr[:]) {
 			if next := alignUp(pos); next != pos {
 				zero, err := zeroTo(r, pos, next)
 				if err != nil {
-					return pos, fmt.Errorf("batchlog: read %s at %d: %w", seg.f.Name(), pos, err)
+					return pos, "", fmt.Errorf("batchlog: read %s at %d: %w; start-up stopped, nothing changed", seg.f.Name(), pos, err)
 				}
 				if zero {
 					pos = next // the padding after a direct-written group
 					continue
 				}
 			}
-			return pos, nil
+			if n < len(hdr) {
+				return pos, "an entry header cut short by the end of the file", nil
+			}
+			return pos, "an entry header that fails its checksum", nil
 		}
 		partition := binary.BigEndian.Uint32(hdr[0:])
 		size := 12 + int64(binary.BigEndian.Uint32(hdr[8+8:]))
-		if size < 61 || pos+segEntryHeader+size > seg.size {
-			return pos, nil
+		if size < 61 {
+			return pos, fmt.Sprintf("a batch length of %d", size), nil
+		}
+		if pos+segEntryHeader+size > seg.size {
+			return pos, "an entry cut short by the end of the file", nil
 		}
 		if int64(cap(buf)) < size {
 			buf = make([]byte, size)
@@ -340,40 +353,45 @@ func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []
 		buf = buf[:size]
 		if _, err := r.ReadAt(buf, pos+segEntryHeader); err != nil {
 			// Inside the file's size: not a torn write but a failing read.
-			return pos, fmt.Errorf("batchlog: read %s at %d: %w", seg.f.Name(), pos+segEntryHeader, err)
+			return pos, "", fmt.Errorf("batchlog: read %s at %d: %w; start-up stopped, nothing changed", seg.f.Name(), pos+segEntryHeader, err)
 		}
 		if crc32.Checksum(buf[21:], castagnoli) != binary.BigEndian.Uint32(buf[17:]) {
-			return pos, nil
+			return pos, "a record batch that fails its CRC-32C", nil
 		}
 		if err := fn(partition, buf, seg.id, pos+segEntryHeader); err != nil {
-			return pos, err
+			return pos, "", err
 		}
 		pos += segEntryHeader + size
 	}
-	return pos, nil
+	return pos, "", nil
 }
 
-func openSegment(path string, id uint32, create, direct bool) (*segment, error) {
-	flags := os.O_RDWR
+// openSegment opens (or, with create, creates) segment id and, unless the store writes
+// through the page cache, its O_DIRECT writer where the file system takes one.
+func (s *segmentStore) openSegment(id uint32, create bool) (*segment, error) {
+	path := filepath.Join(s.dir, segmentName(id))
+	var f segfs.File
+	var err error
 	if create {
-		flags |= os.O_CREATE | os.O_EXCL
+		f, err = s.fs.Create(path)
+	} else {
+		f, err = s.fs.Open(path)
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
+	size, err := f.Size()
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	seg := &segment{id: id, f: f, size: st.Size()}
+	seg := &segment{id: id, f: f, size: size}
 	seg.refs.Store(1)
 	seg.final.Store(-1)
 	seg.written.Store(seg.size)
-	if direct {
-		if d, err := os.OpenFile(path, os.O_WRONLY|unix.O_DIRECT, 0); err == nil {
-			seg.direct.Store(d)
+	if !s.buffered {
+		if d, err := s.fs.OpenDirect(path); err == nil {
+			seg.direct.Store(&directFile{d})
 		}
 	}
 	return seg, nil
@@ -381,28 +399,29 @@ func openSegment(path string, id uint32, create, direct bool) (*segment, error) 
 
 func (seg *segment) closeWriter() {
 	if d := seg.direct.Swap(nil); d != nil {
-		d.Close()
+		d.f.Close()
 	}
 }
 
-// roll starts a new active segment. The directory is synced so the new file's name is durable
-// before anything in it is acknowledged.
+// roll starts a new active segment. On the buffered path the old one is synced first, so
+// that only the last segment can ever hold a torn write (replay); the direct path's completer
+// already syncs a segment before it writes to the next. The directory is synced so the new
+// file's name is durable before anything in it is acknowledged.
 func (s *segmentStore) roll() error {
 	id := uint32(0)
 	if s.active != nil {
 		id = s.active.id + 1
+		if s.active.direct.Load() == nil {
+			if err := s.active.f.Datasync(); err != nil {
+				return fmt.Errorf("batchlog: sync segment %d before rolling: %w", s.active.id, err)
+			}
+		}
 	}
-	seg, err := openSegment(filepath.Join(s.dir, segmentName(id)), id, true, !s.buffered)
+	seg, err := s.openSegment(id, true)
 	if err != nil {
 		return err
 	}
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
+	if err := s.fs.SyncDir(s.dir); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -509,7 +528,7 @@ func (g *segmentGroup) apply() error {
 		g.index[i].pos = pos + segEntryHeader
 		pos += segEntryHeader + int64(g.index[i].length)
 	}
-	off, err := pwritevAll(int(g.seg.f.Fd()), g.iov, g.start)
+	off, err := g.seg.f.WriteV(g.iov, g.start)
 	if err != nil {
 		return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
 	}
@@ -603,36 +622,13 @@ func (s *segmentStore) fdatasync(seg *segment) error {
 	if s.obs != nil {
 		began = time.Now()
 	}
-	if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+	if err := seg.f.Datasync(); err != nil {
 		return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, err)
 	}
 	if s.obs != nil {
 		s.obs.Synced(time.Since(began))
 	}
 	return nil
-}
-
-// pwritevAll writes iov at off with as many pwritev calls as it takes (IOV_MAX iovecs each,
-// short writes continued) and returns where the write ended. It consumes iov's slices.
-func pwritevAll(fd int, iov [][]byte, off int64) (int64, error) {
-	for len(iov) > 0 {
-		n, err := unix.Pwritev(fd, iov[:min(len(iov), iovMax)], off)
-		if err != nil {
-			return off, err
-		}
-		off += int64(n)
-		// Drop fully written iovecs; a short write continues inside the next one.
-		for n > 0 && len(iov) > 0 {
-			if n >= len(iov[0]) {
-				n -= len(iov[0])
-				iov = iov[1:]
-				continue
-			}
-			iov[0] = iov[0][n:]
-			n = 0
-		}
-	}
-	return off, nil
 }
 
 // alignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
@@ -665,7 +661,7 @@ func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
 	s.iov = iov
 	// A short direct write ends on a block boundary (O_DIRECT transfers whole blocks), so it
 	// continues at an aligned address inside the next stage.
-	if _, err := pwritevAll(int(d.Fd()), iov, groups[0].start); err != nil {
+	if _, err := d.f.WriteV(iov, groups[0].start); err != nil {
 		return fmt.Errorf("batchlog: write segment %d: %w", seg.id, err)
 	}
 	clear(s.iov)
@@ -791,6 +787,14 @@ func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxByt
 }
 
 func (s *segmentStore) close() error {
+	first := s.closeFiles()
+	if err := s.db.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+func (s *segmentStore) closeFiles() error {
 	var first error
 	for _, seg := range s.segs {
 		seg.closeWriter()
@@ -798,18 +802,5 @@ func (s *segmentStore) close() error {
 			first = err
 		}
 	}
-	if err := s.db.Close(); err != nil && first == nil {
-		first = err
-	}
 	return first
-}
-
-// syncDir makes dir's entries (a removed or created file) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -41,8 +41,8 @@ func (l *Log) Stats() Stats {
 		ss.mu.RLock()
 		for _, seg := range ss.segs {
 			st.SegmentFiles++
-			if fi, err := seg.f.Stat(); err == nil {
-				st.SegmentBytes += fi.Size()
+			if n, err := seg.f.Size(); err == nil {
+				st.SegmentBytes += n
 			}
 		}
 		ss.mu.RUnlock()

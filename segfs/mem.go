@@ -1,0 +1,422 @@
+package segfs
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// MemFS is an in-memory FS that forgets, when it "crashes", what was not synced: a file keeps
+// the data of its last Datasync, a directory the names of its last SyncDir (Crash). Direct
+// writes are checked for alignment as O_DIRECT checks them. Every call can be made to fail
+// (Inject), so tests reach the store's error paths: ENOSPC on a write, EIO on a read or sync.
+//
+// Paths are cleaned with path.Clean; directories exist once made with MkdirAll.
+type MemFS struct {
+	// crashMu is held shared by every call that changes the file system and exclusively by
+	// Crash, so a crash falls between calls, never inside one.
+	crashMu sync.RWMutex
+	mu      sync.Mutex
+	dirs    map[string]*memDir
+	inject  func(op Op, name string) error
+}
+
+// Op names a call for Inject.
+type Op int
+
+const (
+	OpCreate Op = iota
+	OpOpen
+	OpRead
+	OpWrite
+	OpTruncate
+	OpSync
+	OpRemove
+	OpSyncDir
+)
+
+func (o Op) String() string {
+	return [...]string{"create", "open", "read", "write", "truncate", "sync", "remove", "syncdir"}[o]
+}
+
+type memDir struct {
+	files  map[string]*memNode // names as the running system sees them
+	synced map[string]*memNode // names as of the last SyncDir
+}
+
+type memNode struct {
+	mu     sync.Mutex
+	data   []byte
+	synced []byte  // contents as of the last Datasync
+	ops    []memOp // changes since the last Datasync, in order
+}
+
+// memOp is an unsynced change to a file: a write of data at off, or a truncate to off.
+type memOp struct {
+	off      int64
+	data     []byte
+	truncate bool
+}
+
+// NewCrashableMem returns an empty MemFS.
+func NewCrashableMem() *MemFS {
+	return &MemFS{dirs: map[string]*memDir{}}
+}
+
+// Inject makes fn decide, before every call, whether it fails: a non-nil error is returned
+// from the call, which then changes nothing. nil removes the hook.
+func (m *MemFS) Inject(fn func(op Op, name string) error) {
+	m.mu.Lock()
+	m.inject = fn
+	m.mu.Unlock()
+}
+
+func (m *MemFS) check(op Op, name string) error {
+	m.mu.Lock()
+	fn := m.inject
+	m.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(op, name)
+}
+
+// CrashMode says what of the unsynced changes survives a crash.
+type CrashMode int
+
+const (
+	// SyncedOnly keeps exactly what was synced.
+	SyncedOnly CrashMode = iota
+	// TornPrefix keeps each file's unsynced changes up to a random one, and that one (a
+	// write) up to a random byte: a device that writes in order and loses power mid-write.
+	TornPrefix
+	// RandomBlocks keeps each 4 KiB block of every unsynced write, or not, at random: a
+	// device that reorders its write cache. A truncate survives or not at random.
+	RandomBlocks
+)
+
+// Crash returns the file system a power loss at this moment could leave: every file and name
+// that was synced, and of the rest what mode says, decided with rng. The MemFS itself goes on
+// unchanged; the files open on it stay open on it. The clone's files hold no unsynced changes.
+//
+// Before it freezes the file system, Crash calls during, if set, under the same exclusion:
+// tests clone Pebble's crashable vfs there, so both stores are cut at one instant.
+func (m *MemFS) Crash(mode CrashMode, rng *rand.Rand, during func()) *MemFS {
+	m.crashMu.Lock()
+	defer m.crashMu.Unlock()
+	if during != nil {
+		during()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := NewCrashableMem()
+	for dirName, d := range m.dirs {
+		nd := &memDir{files: map[string]*memNode{}}
+		names := slices.Sorted(maps.Keys(d.synced))
+		for _, name := range names {
+			nd.files[name] = d.synced[name].crashClone(mode, rng)
+		}
+		nd.synced = maps.Clone(nd.files)
+		out.dirs[dirName] = nd
+	}
+	return out
+}
+
+func (n *memNode) crashClone(mode CrashMode, rng *rand.Rand) *memNode {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	data := slices.Clone(n.synced)
+	switch mode {
+	case TornPrefix:
+		if len(n.ops) > 0 {
+			k := rng.IntN(len(n.ops) + 1) // ops kept whole
+			for _, op := range n.ops[:k] {
+				data = op.applyTo(data, len(op.data))
+			}
+			if k < len(n.ops) && !n.ops[k].truncate && len(n.ops[k].data) > 0 {
+				data = n.ops[k].applyTo(data, rng.IntN(len(n.ops[k].data)))
+			}
+		}
+	case RandomBlocks:
+		for _, op := range n.ops {
+			if op.truncate {
+				if rng.IntN(2) == 0 {
+					data = op.applyTo(data, 0)
+				}
+				continue
+			}
+			for i := 0; i < len(op.data); i += BlockSize {
+				if rng.IntN(2) == 0 {
+					blk := memOp{off: op.off + int64(i), data: op.data[i:min(i+BlockSize, len(op.data))]}
+					data = blk.applyTo(data, len(blk.data))
+				}
+			}
+		}
+	}
+	return &memNode{data: data, synced: slices.Clone(data)}
+}
+
+// applyTo applies the first n bytes of a write (or a truncate) to data.
+func (op memOp) applyTo(data []byte, n int) []byte {
+	if op.truncate {
+		if op.off <= int64(len(data)) {
+			return data[:op.off]
+		}
+		return append(data, make([]byte, op.off-int64(len(data)))...)
+	}
+	end := op.off + int64(n)
+	if end > int64(len(data)) {
+		data = append(data, make([]byte, end-int64(len(data)))...)
+	}
+	copy(data[op.off:end], op.data[:n])
+	return data
+}
+
+// Files returns a copy of every file's current contents by path: what a test compares before
+// and after a start-up that must change nothing.
+func (m *MemFS) Files() map[string][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for dirName, d := range m.dirs {
+		for name, n := range d.files {
+			n.mu.Lock()
+			out[path.Join(dirName, name)] = slices.Clone(n.data)
+			n.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// Corrupt flips the bits of mask in the byte at off of name, in what is synced too: a
+// fault of the medium, not a write.
+func (m *MemFS) Corrupt(name string, off int64, mask byte) error {
+	n, err := m.node(name)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if off >= int64(len(n.data)) {
+		return fmt.Errorf("segfs: corrupt %s at %d: past its end %d", name, off, len(n.data))
+	}
+	n.data[off] ^= mask
+	if off < int64(len(n.synced)) {
+		n.synced[off] ^= mask
+	}
+	return nil
+}
+
+func (m *MemFS) node(name string) (*memNode, error) {
+	name = path.Clean(name)
+	dir, base := path.Split(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirs[path.Clean(dir)]
+	if d == nil || d.files[base] == nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return d.files[base], nil
+}
+
+func (m *MemFS) MkdirAll(dir string) error {
+	m.crashMu.RLock()
+	defer m.crashMu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir = path.Clean(dir)
+	if m.dirs[dir] == nil {
+		m.dirs[dir] = &memDir{files: map[string]*memNode{}, synced: map[string]*memNode{}}
+	}
+	return nil
+}
+
+func (m *MemFS) List(dir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirs[path.Clean(dir)]
+	if d == nil {
+		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: fs.ErrNotExist}
+	}
+	names := slices.Collect(maps.Keys(d.files))
+	sort.Strings(names)
+	return names, nil
+}
+
+func (m *MemFS) Create(name string) (File, error) {
+	m.crashMu.RLock()
+	defer m.crashMu.RUnlock()
+	if err := m.check(OpCreate, name); err != nil {
+		return nil, err
+	}
+	name = path.Clean(name)
+	dir, base := path.Split(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirs[path.Clean(dir)]
+	if d == nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	if d.files[base] != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
+	}
+	n := &memNode{}
+	d.files[base] = n
+	return &memFile{fs: m, n: n, name: name}, nil
+}
+
+func (m *MemFS) Open(name string) (File, error) {
+	if err := m.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	n, err := m.node(name)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{fs: m, n: n, name: path.Clean(name)}, nil
+}
+
+func (m *MemFS) OpenDirect(name string) (File, error) {
+	if err := m.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	n, err := m.node(name)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{fs: m, n: n, name: path.Clean(name), direct: true}, nil
+}
+
+func (m *MemFS) Remove(name string) error {
+	m.crashMu.RLock()
+	defer m.crashMu.RUnlock()
+	if err := m.check(OpRemove, name); err != nil {
+		return err
+	}
+	name = path.Clean(name)
+	dir, base := path.Split(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirs[path.Clean(dir)]
+	if d == nil || d.files[base] == nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	}
+	delete(d.files, base)
+	return nil
+}
+
+func (m *MemFS) SyncDir(dir string) error {
+	m.crashMu.RLock()
+	defer m.crashMu.RUnlock()
+	if err := m.check(OpSyncDir, dir); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.dirs[path.Clean(dir)]
+	if d == nil {
+		return &fs.PathError{Op: "sync", Path: dir, Err: fs.ErrNotExist}
+	}
+	d.synced = maps.Clone(d.files)
+	return nil
+}
+
+type memFile struct {
+	fs     *MemFS
+	n      *memNode
+	name   string
+	direct bool
+	closed bool
+}
+
+func (f *memFile) Name() string { return f.name }
+
+func (f *memFile) Close() error {
+	if f.closed {
+		return fmt.Errorf("segfs: close of closed file %s", f.name)
+	}
+	f.closed = true
+	return nil
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(OpRead, f.name); err != nil {
+		return 0, err
+	}
+	if f.direct {
+		return 0, fmt.Errorf("segfs: read of %s through its direct writer", f.name)
+	}
+	f.n.mu.Lock()
+	defer f.n.mu.Unlock()
+	if off >= int64(len(f.n.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.n.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) WriteV(iov [][]byte, off int64) (int64, error) {
+	f.fs.crashMu.RLock()
+	defer f.fs.crashMu.RUnlock()
+	if err := f.fs.check(OpWrite, f.name); err != nil {
+		return off, err
+	}
+	var data []byte
+	for _, b := range iov {
+		if f.direct && len(b)%BlockSize != 0 {
+			return off, fmt.Errorf("segfs: direct write of %d bytes to %s: not whole blocks", len(b), f.name)
+		}
+		data = append(data, b...)
+	}
+	if f.direct && off%BlockSize != 0 {
+		return off, fmt.Errorf("segfs: direct write to %s at %d: not block-aligned", f.name, off)
+	}
+	f.n.mu.Lock()
+	defer f.n.mu.Unlock()
+	op := memOp{off: off, data: data}
+	f.n.data = op.applyTo(f.n.data, len(data))
+	f.n.ops = append(f.n.ops, op)
+	return off + int64(len(data)), nil
+}
+
+func (f *memFile) Truncate(size int64) error {
+	f.fs.crashMu.RLock()
+	defer f.fs.crashMu.RUnlock()
+	if err := f.fs.check(OpTruncate, f.name); err != nil {
+		return err
+	}
+	f.n.mu.Lock()
+	defer f.n.mu.Unlock()
+	op := memOp{off: size, truncate: true}
+	f.n.data = op.applyTo(f.n.data, 0)
+	f.n.ops = append(f.n.ops, op)
+	return nil
+}
+
+func (f *memFile) Datasync() error {
+	f.fs.crashMu.RLock()
+	defer f.fs.crashMu.RUnlock()
+	if err := f.fs.check(OpSync, f.name); err != nil {
+		return err
+	}
+	f.n.mu.Lock()
+	defer f.n.mu.Unlock()
+	f.n.synced = append(f.n.synced[:0], f.n.data...)
+	f.n.ops = f.n.ops[:0]
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	f.n.mu.Lock()
+	defer f.n.mu.Unlock()
+	return int64(len(f.n.data)), nil
+}

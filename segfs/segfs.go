@@ -1,0 +1,156 @@
+// Package segfs is the file system under the log's segment files: the few calls the segment
+// store makes (create, open for direct writes, pwritev, pread, fdatasync, truncate, remove, a
+// directory sync), on the operating system (OS) or in memory with the semantics of a power
+// loss (NewCrashableMem), so that tests can crash the log and keep only what it synced.
+//
+// The segment store reaches the disk through nothing else; Pebble, which holds the index and
+// metadata, has its own (pebble's vfs.FS).
+package segfs
+
+import (
+	"errors"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// FS is what the segment store needs of a file system.
+type FS interface {
+	MkdirAll(dir string) error
+	// List returns the names (not paths) in dir.
+	List(dir string) ([]string, error)
+	// Create creates name, which must not exist yet, for reading and writing. The new name
+	// is durable only after SyncDir of its directory.
+	Create(name string) (File, error)
+	// Open opens an existing file for reading and writing.
+	Open(name string) (File, error)
+	// OpenDirect opens an existing file for writes that bypass the page cache (O_DIRECT):
+	// every write's offset and length must be multiples of BlockSize, and its buffers start
+	// on a block boundary. It returns ErrDirectRefused where the file system refuses.
+	OpenDirect(name string) (File, error)
+	// Remove unlinks name; the removal is durable only after SyncDir of its directory.
+	Remove(name string) error
+	// SyncDir makes dir's entries durable: names created and removed in it.
+	SyncDir(dir string) error
+}
+
+// File is an open segment file.
+type File interface {
+	io.ReaderAt
+	// WriteV writes the buffers of iov one after the other at off, whole (a short write is
+	// continued), and returns the offset where the write ended. It may modify iov's slices.
+	WriteV(iov [][]byte, off int64) (int64, error)
+	Truncate(size int64) error
+	// Datasync makes everything written to the file durable (fdatasync).
+	Datasync() error
+	Size() (int64, error)
+	Name() string
+	Close() error
+}
+
+// BlockSize is the alignment of direct writes.
+const BlockSize = 4096
+
+// ErrDirectRefused is OpenDirect's answer where the file system does not take O_DIRECT
+// (tmpfs, some overlay mounts).
+var ErrDirectRefused = errors.New("segfs: direct I/O refused")
+
+// OS is the operating system's file system.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+type osFile struct{ *os.File }
+
+func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+func (osFS) List(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Open(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) OpenDirect(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|unix.O_DIRECT, 0)
+	if errors.Is(err, unix.EINVAL) {
+		return nil, ErrDirectRefused
+	}
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (f osFile) WriteV(iov [][]byte, off int64) (int64, error) {
+	return pwritevAll(int(f.Fd()), iov, off)
+}
+
+func (f osFile) Datasync() error { return unix.Fdatasync(int(f.Fd())) }
+
+func (f osFile) Size() (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// iovMax is IOV_MAX on Linux.
+const iovMax = 1024
+
+// pwritevAll writes iov at off with as many pwritev calls as it takes (IOV_MAX iovecs each,
+// short writes continued) and returns where the write ended. It consumes iov's slices.
+func pwritevAll(fd int, iov [][]byte, off int64) (int64, error) {
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(fd, iov[:min(len(iov), iovMax)], off)
+		if err != nil {
+			return off, err
+		}
+		off += int64(n)
+		// Drop fully written iovecs; a short write continues inside the next one.
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+				continue
+			}
+			iov[0] = iov[0][n:]
+			n = 0
+		}
+	}
+	return off, nil
+}
