@@ -187,13 +187,14 @@ func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
 // before its fdatasync is readable but not durable: so every segment from the checkpoint on is
 // synced first, and what replay then reads is what a power loss would keep.
 //
-// Only the last segment can hold a torn write: a segment is synced whole before anything is
-// written to the next one (the completer syncs a segment's last groups before it writes the
-// next segment's; on the buffered path roll syncs it). So an entry that does not check out in
-// the last segment is a torn write of groups never acknowledged, and is cut (the file
-// truncated and synced). Anywhere else it is corruption of synced data, and a read that fails
-// is a failing device: start-up stops with an error naming the file and the offset, and
-// nothing is changed.
+// Only the last segment that holds data can hold a torn write: a segment is synced whole
+// before anything is written to the next one (the completer syncs a segment's last groups
+// before it writes the next segment's; on the buffered path roll syncs it), though the next
+// one may already exist, empty (roll creates it before the completer has written the last
+// groups of this one). So an entry that does not check out in the last segment with data is
+// a torn write of groups never acknowledged, and is cut (the file truncated and synced).
+// Anywhere else it is corruption of synced data, and a read that fails is a failing device:
+// start-up stops with an error naming the file and the offset, and nothing is changed.
 //
 // What is not told apart: a flipped bit in synced data of the last segment, after the
 // checkpoint, from a torn write. Several groups may be written before one sync (flushStaged),
@@ -230,6 +231,14 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 			}
 		}
 	}
+	// The last segment that holds data: segments after it are empty (roll creates the next
+	// segment before the completer has written the last groups of this one).
+	lastData := -1
+	for i, id := range ids {
+		if s.segs[id].size > 0 {
+			lastData = i
+		}
+	}
 	for i, id := range ids {
 		seg := s.segs[id]
 		if id < ckSeg {
@@ -246,8 +255,8 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 		if end == seg.size {
 			continue
 		}
-		if i != len(ids)-1 {
-			return fmt.Errorf("batchlog: segment %s is corrupt at %d (%s), and it is not the last segment, so this is not a torn write; start-up stopped, nothing changed",
+		if i < lastData {
+			return fmt.Errorf("batchlog: segment %s is corrupt at %d (%s), and a later segment holds data, so this is not a torn write; start-up stopped, nothing changed",
 				seg.f.Name(), end, why)
 		}
 		if err := s.cutTornTail(seg, end); err != nil {

@@ -99,6 +99,10 @@ const (
 	// RandomBlocks keeps each 4 KiB block of every unsynced write, or not, at random: a
 	// device that reorders its write cache. A truncate survives or not at random.
 	RandomBlocks
+	// ProcessKill keeps everything, synced or not, as the page cache does when only the
+	// process dies: what was not synced stays unsynced in the clone, for a later crash to
+	// lose. Names not synced are kept too.
+	ProcessKill
 )
 
 // Crash returns the file system a power loss at this moment could leave: every file and name
@@ -117,7 +121,22 @@ func (m *MemFS) Crash(mode CrashMode, rng *rand.Rand, during func()) *MemFS {
 	defer m.mu.Unlock()
 	out := NewCrashableMem()
 	for dirName, d := range m.dirs {
-		nd := &memDir{files: map[string]*memNode{}}
+		nd := &memDir{files: map[string]*memNode{}, synced: map[string]*memNode{}}
+		if mode == ProcessKill {
+			clones := map[*memNode]*memNode{}
+			for name, n := range d.files {
+				clones[n] = n.killClone()
+				nd.files[name] = clones[n]
+			}
+			for name, n := range d.synced {
+				if clones[n] == nil {
+					clones[n] = n.killClone() // removed, its removal not synced
+				}
+				nd.synced[name] = clones[n]
+			}
+			out.dirs[dirName] = nd
+			continue
+		}
 		names := slices.Sorted(maps.Keys(d.synced))
 		for _, name := range names {
 			nd.files[name] = d.synced[name].crashClone(mode, rng)
@@ -160,6 +179,18 @@ func (n *memNode) crashClone(mode CrashMode, rng *rand.Rand) *memNode {
 		}
 	}
 	return &memNode{data: data, synced: slices.Clone(data)}
+}
+
+// killClone copies n as a process kill leaves it: its data whole, its synced state and
+// unsynced changes as they were.
+func (n *memNode) killClone() *memNode {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := &memNode{data: slices.Clone(n.data), synced: slices.Clone(n.synced)}
+	for _, op := range n.ops {
+		c.ops = append(c.ops, memOp{off: op.off, data: slices.Clone(op.data), truncate: op.truncate})
+	}
+	return c
 }
 
 // applyTo applies the first n bytes of a write (or a truncate) to data.

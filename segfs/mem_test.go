@@ -16,7 +16,7 @@ func TestCrashKeepsOnlySyncedDataAndNames(t *testing.T) {
 	m.SyncDir("/d")
 	a.Datasync()
 	a.WriteV([][]byte{[]byte(" world")}, 5) // unsynced
-	b, _ := m.Create("/d/b")                 // name unsynced
+	b, _ := m.Create("/d/b")                // name unsynced
 	b.WriteV([][]byte{[]byte("x")}, 0)
 	b.Datasync()
 
@@ -98,4 +98,26 @@ func TestInjectedErrorsChangeNothing(t *testing.T) {
 	if _, err := f.WriteV([][]byte{[]byte("x")}, 0); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestProcessKillKeepsUnsyncedDataForALaterCrashToLose(t *testing.T) {
+	m := NewCrashableMem()
+	m.MkdirAll("/d")
+	f, _ := m.Create("/d/f")
+	m.SyncDir("/d")
+	f.WriteV([][]byte{[]byte("synced")}, 0)
+	f.Datasync()
+	f.WriteV([][]byte{[]byte(" cached")}, 6)
+	g, _ := m.Create("/d/g") // name not synced
+
+	k := m.Crash(ProcessKill, nil, nil)
+	got := k.Files()
+	if _, ok := got["/d/g"]; string(got["/d/f"]) != "synced cached" || !ok {
+		t.Fatalf("after a process kill: %q", got)
+	}
+	got = k.Crash(SyncedOnly, nil, nil).Files()
+	if _, ok := got["/d/g"]; string(got["/d/f"]) != "synced" || ok {
+		t.Fatalf("power loss after the kill: %q", got)
+	}
+	_ = g
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package batchlog
+
+const raceEnabled = false

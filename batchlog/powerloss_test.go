@@ -1,0 +1,315 @@
+package batchlog
+
+// The power-loss test: the log runs on file systems that keep only what was synced when they
+// "crash" (segfs.MemFS under the segment files, Pebble's crashable vfs.MemFS under Pebble,
+// both cut at one instant), under idempotent producers that retry after every restart as
+// Kafka clients do. After each crash it checks the recovery invariant from the outside:
+// every acknowledged batch is present exactly once at the offset it was acknowledged with,
+// the high watermark points at the end of the data, and a retried batch is answered as a
+// duplicate exactly when it survived.
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"inlet/segfs"
+	"inlet/wire"
+)
+
+var (
+	powerLossSeed    = flag.Uint64("powerloss.seed", 0, "seed of TestPowerLoss (0: from the clock)")
+	powerLossCrashes = flag.Int("powerloss.crashes", 200, "crash points per layout in TestPowerLoss")
+)
+
+const (
+	// powerLossDiskLife is how many crashes one file system goes through before the test
+	// starts on a fresh one.
+	powerLossDiskLife = 40
+	plProducers       = 3
+	plPartitions = 4
+	plInFlight   = 5 // a Kafka producer's max.in.flight.requests.per.connection
+)
+
+// plBatch is one batch as a producer knows it.
+type plBatch struct {
+	pid       int64
+	partition int
+	seq       int32
+	records   int32
+}
+
+func (b plBatch) String() string {
+	return fmt.Sprintf("producer %d partition %d seq %d", b.pid, b.partition, b.seq)
+}
+
+type plProducer struct {
+	pid     int64
+	nextSeq [plPartitions]int32
+	// unanswered: sent and not acknowledged before the crash, in send order: retried after
+	// the restart.
+	unanswered []plBatch
+}
+
+// powerLossRun is the producers' side of the test: what was acknowledged, and where.
+type powerLossRun struct {
+	t      *testing.T
+	rng    *rand.Rand
+	layout string
+	segFS  *segfs.MemFS
+	pebFS  *vfs.MemFS
+
+	producers []*plProducer
+	mu        sync.Mutex
+	crashed   bool
+	acked     map[plBatch]int64 // batch -> acknowledged base offset
+}
+
+func TestPowerLoss(t *testing.T) {
+	seed := *powerLossSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	for _, layout := range []string{LayoutSegments, LayoutPebble} {
+		t.Run(layout, func(t *testing.T) {
+			r := &powerLossRun{t: t, rng: rand.New(rand.NewPCG(seed, 7)), layout: layout,
+				segFS: segfs.NewCrashableMem(), pebFS: vfs.NewCrashableMem(), acked: map[plBatch]int64{}}
+			for i := range plProducers {
+				r.producers = append(r.producers, &plProducer{pid: int64(1000 + i)})
+			}
+			crashes := *powerLossCrashes
+			if raceEnabled {
+				crashes = min(crashes, 30) // ten times slower; the plain run does them all
+			}
+			for crash := 0; crash < crashes; crash++ {
+				if crash%powerLossDiskLife == 0 {
+					// A fresh disk now and then keeps each check's full read short.
+					r.segFS, r.pebFS = segfs.NewCrashableMem(), vfs.NewCrashableMem()
+					r.acked = map[plBatch]int64{}
+					for _, p := range r.producers {
+						p.unanswered = nil
+						p.pid += plProducers // new producers: the old ones' state went with the disk
+						p.nextSeq = [plPartitions]int32{}
+					}
+				}
+				if !r.cycle(crash % powerLossDiskLife) {
+					t.Fatalf("failed at crash point %d; rerun with -powerloss.seed=%d", crash, seed)
+				}
+			}
+			t.Logf("%d crash points, seed %d", crashes, seed)
+		})
+	}
+}
+
+func (r *powerLossRun) open() *Log {
+	opts := Options{Dir: "/data", Layout: r.layout, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20,
+		SegmentBytes: 16 << 10, SegmentFS: r.segFS, PebbleFS: r.pebFS,
+		OnFatal: func(err error) { r.t.Errorf("log failed: %v", err) }}
+	if r.layout == LayoutSegments {
+		opts.BufferedSegments = r.rng.IntN(2) == 0
+		opts.CheckpointInterval = []time.Duration{-1, time.Millisecond, 0}[r.rng.IntN(3)]
+	}
+	l, err := Open(opts)
+	if err != nil {
+		r.t.Fatalf("reopen after a crash: %v", err)
+	}
+	return l
+}
+
+// cycle opens the log on what the last crash left, checks it, retries what was not answered,
+// runs the producers, and crashes at a random moment. It reports whether the checks held.
+func (r *powerLossRun) cycle(crash int) bool {
+	t := r.t
+	l := r.open()
+	topic, ok := l.Topic("t")
+	if !ok {
+		if crash > 0 && len(r.acked) > 0 {
+			t.Errorf("topic lost though batches were acknowledged in it")
+			return false
+		}
+		var err error
+		if topic, err = l.CreateTopic("t", plPartitions, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, ok := r.check(l, topic)
+	if !ok {
+		return false
+	}
+	// Retry what the producers were not answered, in order, as a client does after
+	// reconnecting: durable batches must be answered as duplicates at their offsets, the
+	// others written.
+	r.crashed = false
+	for _, p := range r.producers {
+		retries := p.unanswered
+		p.unanswered = nil
+		for _, b := range retries {
+			a := r.submit(l, topic, b)
+			if a.Err != wire.ErrNone {
+				t.Errorf("retry of %v after crash %d: error %d", b, crash, a.Err)
+				return false
+			}
+			if off, was := found[b]; was && a.BaseOffset != off {
+				t.Errorf("retry of %v, durable at %d, answered at %d", b, off, a.BaseOffset)
+				return false
+			}
+			r.acked[b] = a.BaseOffset
+		}
+	}
+	if _, ok := r.check(l, topic); !ok {
+		return false
+	}
+
+	// Produce flat out and crash at a random moment.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, p := range r.producers {
+		wg.Add(1)
+		rng := rand.New(rand.NewPCG(r.rng.Uint64(), uint64(p.pid)))
+		go func() {
+			defer wg.Done()
+			r.produce(l, topic, p, rng, stop)
+		}()
+	}
+	time.Sleep(time.Duration(r.rng.IntN(3000)) * time.Microsecond)
+	// A process kill keeps what was written and not synced for a later power loss to lose
+	// (in Pebble's vfs, a clone keeping all unsynced data, which it then counts as synced).
+	mode := []segfs.CrashMode{segfs.SyncedOnly, segfs.TornPrefix, segfs.RandomBlocks, segfs.ProcessKill}[r.rng.IntN(4)]
+	pebKeeps := 0
+	if mode == segfs.ProcessKill {
+		pebKeeps = 100
+	}
+	r.mu.Lock()
+	r.crashed = true // answers from now on are never seen by a producer
+	r.mu.Unlock()
+	var pebAfter *vfs.MemFS
+	segAfter := r.segFS.Crash(mode, r.rng, func() {
+		pebAfter = r.pebFS.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pebKeeps, RNG: r.rng})
+	})
+	close(stop)
+	wg.Wait()
+	l.Close() // on the file systems the crash left behind
+	r.segFS, r.pebFS = segAfter, pebAfter
+	return !t.Failed()
+}
+
+// produce sends batches of p until stop, up to plInFlight requests in flight, each request
+// one batch for a random partition, and notes each as unanswered until its answer comes.
+func (r *powerLossRun) produce(l *Log, topic *Topic, p *plProducer, rng *rand.Rand, stop chan struct{}) {
+	slots := make(chan struct{}, plInFlight)
+	for {
+		select {
+		case <-stop:
+			return
+		case slots <- struct{}{}:
+		}
+		part := rng.IntN(plPartitions)
+		b := plBatch{pid: p.pid, partition: part, seq: p.nextSeq[part], records: int32(1 + rng.IntN(20))}
+		p.nextSeq[part] += b.records
+		r.mu.Lock()
+		p.unanswered = append(p.unanswered, b)
+		r.mu.Unlock()
+		a := r.appendFor(topic, b, rng.IntN(300))
+		l.Submit(&Request{Appends: []Append{a}, Done: func(req *Request) {
+			<-slots
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.crashed {
+				return
+			}
+			if req.Appends[0].Err != wire.ErrNone {
+				r.t.Errorf("%v answered with error %d before any crash", b, req.Appends[0].Err)
+				return
+			}
+			r.acked[b] = req.Appends[0].BaseOffset
+			for i, u := range p.unanswered {
+				if u == b {
+					p.unanswered = append(p.unanswered[:i], p.unanswered[i+1:]...)
+					break
+				}
+			}
+		}})
+	}
+}
+
+func (r *powerLossRun) appendFor(topic *Topic, b plBatch, pad int) Append {
+	body := make([]byte, 61+1+pad)
+	binary.BigEndian.PutUint64(body[43:], uint64(b.pid))
+	binary.BigEndian.PutUint32(body[53:], uint32(b.seq))
+	body[61] = byte(b.partition)
+	return Append{Partition: topic.Partitions[b.partition], Batch: sealBatch(body, b.records),
+		ProducerID: b.pid, BaseSequence: b.seq, NumRecords: b.records}
+}
+
+// submit sends one batch and waits for its answer.
+func (r *powerLossRun) submit(l *Log, topic *Topic, b plBatch) Append {
+	done := make(chan struct{})
+	req := &Request{Appends: []Append{r.appendFor(topic, b, 0)}, Done: func(*Request) { close(done) }}
+	l.Submit(req)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		r.t.Fatalf("retry of %v not answered", b)
+	}
+	return req.Appends[0]
+}
+
+// check reads every partition to its high watermark and verifies the invariant. It returns
+// where each batch it found lies.
+func (r *powerLossRun) check(l *Log, topic *Topic) (map[plBatch]int64, bool) {
+	t := r.t
+	found := map[plBatch]int64{}
+	for part, p := range topic.Partitions {
+		hw := p.HighWatermark()
+		data, err := l.ReadBatches(p, 0, hw, 1<<30, true, nil)
+		if err != nil {
+			t.Errorf("read partition %d: %v", part, err)
+			return nil, false
+		}
+		next := int64(0)
+		for len(data) > 0 {
+			size := 12 + int(binary.BigEndian.Uint32(data[8:]))
+			base := int64(binary.BigEndian.Uint64(data))
+			records := int32(binary.BigEndian.Uint32(data[23:])) + 1
+			b := plBatch{pid: int64(binary.BigEndian.Uint64(data[43:])), partition: part,
+				seq: int32(binary.BigEndian.Uint32(data[53:])), records: records}
+			if base != next {
+				t.Errorf("partition %d: batch at %d, expected %d (%v)", part, base, next, b)
+				return nil, false
+			}
+			if int(data[61]) != part {
+				t.Errorf("partition %d holds a batch of partition %d", part, data[61])
+				return nil, false
+			}
+			if prev, dup := found[b]; dup {
+				t.Errorf("%v stored twice, at %d and %d", b, prev, base)
+				return nil, false
+			}
+			found[b] = base
+			next = base + int64(records)
+			data = data[size:]
+		}
+		if next != hw {
+			t.Errorf("partition %d: high watermark %d, data ends at %d", part, hw, next)
+			return nil, false
+		}
+	}
+	for b, off := range r.acked {
+		got, ok := found[b]
+		if !ok {
+			t.Errorf("acknowledged %v at %d is lost", b, off)
+			return nil, false
+		}
+		if got != off {
+			t.Errorf("acknowledged %v at %d is at %d", b, off, got)
+			return nil, false
+		}
+	}
+	return found, true
+}
