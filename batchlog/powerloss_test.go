@@ -33,8 +33,8 @@ const (
 	// starts on a fresh one.
 	powerLossDiskLife = 40
 	plProducers       = 3
-	plPartitions = 4
-	plInFlight   = 5 // a Kafka producer's max.in.flight.requests.per.connection
+	plPartitions      = 4
+	plInFlight        = 5 // a Kafka producer's max.in.flight.requests.per.connection
 )
 
 // plBatch is one batch as a producer knows it.

@@ -91,9 +91,9 @@ type segment struct {
 	id      uint32
 	f       segfs.File                 // buffered: reads, syncs, and writes when direct I/O is unavailable
 	direct  atomic.Pointer[directFile] // O_DIRECT writer until the last group is written; nil where refused
-	size    int64                   // committer-owned: bytes assigned to groups (block-aligned when direct)
-	written atomic.Int64            // bytes written, for the completer's sync bookkeeping (buffered path)
-	final   atomic.Int64            // size when the segment stopped being active (-1 while active)
+	size    int64                      // committer-owned: bytes assigned to groups (block-aligned when direct)
+	written atomic.Int64               // bytes written, for the completer's sync bookkeeping (buffered path)
+	final   atomic.Int64               // size when the segment stopped being active (-1 while active)
 	// directEnd is where the completer's last direct write ended. The writer is closed once
 	// directEnd reaches final, by whichever of the committer (roll) and the completer
 	// (writeDirect) sees both values last.
