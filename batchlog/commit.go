@@ -186,6 +186,19 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 		return
 	}
 	p := a.Partition
+	if a.Relocate {
+		// A copy moved forward by the reclaim pass: stored again where it is, nothing
+		// assigned. The relocated key goes in the same group as the copy's index entry.
+		end := a.BaseOffset + int64(binary.BigEndian.Uint32(a.Batch[23:])) + 1
+		g.setData(p.ID, a.BaseOffset, a.Batch)
+		if end > p.relocatedBelow.Load() {
+			p.relocatedBelow.Store(end)
+			var k [highKeyLen]byte
+			putRelocateKey(k[:], p.ID)
+			g.set(k[:], binary.BigEndian.AppendUint64(nil, uint64(end)))
+		}
+		return
+	}
 	a.LogStartOffset = p.logStart.Load()
 	a.AppendTime = -1
 	var st *idem.State

@@ -13,6 +13,7 @@ import "encoding/binary"
 //	l <partition u32>                     log start offset u64 (retention, DeleteRecords)
 //	o <u16 len><group><u16 len><topic> <partition u32>   committed offset (offsets.go)
 //	g <group>                             group record (JSON: protocol type, generation)
+//	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 const (
 	kindData     = 'd'
 	kindHigh     = 'h'
@@ -22,6 +23,7 @@ const (
 	kindLogStart = 'l'
 	kindOffset   = 'o'
 	kindGroup    = 'g'
+	kindRelocate = 'r'
 )
 
 const dataKeyLen = 1 + 4 + 8
@@ -44,6 +46,11 @@ const highKeyLen = 1 + 4
 
 func putHighKey(dst []byte, partition uint32) {
 	dst[0] = kindHigh
+	binary.BigEndian.PutUint32(dst[1:], partition)
+}
+
+func putRelocateKey(dst []byte, partition uint32) {
+	dst[0] = kindRelocate
 	binary.BigEndian.PutUint32(dst[1:], partition)
 }
 

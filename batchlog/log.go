@@ -153,6 +153,10 @@ type Partition struct {
 	metaGen  uint64 // committer-owned: groupScratch.gen when next last changed
 	hw       atomic.Int64
 	logStart atomic.Int64
+	// relocatedBelow: batches below it may have been copied forward into newer segments than
+	// batches above it (reclaim.go). Written by the committer as it copies them, read by the
+	// reclaim pass.
+	relocatedBelow atomic.Int64
 }
 
 // HighWatermark is the offset after the last durable record.
@@ -183,6 +187,10 @@ type Append struct {
 	// message.timestamp.type=LogAppendTime): the timestamp is the append time, so it is set
 	// when offsets are assigned, and the CRC recomputed (wire.SetLogAppendTime).
 	LogAppendTime bool
+	// Relocate marks a copy of a stored batch, already at BaseOffset, that the reclaim pass
+	// moves forward out of an old segment (reclaim.go): it is written again as it is, with
+	// no offset assigned and no producer window touched.
+	Relocate bool
 
 	// Results, valid in Done.
 	BaseOffset     int64
@@ -546,6 +554,18 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	err = l.scan([]byte{kindRelocate}, func(k, v []byte) error {
+		if len(k) != highKeyLen || len(v) != 8 {
+			return fmt.Errorf("batchlog: corrupt relocated key %x", k)
+		}
+		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
+			p.relocatedBelow.Store(int64(binary.BigEndian.Uint64(v)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	err = l.scan([]byte{kindProducer}, func(k, v []byte) error {
 		if len(k) != producerKeyLen {
 			return fmt.Errorf("batchlog: corrupt producer key %x", k)
@@ -584,6 +604,16 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	defer b.Close()
 	touched := map[*Partition]bool{}
 	touchedProducers := map[producerKey]bool{}
+	relocated := map[*Partition]bool{}
+	putIndex := func(partition uint32, base int64, seg uint32, pos int64, size int) {
+		var k [dataKeyLen]byte
+		var v [16]byte
+		putDataKey(k[:], partition, base)
+		binary.BigEndian.PutUint32(v[0:], seg)
+		binary.BigEndian.PutUint64(v[4:], uint64(pos))
+		binary.BigEndian.PutUint32(v[12:], uint32(size))
+		_ = b.Set(k[:], v[:], nil)
+	}
 	var lastSeg uint32
 	var lastEnd int64
 	replayed := 0
@@ -598,10 +628,26 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 			return fmt.Errorf("batchlog: segment %d at %d names unknown partition %d", seg, pos, partition)
 		}
 		base := int64(binary.BigEndian.Uint64(batch))
+		count := int32(binary.BigEndian.Uint32(batch[57:]))
+		if base < p.next {
+			// A copy the reclaim pass moved forward (reclaim.go): index it where it lies
+			// now, unless retention has dropped it since.
+			end := base + int64(binary.BigEndian.Uint32(batch[23:])) + 1
+			if end <= p.logStart.Load() {
+				return nil
+			}
+			if end > p.relocatedBelow.Load() {
+				p.relocatedBelow.Store(end)
+				relocated[p] = true
+			}
+			putIndex(partition, base, seg, pos, len(batch))
+			lastSeg, lastEnd = seg, pos+int64(len(batch))
+			replayed++
+			return nil
+		}
 		if base != p.next {
 			return fmt.Errorf("batchlog: segment %d at %d: partition %d batch at offset %d, expected %d", seg, pos, partition, base, p.next)
 		}
-		count := int32(binary.BigEndian.Uint32(batch[57:]))
 		p.next = base + int64(count)
 		p.hw.Store(p.next)
 		touched[p] = true
@@ -617,13 +663,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
 			touchedProducers[key] = true
 		}
-		var k [dataKeyLen]byte
-		var v [16]byte
-		putDataKey(k[:], partition, base)
-		binary.BigEndian.PutUint32(v[0:], seg)
-		binary.BigEndian.PutUint64(v[4:], uint64(pos))
-		binary.BigEndian.PutUint32(v[12:], uint32(len(batch)))
-		_ = b.Set(k[:], v[:], nil)
+		putIndex(partition, base, seg, pos, len(batch))
 		lastSeg, lastEnd = seg, pos+int64(len(batch))
 		replayed++
 		return nil
@@ -640,6 +680,11 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 		v := binary.BigEndian.AppendUint64(nil, uint64(p.next))
 		v = binary.BigEndian.AppendUint64(v, uint64(p.logStart.Load()))
 		_ = b.Set(k[:], v, nil)
+	}
+	for p := range relocated {
+		var k [highKeyLen]byte
+		putRelocateKey(k[:], p.ID)
+		_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(p.relocatedBelow.Load())), nil)
 	}
 	for key := range touchedProducers {
 		var k [producerKeyLen]byte
@@ -798,12 +843,23 @@ func (l *Log) ReadBatches(p *Partition, offset, limit int64, maxBytes int, inclu
 	if offset >= limit {
 		return dst, nil
 	}
-	out, err := l.store.readBatches(p.ID, offset, limit, maxBytes, includeFirst, dst)
-	if errors.Is(err, errSegmentGone) && offset < p.LogStartOffset() {
-		// Retention removed what this read was after while it ran: as if it had come after.
-		return out, ErrOffsetOutOfRange
+	start := len(dst)
+	for attempt := 0; ; attempt++ {
+		out, err := l.store.readBatches(p.ID, offset, limit, maxBytes, includeFirst, dst[:start])
+		if !errors.Is(err, errSegmentGone) {
+			return out, err
+		}
+		if offset < p.LogStartOffset() {
+			// Retention removed what this read was after while it ran: as if it had come
+			// after.
+			return out, ErrOffsetOutOfRange
+		}
+		if attempt == 2 {
+			return out, err
+		}
+		// The batches were copied forward and their old segment reclaimed after this
+		// read's index snapshot was taken (reclaim.go): the index names the copies now.
 	}
-	return out, err
 }
 
 // errSegmentGone: an index entry read names a segment that has been reclaimed since.

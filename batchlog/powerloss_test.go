@@ -134,7 +134,8 @@ func (r *powerLossRun) cycle(crash int) bool {
 			return false
 		}
 		var err error
-		if topic, err = l.CreateTopic("t", plPartitions, nil); err != nil {
+		// The batches carry timestamp 0: kept forever, not 7 days from 1970.
+		if topic, err = l.CreateTopic("t", plPartitions, map[string]string{"retention.ms": "-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,6 +170,46 @@ func (r *powerLossRun) cycle(crash int) bool {
 	// Produce flat out and crash at a random moment.
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	if r.layout == LayoutSegments {
+		// Beside the producers, a firehose whose retention keeps 32 KiB per partition and
+		// retention passes: the producers' batches, which never expire, are copied forward
+		// out of the segments the firehose frees (reclaim.go), crashes included.
+		fire, ok := l.Topic("fire")
+		if !ok {
+			var err error
+			if fire, err = l.CreateTopic("fire", 2, map[string]string{"retention.bytes": "32768", "retention.ms": "-1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done := make(chan struct{})
+				l.Submit(&Request{Appends: []Append{stampedBatch(fire.Partitions[i%2], 4, 0, 1024, 'f')}, Done: func(*Request) { close(done) }})
+				<-done
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if err := l.EnforceRetention(time.Now()); err != nil {
+					t.Errorf("retention pass: %v", err)
+					return
+				}
+			}
+		}()
+	}
 	for _, p := range r.producers {
 		wg.Add(1)
 		rng := rand.New(rand.NewPCG(r.rng.Uint64(), uint64(p.pid)))

@@ -20,10 +20,9 @@ import (
 // Dropping means advancing the log start offset (ListOffsets earliest and Fetch follow at
 // once) and deleting the batches' index entries (in the pebble layout, the batches).
 //
-// Space in the segment layout: segment files interleave partitions, so a file is deleted only
-// when it lies wholly below every partition's first live batch (reclaimSegments) and before
-// the checkpoint (replay never needs it). A single slow partition therefore pins the segments
-// from its oldest live batch on; that is the price of one shared append-only file.
+// Space in the segment layout follows, segment files being shared by all partitions, by
+// reclaimSegments (reclaim.go): it copies the few live batches that pin old segments forward
+// and deletes the segments.
 
 // RetentionCheckInterval is how often the background pass runs (Kafka's
 // log.retention.check.interval.ms default is 5 minutes).
@@ -167,69 +166,6 @@ func (l *Log) batchMaxTimestamp(p *Partition, base int64) (int64, error) {
 		return 0, errors.New("stored batch shorter than a batch header")
 	}
 	return int64(binary.BigEndian.Uint64(buf[35:])), nil
-}
-
-// reclaimSegments deletes segment files below every partition's first live batch and below
-// the checkpoint. The checkpoint is read before the index, so every index entry of a segment
-// below it is already visible when the index is scanned.
-func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
-	ckSeg, _, err := ss.checkpoint()
-	if err != nil {
-		return 0, err
-	}
-	minLive := ckSeg
-	for _, t := range l.Topics() {
-		for _, p := range t.Partitions {
-			it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
-			if err != nil {
-				return 0, err
-			}
-			if it.First() {
-				v, err := it.ValueAndErr()
-				if err == nil && len(v) == 16 {
-					minLive = min(minLive, binary.BigEndian.Uint32(v))
-				}
-			}
-			if err := it.Close(); err != nil {
-				return 0, err
-			}
-		}
-	}
-	var doomed []*segment
-	ss.mu.RLock()
-	for id, seg := range ss.segs {
-		if id < minLive {
-			doomed = append(doomed, seg)
-		}
-	}
-	ss.mu.RUnlock()
-	if len(doomed) == 0 {
-		return 0, nil
-	}
-	// The log start moves and index deletions that put these segments below every live batch
-	// were written without a sync: make them durable before any file goes, or a power loss
-	// would bring back an index that names deleted files.
-	if err := l.db.LogData(nil, pebble.Sync); err != nil {
-		return 0, err
-	}
-	ss.mu.Lock()
-	for _, seg := range doomed {
-		delete(ss.segs, seg.id)
-	}
-	ss.mu.Unlock()
-	var first error
-	for _, seg := range doomed {
-		if err := ss.fs.Remove(seg.f.Name()); err != nil && first == nil {
-			first = err
-		}
-		// A read that took the segment before it left the map keeps reading the unlinked
-		// file; the last reference closes it.
-		seg.unref()
-	}
-	if err := ss.fs.SyncDir(ss.dir); err != nil && first == nil {
-		first = err
-	}
-	return len(doomed), first
 }
 
 // indexedBatchSize is the stored size of the batch at it, an iterator over a partition's data

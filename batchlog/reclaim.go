@@ -1,0 +1,335 @@
+package batchlog
+
+// Space follows retention per partition.
+//
+// Segment files are shared by every partition, so a segment can be deleted only once no
+// partition has a live batch in it. Left alone, one partition that keeps its data long (a
+// low-volume topic with Kafka's default 7-day retention, a compacted topic) would pin every
+// segment written after its oldest live batch, and a firehose with one hour of retention
+// beside it would fill the disk. So after each retention pass reclaimSegments looks at the
+// oldest segments and, when the batches still live in them are few, copies those batches
+// forward (through the committer, into the active segment, keeping their offsets) and then
+// deletes the segments.
+//
+// The cost rule: the bytes copied in one pass are at most an eighth of the bytes of the
+// segments the pass deletes (write amplification at most 1/8 per reclaimed byte), and at
+// most relocateMaxBytes. So a firehose whose retention expires its own data frees space at
+// the rate it writes, while a segment still full of live data (a slow consumer's topic with
+// long retention is data that retention keeps) is never copied.
+//
+// Finding the live batches: a partition's index entries are in offset order. Batches are
+// appended in offset order, so the segments they lie in are non-decreasing along the index,
+// except for the batches copied forward, which now lie in a newer segment than batches above
+// them. Those always form a prefix of the partition's offsets (the copies are of its oldest
+// batches), below the offset kept in its relocated key: reclaim reads that prefix whole, and
+// the rest, monotonic, only as far as the segments it considers. The scan walks all
+// partitions together in segment order and stops once copying would cost too much, so a
+// pass reads the index of the oldest segments only, not the whole log.
+//
+// Crash safety: the copies and the partition's relocated key are written by the committer
+// like any group, and their index entries take the place of the old ones when the group is
+// durable. Before any file is unlinked, Pebble is synced (the index then names only the
+// copies). Replay meets copies as entries below the partition's next offset: it indexes them
+// where they now lie and raises the relocated key. Readers that took an index entry naming
+// a segment unlinked since read it again (Log.ReadBatches).
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+const (
+	// relocateMaxBytes caps the bytes one pass copies forward.
+	relocateMaxBytes = 256 << 20
+	// relocateRatio: a pass copies at most 1/relocateRatio of the bytes it frees.
+	relocateRatio = 8
+	// relocateChunk is the record data of one relocation request to the committer.
+	relocateChunk = 4 << 20
+)
+
+// liveEntry is one live batch as the index names it.
+type liveEntry struct {
+	p    *Partition
+	base int64
+	seg  uint32
+	pos  int64
+	size int
+}
+
+func decodeIndexEntry(p *Partition, k, v []byte) (liveEntry, error) {
+	if len(v) != 16 {
+		return liveEntry{}, fmt.Errorf("batchlog: index entry of %d bytes", len(v))
+	}
+	return liveEntry{p: p, base: dataKeyOffset(k), seg: binary.BigEndian.Uint32(v),
+		pos: int64(binary.BigEndian.Uint64(v[4:])), size: int(binary.BigEndian.Uint32(v[12:]))}, nil
+}
+
+// indexCursor walks the monotonic part of one partition's index (offsets at and above its
+// relocated key).
+type indexCursor struct {
+	it  *pebble.Iterator
+	cur liveEntry
+}
+
+type cursorHeap []*indexCursor
+
+func (h cursorHeap) Len() int           { return len(h) }
+func (h cursorHeap) Less(i, j int) bool { return h[i].cur.seg < h[j].cur.seg }
+func (h cursorHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *cursorHeap) Push(x any)        { *h = append(*h, x.(*indexCursor)) }
+func (h *cursorHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// reclaimSegments deletes the oldest segments once no partition has a live batch in them,
+// copying forward the live batches that would keep them when that is cheap (see the top of
+// the file). It returns how many segment files it deleted. Callers hold retainMu.
+func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
+	// The checkpoint is read before the index, so every index entry of a segment below it
+	// is already visible when the index is scanned, and replay never reads below it.
+	ckSeg, _, err := ss.checkpoint()
+	if err != nil {
+		return 0, err
+	}
+	sizes := map[uint32]int64{}
+	ss.mu.RLock()
+	for id, seg := range ss.segs {
+		if id < ckSeg {
+			sizes[id] = seg.size
+		}
+	}
+	ss.mu.RUnlock()
+	if len(sizes) == 0 {
+		return 0, nil
+	}
+	live, target, err := l.chooseReclaim(ckSeg, sizes)
+	if err != nil {
+		return 0, err
+	}
+	if target == 0 {
+		return 0, nil
+	}
+	if len(live) > 0 {
+		if err := l.relocate(live); err != nil {
+			return 0, err
+		}
+		l.log.Info("batchlog: copied live batches forward out of old segments", "batches", len(live), "below segment", target)
+	}
+	var doomed []*segment
+	ss.mu.RLock()
+	for id, seg := range ss.segs {
+		if id < target {
+			doomed = append(doomed, seg)
+		}
+	}
+	ss.mu.RUnlock()
+	if len(doomed) == 0 {
+		return 0, nil
+	}
+	// The log start moves, index deletions and relocations that put these segments below
+	// every live batch were written without a sync: make them durable before any file goes,
+	// or a power loss would bring back an index that names deleted files.
+	if err := l.db.LogData(nil, pebble.Sync); err != nil {
+		return 0, err
+	}
+	ss.mu.Lock()
+	for _, seg := range doomed {
+		delete(ss.segs, seg.id)
+	}
+	ss.mu.Unlock()
+	var first error
+	for _, seg := range doomed {
+		if err := ss.fs.Remove(seg.f.Name()); err != nil && first == nil {
+			first = err
+		}
+		// A read that took the segment before it left the map keeps reading the unlinked
+		// file; the last reference closes it.
+		seg.unref()
+	}
+	if err := ss.fs.SyncDir(ss.dir); err != nil && first == nil {
+		first = err
+	}
+	return len(doomed), first
+}
+
+// chooseReclaim picks the segment below which every file can go (0: none) and the live
+// batches below it that must be copied forward first. sizes holds the segments below the
+// checkpoint, the only candidates.
+func (l *Log) chooseReclaim(ckSeg uint32, sizes map[uint32]int64) ([]liveEntry, uint32, error) {
+	var (
+		prefix  []liveEntry // entries of relocated prefixes, in any segment order
+		cursors cursorHeap
+	)
+	defer func() {
+		for _, c := range cursors {
+			c.it.Close()
+		}
+	}()
+	for _, t := range l.Topics() {
+		for _, p := range t.Partitions {
+			below := max(p.relocatedBelow.Load(), p.LogStartOffset())
+			it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
+			if err != nil {
+				return nil, 0, err
+			}
+			valid := it.First()
+			for ; valid && dataKeyOffset(it.Key()) < below; valid = it.Next() {
+				v, err := it.ValueAndErr()
+				if err != nil {
+					it.Close()
+					return nil, 0, err
+				}
+				e, err := decodeIndexEntry(p, it.Key(), v)
+				if err != nil {
+					it.Close()
+					return nil, 0, err
+				}
+				prefix = append(prefix, e)
+			}
+			if !valid {
+				if err := it.Close(); err != nil {
+					return nil, 0, err
+				}
+				continue
+			}
+			c := &indexCursor{it: it}
+			if err := c.load(p); err != nil {
+				it.Close()
+				return nil, 0, err
+			}
+			cursors = append(cursors, c)
+		}
+	}
+	heap.Init(&cursors)
+
+	// Walk the segments below the checkpoint in order: target is a candidate end; cost the
+	// live bytes below it, freed the file bytes below it.
+	minSeg := ckSeg
+	for id := range sizes {
+		minSeg = min(minSeg, id)
+	}
+	var (
+		live      []liveEntry
+		cost      int64
+		freed     int64
+		best      uint32
+		bestCount int
+	)
+	prefixBySeg := map[uint32][]liveEntry{}
+	for _, e := range prefix {
+		prefixBySeg[e.seg] = append(prefixBySeg[e.seg], e)
+	}
+	for seg := minSeg; seg < ckSeg; seg++ {
+		// Moving target from seg to seg+1 adds segment seg's live batches and its bytes.
+		for _, e := range prefixBySeg[seg] {
+			live = append(live, e)
+			cost += int64(e.size)
+		}
+		for len(cursors) > 0 && cursors[0].cur.seg <= seg {
+			c := cursors[0]
+			if c.cur.seg < seg {
+				// Below minSeg: names a segment already deleted, which cannot be.
+				return nil, 0, fmt.Errorf("batchlog: partition %d batch %d names segment %d, which is gone", c.cur.p.ID, c.cur.base, c.cur.seg)
+			}
+			live = append(live, c.cur)
+			cost += int64(c.cur.size)
+			if !c.it.Next() {
+				heap.Pop(&cursors)
+				c.it.Close()
+			} else if err := c.load(c.cur.p); err != nil {
+				return nil, 0, err
+			} else {
+				heap.Fix(&cursors, 0)
+			}
+			if cost > relocateMaxBytes {
+				break
+			}
+		}
+		if cost > relocateMaxBytes {
+			break
+		}
+		freed += sizes[seg]
+		if cost*relocateRatio <= freed {
+			best, bestCount = seg+1, len(live)
+		}
+	}
+	return live[:bestCount], best, nil
+}
+
+func (c *indexCursor) load(p *Partition) error {
+	v, err := c.it.ValueAndErr()
+	if err != nil {
+		return err
+	}
+	c.cur, err = decodeIndexEntry(p, c.it.Key(), v)
+	return err
+}
+
+// relocate copies the batches of live forward through the committer, a few megabytes per
+// group, and raises each partition's relocated key past the batches copied. It returns once
+// the copies are durable and indexed.
+func (l *Log) relocate(live []liveEntry) error {
+	ss := l.store.(*segmentStore)
+	for len(live) > 0 {
+		n, bytes := 0, 0
+		for n < len(live) && (n == 0 || bytes+live[n].size <= relocateChunk) {
+			bytes += live[n].size
+			n++
+		}
+		chunk := live[:n]
+		live = live[n:]
+		req := &Request{Appends: make([]Append, 0, len(chunk))}
+		buf := make([]byte, 0, bytes)
+		for _, e := range chunk {
+			start := len(buf)
+			var err error
+			buf, err = ss.readAt(e, buf)
+			if err != nil {
+				return err
+			}
+			req.Appends = append(req.Appends, Append{Partition: e.p, Batch: buf[start:len(buf):len(buf)],
+				BaseOffset: e.base, Relocate: true})
+		}
+		done := make(chan struct{})
+		req.Done = func(*Request) { close(done) }
+		l.Submit(req)
+		select {
+		case <-done:
+		case <-l.stop:
+			return errors.New("batchlog: closed while copying batches forward")
+		}
+		for i := range req.Appends {
+			if code := req.Appends[i].Err; code != 0 {
+				return fmt.Errorf("batchlog: copying batches forward: error code %d", code)
+			}
+		}
+	}
+	return nil
+}
+
+// readAt appends the batch e names to dst.
+func (s *segmentStore) readAt(e liveEntry, dst []byte) ([]byte, error) {
+	s.mu.RLock()
+	seg := s.segs[e.seg]
+	if seg != nil {
+		seg.refs.Add(1)
+	}
+	s.mu.RUnlock()
+	if seg == nil {
+		return dst, fmt.Errorf("%w: segment %d", errSegmentGone, e.seg)
+	}
+	defer seg.unref()
+	start := len(dst)
+	dst = append(dst, make([]byte, e.size)...)
+	if _, err := seg.f.ReadAt(dst[start:], e.pos); err != nil {
+		return dst[:start], fmt.Errorf("batchlog: read segment %d at %d: %w", e.seg, e.pos, err)
+	}
+	return dst, nil
+}
