@@ -1,7 +1,7 @@
 # Inlet. `make demo` runs the main job; `make test` runs every test (set-up included).
 GO ?= go
 
-.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench chaos profile setup clean
+.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench-recovery bench chaos profile setup clean
 
 all: build
 
@@ -59,6 +59,10 @@ bench-produce:
 # Bytes written to disk per byte acknowledged over a 60 s run of the batch log.
 bench-writeamp:
 	$(GO) test -run '^$$' -bench 'BenchmarkWriteAmplification' -benchtime 60s -timeout 10m ./batchlog/
+
+# Start-up (Open) after a crash-like close of 64 MiB, 256 MiB and 1 GiB segment logs.
+bench-recovery:
+	$(GO) test -run '^$$' -bench BenchmarkRecovery -benchtime 5x ./batchlog/
 
 # The benchmark harness (bench/, cmd/bench): a sweep of inlet's --workers, inlet against
 # inlet-discard, kfake and kfake-sync (alternating), ack latency at 25/50/75% of the flat-out
