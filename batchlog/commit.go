@@ -101,14 +101,8 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	if l.opts.Observer != nil {
 		pg.start = time.Now()
 	}
-	if l.failed.Load() {
-		for _, r := range reqs {
-			for i := range r.Appends {
-				if r.Appends[i].Err == wire.ErrNone {
-					r.Appends[i].Err = wire.ErrKafkaStorageError
-				}
-			}
-		}
+	if l.failed.Load() || l.suspended.Load() && !l.resume() {
+		failAppends(reqs)
 		l.pending <- pg
 		return
 	}
@@ -134,9 +128,24 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 		l.addMetadata(g)
 	}
 	if err := g.apply(); err != nil {
-		l.fail(fmt.Errorf("apply group: %w", err))
+		if l.isNoSpace(err) {
+			l.suspend(err) // the completer fails this group and those before it still unsynced
+		} else {
+			l.fail(fmt.Errorf("apply group: %w", err))
+		}
 	}
 	l.pending <- pg
+}
+
+// failAppends answers every append of reqs not already refused with KAFKA_STORAGE_ERROR.
+func failAppends(reqs []*Request) {
+	for _, r := range reqs {
+		for i := range r.Appends {
+			if r.Appends[i].Err == wire.ErrNone {
+				r.Appends[i].Err = wire.ErrKafkaStorageError
+			}
+		}
+	}
 }
 
 // addMetadata adds to g the high watermark of every partition and the window of every producer
@@ -268,20 +277,26 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 func (l *Log) completeLoop() {
 	defer l.done.Done()
 	for pg := range l.pending {
-		if pg.g != nil {
+		if pg.barrier != nil {
+			close(pg.barrier) // every group before it has been answered (resume)
+			continue
+		}
+		ok := !l.failed.Load() && !l.suspended.Load()
+		if ok && pg.g != nil {
 			if err := pg.g.wait(); err != nil {
-				l.fail(fmt.Errorf("sync group: %w", err))
+				if l.isNoSpace(err) {
+					l.suspend(err)
+				} else {
+					l.fail(fmt.Errorf("sync group: %w", err))
+				}
+				ok = false
 			}
 		}
-		if l.failed.Load() {
-			// Nothing of an unsynced group may be acknowledged or published.
-			for _, r := range pg.requests {
-				for i := range r.Appends {
-					if r.Appends[i].Err == wire.ErrNone {
-						r.Appends[i].Err = wire.ErrKafkaStorageError
-					}
-				}
-			}
+		if !ok {
+			// Nothing of a group not known durable may be acknowledged or published; while
+			// writes are suspended no group is written either (resume rebuilds the state).
+			l.store.dropUnwritten()
+			failAppends(pg.requests)
 		} else {
 			for _, adv := range pg.advances {
 				adv.p.hw.Store(adv.hw)

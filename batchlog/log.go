@@ -78,6 +78,9 @@ type Options struct {
 	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
 	// the segments after it). 0 means the default, 100 ms; negative, with every group.
 	CheckpointInterval time.Duration
+	// noSpaceRetry is how long writes stay suspended after a full disk (default
+	// defaultNoSpaceRetry; tests shorten it).
+	noSpaceRetry time.Duration
 	// noFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
 	// replay, as a crash does (tests of the replay).
 	noFinalCheckpoint bool
@@ -231,6 +234,10 @@ type Log struct {
 	done    sync.WaitGroup
 	closed  atomic.Bool
 	failed  atomic.Bool
+	// suspended: a segment write ran out of space (nospace.go); until resume succeeds, every
+	// append is answered KAFKA_STORAGE_ERROR. suspendedAt is when (unix ns), for the retry.
+	suspended   atomic.Bool
+	suspendedAt atomic.Int64
 
 	topicsMu sync.RWMutex
 	topics   map[string]*Topic
@@ -264,6 +271,8 @@ type pendingGroup struct {
 	g        group
 	requests []*Request
 	advances []hwAdvance
+	// barrier, set alone, is closed by the completer when it reaches it (resume).
+	barrier chan struct{}
 
 	// For Options.Observer: when the committer started the group (set only with an
 	// observer), and the records and bytes it appended.
@@ -522,6 +531,34 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
+	if err := l.loadLogState(byID, true); err != nil {
+		return err
+	}
+	if ss, ok := l.store.(*segmentStore); ok {
+		if err := l.replaySegments(ss, byID); err != nil {
+			return err
+		}
+	}
+	// A window kept before its last write was (or replayed without it) counts from now.
+	now := time.Now().UnixMilli()
+	for _, st := range l.producers {
+		if st.LastWrite == 0 {
+			st.LastWrite = now
+		}
+	}
+	return nil
+}
+
+// loadLogState sets every partition's next offset and relocated key, and the producer windows,
+// from Pebble: as of the last group that carried metadata, for replay to go on from. At
+// start-up it also publishes high watermarks and log starts; after a full disk (rebuild) the
+// ones published are right, and a partition with no key in Pebble starts again at 0.
+func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
+	for _, p := range byID {
+		p.next = 0
+		p.relocatedBelow.Store(0)
+	}
+	var err error
 	err = l.scan([]byte{kindHigh}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 16 {
 			return fmt.Errorf("batchlog: corrupt high watermark key %x", k)
@@ -531,28 +568,33 @@ func (l *Log) recover() error {
 			return nil // a deleted topic's leftovers
 		}
 		p.next = int64(binary.BigEndian.Uint64(v))
-		p.hw.Store(p.next)
-		p.logStart.Store(int64(binary.BigEndian.Uint64(v[8:])))
+		if startup {
+			p.hw.Store(p.next)
+			p.logStart.Store(int64(binary.BigEndian.Uint64(v[8:])))
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	// Log starts moved by retention and DeleteRecords live in their own keys (the committer
-	// writes high-watermark keys concurrently); the later of the two wins.
-	err = l.scan([]byte{kindLogStart}, func(k, v []byte) error {
-		if len(k) != highKeyLen || len(v) != 8 {
-			return fmt.Errorf("batchlog: corrupt log start key %x", k)
-		}
-		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
-			if ls := int64(binary.BigEndian.Uint64(v)); ls > p.logStart.Load() {
-				p.logStart.Store(ls)
+	// writes high-watermark keys concurrently); the later of the two wins. After start-up the
+	// ones in memory are right.
+	if startup {
+		err = l.scan([]byte{kindLogStart}, func(k, v []byte) error {
+			if len(k) != highKeyLen || len(v) != 8 {
+				return fmt.Errorf("batchlog: corrupt log start key %x", k)
 			}
+			if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
+				if ls := int64(binary.BigEndian.Uint64(v)); ls > p.logStart.Load() {
+					p.logStart.Store(ls)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	err = l.scan([]byte{kindRelocate}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 8 {
@@ -566,6 +608,7 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	l.producers = map[producerKey]*idem.State{}
 	err = l.scan([]byte{kindProducer}, func(k, v []byte) error {
 		if len(k) != producerKeyLen {
 			return fmt.Errorf("batchlog: corrupt producer key %x", k)
@@ -580,18 +623,6 @@ func (l *Log) recover() error {
 	})
 	if err != nil {
 		return err
-	}
-	if ss, ok := l.store.(*segmentStore); ok {
-		if err := l.replaySegments(ss, byID); err != nil {
-			return err
-		}
-	}
-	// A window kept before its last write was (or replayed without it) counts from now.
-	now := time.Now().UnixMilli()
-	for _, st := range l.producers {
-		if st.LastWrite == 0 {
-			st.LastWrite = now
-		}
 	}
 	return nil
 }
@@ -649,7 +680,6 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 			return fmt.Errorf("batchlog: segment %d at %d: partition %d batch at offset %d, expected %d", seg, pos, partition, base, p.next)
 		}
 		p.next = base + int64(count)
-		p.hw.Store(p.next)
 		touched[p] = true
 		if pid := int64(binary.BigEndian.Uint64(batch[43:])); pid >= 0 {
 			key := producerKey{pid, partition}
@@ -673,6 +703,11 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	}
 	if replayed == 0 {
 		return nil
+	}
+	// Published once replay is done: after a full disk (rebuild) readers go on meanwhile, and
+	// a high watermark must never go back.
+	for p := range touched {
+		p.hw.Store(p.next)
 	}
 	for p := range touched {
 		var k [highKeyLen]byte

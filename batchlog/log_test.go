@@ -216,6 +216,7 @@ func (s *gatedStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte
 	return dst, nil
 }
 func (s *gatedStore) close() error                  { return nil }
+func (s *gatedStore) dropUnwritten()                {}
 func (g *gatedGroup) setData(uint32, int64, []byte) {}
 func (g *gatedGroup) set(_, _ []byte)               {}
 func (g *gatedGroup) del([]byte)                    {}

@@ -227,7 +227,7 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 	for _, id := range ids {
 		if id >= ckSeg {
 			if err := s.segs[id].f.Datasync(); err != nil {
-				return fmt.Errorf("batchlog: sync %s before replaying it: %w", s.segs[id].f.Name(), err)
+				return fmt.Errorf("batchlog: sync %s before replaying it: %w", s.segs[id].f.Name(), &syncFailed{err})
 			}
 		}
 	}
@@ -294,7 +294,7 @@ func (s *segmentStore) cutTornTail(seg *segment, end int64) error {
 		return fmt.Errorf("batchlog: cut the torn tail of %s at %d: %w", seg.f.Name(), end, err)
 	}
 	if err := seg.f.Datasync(); err != nil {
-		return fmt.Errorf("batchlog: sync %s after cutting its torn tail: %w", seg.f.Name(), err)
+		return fmt.Errorf("batchlog: sync %s after cutting its torn tail: %w", seg.f.Name(), &syncFailed{err})
 	}
 	seg.size = end
 	return nil
@@ -422,7 +422,7 @@ func (s *segmentStore) roll() error {
 		id = s.active.id + 1
 		if s.active.direct.Load() == nil {
 			if err := s.active.f.Datasync(); err != nil {
-				return fmt.Errorf("batchlog: sync segment %d before rolling: %w", s.active.id, err)
+				return fmt.Errorf("batchlog: sync segment %d before rolling: %w", s.active.id, &syncFailed{err})
 			}
 		}
 	}
@@ -632,7 +632,7 @@ func (s *segmentStore) fdatasync(seg *segment) error {
 		began = time.Now()
 	}
 	if err := seg.f.Datasync(); err != nil {
-		return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, err)
+		return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, &syncFailed{err})
 	}
 	if s.obs != nil {
 		s.obs.Synced(time.Since(began))

@@ -24,6 +24,9 @@ type store interface {
 	// allow more only if it rebuilds them after a crash from the record data written since
 	// the last group that carried them (the segment store's replay does).
 	metadataInterval() time.Duration
+	// dropUnwritten forgets the groups staged for writing and not written yet: writes are
+	// suspended, and their groups are answered with an error instead (nospace.go).
+	dropUnwritten()
 	close() error
 }
 
@@ -146,6 +149,8 @@ func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxByte
 
 func (s *pebbleStore) close() error { return s.db.Close() }
 
+func (s *pebbleStore) dropUnwritten() {}
+
 // discardStore acknowledges without storing: the ceiling the protocol, network and load
 // generator leave, measured by the benchmark harness. Nothing is readable.
 type discardStore struct{}
@@ -157,6 +162,7 @@ func (discardStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte)
 	return dst, nil
 }
 func (discardStore) close() error                  { return nil }
+func (discardStore) dropUnwritten()                {}
 func (discardGroup) setData(uint32, int64, []byte) {}
 func (discardGroup) set(_, _ []byte)               {}
 func (discardGroup) del([]byte)                    {}

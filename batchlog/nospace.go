@@ -1,0 +1,133 @@
+package batchlog
+
+// A full disk. A segment write that fails with ENOSPC (or EDQUOT) does not stop the node, as
+// other write errors do (Options.OnFatal): appends are answered KAFKA_STORAGE_ERROR, which
+// Kafka producers retry, reads go on, and writes resume once space is freed.
+//
+//   - suspend: the committer (a buffered write) or the completer (a direct write) sets
+//     Log.suspended. The completer then answers every group it has not seen durable with
+//     KAFKA_STORAGE_ERROR and writes nothing more (dropUnwritten); the committer answers new
+//     requests the same way, without building groups.
+//   - resume: at most once per noSpaceRetry, the committer tries again. It waits for the
+//     completer to answer every group before (a barrier through the pending queue), then
+//     rebuilds its state as start-up does: next offsets, producer windows and relocated keys
+//     from Pebble (which holds the metadata of durable groups only: a group's Pebble batch is
+//     applied after its sync), then replay of the segments from the checkpoint, which syncs
+//     them, indexes what was written whole (durable from then on: a retry of it is a
+//     duplicate) and cuts what was not. Then writes go on; if the disk is still full, the next
+//     write suspends them again.
+//
+// A failed fdatasync is not a full disk, whatever its errno: after one the kernel may have
+// dropped the dirty pages, so what is on disk is unknown; it stops the node (syncFailed), and
+// the restart recovers what was durable. Pebble's own writes failing stop it too.
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// defaultNoSpaceRetry is how long writes stay suspended after a full disk before the next
+// append tries again.
+const defaultNoSpaceRetry = time.Second
+
+// syncFailed wraps an fdatasync error: never retried, never taken for a full disk.
+type syncFailed struct{ err error }
+
+func (e *syncFailed) Error() string { return e.err.Error() }
+func (e *syncFailed) Unwrap() error { return e.err }
+
+// isNoSpace reports whether err is a segment write that found the disk full.
+func (l *Log) isNoSpace(err error) bool {
+	if _, ok := l.store.(*segmentStore); !ok {
+		return false
+	}
+	var sf *syncFailed
+	if errors.As(err, &sf) {
+		return false
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// suspend stops writes after a full disk (see the top of the file).
+func (l *Log) suspend(err error) {
+	l.suspendedAt.Store(time.Now().UnixNano())
+	if l.suspended.CompareAndSwap(false, true) {
+		l.log.Error("batchlog: the disk is full; appends are answered KAFKA_STORAGE_ERROR until space is freed", "err", err)
+	}
+}
+
+// resume runs on the committer while writes are suspended: it reports whether they may go
+// on. Retention holding retainMu (its pass may be waiting on the committer) defers it.
+func (l *Log) resume() bool {
+	retry := l.opts.noSpaceRetry
+	if retry == 0 {
+		retry = defaultNoSpaceRetry
+	}
+	if time.Since(time.Unix(0, l.suspendedAt.Load())) < retry || !l.retainMu.TryLock() {
+		return false
+	}
+	defer l.retainMu.Unlock()
+	barrier := make(chan struct{})
+	l.pending <- &pendingGroup{barrier: barrier}
+	<-barrier
+	if err := l.rebuild(); err != nil {
+		if l.isNoSpace(err) {
+			l.suspend(err)
+		} else {
+			l.fail(fmt.Errorf("rebuild after a full disk: %w", err))
+		}
+		return false
+	}
+	l.suspended.Store(false)
+	l.log.Info("batchlog: writes resumed after a full disk")
+	return true
+}
+
+// rebuild resets the committer's state to what is durable (see the top of the file). The
+// completer is idle and retention excluded (retainMu).
+func (l *Log) rebuild() error {
+	ss := l.store.(*segmentStore)
+	if err := ss.resetAfterFailure(); err != nil {
+		return err
+	}
+	byID := map[uint32]*Partition{}
+	l.topicsMu.RLock()
+	for _, t := range l.topics {
+		for _, p := range t.Partitions {
+			byID[p.ID] = p
+		}
+	}
+	l.topicsMu.RUnlock()
+	if err := l.loadLogState(byID, false); err != nil {
+		return err
+	}
+	return l.replaySegments(ss, byID)
+}
+
+// dropUnwritten forgets the groups staged and not written: suspended writes never resume
+// with them.
+func (s *segmentStore) dropUnwritten() {
+	s.stagedMu.Lock()
+	clear(s.staged)
+	s.staged = s.staged[:0]
+	s.stagedMu.Unlock()
+}
+
+// resetAfterFailure makes the store's view of its files what is on disk, for a replay.
+func (s *segmentStore) resetAfterFailure() error {
+	s.dropUnwritten()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, seg := range s.segs {
+		n, err := seg.f.Size()
+		if err != nil {
+			return err
+		}
+		seg.size = n
+		seg.written.Store(n)
+	}
+	s.syncedSeg, s.syncedPos = 0, 0
+	return nil
+}
