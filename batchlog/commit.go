@@ -198,7 +198,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	if a.Relocate {
 		// A copy moved forward by the reclaim pass: stored again where it is, nothing
 		// assigned. The relocated key goes in the same group as the copy's index entry.
-		end := a.BaseOffset + int64(binary.BigEndian.Uint32(a.Batch[23:])) + 1
+		end := wire.BatchLastOffset(a.Batch) + 1
 		g.setData(p.ID, a.BaseOffset, a.Batch)
 		if end > p.relocatedBelow.Load() {
 			p.relocatedBelow.Store(end)

@@ -58,6 +58,7 @@ import (
 	"inlet/idem"
 	"inlet/segfs"
 	"inlet/topicconfig"
+	"inlet/wire"
 )
 
 // Options configure Open.
@@ -226,7 +227,8 @@ type Log struct {
 	opts  Options
 	log   *slog.Logger
 	store store
-	db    *pebble.DB // nil in discard mode
+	segs  *segmentStore // the store, with the segments layout; nil otherwise
+	db    *pebble.DB    // nil in discard mode
 
 	queue   chan *Request
 	pending chan *pendingGroup
@@ -341,7 +343,7 @@ func Open(opts Options) (*Log, error) {
 			}
 			ss.obs = opts.Observer
 			ss.log = opts.Logger
-			l.store = ss
+			l.store, l.segs = ss, ss
 		case LayoutPebble:
 			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
 		default:
@@ -519,7 +521,7 @@ func (l *Log) recover() error {
 	}
 	// Two layouts cannot share a directory: the data keys mean different things.
 	layout := []byte(LayoutPebble)
-	if _, ok := l.store.(*segmentStore); ok {
+	if l.segs != nil {
 		layout = []byte(LayoutSegments)
 	}
 	if v, ok, err := get(metaLayout); err != nil {
@@ -534,8 +536,8 @@ func (l *Log) recover() error {
 	if err := l.loadLogState(byID, true); err != nil {
 		return err
 	}
-	if ss, ok := l.store.(*segmentStore); ok {
-		if err := l.replaySegments(ss, byID); err != nil {
+	if l.segs != nil {
+		if err := l.replaySegments(l.segs, byID); err != nil {
 			return err
 		}
 	}
@@ -638,12 +640,9 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	relocated := map[*Partition]bool{}
 	putIndex := func(partition uint32, base int64, seg uint32, pos int64, size int) {
 		var k [dataKeyLen]byte
-		var v [16]byte
+		var v [batchLocLen]byte
 		putDataKey(k[:], partition, base)
-		binary.BigEndian.PutUint32(v[0:], seg)
-		binary.BigEndian.PutUint64(v[4:], uint64(pos))
-		binary.BigEndian.PutUint32(v[12:], uint32(size))
-		_ = b.Set(k[:], v[:], nil)
+		_ = b.Set(k[:], appendBatchLoc(v[:0], batchLoc{seg: seg, pos: pos, length: size}), nil)
 	}
 	var lastSeg uint32
 	var lastEnd int64
@@ -658,12 +657,15 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 		if p == nil {
 			return fmt.Errorf("batchlog: segment %d at %d names unknown partition %d", seg, pos, partition)
 		}
-		base := int64(binary.BigEndian.Uint64(batch))
-		count := int32(binary.BigEndian.Uint32(batch[57:]))
+		h, err := wire.ParseBatchHeader(batch)
+		if err != nil {
+			return fmt.Errorf("batchlog: segment %d at %d: %w", seg, pos, err)
+		}
+		base, count := h.BaseOffset, h.NumRecords
 		if base < p.next {
 			// A copy the reclaim pass moved forward (reclaim.go): index it where it lies
 			// now, unless retention has dropped it since.
-			end := base + int64(binary.BigEndian.Uint32(batch[23:])) + 1
+			end := base + int64(h.LastOffsetDelta) + 1
 			if end <= p.logStart.Load() {
 				return nil
 			}
@@ -681,7 +683,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 		}
 		p.next = base + int64(count)
 		touched[p] = true
-		if pid := int64(binary.BigEndian.Uint64(batch[43:])); pid >= 0 {
+		if pid := h.ProducerID; pid >= 0 {
 			key := producerKey{pid, partition}
 			st := l.producers[key]
 			if st == nil {
@@ -689,7 +691,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 				*st = idem.NewState()
 				l.producers[key] = st
 			}
-			st.Push(int16(binary.BigEndian.Uint16(batch[51:])), int32(binary.BigEndian.Uint32(batch[53:])), count, base)
+			st.Push(h.ProducerEpoch, h.BaseSequence, count, base)
 			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
 			touchedProducers[key] = true
 		}
@@ -726,9 +728,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 		putProducerKey(k[:], key.id, key.partition)
 		_ = b.Set(k[:], l.producers[key].AppendBinary(nil), nil)
 	}
-	ck := binary.BigEndian.AppendUint32(nil, lastSeg)
-	ck = binary.BigEndian.AppendUint64(ck, uint64(lastEnd))
-	_ = b.Set(metaCheckpoint, ck, nil)
+	_ = b.Set(metaCheckpoint, appendCheckpoint(nil, lastSeg, lastEnd), nil)
 	l.log.Info("batchlog: replayed segment tail", "batches", replayed, "segment", lastSeg, "position", lastEnd)
 	return b.Commit(pebble.Sync)
 }
@@ -957,7 +957,7 @@ func (l *Log) Producers(p *Partition) ([]ProducerWindow, error) {
 				return nil, err
 			}
 			if len(buf) >= 61 { // else the batch is gone (retention): its time is unknown
-				s.w.LastTimestamp = int64(binary.BigEndian.Uint64(buf[35:]))
+				s.w.LastTimestamp = wire.BatchMaxTimestamp(buf)
 			}
 		}
 		out = append(out, s.w)

@@ -40,7 +40,7 @@ func (e *syncFailed) Unwrap() error { return e.err }
 
 // isNoSpace reports whether err is a segment write that found the disk full.
 func (l *Log) isNoSpace(err error) bool {
-	if _, ok := l.store.(*segmentStore); !ok {
+	if l.segs == nil {
 		return false
 	}
 	var sf *syncFailed
@@ -88,7 +88,7 @@ func (l *Log) resume() bool {
 // rebuild resets the committer's state to what is durable (see the top of the file). The
 // completer is idle and retention excluded (retainMu).
 func (l *Log) rebuild() error {
-	ss := l.store.(*segmentStore)
+	ss := l.segs
 	if err := ss.resetAfterFailure(); err != nil {
 		return err
 	}

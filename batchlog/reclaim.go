@@ -35,7 +35,6 @@ package batchlog
 
 import (
 	"container/heap"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -61,11 +60,11 @@ type liveEntry struct {
 }
 
 func decodeIndexEntry(p *Partition, k, v []byte) (liveEntry, error) {
-	if len(v) != 16 {
-		return liveEntry{}, fmt.Errorf("batchlog: index entry of %d bytes", len(v))
+	loc, err := parseBatchLoc(v)
+	if err != nil {
+		return liveEntry{}, err
 	}
-	return liveEntry{p: p, base: dataKeyOffset(k), seg: binary.BigEndian.Uint32(v),
-		pos: int64(binary.BigEndian.Uint64(v[4:])), size: int(binary.BigEndian.Uint32(v[12:]))}, nil
+	return liveEntry{p: p, base: dataKeyOffset(k), seg: loc.seg, pos: loc.pos, size: loc.length}, nil
 }
 
 // indexCursor walks the monotonic part of one partition's index (offsets at and above its
@@ -276,7 +275,7 @@ func (c *indexCursor) load(p *Partition) error {
 // group, and raises each partition's relocated key past the batches copied. It returns once
 // the copies are durable and indexed.
 func (l *Log) relocate(live []liveEntry) error {
-	ss := l.store.(*segmentStore)
+	ss := l.segs
 	for len(live) > 0 {
 		n, bytes := 0, 0
 		for n < len(live) && (n == 0 || bytes+live[n].size <= relocateChunk) {

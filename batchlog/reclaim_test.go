@@ -30,7 +30,7 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 			opts := Options{RetentionCheckInterval: -1, CheckpointInterval: -1, noFinalCheckpoint: true}
 			l := openLayoutOpts(t, dir, layout, opts)
 			l.opts.SegmentBytes = segBytes // openLayoutOpts sets 4 KiB; the store reads its own copy
-			l.store.(*segmentStore).segBytes = segBytes
+			l.segs.segBytes = segBytes
 			slow, _ := l.CreateTopic("slow", 1, nil) // Kafka's default: 7 days
 			fire, _ := l.CreateTopic("fire", 2, map[string]string{"retention.ms": "60000"})
 			now := time.Now()
@@ -102,7 +102,7 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 			check(l, "after a restart")
 			// The copies keep no segment alive either: another firehose hour goes too.
 			fire = mustTopic(t, l, "fire")
-			l.store.(*segmentStore).segBytes = segBytes
+			l.segs.segBytes = segBytes
 			for i := 0; i < 2<<20/(16<<10); i++ {
 				submitWait(t, l, stampedBatch(fire.Partitions[i%2], 10, old, 16<<10, 'o'))
 			}

@@ -1,12 +1,13 @@
 package batchlog
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/wire"
 )
 
 // Retention (Kafka's LogManager.cleanupLogs / UnifiedLog.deleteOldSegments), per batch rather
@@ -81,8 +82,8 @@ func (l *Log) EnforceRetention(now time.Time) error {
 			}
 		}
 	}
-	if ss, ok := l.store.(*segmentStore); ok {
-		n, err := l.reclaimSegments(ss)
+	if l.segs != nil {
+		n, err := l.reclaimSegments(l.segs)
 		if err != nil {
 			return err
 		}
@@ -165,19 +166,20 @@ func (l *Log) batchMaxTimestamp(p *Partition, base int64) (int64, error) {
 	if len(buf) < 61 {
 		return 0, errors.New("stored batch shorter than a batch header")
 	}
-	return int64(binary.BigEndian.Uint64(buf[35:])), nil
+	return wire.BatchMaxTimestamp(buf), nil
 }
 
 // indexedBatchSize is the stored size of the batch at it, an iterator over a partition's data
 // keys: with segments the index entry records it (bytes 12..15), with record data in Pebble
 // it is the value's length.
 func (l *Log) indexedBatchSize(it *pebble.Iterator) (int, error) {
-	if _, ok := l.store.(*segmentStore); ok {
+	if l.segs != nil {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return 0, err
 		}
-		return int(binary.BigEndian.Uint32(v[12:])), nil
+		loc, err := parseBatchLoc(v)
+		return loc.length, err
 	}
 	lv := it.LazyValue()
 	return lv.Len(), nil

@@ -20,6 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"inlet/segfs"
+	"inlet/wire"
 )
 
 // segmentStore keeps record data in append-only segment files and everything else (the batch
@@ -173,10 +174,7 @@ func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
 		return 0, 0, err
 	}
 	defer c.Close()
-	if len(v) != 12 {
-		return 0, 0, fmt.Errorf("batchlog: corrupt checkpoint %x", v)
-	}
-	return binary.BigEndian.Uint32(v), int64(binary.BigEndian.Uint64(v[4:])), nil
+	return parseCheckpoint(v)
 }
 
 // replay calls fn for every valid entry after the checkpoint, in write order, cuts a torn
@@ -364,7 +362,7 @@ func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []
 			// Inside the file's size: not a torn write but a failing read.
 			return pos, "", fmt.Errorf("batchlog: read %s at %d: %w; start-up stopped, nothing changed", seg.f.Name(), pos+segEntryHeader, err)
 		}
-		if crc32.Checksum(buf[21:], castagnoli) != binary.BigEndian.Uint32(buf[17:]) {
+		if !wire.BatchCRCValid(buf) {
 			return pos, "a record batch that fails its CRC-32C", nil
 		}
 		if err := fn(partition, buf, seg.id, pos+segEntryHeader); err != nil {
@@ -720,18 +718,13 @@ func (g *segmentGroup) wait() error {
 // the segment is the log; Pebble is rebuilt from it.
 func (g *segmentGroup) commitIndex() error {
 	var k [dataKeyLen]byte
-	var v [20]byte
+	var v [batchLocLen]byte
 	for _, e := range g.index {
 		putDataKey(k[:], e.partition, e.base)
-		binary.BigEndian.PutUint32(v[0:], g.seg.id)
-		binary.BigEndian.PutUint64(v[4:], uint64(e.pos))
-		binary.BigEndian.PutUint32(v[12:], e.length)
-		_ = g.meta.Set(k[:], v[:16], nil)
+		_ = g.meta.Set(k[:], appendBatchLoc(v[:0], batchLoc{seg: g.seg.id, pos: e.pos, length: int(e.length)}), nil)
 	}
 	if g.seg != nil && g.metadata {
-		binary.BigEndian.PutUint32(v[0:], g.seg.id)
-		binary.BigEndian.PutUint64(v[4:], uint64(g.end))
-		_ = g.meta.Set(metaCheckpoint, v[:12], nil)
+		_ = g.meta.Set(metaCheckpoint, appendCheckpoint(v[:0], g.seg.id, g.end), nil)
 	}
 	return g.meta.Commit(pebble.NoSync)
 }
@@ -756,12 +749,11 @@ func (g *segmentGroup) release() {
 func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
 	appended := 0
 	err := eachIndexedBatch(s.db, partition, offset, limit, func(v []byte) (bool, error) {
-		if len(v) != 16 {
-			panic("BUG: batchlog: segment index entry is not 16 bytes")
+		loc, err := parseBatchLoc(v)
+		if err != nil {
+			return false, err
 		}
-		segID := binary.BigEndian.Uint32(v)
-		pos := int64(binary.BigEndian.Uint64(v[4:]))
-		n := int(binary.BigEndian.Uint32(v[12:]))
+		segID, pos, n := loc.seg, loc.pos, loc.length
 		if (appended > 0 || !includeFirst) && appended+n > maxBytes {
 			return false, nil
 		}
@@ -778,14 +770,13 @@ func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxByt
 		}
 		start := len(dst)
 		dst = slices.Grow(dst, n)[:start+n]
-		_, err := seg.f.ReadAt(dst[start:], pos)
+		_, err = seg.f.ReadAt(dst[start:], pos)
 		seg.unref()
 		if err != nil {
 			dst = dst[:start]
 			return false, fmt.Errorf("batchlog: read segment %d at %d: %w", segID, pos, err)
 		}
-		last := int64(binary.BigEndian.Uint64(dst[start:])) + int64(int32(binary.BigEndian.Uint32(dst[start+23:])))
-		if last < offset {
+		if wire.BatchLastOffset(dst[start:]) < offset {
 			dst = dst[:start]
 			return true, nil
 		}

@@ -210,7 +210,7 @@ func TestDirectGroupsArePaddedToBlocks(t *testing.T) {
 	topic, _ := l.CreateTopic("t", 1, nil)
 	p := topic.Partitions[0]
 	submitWait(t, l, plain(p, 1, 'a'))
-	ss := l.store.(*segmentStore)
+	ss := l.segs
 	if ss.active.direct.Load() == nil {
 		t.Skip("file system refuses O_DIRECT")
 	}

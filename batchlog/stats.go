@@ -35,7 +35,7 @@ func (l *Log) Stats() Stats {
 	if l.db != nil {
 		st.Pebble = l.db.Metrics()
 	}
-	if ss, ok := l.store.(*segmentStore); ok {
+	if ss := l.segs; ss != nil {
 		// Under the read lock every segment in the map is open: reclaimSegments takes a
 		// segment out of the map before it unlinks it, and closes it only later.
 		ss.mu.RLock()

@@ -1,10 +1,11 @@
 package batchlog
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/wire"
 )
 
 // store is the seam between the committer and the storage engine, in the manner of pebble's
@@ -133,8 +134,7 @@ func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxByte
 		if len(v) < 61 {
 			panic("BUG: batchlog: stored batch shorter than a record batch header")
 		}
-		last := int64(binary.BigEndian.Uint64(v)) + int64(int32(binary.BigEndian.Uint32(v[23:27])))
-		if last < offset {
+		if wire.BatchLastOffset(v) < offset {
 			return true, nil
 		}
 		if (appended > 0 || !includeFirst) && appended+len(v) > maxBytes {

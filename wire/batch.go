@@ -281,3 +281,25 @@ func SetLogAppendTime(batch []byte, ts int64) {
 	be.PutUint64(batch[offMaxTimestamp:], uint64(ts))
 	be.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
 }
+
+// BatchLastOffset returns the offset of the last record of a stored batch: its base offset
+// plus its last offset delta. batch must hold a whole batch header; a shorter slice panics.
+func BatchLastOffset(batch []byte) int64 {
+	_ = batch[RecordBatchOverhead-1]
+	be := binary.BigEndian
+	return int64(be.Uint64(batch[offBaseOffset:])) + int64(int32(be.Uint32(batch[offLastOffsetDelta:])))
+}
+
+// BatchMaxTimestamp returns a batch's max timestamp (its LogAppendTime when the batch
+// carries one). batch must hold a whole batch header; a shorter slice panics.
+func BatchMaxTimestamp(batch []byte) int64 {
+	_ = batch[RecordBatchOverhead-1]
+	return int64(binary.BigEndian.Uint64(batch[offMaxTimestamp:]))
+}
+
+// BatchCRCValid reports whether a whole batch's CRC-32C (over bytes 21 to its end) matches the
+// one it carries. batch must hold a whole batch header.
+func BatchCRCValid(batch []byte) bool {
+	_ = batch[RecordBatchOverhead-1]
+	return crc32.Checksum(batch[offAttributes:], castagnoli) == binary.BigEndian.Uint32(batch[offCRC:])
+}
