@@ -250,7 +250,8 @@ type Log struct {
 	partSeq       uint32
 	clusterID     string
 
-	retainMu sync.Mutex // serialises log-start changes (retention, DeleteRecords)
+	retainMu       sync.Mutex   // serialises log-start changes (retention, DeleteRecords)
+	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
 
 	pidMu       sync.Mutex
 	nextPID     int64

@@ -309,6 +309,7 @@ func (l *Log) relocate(live []liveEntry) error {
 				return fmt.Errorf("batchlog: copying batches forward: error code %d", code)
 			}
 		}
+		l.relocatedBytes.Add(int64(bytes))
 	}
 	return nil
 }

@@ -13,6 +13,11 @@ import (
 type Stats struct {
 	SegmentFiles int   // segment files, the active one included
 	SegmentBytes int64 // their sizes (block-aligned groups included)
+	// RelocatedBytes counts the bytes of live batches the reclaim pass copied forward out of
+	// old segments since Open (reclaim.go).
+	RelocatedBytes int64
+	// WritesSuspended: a full disk has suspended writes (nospace.go).
+	WritesSuspended bool
 	// WriteStalls counts the times Pebble delayed writes since Open (too many memtables or L0
 	// files waiting for flushes and compactions); WriteStallTime is their total duration, a
 	// stall under way included.
@@ -32,6 +37,8 @@ func (l *Log) Stats() Stats {
 		return st
 	}
 	st.WriteStalls, st.WriteStallTime = l.stalls.read()
+	st.RelocatedBytes = l.relocatedBytes.Load()
+	st.WritesSuspended = l.suspended.Load()
 	if l.db != nil {
 		st.Pebble = l.db.Metrics()
 	}

@@ -178,7 +178,7 @@ inlet_group_commit_records_total 5
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "inlet_partition_high_watermark", "inlet_group_lag", "inlet_connections", "inlet_inflight_budget_used_bytes", "inlet_group_commit_records_total"); err != nil {
 		t.Error(err)
 	}
-	for _, name := range []string{"inlet_group_committed_offset", "inlet_segment_bytes", "inlet_segment_files", "inlet_pebble_compaction_debt_bytes",
+	for _, name := range []string{"inlet_group_committed_offset", "inlet_segment_bytes", "inlet_segment_files", "inlet_segment_relocated_bytes_total", "inlet_writes_suspended", "inlet_pebble_compaction_debt_bytes",
 		"inlet_pebble_write_stalls_total", "inlet_pebble_wal_fsync_duration_seconds", "inlet_fsync_duration_seconds", "inlet_build_info",
 		"process_cpu_seconds_total", "go_goroutines"} {
 		if testutil.CollectAndCount(m.Registry, name) == 0 {

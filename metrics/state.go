@@ -60,6 +60,8 @@ var (
 
 	segFilesDesc = desc("segment_files", "Segment files holding record data (--storage segments).")
 	segBytesDesc = desc("segment_bytes", "Bytes of the segment files on disk (their sizes, block padding of direct writes included).")
+	relocDesc    = desc("segment_relocated_bytes_total", "Bytes of live batches copied forward out of old segments so that the segments could be deleted.")
+	suspendDesc  = desc("writes_suspended", "1 while a full disk has suspended writes (appends answered KAFKA_STORAGE_ERROR), else 0.")
 
 	stallsDesc     = desc("pebble_write_stalls_total", "Times Pebble delayed writes (memtables or L0 files waiting for flushes and compactions).")
 	stallTimeDesc  = desc("pebble_write_stall_seconds_total", "Time Pebble's writes were stalled, a stall under way included.")
@@ -77,7 +79,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{budgetUsedDesc, budgetLimitDesc, connsDesc, refusalsDesc, protoErrDesc,
-		hwDesc, logStartDesc, committedDes, lagDesc, segFilesDesc, segBytesDesc,
+		hwDesc, logStartDesc, committedDes, lagDesc, segFilesDesc, segBytesDesc, relocDesc, suspendDesc,
 		stallsDesc, stallTimeDesc, debtDesc, compactDesc, compactNowDesc, flushesDesc, memtableDesc, readAmpDesc,
 		l0FilesDesc, diskDesc, walWrittenDesc, walFsyncDesc} {
 		ch <- d
@@ -121,6 +123,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.log.Stats()
 	gauge(segFilesDesc, float64(st.SegmentFiles))
 	gauge(segBytesDesc, float64(st.SegmentBytes))
+	counter(relocDesc, float64(st.RelocatedBytes))
+	suspended := 0.0
+	if st.WritesSuspended {
+		suspended = 1
+	}
+	gauge(suspendDesc, suspended)
 	counter(stallsDesc, float64(st.WriteStalls))
 	counter(stallTimeDesc, st.WriteStallTime.Seconds())
 	if pm := st.Pebble; pm != nil {
