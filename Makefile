@@ -1,7 +1,7 @@
 # Inlet. `make demo` runs the main job; `make test` runs every test (set-up included).
 GO ?= go
 
-.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench-recovery bench chaos profile setup clean
+.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench-recovery bench-space bench chaos profile setup clean
 
 all: build
 
@@ -63,6 +63,11 @@ bench-writeamp:
 # Start-up (Open) after a crash-like close of 64 MiB, 256 MiB and 1 GiB segment logs.
 bench-recovery:
 	$(GO) test -run '^$$' -bench BenchmarkRecovery -benchtime 5x ./batchlog/
+
+# Disk bytes held against bytes retained: a firehose with 3 s retention beside a 7-day topic,
+# with and without copying live batches forward (20 s each).
+bench-space:
+	$(GO) test -run '^$$' -bench BenchmarkMixedRetentionSpace -benchtime 1x -timeout 5m ./batchlog/
 
 # The benchmark harness (bench/, cmd/bench): a sweep of inlet's --workers, inlet against
 # inlet-discard, kfake and kfake-sync (alternating), ack latency at 25/50/75% of the flat-out

@@ -79,6 +79,9 @@ type Options struct {
 	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
 	// the segments after it). 0 means the default, 100 ms; negative, with every group.
 	CheckpointInterval time.Duration
+	// noRelocate keeps the reclaim pass from copying batches forward: it deletes only
+	// segments no live batch is in (BenchmarkMixedRetentionSpace compares).
+	noRelocate bool
 	// noSpaceRetry is how long writes stay suspended after a full disk (default
 	// defaultNoSpaceRetry; tests shorten it).
 	noSpaceRetry time.Duration

@@ -255,7 +255,7 @@ func (l *Log) chooseReclaim(ckSeg uint32, sizes map[uint32]int64) ([]liveEntry, 
 			break
 		}
 		freed += sizes[seg]
-		if cost*relocateRatio <= freed {
+		if cost*relocateRatio <= freed && (cost == 0 || !l.opts.noRelocate) {
 			best, bestCount = seg+1, len(live)
 		}
 	}
