@@ -1,7 +1,8 @@
-// Package batchlog is Inlet's durable log: record batches, high watermarks, producer state and
-// topic metadata in Pebble, written by one group committer.
+// Package batchlog is Inlet's durable log: record batches in append-only segment files, and in
+// Pebble their index, high watermarks, producer windows, topics and group offsets, written by
+// one group committer.
 //
-// # Commit pipeline
+// # Commit pipeline (the default: --storage segments, direct I/O)
 //
 // Producers' requests arrive on a queue (Submit). One committer goroutine owns every piece of
 // mutable log state (next offsets, producer windows) and loops:
@@ -9,33 +10,47 @@
 //	drain the queue up to MaxGroupBytes
 //	for each append: idempotence check against committed-plus-pending state (idem.State)
 //	                 assign offsets, patch baseOffset into the batch, add it to the group
-//	add the touched high watermarks and producer states to the same group
-//	apply the group to Pebble without waiting for its fsync (ApplyNoSyncWait)
+//	every CheckpointInterval: add the high watermarks and producer windows changed since
+//	                 the last checkpoint to the group's Pebble batch (not applied yet)
+//	stage the group: copy its entries into a block-aligned buffer (segment.go)
 //	hand the group to the completer
 //
-// The completer goroutine takes groups in apply order, waits for each one's fsync (SyncWait),
-// then publishes the new high watermarks and calls every request's Done. So while group N is
-// being synced, the committer already builds and applies group N+1, and Pebble's WAL writer
-// coalesces their syncs.
+// The completer goroutine takes groups in order. For each one not yet durable it writes every
+// staged group with O_DIRECT (one pwritev per segment) and syncs once (fdatasync); then it
+// applies the group's index entries, and any checkpoint, to Pebble without a sync, publishes
+// the new high watermarks and calls every request's Done. So while group N is being written
+// and synced, the committer already builds group N+1, and under light load many groups share
+// one fdatasync.
+//
+// Other write paths: where O_DIRECT is refused (tmpfs; or --segment-io buffered) the committer
+// writes a group with pwritev straight from the request buffers and the completer only syncs;
+// with --storage pebble the group is one Pebble batch, applied by the committer with
+// ApplyNoSyncWait and waited for (SyncWait) by the completer; --storage discard stores nothing.
 //
 // Invariants:
 //   - A request's Done runs only after every group up to and including the one holding its
 //     appends is durable. A duplicate of a batch in an unsynced group is answered from a later
 //     group, so it too is answered only after the original is durable.
-//   - Published high watermarks (Partition.HighWatermark) never exceed what is durable. Pebble
-//     makes applied data visible before it is synced; readers must bound every read by the
-//     published high watermark, never by what an iterator sees.
+//   - Published high watermarks (Partition.HighWatermark) never exceed what is durable.
+//     Readers bound every read by the published high watermark, never by what the index or
+//     a file shows.
 //   - After a crash a retried batch is recognised as a duplicate exactly when its records
-//     survived. With record data in Pebble (LayoutPebble), records, the high watermark and the
-//     producer state that describes them are in one atomic batch, so either all of a group
-//     exists or none of it does. With segments, high watermarks and producer windows are
-//     written to Pebble only every Options.CheckpointInterval, together with the checkpoint they
-//     are exact for, and recovery rebuilds them from the segment entries after it.
+//     survived: replay (segment.go) syncs the segments after the checkpoint before it
+//     rebuilds offsets and windows from them. With --storage pebble, records, the high
+//     watermark and the producer state that describes them are in one atomic batch.
+//   - Nothing is named by a checkpoint or an index entry before it is durable: a group's
+//     Pebble batch is applied only after its sync.
 //
 // A simpler design, the committer waiting for each fsync itself (bbolt's DB.Batch), leaves the
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
 //
-// Lock order: Log.topicsMu before Log.pidMu; neither is held while waiting on the committer.
+// Files: commit.go (the committer and completer), segment.go (segment files, the write paths,
+// replay), index.go (the segment index's encoding), store.go (the store seam, the pebble and
+// discard layouts), retention.go, reclaim.go (space per partition), nospace.go (a full disk),
+// producer_expiry.go, offsets.go, topics_admin.go, broker_configs.go, keys.go (Pebble keys).
+//
+// Lock order: Log.retainMu before Log.topicsMu before Log.pidMu; none is held while waiting on
+// the committer, except retainMu by the reclaim pass (so the committer only TryLocks it).
 package batchlog
 
 import (
