@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"inlet/segfs"
+	"inlet/wire"
 )
 
 // writeThreeSegments writes batches until the log has at least three segment files, none of
@@ -105,4 +106,68 @@ func TestReadErrorAtStartUpStopsIt(t *testing.T) {
 	if p := mustTopic(t, l, "t").Partitions[0]; p.HighWatermark() < 3 {
 		t.Fatalf("high watermark %d after recovery", p.HighWatermark())
 	}
+}
+
+// TestReopenAfterAnUnalignedCutAndAnEmptyGroup: a torn write cut inside a direct-written group
+// (not at its block-aligned start), then a group that writes nothing (only duplicates) but
+// moves the checkpoint, then a restart before anything else is written: the checkpoint names
+// the block-aligned end, which the file must reach.
+func TestReopenAfterAnUnalignedCutAndAnEmptyGroup(t *testing.T) {
+	segFS, pebFS := segfs.NewCrashableMem(), vfs.NewCrashableMem()
+	opts := Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segFS, PebbleFS: pebFS,
+		CheckpointInterval: -1}
+	l, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustCreate(t, l, "t")
+	submitWait(t, l, idempotent(p, 5, 0, 0, 1, 'a'))
+	submitWait(t, l, idempotent(p, 5, 0, 1, 1, 'b'), idempotent(p, 5, 0, 2, 1, 'c'), idempotent(p, 5, 0, 3, 1, 'd'))
+	// Pebble loses what it had not synced (the index, the checkpoints), and the group's last
+	// entry is torn: its first bytes only.
+	pebCrashed := pebFS.CrashClone(vfs.CrashCloneCfg{})
+	segCrashed := segFS.Crash(segfs.SyncedOnly, nil, nil)
+	l.Close()
+	f, err := segCrashed.Open("/data/segments/0000000000.seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := int64(blockSize + 2*(segEntryHeader+62) + segEntryHeader + 30) // inside 'd'
+	if err := f.Truncate(torn); err != nil {
+		t.Fatal(err)
+	}
+	f.Datasync()
+	f.Close()
+
+	opts.SegmentFS, opts.PebbleFS = segCrashed, pebCrashed
+	if l, err = Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	p = mustTopic(t, l, "t").Partitions[0]
+	if p.HighWatermark() != 3 {
+		t.Fatalf("high watermark %d after the cut, want 3", p.HighWatermark())
+	}
+	// Retries of 'b' and 'c' are duplicates: their group writes nothing, and checkpoints.
+	r := submitWait(t, l, idempotent(p, 5, 0, 1, 1, 'b'), idempotent(p, 5, 0, 2, 1, 'c'))
+	if r.Appends[0].BaseOffset != 1 || r.Appends[1].BaseOffset != 2 {
+		t.Fatalf("retries answered at %d and %d", r.Appends[0].BaseOffset, r.Appends[1].BaseOffset)
+	}
+	l.Close()
+	if l, err = Open(opts); err != nil {
+		t.Fatalf("reopen after an empty group: %v", err)
+	}
+	defer l.Close()
+	p = mustTopic(t, l, "t").Partitions[0]
+	if r := submitWait(t, l, idempotent(p, 5, 0, 3, 1, 'd')); r.Appends[0].Err != wire.ErrNone || r.Appends[0].BaseOffset != 3 {
+		t.Fatalf("retry of the torn batch: %+v", r.Appends[0])
+	}
+}
+
+func mustCreate(t *testing.T, l *Log, name string) *Partition {
+	t.Helper()
+	topic, err := l.CreateTopic(name, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topic.Partitions[0]
 }

@@ -560,14 +560,19 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
-	// A window kept before its last write was (or replayed without it) counts from now.
+	l.windowsCountFromNow()
+	return nil
+}
+
+// windowsCountFromNow gives a window loaded without its last write time (kept before version 2
+// of its encoding) the time of this start-up (or rebuild).
+func (l *Log) windowsCountFromNow() {
 	now := time.Now().UnixMilli()
 	for _, st := range l.producers {
 		if st.LastWrite == 0 {
 			st.LastWrite = now
 		}
 	}
-	return nil
 }
 
 // loadLogState sets every partition's next offset and relocated key, and the producer windows,
@@ -666,9 +671,12 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	var lastSeg uint32
 	var lastEnd int64
 	replayed := 0
+	l.topicsMu.RLock() // topics may be created meanwhile after a full disk (rebuild)
+	partSeq := l.partSeq
+	l.topicsMu.RUnlock()
 	err := ss.replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
 		p := byID[partition]
-		if p == nil && partition < l.partSeq {
+		if p == nil && partition < partSeq {
 			// A partition of a deleted topic: ids are never reused, so its entries are
 			// orphans a produce racing the deletion wrote. Skip them.
 			return nil
@@ -714,21 +722,20 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
 			touchedProducers[key] = true
 		}
-		putIndex(partition, base, seg, pos, len(batch))
+		if base+int64(count) > p.logStart.Load() {
+			// Below the log start (retention or DeleteRecords moved it past batches written
+			// after the checkpoint), a batch is gone: its index entry stays deleted.
+			putIndex(partition, base, seg, pos, len(batch))
+		}
 		lastSeg, lastEnd = seg, pos+int64(len(batch))
 		replayed++
 		return nil
-	})
+	}, func(seg uint32, end int64) (bool, error) { return l.indexedPast(byID, seg, end) })
 	if err != nil {
 		return err
 	}
 	if replayed == 0 {
 		return nil
-	}
-	// Published once replay is done: after a full disk (rebuild) readers go on meanwhile, and
-	// a high watermark must never go back.
-	for p := range touched {
-		p.hw.Store(p.next)
 	}
 	for p := range touched {
 		var k [highKeyLen]byte
@@ -749,7 +756,46 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	}
 	_ = b.Set(metaCheckpoint, appendCheckpoint(nil, lastSeg, lastEnd), nil)
 	l.log.Info("batchlog: replayed segment tail", "batches", replayed, "segment", lastSeg, "position", lastEnd)
-	return b.Commit(pebble.Sync)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	// Published once the index names every batch below them: after a full disk (rebuild)
+	// readers go on meanwhile, and a high watermark must never go back.
+	for p := range touched {
+		p.hw.Store(p.next)
+	}
+	return nil
+}
+
+// indexedPast reports whether the index names a batch of the partitions of byID in segment
+// seg at or after end, or in a later segment. A partition's batches lie in non-decreasing
+// segments along its index except below its relocated key (reclaim.go), so its last entry and
+// the entries below that key are the ones to look at.
+func (l *Log) indexedPast(byID map[uint32]*Partition, seg uint32, end int64) (bool, error) {
+	past := func(v []byte) (bool, error) {
+		loc, err := parseBatchLoc(v)
+		return err == nil && (loc.seg > seg || loc.seg == seg && loc.pos >= end), err
+	}
+	for _, p := range byID {
+		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
+		if err != nil {
+			return false, err
+		}
+		found := false
+		if it.Last() {
+			found, err = past(it.Value())
+		}
+		for valid := it.First(); err == nil && !found && valid && dataKeyOffset(it.Key()) < p.relocatedBelow.Load(); valid = it.Next() {
+			found, err = past(it.Value())
+		}
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
 }
 
 func (l *Log) scan(prefix []byte, fn func(k, v []byte) error) error {

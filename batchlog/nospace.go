@@ -17,9 +17,10 @@ package batchlog
 //     duplicate) and cuts what was not. Then writes go on; if the disk is still full, the next
 //     write suspends them again.
 //
-// A failed fdatasync is not a full disk, whatever its errno: after one the kernel may have
-// dropped the dirty pages, so what is on disk is unknown; it stops the node (syncFailed), and
-// the restart recovers what was durable. Pebble's own writes failing stop it too.
+// Only a failed segment write (or creation) can mean a full disk (writeFailed). A failed
+// fdatasync is not one, whatever its errno: after one the kernel may have dropped the dirty
+// pages, so what is on disk is unknown; it stops the node (syncFailed), and the restart
+// recovers what was durable. Pebble's own errors stop it too.
 
 import (
 	"errors"
@@ -38,16 +39,20 @@ type syncFailed struct{ err error }
 func (e *syncFailed) Error() string { return e.err.Error() }
 func (e *syncFailed) Unwrap() error { return e.err }
 
+// writeFailed wraps the error of a segment file write or creation: the only errors that can
+// mean a full disk here (Pebble's own, and syncs, never do).
+type writeFailed struct{ err error }
+
+func (e *writeFailed) Error() string { return e.err.Error() }
+func (e *writeFailed) Unwrap() error { return e.err }
+
 // isNoSpace reports whether err is a segment write that found the disk full.
 func (l *Log) isNoSpace(err error) bool {
-	if l.segs == nil {
+	var wf *writeFailed
+	if l.segs == nil || !errors.As(err, &wf) {
 		return false
 	}
-	var sf *syncFailed
-	if errors.As(err, &sf) {
-		return false
-	}
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+	return errors.Is(wf.err, syscall.ENOSPC) || errors.Is(wf.err, syscall.EDQUOT)
 }
 
 // suspend stops writes after a full disk (see the top of the file).
@@ -103,7 +108,11 @@ func (l *Log) rebuild() error {
 	if err := l.loadLogState(byID, false); err != nil {
 		return err
 	}
-	return l.replaySegments(ss, byID)
+	if err := l.replaySegments(ss, byID); err != nil {
+		return err
+	}
+	l.windowsCountFromNow()
+	return nil
 }
 
 // dropUnwritten forgets the groups staged and not written: suspended writes never resume

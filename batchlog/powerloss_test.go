@@ -72,7 +72,9 @@ type powerLossRun struct {
 	mu        sync.Mutex
 	crashed   bool
 	fullDisk  bool // a full-disk episode happened in this cycle (under mu)
-	refused   int  // appends refused on a full disk, over the run (under mu)
+	// prevFullDisk: one happened in the cycle before this one, whose batches are retried.
+	prevFullDisk bool
+	refused      int // appends refused on a full disk, over the run (under mu)
 	// firstBatchesLost: a producer's first batches on a partition, refused on a full disk,
 	// whose retries met Kafka's leniency for a producer with no window (see cycle).
 	firstBatchesLost int
@@ -155,7 +157,7 @@ func (r *powerLossRun) cycle(crash int) bool {
 	// Retry what the producers were not answered, in order, as a client does after
 	// reconnecting: durable batches must be answered as duplicates at their offsets, the
 	// others written.
-	r.crashed, r.fullDisk = false, false
+	r.crashed, r.prevFullDisk, r.fullDisk = false, r.fullDisk, false
 	for _, p := range r.producers {
 		p.stalled.Store(false)
 	}
@@ -164,7 +166,7 @@ func (r *powerLossRun) cycle(crash int) bool {
 		p.unanswered = nil
 		for _, b := range retries {
 			a := r.submit(l, topic, b)
-			if a.Err == wire.ErrDuplicateSequenceNumber && !r.storedUpTo(found, b) {
+			if a.Err == wire.ErrDuplicateSequenceNumber && r.prevFullDisk && !r.storedUpTo(found, b) {
 				// Kafka's leniency, kept: a producer with no window on a partition may start
 				// at any sequence (its window may have expired). So when its first batches
 				// there were refused on a full disk and a later one then written, their
@@ -187,6 +189,13 @@ func (r *powerLossRun) cycle(crash int) bool {
 	}
 	if _, ok := r.check(l, topic); !ok {
 		return false
+	}
+	if r.rng.IntN(8) == 0 {
+		// Crash before anything new is written: the retries that were duplicates made a
+		// group that writes nothing, and moved the checkpoint to the aligned end of a
+		// segment cut at a torn entry.
+		r.crash(l, nil, nil)
+		return !t.Failed()
 	}
 
 	// Produce flat out and crash at a random moment.
@@ -249,11 +258,19 @@ func (r *powerLossRun) cycle(crash int) bool {
 		// A full disk for a while: segment writes fail with ENOSPC, then space returns
 		// (or not, before the crash).
 		var full atomic.Bool
+		rng := rand.New(rand.NewPCG(r.rng.Uint64(), 3))
+		var rngMu sync.Mutex
 		r.segFS.Inject(func(op segfs.Op, name string) error {
-			if op == segfs.OpWrite && full.Load() {
-				return syscall.ENOSPC
+			if op != segfs.OpWrite || !full.Load() {
+				return nil
 			}
-			return nil
+			rngMu.Lock()
+			defer rngMu.Unlock()
+			if rng.IntN(2) == 0 {
+				// The disk fills in the middle of the write: its first bytes land.
+				return &segfs.ShortWrite{N: rng.IntN(64 << 10), Err: syscall.ENOSPC}
+			}
+			return syscall.ENOSPC
 		})
 		time.Sleep(time.Duration(r.rng.IntN(1000)) * time.Microsecond)
 		r.mu.Lock()
@@ -264,6 +281,13 @@ func (r *powerLossRun) cycle(crash int) bool {
 		full.Store(r.rng.IntN(4) == 0)
 	}
 	time.Sleep(time.Duration(r.rng.IntN(3000)) * time.Microsecond)
+	r.crash(l, stop, &wg)
+	return !t.Failed()
+}
+
+// crash cuts the file systems at this instant, stops the goroutines (stop, wg) and closes l
+// on what it leaves behind; the next cycle opens what the crash kept.
+func (r *powerLossRun) crash(l *Log, stop chan struct{}, wg *sync.WaitGroup) {
 	// A process kill keeps what was written and not synced for a later power loss to lose
 	// (in Pebble's vfs, a clone keeping all unsynced data, which it then counts as synced).
 	mode := []segfs.CrashMode{segfs.SyncedOnly, segfs.TornPrefix, segfs.RandomBlocks, segfs.ProcessKill}[r.rng.IntN(4)]
@@ -278,11 +302,12 @@ func (r *powerLossRun) cycle(crash int) bool {
 	segAfter := r.segFS.Crash(mode, r.rng, func() {
 		pebAfter = r.pebFS.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pebKeeps, RNG: r.rng})
 	})
-	close(stop)
-	wg.Wait()
+	if stop != nil {
+		close(stop)
+		wg.Wait()
+	}
 	l.Close() // on the file systems the crash left behind
 	r.segFS, r.pebFS = segAfter, pebAfter
-	return !t.Failed()
 }
 
 // produce sends batches of p until stop, up to plInFlight requests in flight, each request
@@ -303,7 +328,10 @@ func (r *powerLossRun) produce(l *Log, topic *Topic, p *plProducer, rng *rand.Ra
 		r.mu.Unlock()
 		a := r.appendFor(topic, b, rng.IntN(300))
 		l.Submit(&Request{Appends: []Append{a}, Done: func(req *Request) {
-			<-slots
+			// The slot is freed last, so a refusal stalls the producer before it can send
+			// again: at most plInFlight batches follow one left unanswered, and a retry of
+			// it stays within the producer window.
+			defer func() { <-slots }()
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.crashed {

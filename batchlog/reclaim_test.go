@@ -93,8 +93,12 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 			}
 			check(l, "after the pass")
 			// A second pass with nothing left to reclaim copies nothing again.
+			copied := l.Stats().RelocatedBytes
 			if err := l.EnforceRetention(now); err != nil {
 				t.Fatal(err)
+			}
+			if again := l.Stats().RelocatedBytes; again != copied {
+				t.Fatalf("a second pass copied %d more bytes", again-copied)
 			}
 			check(l, "after a second pass")
 			l.Close() // leaves the replay to the next start (noFinalCheckpoint)

@@ -194,12 +194,20 @@ func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
 // Anywhere else it is corruption of synced data, and a read that fails is a failing device:
 // start-up stops with an error naming the file and the offset, and nothing is changed.
 //
-// What is not told apart: a flipped bit in synced data of the last segment, after the
-// checkpoint, from a torn write. Several groups may be written before one sync (flushStaged),
-// so valid entries after a bad one do not prove corruption; telling them apart needs the
-// synced position made durable, which the store does not record. Such a bit costs the
-// acknowledged entries after it in that segment (at most one checkpoint interval of writes).
-func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32, pos int64) error) error {
+// Before cutting, replay asks whether the index names anything at or after the cut: index
+// entries are applied only after their group's sync, so one there proves the data synced, and
+// the bad entry corrupt; start-up stops. What is not told apart: a flipped bit in synced data
+// whose later entries Pebble had not made durable yet (their index is written without a
+// sync), from a torn write. Several groups may be written before one sync (flushStaged), so
+// valid entries after a bad one prove nothing by themselves. Such a bit costs the entries
+// after it in that segment (at most one checkpoint interval of writes), and no index entry is
+// left naming the part cut.
+//
+// indexedPast reports whether the index names a batch in segment seg at or after end (or in
+// a later segment): before cutting there, replay asks, since a batch is indexed only once it
+// is synced, so an indexed batch past a bad entry proves the entry corrupt, not torn.
+func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32, pos int64) error,
+	indexedPast func(seg uint32, end int64) (bool, error)) error {
 	ckSeg, ckPos, err := s.checkpoint()
 	if err != nil {
 		return err
@@ -257,6 +265,12 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 			return fmt.Errorf("batchlog: segment %s is corrupt at %d (%s), and a later segment holds data, so this is not a torn write; start-up stopped, nothing changed",
 				seg.f.Name(), end, why)
 		}
+		if past, err := indexedPast(id, end); err != nil {
+			return err
+		} else if past {
+			return fmt.Errorf("batchlog: segment %s is corrupt at %d (%s), and the index names data after it, which was synced, so this is not a torn write; start-up stopped, nothing changed",
+				seg.f.Name(), end, why)
+		}
 		if err := s.cutTornTail(seg, end); err != nil {
 			return err
 		}
@@ -274,8 +288,19 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 			}
 		}
 		if s.active.direct.Load() != nil {
-			// Direct writes start on a block boundary; the gap reads as zeros (padding).
-			s.active.size = alignUp(s.active.size)
+			// Direct writes start on a block boundary: the file is extended with zeros
+			// (padding, to replay) to the next one, and synced, so that a checkpoint at
+			// the aligned end (a group that writes nothing moves it there) never names a
+			// position past the file.
+			if aligned := alignUp(s.active.size); aligned != s.active.size {
+				if err := s.active.f.Truncate(aligned); err != nil {
+					return fmt.Errorf("batchlog: pad %s to a block boundary: %w", s.active.f.Name(), err)
+				}
+				if err := s.active.f.Datasync(); err != nil {
+					return fmt.Errorf("batchlog: sync %s after padding it: %w", s.active.f.Name(), &syncFailed{err})
+				}
+				s.active.size = aligned
+			}
 			s.active.directEnd.Store(s.active.size)
 		}
 		s.active.written.Store(s.active.size)
@@ -426,10 +451,10 @@ func (s *segmentStore) roll() error {
 	}
 	seg, err := s.openSegment(id, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("batchlog: create segment %d: %w", id, &writeFailed{err})
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
-		return err
+		return fmt.Errorf("batchlog: sync %s after creating segment %d: %w", s.dir, id, &syncFailed{err})
 	}
 	s.mu.Lock()
 	s.segs[id] = seg
@@ -537,7 +562,7 @@ func (g *segmentGroup) apply() error {
 	}
 	off, err := g.seg.f.WriteV(g.iov, g.start)
 	if err != nil {
-		return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, err)
+		return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, &writeFailed{err})
 	}
 	g.end = off
 	g.seg.size = off
@@ -669,7 +694,7 @@ func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
 	// A short direct write ends on a block boundary (O_DIRECT transfers whole blocks), so it
 	// continues at an aligned address inside the next stage.
 	if _, err := d.f.WriteV(iov, groups[0].start); err != nil {
-		return fmt.Errorf("batchlog: write segment %d: %w", seg.id, err)
+		return fmt.Errorf("batchlog: write segment %d: %w", seg.id, &writeFailed{err})
 	}
 	clear(s.iov)
 	seg.directEnd.Store(end)

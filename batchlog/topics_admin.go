@@ -99,6 +99,10 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 // In the segment layout the record bytes stay in their segment files until retention's
 // reclamation finds a segment no live partition references (reclaimSegments).
 func (l *Log) DeleteTopic(name string) error {
+	// retainMu first: no retention or reclaim pass (which copies batches forward and writes
+	// their keys) runs while the topic's keys go.
+	l.retainMu.Lock()
+	defer l.retainMu.Unlock()
 	l.topicsMu.Lock()
 	defer l.topicsMu.Unlock()
 	t, ok := l.topics[name]
@@ -117,6 +121,8 @@ func (l *Log) DeleteTopic(name string) error {
 			putHighKey(k[:], p.ID)
 			_ = b.Delete(k[:], nil)
 			k[0] = kindLogStart
+			_ = b.Delete(k[:], nil)
+			k[0] = kindRelocate
 			_ = b.Delete(k[:], nil)
 		}
 		err := l.scan([]byte{kindProducer}, func(k, _ []byte) error {

@@ -1,6 +1,7 @@
 package segfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -70,7 +71,8 @@ func NewCrashableMem() *MemFS {
 }
 
 // Inject makes fn decide, before every call, whether it fails: a non-nil error is returned
-// from the call, which then changes nothing. nil removes the hook.
+// from the call, which then changes nothing, except a *ShortWrite for a write, which writes
+// its first N bytes first. nil removes the hook.
 func (m *MemFS) Inject(fn func(op Op, name string) error) {
 	m.mu.Lock()
 	m.inject = fn
@@ -86,6 +88,16 @@ func (m *MemFS) check(op Op, name string) error {
 	}
 	return fn(op, name)
 }
+
+// ShortWrite, returned by an Inject hook for a write, makes the write keep its first N bytes
+// (all of them if it has fewer) and then fail with Err: a disk that fills in the middle of it.
+type ShortWrite struct {
+	N   int
+	Err error
+}
+
+func (e *ShortWrite) Error() string { return fmt.Sprintf("short write of %d bytes: %v", e.N, e.Err) }
+func (e *ShortWrite) Unwrap() error { return e.Err }
 
 // CrashMode says what of the unsynced changes survives a crash.
 type CrashMode int
@@ -398,8 +410,10 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 func (f *memFile) WriteV(iov [][]byte, off int64) (int64, error) {
 	f.fs.crashMu.RLock()
 	defer f.fs.crashMu.RUnlock()
-	if err := f.fs.check(OpWrite, f.name); err != nil {
-		return off, err
+	injected := f.fs.check(OpWrite, f.name)
+	var short *ShortWrite
+	if injected != nil && !errors.As(injected, &short) {
+		return off, injected
 	}
 	var data []byte
 	for _, b := range iov {
@@ -411,11 +425,21 @@ func (f *memFile) WriteV(iov [][]byte, off int64) (int64, error) {
 	if f.direct && off%BlockSize != 0 {
 		return off, fmt.Errorf("segfs: direct write to %s at %d: not block-aligned", f.name, off)
 	}
+	if short != nil {
+		if f.direct {
+			// O_DIRECT transfers whole blocks: a short one ends on a boundary.
+			short.N -= short.N % BlockSize
+		}
+		data = data[:min(max(short.N, 0), len(data))]
+	}
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
 	op := memOp{off: off, data: data}
 	f.n.data = op.applyTo(f.n.data, len(data))
 	f.n.ops = append(f.n.ops, op)
+	if short != nil {
+		return off + int64(len(data)), short.Err
+	}
 	return off + int64(len(data)), nil
 }
 

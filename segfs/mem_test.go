@@ -121,3 +121,14 @@ func TestProcessKillKeepsUnsyncedDataForALaterCrashToLose(t *testing.T) {
 	}
 	_ = g
 }
+
+func TestShortWriteKeepsItsPrefix(t *testing.T) {
+	m := NewCrashableMem()
+	m.MkdirAll("/d")
+	f, _ := m.Create("/d/f")
+	m.Inject(func(op Op, name string) error { return &ShortWrite{N: 3, Err: syscall.ENOSPC} })
+	end, err := f.WriteV([][]byte{[]byte("hello")}, 0)
+	if !errors.Is(err, syscall.ENOSPC) || end != 3 || string(m.Files()["/d/f"]) != "hel" {
+		t.Fatalf("short write: end %d, err %v, file %q", end, err, m.Files()["/d/f"])
+	}
+}
