@@ -22,10 +22,10 @@
 // and synced, the committer already builds group N+1, and under light load many groups share
 // one fdatasync.
 //
-// Other write paths: where O_DIRECT is refused (tmpfs; or --segment-io buffered) the committer
-// writes a group with pwritev straight from the request buffers and the completer only syncs;
-// with --storage pebble the group is one Pebble batch, applied by the committer with
-// ApplyNoSyncWait and waited for (SyncWait) by the completer; --storage discard stores nothing.
+// Where O_DIRECT is refused (tmpfs; or --segment-io buffered) the completer writes the same
+// staged buffers through the page cache. Other layouts: with --storage pebble the group is one
+// Pebble batch, applied by the committer with ApplyNoSyncWait and waited for (SyncWait) by the
+// completer; --storage discard stores nothing.
 //
 // Invariants:
 //   - A request's Done runs only after every group up to and including the one holding its
@@ -87,7 +87,7 @@ type Options struct {
 	Layout string
 	// SegmentBytes is the size at which a new segment file is started.
 	SegmentBytes int64
-	// BufferedSegments writes segment files through the page cache (pwritev) even where
+	// BufferedSegments writes segment files through the page cache even where
 	// O_DIRECT is available (see segment.go); for comparison and tests.
 	BufferedSegments bool
 	// CheckpointInterval is how often the segments layout writes high watermarks and producer

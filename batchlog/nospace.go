@@ -135,8 +135,6 @@ func (s *segmentStore) resetAfterFailure() error {
 			return err
 		}
 		seg.size = n
-		seg.written.Store(n)
 	}
-	s.syncedSeg, s.syncedPos = 0, 0
 	return nil
 }

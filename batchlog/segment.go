@@ -29,9 +29,9 @@ import (
 // Why: storing record batches as Pebble values costs every byte a copy into the batch, a WAL
 // write, a copy into the memtable arena and a blob-file write at flush (about 3.4 ns of CPU per
 // byte measured here, write amplification 2). A segment file is the write-ahead log itself:
-// the committer writes each group's batches straight from the request buffers with pwritev (no
-// user-space copy), the completer makes them durable with one fdatasync, and only then applies
-// a small unsynced Pebble batch holding the group's index entries. Every
+// the committer copies each group's entries into a staging buffer, the completer writes it
+// and makes it durable with one fdatasync, and only then applies a small unsynced Pebble batch
+// holding the group's index entries. Every
 // Options.CheckpointInterval a group's batch also holds the high watermarks and producer windows
 // changed since the last such group and the segment position it covers (the checkpoint):
 // Pebble's metadata is always whole as of its checkpoint.
@@ -45,17 +45,18 @@ import (
 // Entry layout: partition u32, crc32c(partition bytes || batch[0:21]) u32, then the batch. The
 // batch's own CRC covers bytes 21..end; the header CRC covers the rest of the batch header.
 //
-// Direct I/O. A buffered write into the page cache cost about 1 ns of CPU per byte in the
+// One write path. A buffered write into the page cache cost about 1 ns of CPU per byte in the
 // server (three quarters of its CPU; profiles/README.md), an O_DIRECT write about 0.15 ns plus
-// a memmove into an aligned buffer. So, where the file system allows O_DIRECT, the committer
-// only copies a group's entries into a block-aligned staging buffer (zero-padded to a whole
-// block; every group starts on a block boundary), and the completer writes it with O_DIRECT and
-// syncs it. Writing in the completer keeps the committer from waiting on the device, and
-// groups reach the file strictly in order, each after the previous one's sync, so a crash can
-// tear only the last unacknowledged group. Replay skips the padding: an entry that fails its
-// checks at an unaligned position followed only by zeros up to the next boundary is padding.
-// Where O_DIRECT is refused (tmpfs), the committer writes with pwritev from the request
-// buffers and the completer only syncs.
+// a memmove into an aligned buffer. So the committer only copies a group's entries into a
+// block-aligned staging buffer (zero-padded to a whole block; every group starts on a block
+// boundary), and the completer writes the staged groups of a segment with one pwritev, with
+// O_DIRECT where the file system allows it and through the page cache where it is refused
+// (tmpfs; or Options.BufferedSegments), then syncs. Writing in the completer keeps the
+// committer from waiting on the device, and groups reach the file strictly in order: a
+// segment's groups are written and synced before the next segment's are written, so a crash
+// can tear only the last segment's unacknowledged groups. Replay skips the padding: an entry
+// that fails its checks at an unaligned position followed only by zeros up to the next
+// boundary is padding.
 type segmentStore struct {
 	fs       segfs.FS
 	log      *slog.Logger
@@ -66,10 +67,6 @@ type segmentStore struct {
 	mu     sync.RWMutex // guards segs for readers
 	segs   map[uint32]*segment
 	active *segment // committer-owned
-
-	// completer-owned: everything before (syncedSeg, syncedPos) is durable.
-	syncedSeg uint32
-	syncedPos int64
 
 	free   chan *segmentGroup
 	stages chan []byte // block-aligned staging buffers for direct writes
@@ -89,12 +86,14 @@ type segmentStore struct {
 }
 
 type segment struct {
-	id      uint32
-	f       segfs.File                 // buffered: reads, syncs, and writes when direct I/O is unavailable
-	direct  atomic.Pointer[directFile] // O_DIRECT writer until the last group is written; nil where refused
-	size    int64                      // committer-owned: bytes assigned to groups (block-aligned when direct)
-	written atomic.Int64               // bytes written, for the completer's sync bookkeeping (buffered path)
-	final   atomic.Int64               // size when the segment stopped being active (-1 while active)
+	id     uint32
+	f      segfs.File                 // buffered: reads, syncs, and writes when direct I/O is unavailable
+	direct atomic.Pointer[directFile] // O_DIRECT writer until the last group is written; nil where refused
+	// usesDirect: the segment was opened with an O_DIRECT writer (direct may be nil later,
+	// once its last group is written).
+	usesDirect bool
+	size       int64        // committer-owned: bytes assigned to groups (block-aligned when direct)
+	final      atomic.Int64 // size when the segment stopped being active (-1 while active)
 	// directEnd is where the completer's last direct write ended. The writer is closed once
 	// directEnd reaches final, by whichever of the committer (roll) and the completer
 	// (writeDirect) sees both values last.
@@ -137,7 +136,6 @@ func openSegmentStore(fs segfs.FS, dir string, db *pebble.DB, segBytes int64, bu
 	}
 	s := &segmentStore{fs: fs, dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
 		free: make(chan *segmentGroup, 4), stages: make(chan []byte, 4), buffered: buffered}
-	// (syncedSeg 0, syncedPos 0) claims nothing: every group ends past position 0.
 	if err := fs.MkdirAll(s.dir); err != nil {
 		return nil, err
 	}
@@ -287,23 +285,19 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 				seg.closeWriter() // only the active segment is written
 			}
 		}
-		if s.active.direct.Load() != nil {
-			// Direct writes start on a block boundary: the file is extended with zeros
-			// (padding, to replay) to the next one, and synced, so that a checkpoint at
-			// the aligned end (a group that writes nothing moves it there) never names a
-			// position past the file.
-			if aligned := alignUp(s.active.size); aligned != s.active.size {
-				if err := s.active.f.Truncate(aligned); err != nil {
-					return fmt.Errorf("batchlog: pad %s to a block boundary: %w", s.active.f.Name(), err)
-				}
-				if err := s.active.f.Datasync(); err != nil {
-					return fmt.Errorf("batchlog: sync %s after padding it: %w", s.active.f.Name(), &syncFailed{err})
-				}
-				s.active.size = aligned
+		// Groups start on a block boundary: the file is extended with zeros (padding, to
+		// replay) to the next one, and synced, so that a checkpoint at the aligned end (a
+		// group that writes nothing moves it there) never names a position past the file.
+		if aligned := alignUp(s.active.size); aligned != s.active.size {
+			if err := s.active.f.Truncate(aligned); err != nil {
+				return fmt.Errorf("batchlog: pad %s to a block boundary: %w", s.active.f.Name(), err)
 			}
-			s.active.directEnd.Store(s.active.size)
+			if err := s.active.f.Datasync(); err != nil {
+				return fmt.Errorf("batchlog: sync %s after padding it: %w", s.active.f.Name(), &syncFailed{err})
+			}
+			s.active.size = aligned
 		}
-		s.active.written.Store(s.active.size)
+		s.active.directEnd.Store(s.active.size)
 	}
 	return nil
 }
@@ -420,10 +414,10 @@ func (s *segmentStore) openSegment(id uint32, create bool) (*segment, error) {
 	seg := &segment{id: id, f: f, size: size}
 	seg.refs.Store(1)
 	seg.final.Store(-1)
-	seg.written.Store(seg.size)
 	if !s.buffered {
 		if d, err := s.fs.OpenDirect(path); err == nil {
 			seg.direct.Store(&directFile{d})
+			seg.usesDirect = true
 		}
 	}
 	return seg, nil
@@ -435,19 +429,13 @@ func (seg *segment) closeWriter() {
 	}
 }
 
-// roll starts a new active segment. On the buffered path the old one is synced first, so
-// that only the last segment can ever hold a torn write (replay); the direct path's completer
-// already syncs a segment before it writes to the next. The directory is synced so the new
-// file's name is durable before anything in it is acknowledged.
+// roll starts a new active segment. The directory is synced so the new file's name is durable
+// before anything in it is acknowledged. (The completer syncs a segment's last groups before
+// it writes the next segment's, so only the last segment can ever hold a torn write.)
 func (s *segmentStore) roll() error {
 	id := uint32(0)
 	if s.active != nil {
 		id = s.active.id + 1
-		if s.active.direct.Load() == nil {
-			if err := s.active.f.Datasync(); err != nil {
-				return fmt.Errorf("batchlog: sync segment %d before rolling: %w", s.active.id, &syncFailed{err})
-			}
-		}
 	}
 	seg, err := s.openSegment(id, true)
 	if err != nil {
@@ -477,16 +465,16 @@ type segmentGroup struct {
 	seg     *segment
 	start   int64 // position of the group's first entry in seg
 	end     int64
-	iov     [][]byte
+	batches [][]byte // the request buffers of its entries, until staged
 	headers []byte
 	index   []indexEntry
 	meta    *pebble.Batch
-	stage   []byte // direct path: the group's entries, block-aligned and padded
-	durable bool   // direct path: written and synced (possibly by an earlier group's wait)
+	stage   []byte // the group's entries, block-aligned and padded
+	durable bool   // written and synced (possibly by an earlier group's wait)
 	// metadata: the group holds the high watermarks and producer windows changed since the
 	// previous such group, so its end is a checkpoint (carriesMetadata).
 	metadata bool
-	empty    bool // direct path: no entries, nothing staged (stageDirect)
+	empty    bool // no entries, nothing staged (stageEntries)
 }
 
 type indexEntry struct {
@@ -507,7 +495,7 @@ func (s *segmentStore) newGroup(int) group {
 	g.durable = false
 	g.metadata = false
 	g.empty = false
-	g.iov = g.iov[:0]
+	g.batches = g.batches[:0]
 	g.headers = g.headers[:0]
 	g.index = g.index[:0]
 	g.meta = s.db.NewBatch()
@@ -518,8 +506,7 @@ func (g *segmentGroup) setData(partition uint32, base int64, batch []byte) {
 	g.headers = binary.BigEndian.AppendUint32(g.headers, partition)
 	crc := crc32.Update(crc32.Checksum(g.headers[len(g.headers)-4:], castagnoli), castagnoli, batch[:21])
 	g.headers = binary.BigEndian.AppendUint32(g.headers, crc)
-	// Headers are sliced out of g.headers in apply, once it no longer grows.
-	g.iov = append(g.iov, nil, batch)
+	g.batches = append(g.batches, batch)
 	g.index = append(g.index, indexEntry{partition: partition, base: base, length: uint32(len(batch))})
 }
 
@@ -540,8 +527,8 @@ const defaultCheckpointInterval = 100 * time.Millisecond
 
 func (s *segmentStore) metadataInterval() time.Duration { return s.checkpointEvery }
 
-// apply writes the group's entries at the end of the active segment with pwritev: the record
-// data goes from the request buffers to the kernel with no copy in between.
+// apply stages the group at the end of the active segment, starting a new segment when the
+// active one is full.
 func (g *segmentGroup) apply() error {
 	s := g.s
 	if s.active == nil || s.active.size >= s.segBytes {
@@ -549,30 +536,12 @@ func (g *segmentGroup) apply() error {
 			return err
 		}
 	}
-	if s.active.direct.Load() != nil {
-		return g.stageDirect()
-	}
-	g.seg = s.active
-	g.start = g.seg.size
-	pos := g.start
-	for i := range g.index {
-		g.iov[2*i] = g.headers[segEntryHeader*i : segEntryHeader*(i+1)]
-		g.index[i].pos = pos + segEntryHeader
-		pos += segEntryHeader + int64(g.index[i].length)
-	}
-	off, err := g.seg.f.WriteV(g.iov, g.start)
-	if err != nil {
-		return fmt.Errorf("batchlog: write segment %d: %w", g.seg.id, &writeFailed{err})
-	}
-	g.end = off
-	g.seg.size = off
-	g.seg.written.Store(off)
-	return nil
+	return g.stageEntries()
 }
 
-// stageDirect copies the group's entries into a block-aligned staging buffer, zero-padded to
-// a whole block, for the completer to write with O_DIRECT at the group's aligned start.
-func (g *segmentGroup) stageDirect() error {
+// stageEntries copies the group's entries into a block-aligned staging buffer, zero-padded to a whole
+// block, for the completer to write at the group's aligned start (flushStaged).
+func (g *segmentGroup) stageEntries() error {
 	s := g.s
 	g.seg = s.active
 	g.start = g.seg.size
@@ -602,7 +571,7 @@ func (g *segmentGroup) stageDirect() error {
 	for i := range g.index {
 		w += copy(buf[w:], g.headers[segEntryHeader*i:segEntryHeader*(i+1)])
 		g.index[i].pos = g.start + int64(w)
-		w += copy(buf[w:], g.iov[2*i+1])
+		w += copy(buf[w:], g.batches[i])
 	}
 	clear(buf[w:])
 	g.stage = buf
@@ -632,7 +601,7 @@ func (s *segmentStore) flushStaged() error {
 		for j < len(batch) && batch[j].seg == batch[i].seg {
 			j++
 		}
-		if err := s.writeDirect(batch[i:j]); err != nil {
+		if err := s.writeStaged(batch[i:j]); err != nil {
 			return err
 		}
 		seg := batch[i].seg
@@ -673,12 +642,15 @@ func alignedBuffer(n int) []byte {
 	return b[off : off+n : off+n]
 }
 
-// writeDirect writes staged groups of one segment, adjacent in the file and in order, and
-// closes the segment's writer after its last group.
-func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
+// writeStaged writes staged groups of one segment, adjacent in the file and in order: with
+// the segment's O_DIRECT writer, which it closes after the segment's last group, or through
+// the page cache where there is none.
+func (s *segmentStore) writeStaged(groups []*segmentGroup) error {
 	seg := groups[0].seg
-	d := seg.direct.Load()
-	if d == nil {
+	w := seg.f
+	if d := seg.direct.Load(); d != nil {
+		w = d.f
+	} else if seg.usesDirect {
 		panic("BUG: batchlog: direct writer closed before the segment's last group was written")
 	}
 	iov := s.iov[:0]
@@ -693,7 +665,7 @@ func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
 	s.iov = iov
 	// A short direct write ends on a block boundary (O_DIRECT transfers whole blocks), so it
 	// continues at an aligned address inside the next stage.
-	if _, err := d.f.WriteV(iov, groups[0].start); err != nil {
+	if _, err := w.WriteV(iov, groups[0].start); err != nil {
 		return fmt.Errorf("batchlog: write segment %d: %w", seg.id, &writeFailed{err})
 	}
 	clear(s.iov)
@@ -704,37 +676,23 @@ func (s *segmentStore) writeDirect(groups []*segmentGroup) error {
 	return nil
 }
 
-// wait makes the group durable (one fdatasync covers every group written to the segment
-// before it, so a sync that already covers this group is not repeated) and then applies its
-// index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from it.
+// wait makes the group durable (one flush writes every group staged before it and syncs each
+// segment once, so a group an earlier flush covered is not written again) and then applies
+// its index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from
+// it.
 func (g *segmentGroup) wait() error {
-	s := g.s
 	if g.empty {
 		// Every group before it is durable (the completer waits in order), and it adds
 		// nothing, so its checkpoint (its start) is durable too.
 		return g.commitIndex()
 	}
-	if g.stage != nil {
-		if !g.durable {
-			if err := s.flushStaged(); err != nil {
-				return err
-			}
-		}
-		if !g.durable {
-			panic("BUG: batchlog: a staged group was not among the groups flushed after it")
-		}
-		return g.commitIndex()
-	}
-	// A group in an older segment than the last synced one is durable: its segment's last
-	// group synced it before any group of a newer segment was waited for.
-	if g.seg != nil && (g.seg.id > s.syncedSeg || (g.seg.id == s.syncedSeg && g.end > s.syncedPos)) {
-		// Everything the committer has written to the segment when the sync starts is
-		// durable after it, so later groups already written need no sync of their own.
-		written := g.seg.written.Load()
-		if err := s.fdatasync(g.seg); err != nil {
+	if !g.durable {
+		if err := g.s.flushStaged(); err != nil {
 			return err
 		}
-		s.syncedSeg, s.syncedPos = g.seg.id, written
+	}
+	if !g.durable {
+		panic("BUG: batchlog: a staged group was not among the groups flushed after it")
 	}
 	return g.commitIndex()
 }
@@ -764,7 +722,7 @@ func (g *segmentGroup) release() {
 		}
 		g.stage = nil
 	}
-	clear(g.iov) // drop references to request buffers
+	clear(g.batches) // drop references to request buffers
 	select {
 	case g.s.free <- g:
 	default:

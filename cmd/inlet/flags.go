@@ -43,7 +43,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		dataDir:           fs.String("data-dir", "./data", "data directory (Pebble, and segments/ for record data)"),
 		storage:           fs.String("storage", "segments", "segments (record data in append-only segment files, index and metadata in Pebble), pebble (record data as Pebble values), or discard (acknowledge without storing: a benchmark ceiling only)"),
 		segmentBytes:      fs.String("segment-bytes", "256MiB", "size at which a new segment file is started (--storage segments)"),
-		segmentIO:         fs.String("segment-io", "direct", "how segment files are written: direct (O_DIRECT from a staging buffer, where the file system allows it) or buffered (pwritev through the page cache)"),
+		segmentIO:         fs.String("segment-io", "direct", "how segment files are written: direct (O_DIRECT from a staging buffer, where the file system allows it) or buffered (the same staged writes through the page cache)"),
 		workers:           fs.Int("workers", runtime.NumCPU(), "gnet event loops"),
 		nodeID:            fs.Int("node-id", 1, "broker node id"),
 		defaultPartitions: fs.Int("default-partitions", 16, "partitions of auto-created topics"),
