@@ -101,6 +101,7 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	if l.opts.Observer != nil {
 		pg.start = time.Now()
 	}
+	l.checkFreeSpace()
 	if l.failed.Load() || l.suspended.Load() && !l.resume() {
 		failAppends(reqs)
 		l.pending <- pg

@@ -122,6 +122,11 @@ type Options struct {
 	OnFatal func(error)
 	// Observer, when set, is told of every durable group and every segment fsync (metrics).
 	Observer Observer
+	// MinFreeBytes suspends writes (appends answered KAFKA_STORAGE_ERROR, as on a full disk)
+	// while the segments' file system has less free space than this, checked every 100 ms by
+	// the committer: Pebble then never meets a full disk, which it cannot survive (a failed
+	// WAL write stops it). 0: no reserve.
+	MinFreeBytes int64
 	// SegmentFS is the file system of the segment files (default segfs.OS), and PebbleFS
 	// Pebble's (default the operating system's): tests put file systems under the log that
 	// forget what was not synced when they crash (segfs.MemFS, vfs.NewCrashableMem).
@@ -276,9 +281,10 @@ type Log struct {
 	pidBlockEnd int64
 
 	// committer-owned
-	producers map[producerKey]*idem.State
-	scratch   groupScratch
-	free      chan *pendingGroup
+	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
+	producers     map[producerKey]*idem.State
+	scratch       groupScratch
+	free          chan *pendingGroup
 
 	notifyMu    sync.Mutex
 	notifyCh    chan struct{}

@@ -2,7 +2,9 @@ package batchlog
 
 // A full disk. A segment write that fails with ENOSPC (or EDQUOT) does not stop the node, as
 // other write errors do (Options.OnFatal): appends are answered KAFKA_STORAGE_ERROR, which
-// Kafka producers retry, reads go on, and writes resume once space is freed.
+// Kafka producers retry, reads go on, and writes resume once space is freed. The same happens
+// before the disk is full, when the free space falls below Options.MinFreeBytes: Pebble cannot
+// survive a full disk (a failed WAL write stops it), so the reserve keeps it from meeting one.
 //
 //   - suspend: the committer (a buffered write) or the completer (a direct write) sets
 //     Log.suspended. The completer then answers every group it has not seen durable with
@@ -55,6 +57,31 @@ func (l *Log) isNoSpace(err error) bool {
 	return errors.Is(wf.err, syscall.ENOSPC) || errors.Is(wf.err, syscall.EDQUOT)
 }
 
+// freeCheckEvery is how often the committer reads the free space (Options.MinFreeBytes).
+const freeCheckEvery = 100 * time.Millisecond
+
+// lowOnSpace reports whether the segments' file system has less free space than
+// Options.MinFreeBytes, and how much it has.
+func (l *Log) lowOnSpace() (bool, int64) {
+	if l.opts.MinFreeBytes <= 0 || l.segs == nil {
+		return false, 0
+	}
+	free, err := l.segs.fs.FreeBytes(l.segs.dir)
+	return err == nil && free < l.opts.MinFreeBytes, free
+}
+
+// checkFreeSpace runs on the committer before each group, reading the free space at most every
+// freeCheckEvery: below the reserve, writes are suspended before the disk is full.
+func (l *Log) checkFreeSpace() {
+	if l.opts.MinFreeBytes <= 0 || l.suspended.Load() || time.Since(l.lastFreeCheck) < freeCheckEvery {
+		return
+	}
+	l.lastFreeCheck = time.Now()
+	if low, free := l.lowOnSpace(); low {
+		l.suspend(fmt.Errorf("%d bytes free on the disk, below the reserve of %d (--min-free-bytes)", free, l.opts.MinFreeBytes))
+	}
+}
+
 // suspend stops writes after a full disk (see the top of the file).
 func (l *Log) suspend(err error) {
 	l.suspendedAt.Store(time.Now().UnixNano())
@@ -70,7 +97,14 @@ func (l *Log) resume() bool {
 	if retry == 0 {
 		retry = defaultNoSpaceRetry
 	}
-	if time.Since(time.Unix(0, l.suspendedAt.Load())) < retry || !l.retainMu.TryLock() {
+	if time.Since(time.Unix(0, l.suspendedAt.Load())) < retry {
+		return false
+	}
+	if low, _ := l.lowOnSpace(); low {
+		l.suspendedAt.Store(time.Now().UnixNano())
+		return false
+	}
+	if !l.retainMu.TryLock() {
 		return false
 	}
 	defer l.retainMu.Unlock()

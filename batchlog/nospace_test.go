@@ -2,6 +2,7 @@ package batchlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -93,5 +94,89 @@ func TestFullDiskAnswersStorageErrorAndResumes(t *testing.T) {
 		}
 		checkSeqs(l, "after a power loss")
 		l.Close()
+	}
+}
+
+// TestReserveSuspendsWritesBeforeTheDiskIsFull: below MinFreeBytes appends are refused with
+// KAFKA_STORAGE_ERROR though no write has failed; above it again, they are written.
+func TestReserveSuspendsWritesBeforeTheDiskIsFull(t *testing.T) {
+	segFS := segfs.NewCrashableMem()
+	l, err := Open(Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segFS,
+		PebbleFS: vfs.NewCrashableMem(), MinFreeBytes: 64 << 20, noSpaceRetry: time.Millisecond,
+		OnFatal: func(err error) { t.Errorf("the log stopped: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := mustCreate(t, l, "t")
+	if r := submitWait(t, l, idempotent(p, 1, 0, 0, 1, 'a')); r.Appends[0].Err != wire.ErrNone {
+		t.Fatalf("with space: error %d", r.Appends[0].Err)
+	}
+	segFS.SetFreeBytes(32 << 20)
+	time.Sleep(2 * freeCheckEvery)
+	for i := range 3 {
+		if r := submitWait(t, l, idempotent(p, 1, 0, 1, 1, 'b')); r.Appends[0].Err != wire.ErrKafkaStorageError {
+			t.Fatalf("append %d below the reserve answered %d", i, r.Appends[0].Err)
+		}
+	}
+	if !l.Stats().WritesSuspended || p.HighWatermark() != 1 {
+		t.Fatalf("suspended %v, high watermark %d", l.Stats().WritesSuspended, p.HighWatermark())
+	}
+	segFS.SetFreeBytes(128 << 20)
+	time.Sleep(5 * time.Millisecond)
+	if r := submitWait(t, l, idempotent(p, 1, 0, 1, 1, 'b')); r.Appends[0].Err != wire.ErrNone || r.Appends[0].BaseOffset != 1 {
+		t.Fatalf("once space returned: %+v", r.Appends[0])
+	}
+}
+
+// TestFailedSyncStopsTheLogAndTheRestartRecovers: an fdatasync that fails (EIO) is never
+// retried: the log stops (OnFatal), refuses every later append, and a restart on what the
+// disk kept has every acknowledged batch.
+func TestFailedSyncStopsTheLogAndTheRestartRecovers(t *testing.T) {
+	segFS, pebFS := segfs.NewCrashableMem(), vfs.NewCrashableMem()
+	var fatal atomic.Value
+	var failSync atomic.Bool
+	segFS.Inject(func(op segfs.Op, name string) error {
+		if op == segfs.OpSync && failSync.Load() {
+			return syscall.EIO
+		}
+		return nil
+	})
+	opts := Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segFS, PebbleFS: pebFS,
+		OnFatal: func(err error) { fatal.Store(err) }}
+	l, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustCreate(t, l, "t")
+	for seq := int32(0); seq < 10; seq++ {
+		if r := submitWait(t, l, idempotent(p, 1, 0, seq, 1, 'a')); r.Appends[0].Err != wire.ErrNone {
+			t.Fatalf("before the failure: error %d", r.Appends[0].Err)
+		}
+	}
+	failSync.Store(true)
+	if r := submitWait(t, l, idempotent(p, 1, 0, 10, 1, 'b')); r.Appends[0].Err != wire.ErrKafkaStorageError {
+		t.Fatalf("append whose sync failed answered %d", r.Appends[0].Err)
+	}
+	if err, _ := fatal.Load().(error); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("OnFatal got %v, want the EIO", err)
+	}
+	failSync.Store(false) // the device recovers; the log must not
+	if r := submitWait(t, l, idempotent(p, 1, 0, 10, 1, 'b')); r.Appends[0].Err != wire.ErrKafkaStorageError {
+		t.Fatalf("append after a failed sync answered %d: a sync was retried", r.Appends[0].Err)
+	}
+	segAfter, pebAfter := segFS.Crash(segfs.SyncedOnly, nil, nil), pebFS.CrashClone(vfs.CrashCloneCfg{})
+	l.Close()
+	opts.SegmentFS, opts.PebbleFS, opts.OnFatal = segAfter, pebAfter, func(err error) { t.Errorf("after the restart: %v", err) }
+	if l, err = Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p = mustTopic(t, l, "t").Partitions[0]
+	if p.HighWatermark() != 10 {
+		t.Fatalf("high watermark %d after the restart, want the 10 acknowledged", p.HighWatermark())
+	}
+	if r := submitWait(t, l, idempotent(p, 1, 0, 10, 1, 'b')); r.Appends[0].Err != wire.ErrNone || r.Appends[0].BaseOffset != 10 {
+		t.Fatalf("retry after the restart: %+v", r.Appends[0])
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -177,7 +178,8 @@ func (r *powerLossRun) cycle(crash int) bool {
 				continue
 			}
 			if a.Err != wire.ErrNone {
-				t.Errorf("retry of %v after crash %d: error %d", b, crash, a.Err)
+				t.Errorf("retry of %v after crash %d: error %d; stored of its producer there: %v; retries: %v",
+					b, crash, a.Err, r.storedOf(found, b), retries)
 				return false
 			}
 			if off, was := found[b]; was && a.BaseOffset != off {
@@ -314,11 +316,16 @@ func (r *powerLossRun) crash(l *Log, stop chan struct{}, wg *sync.WaitGroup) {
 // one batch for a random partition, and notes each as unanswered until its answer comes.
 func (r *powerLossRun) produce(l *Log, topic *Topic, p *plProducer, rng *rand.Rand, stop chan struct{}) {
 	slots := make(chan struct{}, plInFlight)
-	for !p.stalled.Load() {
+	for {
 		select {
 		case <-stop:
 			return
 		case slots <- struct{}{}:
+		}
+		if p.stalled.Load() {
+			// Checked after the slot is taken: the refusal that stalls the producer frees
+			// a slot, which must not carry one more batch.
+			return
 		}
 		part := rng.IntN(plPartitions)
 		b := plBatch{pid: p.pid, partition: part, seq: p.nextSeq[part], records: int32(1 + rng.IntN(20))}
@@ -382,6 +389,18 @@ func (r *powerLossRun) submit(l *Log, topic *Topic, b plBatch) Append {
 		r.t.Fatalf("retry of %v not answered", b)
 	}
 	return req.Appends[0]
+}
+
+// storedOf lists the stored batches of b's producer on b's partition, for a failure message.
+func (r *powerLossRun) storedOf(found map[plBatch]int64, b plBatch) []string {
+	var out []string
+	for f, off := range found {
+		if f.pid == b.pid && f.partition == b.partition {
+			out = append(out, fmt.Sprintf("seq %d+%d at %d", f.seq, f.records, off))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // storedUpTo reports whether b, or a batch of its producer on its partition with a lower

@@ -71,6 +71,7 @@ func (l *Log) EnforceRetention(now time.Time) error {
 	l.retainMu.Lock()
 	defer l.retainMu.Unlock()
 	nowMs := now.UnixMilli()
+	var errs []error // a partition's error does not stop the others
 	for _, t := range l.Topics() {
 		st := t.Settings
 		if !st.Delete || (st.RetentionMs < 0 && st.RetentionBytes < 0) {
@@ -78,20 +79,22 @@ func (l *Log) EnforceRetention(now time.Time) error {
 		}
 		for _, p := range t.Partitions {
 			if err := l.retainPartition(p, st.RetentionMs, st.RetentionBytes, nowMs); err != nil {
-				return fmt.Errorf("partition %s/%d: %w", t.Name, p.Index, err)
+				errs = append(errs, fmt.Errorf("partition %s/%d: %w", t.Name, p.Index, err))
 			}
 		}
 	}
+	// A partition whose pass failed keeps its batches live: the reclaim reads the index,
+	// so it is safe whatever the pass did.
 	if l.segs != nil {
 		n, err := l.reclaimSegments(l.segs)
 		if err != nil {
-			return err
+			errs = append(errs, err)
 		}
 		if n > 0 {
 			l.log.Info("batchlog: reclaimed segment files", "count", n)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 type batchInfo struct {

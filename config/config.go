@@ -50,6 +50,7 @@ type File struct {
 	MaxMessageBytes   yaml.Node `yaml:"max_message_bytes"`
 	InflightBudget    yaml.Node `yaml:"inflight_budget"`
 	MaxGroupBytes     yaml.Node `yaml:"max_group_bytes"`
+	MinFreeBytes      yaml.Node `yaml:"min_free_bytes"`
 	LogLevel          yaml.Node `yaml:"log_level"`
 	CPUProfile        yaml.Node `yaml:"cpu_profile"`
 	MemProfile        yaml.Node `yaml:"mem_profile"`
@@ -90,6 +91,7 @@ const (
 	Int
 	Bool
 	Size
+	SizeOrZero // a byte count, or 0 for none
 	Duration
 )
 
@@ -99,7 +101,7 @@ var FlagKeys = map[string]Kind{
 	"listen": String, "advertise": String, "data_dir": String, "storage": String,
 	"segment_bytes": Size, "segment_io": String, "workers": Int, "node_id": Int, "default_partitions": Int,
 	"auto_create_topics": Bool, "max_request_bytes": Size, "max_message_bytes": Size,
-	"inflight_budget": Size, "max_group_bytes": Size, "log_level": String,
+	"inflight_budget": Size, "max_group_bytes": Size, "min_free_bytes": SizeOrZero, "log_level": String,
 	"cpu_profile": String, "mem_profile": String, "registry_listen": String,
 	"sasl_session_lifetime": Duration,
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
@@ -251,6 +253,10 @@ func checkKind(k Kind, v string) error {
 		if _, err := ParseSize(v); err != nil {
 			return err
 		}
+	case SizeOrZero:
+		if _, err := ParseSizeOrZero(v); err != nil {
+			return err
+		}
 	case Duration:
 		if _, err := time.ParseDuration(v); err != nil && v != "0" {
 			return fmt.Errorf("%q is not a duration (like 30m or 1h)", v)
@@ -278,6 +284,14 @@ func ParseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a positive byte count", v)
 	}
 	return n * mult, nil
+}
+
+// ParseSizeOrZero is ParseSize, with "0" allowed: a setting turned off.
+func ParseSizeOrZero(v string) (int64, error) {
+	if strings.TrimSpace(v) == "0" {
+		return 0, nil
+	}
+	return ParseSize(v)
 }
 
 // Protocols are Kafka's security.protocol values.

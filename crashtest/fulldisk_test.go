@@ -18,7 +18,8 @@ import (
 )
 
 // mountSmallExt4 mounts a fresh ext4 file system of size bytes (a loop-mounted image, so
-// O_DIRECT works as on a real disk) and returns where; it skips the test where the machine
+// O_DIRECT works as on a real disk; no blocks reserved for root, which the node runs as in CI)
+// and returns where; it skips the test where the machine
 // does not allow it (not root, no loop devices).
 func mountSmallExt4(t *testing.T, size int64) string {
 	t.Helper()
@@ -32,7 +33,7 @@ func mountSmallExt4(t *testing.T, size int64) string {
 	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
 		t.Skipf("mkfs.ext4: %v: %s", err, out)
 	}
 	mnt := filepath.Join(t.TempDir(), "mnt")
@@ -51,13 +52,22 @@ func mountSmallExt4(t *testing.T, size int64) string {
 }
 
 // TestFullDiskOnARealFilesystem: on a small ext4 file system filled up by another file, an
-// idempotent producer's writes meet ENOSPC. The node must stay up, answer
+// idempotent producer writes more than the space left. The node must stay up, answer
 // KAFKA_STORAGE_ERROR (which the client retries), and once the other file is deleted take
-// every record, with none lost or duplicated.
+// every record, with none lost or duplicated. "enospc" has no reserve, so segment writes meet
+// ENOSPC; "reserve" keeps 32 MiB free with --min-free-bytes (the disk has 16 MiB free while the
+// other file is there, over 100 MiB after), so writes are suspended before any fails.
 func TestFullDiskOnARealFilesystem(t *testing.T) {
-	mnt := mountSmallExt4(t, 128<<20)
+	for _, v := range []struct{ name, reserve string }{{"enospc", "0"}, {"reserve", "32MiB"}} {
+		t.Run(v.name, func(t *testing.T) { testFullDisk(t, v.reserve) })
+	}
+}
+
+func testFullDisk(t *testing.T, reserve string) {
+	// 256 MiB: Pebble preallocates its WAL at 110% of its memtable (70 MiB).
+	mnt := mountSmallExt4(t, 256<<20)
 	n := &inlet{t: t, dir: filepath.Join(mnt, "data"), logPath: filepath.Join(t.TempDir(), "inlet.log"),
-		args: []string{"--segment-bytes", "4MiB", "--metrics-listen", ""}}
+		args: []string{"--segment-bytes", "4MiB", "--min-free-bytes", reserve}}
 	t.Cleanup(func() {
 		if n.running() {
 			n.kill()
@@ -131,6 +141,8 @@ func TestFullDiskOnARealFilesystem(t *testing.T) {
 		t.Fatalf("flush after space returned: %v", err)
 	}
 	if failed.Load() > 0 {
+		out, _ := exec.Command("sh", "-c", "df -k "+mnt+"; du -ak "+mnt+" | sort -n | tail -8").CombinedOutput()
+		t.Logf("the file system:\n%s", out)
 		t.Fatalf("%d records failed, the first with %v", failed.Load(), firstErr.Load())
 	}
 	if !n.logged("writes resumed after a full disk") {

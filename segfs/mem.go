@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // MemFS is an in-memory FS that forgets, when it "crashes", what was not synced: a file keeps
@@ -26,6 +27,7 @@ type MemFS struct {
 	mu      sync.Mutex
 	dirs    map[string]*memDir
 	inject  func(op Op, name string) error
+	free    atomic.Int64 // FreeBytes' answer (SetFreeBytes)
 }
 
 // Op names a call for Inject.
@@ -65,10 +67,17 @@ type memOp struct {
 	truncate bool
 }
 
-// NewCrashableMem returns an empty MemFS.
+// NewCrashableMem returns an empty MemFS, which reports 1 TiB free.
 func NewCrashableMem() *MemFS {
-	return &MemFS{dirs: map[string]*memDir{}}
+	m := &MemFS{dirs: map[string]*memDir{}}
+	m.free.Store(1 << 40)
+	return m
 }
+
+// SetFreeBytes sets what FreeBytes reports (writes are not limited by it: Inject fails them).
+func (m *MemFS) SetFreeBytes(n int64) { m.free.Store(n) }
+
+func (m *MemFS) FreeBytes(string) (int64, error) { return m.free.Load(), nil }
 
 // Inject makes fn decide, before every call, whether it fails: a non-nil error is returned
 // from the call, which then changes nothing, except a *ShortWrite for a write, which writes

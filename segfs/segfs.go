@@ -33,6 +33,8 @@ type FS interface {
 	Remove(name string) error
 	// SyncDir makes dir's entries durable: names created and removed in it.
 	SyncDir(dir string) error
+	// FreeBytes is the space left on dir's file system for an unprivileged writer.
+	FreeBytes(dir string) (int64, error)
 }
 
 // File is an open segment file.
@@ -113,6 +115,14 @@ func (osFS) SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+func (osFS) FreeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 func (f osFile) WriteV(iov [][]byte, off int64) (int64, error) {

@@ -19,7 +19,7 @@ type options struct {
 	listen, advertise, dataDir, storage, segmentBytes, segmentIO *string
 	workers, nodeID, defaultPartitions                           *int
 	autoCreate                                                   *bool
-	maxRequest, maxMessage, budget, groupBytes                   *string
+	maxRequest, maxMessage, budget, groupBytes, minFreeBytes     *string
 	logLevel, cpuProfile, memProfile, registryListen             *string
 	sessionLifetime                                              *time.Duration
 	config                                                       *string
@@ -52,6 +52,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		maxMessage:        fs.String("max-message-bytes", "1048588", "largest record batch accepted (Kafka's message.max.bytes)"),
 		budget:            fs.String("inflight-budget", "256MiB", "bytes read from sockets but not yet committed, frames still arriving included; when full, sockets are not read"),
 		groupBytes:        fs.String("max-group-bytes", "16MiB", "record bytes in one group commit"),
+		minFreeBytes:      fs.String("min-free-bytes", "256MiB", "free space kept on the data directory's file system: below it appends are answered KAFKA_STORAGE_ERROR (producers retry) until space is freed, so the metadata store never meets a full disk; 0: none (--storage segments)"),
 		logLevel:          fs.String("log-level", "info", "debug, info, warn or error"),
 		cpuProfile:        fs.String("cpu-profile", "", "write a CPU profile of the whole run to this file (stopped at shutdown)"),
 		memProfile:        fs.String("mem-profile", "", "write an allocation profile to this file at shutdown"),

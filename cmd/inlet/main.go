@@ -48,7 +48,8 @@ func main() {
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
-		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs)}
+		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs),
+		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes)}
 	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
@@ -179,6 +180,14 @@ func startProfiles(logger *slog.Logger, cpuPath, memPath string) func() {
 // suffix.
 func mustSize(name, v string) int64 {
 	n, err := config.ParseSize(v)
+	if err != nil {
+		usage("--%s: %v", name, err)
+	}
+	return n
+}
+
+func mustSizeOrZero(name, v string) int64 {
+	n, err := config.ParseSizeOrZero(v)
 	if err != nil {
 		usage("--%s: %v", name, err)
 	}
