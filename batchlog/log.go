@@ -885,6 +885,31 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	return t, nil
 }
 
+// OffsetsTopic is Kafka's internal topic of committed offsets. Inlet keeps committed offsets in
+// Pebble keys (offsets.go), not in a topic, but clients expect the topic in Metadata, marked
+// internal: regex consumers skip it, tools list it. It is created as Kafka creates it, when a
+// group coordinator is first looked up (EnsureOffsetsTopic), with Kafka's defaults
+// (offsets.topic.num.partitions 50, cleanup.policy compact), and holds no records: clients
+// cannot append to it.
+const OffsetsTopic = "__consumer_offsets"
+
+const offsetsTopicPartitions = 50
+
+// Internal reports whether t is one of Kafka's internal topics (Topic.isInternal).
+func (t *Topic) Internal() bool { return t.Name == OffsetsTopic }
+
+// EnsureOffsetsTopic creates OffsetsTopic if it does not exist yet, and returns it.
+func (l *Log) EnsureOffsetsTopic() (*Topic, error) {
+	if t, ok := l.Topic(OffsetsTopic); ok {
+		return t, nil
+	}
+	t, err := l.CreateTopic(OffsetsTopic, offsetsTopicPartitions, map[string]string{"cleanup.policy": "compact"})
+	if errors.Is(err, ErrTopicExists) {
+		return t, nil
+	}
+	return t, err
+}
+
 // AllocateProducerID returns a producer id never returned before, also across restarts: ids
 // are reserved in durable blocks, and a restart resumes after the last reserved block.
 func (l *Log) AllocateProducerID() (int64, error) {

@@ -20,10 +20,7 @@ GO=${GO:-go}
 #   TestTxnEtl       - transactions (InitProducerId with a transactional id, AddPartitionsToTxn,
 #                      EndTxn, read_committed) are not served yet (a later issue); the test
 #                      waits for commits that never come.
-#   TestConsumeRegex - asserts that the internal topic __consumer_offsets appears in Metadata
-#                      (and is skipped by regex consumers). Inlet keeps committed offsets in
-#                      Pebble, not in an internal topic, so it lists none.
-SKIP='^(TestTxnEtl|TestConsumeRegex)$'
+SKIP='^(TestTxnEtl)$'
 
 work=$(mktemp -d)
 inlet_pid=

@@ -66,6 +66,10 @@ func (s *Server) handleProduce(r *request) {
 			code = wire.ErrTransactionalIDAuthorizationFailed
 		default:
 			topic, code, _ = s.topicFor(rt.Name, true)
+			if topic != nil && topic.Internal() {
+				// ReplicaManager.appendToLocalLog: "Cannot append to internal topic".
+				topic, code = nil, wire.ErrInvalidTopic
+			}
 			bound = s.cfg.Schemas.Topic(rt.Name)
 		}
 		for pi := range rt.Partitions {

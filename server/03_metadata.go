@@ -81,6 +81,7 @@ func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.
 		return mt
 	}
 	mt.TopicID = t.ID
+	mt.IsInternal = t.Internal()
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

@@ -25,6 +25,12 @@ func handleFindCoordinator(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		m := "unknown coordinator type"
 		msg = &m
 	}
+	if req.CoordinatorType == 0 {
+		// Kafka creates its offsets topic when a group coordinator is first looked up.
+		if _, err := s.blog.EnsureOffsetsTopic(); err != nil {
+			s.log.Error("create the offsets topic", "err", err)
+		}
+	}
 	host, port := s.advertised(r.c) // the request's listener's, as Metadata
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg

@@ -67,6 +67,14 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 			continue
 		}
 		ot.TopicID = t.ID
+		if t.Internal() {
+			ot.ErrorCode = wire.ErrInvalidTopic
+			if req.Version >= 5 {
+				ot.ErrorMessage = strp("Cannot delete internal topic " + name + ".")
+			}
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
 		if err := s.blog.DeleteTopic(name); err != nil {
 			s.log.Error("delete topic", "topic", name, "err", err)
 			ot.ErrorCode = wire.ErrUnknownServerError

@@ -40,6 +40,15 @@ func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int
 	if !create || !s.cfg.AutoCreateTopics {
 		return nil, wire.ErrUnknownTopicOrPartition, false
 	}
+	if string(name) == batchlog.OffsetsTopic {
+		// Created as Kafka creates it (50 partitions, compacted), never as a plain topic.
+		t, err := s.blog.EnsureOffsetsTopic()
+		if err != nil {
+			s.log.Error("create the offsets topic", "err", err)
+			return nil, wire.ErrUnknownServerError, false
+		}
+		return t, 0, false
+	}
 	if !validTopicName(name) {
 		return nil, wire.ErrInvalidTopic, false
 	}
