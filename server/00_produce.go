@@ -109,6 +109,9 @@ func (s *Server) handleProduce(r *request) {
 				// it is stored and the producer's idempotence state is unchanged.
 				vcode, msg = s.validateRecords(ps, op, bound, rp.Records)
 			}
+			if vcode == wire.ErrNone && topic.Settings.Compact {
+				vcode, msg = s.validateKeys(ps, op, rt.Name, rp.Index, rp.Records)
+			}
 			if vcode != wire.ErrNone {
 				op.ErrorCode = vcode
 				op.ErrorMessage, op.HasErrorMessage = msg, true
