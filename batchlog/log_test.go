@@ -30,7 +30,7 @@ func sealBatch(b []byte, records int32) []byte {
 	return b
 }
 
-func submitWait(t *testing.T, l *Log, appends ...Append) *Request {
+func submitWait(t testing.TB, l *Log, appends ...Append) *Request {
 	t.Helper()
 	done := make(chan struct{})
 	r := &Request{Appends: appends, Done: func(*Request) { close(done) }}

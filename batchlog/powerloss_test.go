@@ -337,11 +337,19 @@ func (r *powerLossRun) produce(l *Log, topic *Topic, p *plProducer, rng *rand.Ra
 		l.Submit(&Request{Appends: []Append{a}, Done: func(req *Request) {
 			// The slot is freed last, so a refusal stalls the producer before it can send
 			// again: at most plInFlight batches follow one left unanswered, and a retry of
-			// it stays within the producer window.
-			defer func() { <-slots }()
+			// it stays within the producer window. An answer after the crash frees none:
+			// the producer never saw it, so it sends nothing more (the file systems are
+			// cloned after the crash flag is set, and batches sent meanwhile could be kept).
+			release := true
+			defer func() {
+				if release {
+					<-slots
+				}
+			}()
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.crashed {
+				release = false
 				return
 			}
 			switch code := req.Appends[0].Err; {
@@ -380,15 +388,7 @@ func (r *powerLossRun) appendFor(topic *Topic, b plBatch, pad int) Append {
 
 // submit sends one batch and waits for its answer.
 func (r *powerLossRun) submit(l *Log, topic *Topic, b plBatch) Append {
-	done := make(chan struct{})
-	req := &Request{Appends: []Append{r.appendFor(topic, b, 0)}, Done: func(*Request) { close(done) }}
-	l.Submit(req)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		r.t.Fatalf("retry of %v not answered", b)
-	}
-	return req.Appends[0]
+	return submitWait(r.t, l, r.appendFor(topic, b, 0)).Appends[0]
 }
 
 // storedOf lists the stored batches of b's producer on b's partition, for a failure message.

@@ -316,12 +316,7 @@ func (l *Log) relocate(live []liveEntry) error {
 
 // readAt appends the batch e names to dst.
 func (s *segmentStore) readAt(e liveEntry, dst []byte) ([]byte, error) {
-	s.mu.RLock()
-	seg := s.segs[e.seg]
-	if seg != nil {
-		seg.refs.Add(1)
-	}
-	s.mu.RUnlock()
+	seg := s.acquire(e.seg)
 	if seg == nil {
 		return dst, fmt.Errorf("%w: segment %d", errSegmentGone, e.seg)
 	}

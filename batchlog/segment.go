@@ -107,6 +107,18 @@ type segment struct {
 // directFile holds a segment's O_DIRECT writer (an interface value cannot be swapped atomically).
 type directFile struct{ f segfs.File }
 
+// acquire takes a reference to segment id for a read, or returns nil if it has been reclaimed;
+// the reader lets go with unref.
+func (s *segmentStore) acquire(id uint32) *segment {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seg := s.segs[id]
+	if seg != nil {
+		seg.refs.Add(1)
+	}
+	return seg
+}
+
 // unref lets go of one reference; the last closes the file.
 func (seg *segment) unref() {
 	if seg.refs.Add(-1) == 0 {
@@ -740,12 +752,7 @@ func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxByt
 		if (appended > 0 || !includeFirst) && appended+n > maxBytes {
 			return false, nil
 		}
-		s.mu.RLock()
-		seg := s.segs[segID]
-		if seg != nil {
-			seg.refs.Add(1)
-		}
-		s.mu.RUnlock()
+		seg := s.acquire(segID)
 		if seg == nil {
 			// Reclaimed after this read's index snapshot was taken: retention moved the log
 			// start past it meanwhile (Log.ReadBatches tells).

@@ -79,7 +79,7 @@ func runMixedRetention(b *testing.B, noRelocate bool) {
 	defer tick.Stop()
 	for time.Since(began) < run {
 		<-tick.C
-		submitWaitB(b, l, stampedBatch(slow.Partitions[0], 1, time.Now().UnixMilli(), 200, 's'))
+		submitWait(b, l, stampedBatch(slow.Partitions[0], 1, time.Now().UnixMilli(), 200, 's'))
 		if err := l.EnforceRetention(time.Now()); err != nil {
 			b.Fatal(err)
 		}
@@ -106,14 +106,4 @@ func runMixedRetention(b *testing.B, noRelocate bool) {
 	b.ReportMetric(ratios[len(ratios)/2], "disk/retained")
 	b.ReportMetric(ratios[len(ratios)-1], "max-disk/retained")
 	b.ReportMetric(float64(l.Stats().RelocatedBytes)/(1<<20), "copied-MiB")
-}
-
-func submitWaitB(b *testing.B, l *Log, appends ...Append) {
-	done := make(chan struct{})
-	l.Submit(&Request{Appends: appends, Done: func(*Request) { close(done) }})
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		b.Fatal("request not answered")
-	}
 }

@@ -266,15 +266,21 @@ func (m *MemFS) Corrupt(name string, off int64, mask byte) error {
 }
 
 func (m *MemFS) node(name string) (*memNode, error) {
-	name = path.Clean(name)
-	dir, base := path.Split(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirs[path.Clean(dir)]
+	d, base, name := m.dirOf(name)
 	if d == nil || d.files[base] == nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
 	return d.files[base], nil
+}
+
+// dirOf returns name cleaned, its directory (nil if it was never made) and its base name.
+// Callers hold m.mu.
+func (m *MemFS) dirOf(name string) (d *memDir, base, clean string) {
+	clean = path.Clean(name)
+	dir, base := path.Split(clean)
+	return m.dirs[path.Clean(dir)], base, clean
 }
 
 func (m *MemFS) MkdirAll(dir string) error {
@@ -307,11 +313,9 @@ func (m *MemFS) Create(name string) (File, error) {
 	if err := m.check(OpCreate, name); err != nil {
 		return nil, err
 	}
-	name = path.Clean(name)
-	dir, base := path.Split(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirs[path.Clean(dir)]
+	d, base, name := m.dirOf(name)
 	if d == nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
@@ -323,18 +327,11 @@ func (m *MemFS) Create(name string) (File, error) {
 	return &memFile{fs: m, n: n, name: name}, nil
 }
 
-func (m *MemFS) Open(name string) (File, error) {
-	if err := m.check(OpOpen, name); err != nil {
-		return nil, err
-	}
-	n, err := m.node(name)
-	if err != nil {
-		return nil, err
-	}
-	return &memFile{fs: m, n: n, name: path.Clean(name)}, nil
-}
+func (m *MemFS) Open(name string) (File, error) { return m.open(name, false) }
 
-func (m *MemFS) OpenDirect(name string) (File, error) {
+func (m *MemFS) OpenDirect(name string) (File, error) { return m.open(name, true) }
+
+func (m *MemFS) open(name string, direct bool) (File, error) {
 	if err := m.check(OpOpen, name); err != nil {
 		return nil, err
 	}
@@ -342,7 +339,7 @@ func (m *MemFS) OpenDirect(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &memFile{fs: m, n: n, name: path.Clean(name), direct: true}, nil
+	return &memFile{fs: m, n: n, name: path.Clean(name), direct: direct}, nil
 }
 
 func (m *MemFS) Remove(name string) error {
@@ -351,11 +348,9 @@ func (m *MemFS) Remove(name string) error {
 	if err := m.check(OpRemove, name); err != nil {
 		return err
 	}
-	name = path.Clean(name)
-	dir, base := path.Split(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirs[path.Clean(dir)]
+	d, base, name := m.dirOf(name)
 	if d == nil || d.files[base] == nil {
 		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
 	}
