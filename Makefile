@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequestHeader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateProduceBatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzForEachRecord$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzControlBatchType$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/

@@ -36,6 +36,15 @@ const (
 	ErrInvalidRecord                      int16 = 87
 	ErrProducerFenced                     int16 = 90
 
+	// The transaction coordinator.
+	ErrCoordinatorLoadInProgress    int16 = 14
+	ErrInvalidTransactionTimeout    int16 = 50
+	ErrConcurrentTransactions       int16 = 51
+	ErrTransactionCoordinatorFenced int16 = 52
+	ErrOperationNotAttempted        int16 = 55
+	ErrUnstableOffsetCommit         int16 = 88
+	ErrTransactionalIDNotFound      int16 = 105
+
 	// The admin, group and security paths.
 	ErrOffsetOutOfRange          int16 = 1
 	ErrOffsetMetadataTooLarge    int16 = 12
