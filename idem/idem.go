@@ -56,6 +56,10 @@ type State struct {
 	// LastWrite is when a batch of the producer was last appended here (unix ms; 0: not
 	// known, a state written before it was kept): producer.id.expiration.ms counts from it.
 	LastWrite int64
+	// TxnFirstOffset is the offset of the producer's first batch in its open transaction on
+	// the partition, or -1 when it has none (ProducerStateEntry.currentTxnFirstOffset). It
+	// holds the partition's last stable offset down and keeps the window from expiring.
+	TxnFirstOffset int64
 
 	n       uint8
 	head    uint8
@@ -63,7 +67,7 @@ type State struct {
 }
 
 // NewState returns the state of a producer that has written nothing to the partition.
-func NewState() State { return State{Epoch: NoEpoch} }
+func NewState() State { return State{Epoch: NoEpoch, TxnFirstOffset: -1} }
 
 // Len is the number of remembered batches.
 func (s *State) Len() int { return int(s.n) }
@@ -170,20 +174,40 @@ func (s *State) Push(epoch int16, firstSeq, count int32, baseOffset int64) {
 	s.head = (s.head + 1) % NumBatchesToRetain
 }
 
-// encodedVersion prefixes the durable encoding so it can grow (transaction state) later.
-// Version 2 added LastWrite; version 1 encodings still decode (LastWrite 0).
+// EndTxn records a transaction marker from the producer at epoch: the open transaction ends,
+// and a higher epoch (a marker written after the coordinator bumped it, fencing the old
+// producer) replaces the window's epoch and clears its batches, so the fenced epoch's
+// batches are refused from here on (ProducerAppendInfo.appendEndTxnMarker). A marker from a
+// lower epoch is INVALID_PRODUCER_EPOCH and changes nothing.
+func (s *State) EndTxn(epoch int16) int16 {
+	if s.Epoch != NoEpoch && epoch < s.Epoch {
+		return wire.ErrInvalidProducerEpoch
+	}
+	if epoch != s.Epoch {
+		s.Epoch = epoch
+		s.n, s.head = 0, 0
+	}
+	s.TxnFirstOffset = -1
+	return wire.ErrNone
+}
+
+// encodedVersion prefixes the durable encoding so it can grow. Version 3 added TxnFirstOffset,
+// version 2 LastWrite; older encodings still decode (LastWrite 0, no open transaction).
 const (
-	encodedVersion   = 2
+	encodedVersion   = 3
+	encodedVersionV2 = 2
 	encodedVersionV1 = 1
 )
 
-// AppendBinary appends the durable encoding of s: version, epoch, count, then each batch oldest
-// first as firstSeq, lastSeq, baseOffset, lastOffsetDelta, all big-endian.
+// AppendBinary appends the durable encoding of s: version, epoch, count, last write, the open
+// transaction's first offset, then each batch oldest first as firstSeq, lastSeq, baseOffset,
+// lastOffsetDelta, all big-endian.
 func (s *State) AppendBinary(dst []byte) []byte {
 	dst = append(dst, encodedVersion)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(s.Epoch))
 	dst = append(dst, s.n)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(s.LastWrite))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(s.TxnFirstOffset))
 	for i := 0; i < int(s.n); i++ {
 		b := s.At(i)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(b.FirstSeq))
@@ -201,20 +225,26 @@ var ErrCorrupt = errors.New("idem: corrupt producer state encoding")
 
 // UnmarshalBinary restores a state written by AppendBinary.
 func (s *State) UnmarshalBinary(b []byte) error {
-	if len(b) < 4 || (b[0] != encodedVersion && b[0] != encodedVersionV1) {
+	if len(b) < 4 || b[0] < encodedVersionV1 || b[0] > encodedVersion {
 		return ErrCorrupt
 	}
 	head := 4
-	if b[0] == encodedVersion {
+	switch b[0] {
+	case encodedVersion:
+		head += 16
+	case encodedVersionV2:
 		head += 8
 	}
 	n := int(b[3])
 	if n > NumBatchesToRetain || len(b) != head+n*encodedBatchLen {
 		return ErrCorrupt
 	}
-	*s = State{Epoch: int16(binary.BigEndian.Uint16(b[1:])), n: uint8(n)}
-	if b[0] == encodedVersion {
+	*s = State{Epoch: int16(binary.BigEndian.Uint16(b[1:])), n: uint8(n), TxnFirstOffset: -1}
+	if b[0] >= encodedVersionV2 {
 		s.LastWrite = int64(binary.BigEndian.Uint64(b[4:]))
+	}
+	if b[0] == encodedVersion {
+		s.TxnFirstOffset = int64(binary.BigEndian.Uint64(b[12:]))
 	}
 	p := b[head:]
 	for i := 0; i < n; i++ {

@@ -125,12 +125,13 @@ func TestStateRoundTripsThroughBinary(t *testing.T) {
 	for i := int32(0); i < 8; i++ {
 		s.Push(7, i*3, 3, int64(i)*100)
 	}
+	s.TxnFirstOffset, s.LastWrite = 512, 99
 	enc := s.AppendBinary(nil)
 	var got State
 	if err := got.UnmarshalBinary(enc); err != nil {
 		t.Fatal(err)
 	}
-	if got.Epoch != s.Epoch || got.Len() != s.Len() {
+	if got.Epoch != s.Epoch || got.Len() != s.Len() || got.TxnFirstOffset != 512 || got.LastWrite != 99 {
 		t.Fatalf("got %+v want %+v", got, s)
 	}
 	for i := 0; i < s.Len(); i++ {
@@ -145,8 +146,45 @@ func TestStateRoundTripsThroughBinary(t *testing.T) {
 	}
 }
 
+// TestUnmarshalReadsOlderEncodings: a window written before LastWrite (v1) or before
+// TxnFirstOffset (v2) restores with no open transaction.
+func TestUnmarshalReadsOlderEncodings(t *testing.T) {
+	v1 := []byte{1, 0, 3, 0}
+	v2 := []byte{2, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 42}
+	for _, b := range [][]byte{v1, v2} {
+		var s State
+		if err := s.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		if s.Epoch != 3 || s.TxnFirstOffset != -1 || s.Len() != 0 {
+			t.Fatalf("%x restored as %+v", b, s)
+		}
+	}
+}
+
+// TestEndTxnFencesAndClosesTheTransaction: a marker at a higher epoch replaces the window (the
+// fenced epoch is refused after it), one at a lower epoch is refused, and either way the open
+// transaction's first offset is what the marker clears.
+func TestEndTxnFencesAndClosesTheTransaction(t *testing.T) {
+	s := NewState()
+	s.Push(1, 0, 5, 100)
+	s.TxnFirstOffset = 100
+	if code := s.EndTxn(0); code != wire.ErrInvalidProducerEpoch || s.TxnFirstOffset != 100 {
+		t.Fatalf("lower-epoch marker: %d, first %d", code, s.TxnFirstOffset)
+	}
+	if code := s.EndTxn(2); code != wire.ErrNone || s.TxnFirstOffset != -1 || s.Epoch != 2 || s.Len() != 0 {
+		t.Fatalf("bumped marker: %d %+v", code, s)
+	}
+	if v, _, code := s.Check(1, 5, 1); v != Reject || code != wire.ErrInvalidProducerEpoch {
+		t.Fatalf("fenced epoch: %v %d", v, code)
+	}
+	if v, _, _ := s.Check(2, 0, 1); v != Append {
+		t.Fatalf("new epoch from 0: %v", v)
+	}
+}
+
 func TestUnmarshalRejectsCorruptInput(t *testing.T) {
-	for _, b := range [][]byte{nil, {1}, {2, 0, 0, 0}, {1, 0, 0, 6}, {1, 0, 0, 1, 0}} {
+	for _, b := range [][]byte{nil, {1}, {2, 0, 0, 0}, {3, 0, 0, 0}, {4, 0, 0, 0}, {1, 0, 0, 6}, {1, 0, 0, 1, 0}} {
 		var s State
 		if err := s.UnmarshalBinary(b); err == nil {
 			t.Fatalf("accepted %x", b)
