@@ -97,6 +97,8 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	pg := l.getPending()
 	pg.requests = append(pg.requests[:0], reqs...)
 	pg.advances = pg.advances[:0]
+	clear(pg.aborts)
+	pg.aborts = pg.aborts[:0]
 	pg.records, pg.bytes = 0, 0
 	if l.opts.Observer != nil {
 		pg.start = time.Now()
@@ -209,6 +211,10 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 		}
 		return
 	}
+	if a.Marker != NoMarker {
+		l.commitMarker(g, pg, a)
+		return
+	}
 	a.LogStartOffset = p.logStart.Load()
 	a.AppendTime = -1
 	var st *idem.State
@@ -230,17 +236,17 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 			a.Err = code
 			return
 		}
-		if l.scratch.touched[key] != l.scratch.gen {
-			l.scratch.touched[key] = l.scratch.gen
-			l.scratch.producers = append(l.scratch.producers, key)
+		if a.Transactional || st.TxnFirstOffset >= 0 {
+			if a.Err = l.checkTransactional(a, st); a.Err != wire.ErrNone {
+				return
+			}
 		}
+		l.touchProducer(key)
+	} else if a.Transactional {
+		a.Err = wire.ErrInvalidRecord // ValidateProduceBatch lets none through; keep it so
+		return
 	}
-	base := p.next
-	p.next += int64(a.NumRecords)
-	if p.metaGen != l.scratch.gen {
-		p.metaGen = l.scratch.gen
-		l.scratch.partitions = append(l.scratch.partitions, p)
-	}
+	base := l.assignOffsets(p, a)
 	// baseOffset and partitionLeaderEpoch lie outside the CRC-32C (which covers bytes
 	// 21..end), so patching them in place keeps the producer's batch valid byte for byte
 	// (DefaultRecordBatch); Kafka stamps the epoch into every batch it appends, and consumers
@@ -260,18 +266,30 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	if st != nil {
 		st.Push(a.ProducerEpoch, a.BaseSequence, a.NumRecords, base)
 		st.LastWrite = l.scratch.nowMs
-	}
-	if n := len(pg.advances); n > 0 && pg.advances[n-1].p == p {
-		pg.advances[n-1].hw = p.next
-		return
-	}
-	for i := range pg.advances {
-		if pg.advances[i].p == p {
-			pg.advances[i].hw = p.next
-			return
+		if a.Transactional {
+			openTxn(p, st, a.ProducerID, base)
 		}
 	}
-	pg.advances = append(pg.advances, hwAdvance{p: p, hw: p.next})
+	pg.advance(p)
+}
+
+// touchProducer lists the producer window key among those the next metadata group stores.
+func (l *Log) touchProducer(key producerKey) {
+	if l.scratch.touched[key] != l.scratch.gen {
+		l.scratch.touched[key] = l.scratch.gen
+		l.scratch.producers = append(l.scratch.producers, key)
+	}
+}
+
+// assignOffsets gives a's records the partition's next offsets and returns the first.
+func (l *Log) assignOffsets(p *Partition, a *Append) int64 {
+	base := p.next
+	p.next += int64(a.NumRecords)
+	if p.metaGen != l.scratch.gen {
+		p.metaGen = l.scratch.gen
+		l.scratch.partitions = append(l.scratch.partitions, p)
+	}
+	return base
 }
 
 // completeLoop waits for each applied group's sync, in apply order, then publishes and answers.
@@ -299,7 +317,13 @@ func (l *Log) completeLoop() {
 			l.store.dropUnwritten()
 			failAppends(pg.requests)
 		} else {
+			// Aborted ranges first: a read_committed fetch that sees the new last stable
+			// offset must also see the aborts below it.
+			for _, ab := range pg.aborts {
+				ab.p.addAborted(ab.a)
+			}
 			for _, adv := range pg.advances {
+				adv.p.txn.lso.Store(adv.lso)
 				adv.p.hw.Store(adv.hw)
 			}
 			if len(pg.advances) > 0 {

@@ -14,6 +14,7 @@ import "encoding/binary"
 //	o <u16 len><group><u16 len><topic> <partition u32>   committed offset (offsets.go)
 //	g <group>                             group record (JSON: protocol type, generation)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
+//	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
 const (
 	kindData     = 'd'
 	kindHigh     = 'h'
@@ -24,6 +25,7 @@ const (
 	kindOffset   = 'o'
 	kindGroup    = 'g'
 	kindRelocate = 'r'
+	kindAborted  = 'a'
 )
 
 const dataKeyLen = 1 + 4 + 8

@@ -184,6 +184,8 @@ type Partition struct {
 	// batches above it (reclaim.go). Written by the committer as it copies them, read by the
 	// reclaim pass.
 	relocatedBelow atomic.Int64
+	// txn: open transactions, the last stable offset and the aborted index (txn.go).
+	txn txnState
 }
 
 // HighWatermark is the offset after the last durable record.
@@ -218,6 +220,11 @@ type Append struct {
 	// moves forward out of an old segment (reclaim.go): it is written again as it is, with
 	// no offset assigned and no producer window touched.
 	Relocate bool
+	// Transactional is the batch's transactional attribute: it opens the producer's
+	// transaction on the partition, or continues it (txn.go).
+	Transactional bool
+	// Marker makes the append a transaction marker built by MarkerAppend (txn.go).
+	Marker Marker
 
 	// Results, valid in Done.
 	BaseOffset     int64
@@ -282,6 +289,7 @@ type Log struct {
 
 	// committer-owned
 	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
+	verifyTxn     atomic.Pointer[func(int64, int16, string, int32) bool]
 	producers     map[producerKey]*idem.State
 	scratch       groupScratch
 	free          chan *pendingGroup
@@ -298,6 +306,7 @@ type pendingGroup struct {
 	g        group
 	requests []*Request
 	advances []hwAdvance
+	aborts   []abortedAdd // aborted transactions to publish with the group (txn.go)
 	// barrier, set alone, is closed by the completer when it reaches it (resume).
 	barrier chan struct{}
 
@@ -308,8 +317,27 @@ type pendingGroup struct {
 }
 
 type hwAdvance struct {
-	p  *Partition
-	hw int64
+	p       *Partition
+	hw, lso int64
+}
+
+// advance records p's new high watermark and last stable offset, published when pg is durable.
+func (pg *pendingGroup) advance(p *Partition) {
+	lso := p.next
+	if len(p.txn.ongoing) > 0 {
+		lso = p.stableOffset()
+	}
+	if n := len(pg.advances); n > 0 && pg.advances[n-1].p == p {
+		pg.advances[n-1].hw, pg.advances[n-1].lso = p.next, lso
+		return
+	}
+	for i := range pg.advances {
+		if pg.advances[i].p == p {
+			pg.advances[i].hw, pg.advances[i].lso = p.next, lso
+			return
+		}
+	}
+	pg.advances = append(pg.advances, hwAdvance{p: p, hw: p.next, lso: lso})
 }
 
 // Open opens (or creates) the log and recovers its state.
@@ -566,6 +594,9 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
+	if err := l.loadTxnState(byID); err != nil {
+		return err
+	}
 	l.windowsCountFromNow()
 	return nil
 }
@@ -724,7 +755,12 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 				*st = idem.NewState()
 				l.producers[key] = st
 			}
-			st.Push(h.ProducerEpoch, h.BaseSequence, count, base)
+			if !h.IsControl() {
+				st.Push(h.ProducerEpoch, h.BaseSequence, count, base)
+			}
+			if err := replayTxn(b, p, st, h, batch, seg, pos); err != nil {
+				return err
+			}
 			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
 			touchedProducers[key] = true
 		}

@@ -145,6 +145,9 @@ func (l *Log) rebuild() error {
 	if err := l.replaySegments(ss, byID); err != nil {
 		return err
 	}
+	if err := l.loadTxnState(byID); err != nil {
+		return err
+	}
 	l.windowsCountFromNow()
 	return nil
 }

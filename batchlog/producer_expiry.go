@@ -50,8 +50,8 @@ func (l *Log) dropProducersBefore(cutoff int64) int {
 	s := &l.scratch
 	n := 0
 	for k, st := range l.producers {
-		if st.LastWrite >= cutoff {
-			continue
+		if st.LastWrite >= cutoff || st.TxnFirstOffset >= 0 {
+			continue // an open transaction keeps its window (its timeout ends it first)
 		}
 		delete(l.producers, k)
 		delete(s.touched, k)

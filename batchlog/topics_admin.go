@@ -124,6 +124,7 @@ func (l *Log) DeleteTopic(name string) error {
 			_ = b.Delete(k[:], nil)
 			k[0] = kindRelocate
 			_ = b.Delete(k[:], nil)
+			_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID+1, 0), nil)
 		}
 		err := l.scan([]byte{kindProducer}, func(k, _ []byte) error {
 			if len(k) == producerKeyLen && ids[binary.BigEndian.Uint32(k[9:])] {
@@ -170,6 +171,7 @@ func (l *Log) DeleteRecords(p *Partition, offset int64) (int64, error) {
 // hold retainMu.
 func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptions) error {
 	p.logStart.Store(start)
+	p.trimAborted(start)
 	if l.db == nil {
 		return nil
 	}
@@ -199,5 +201,6 @@ func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptio
 	if cut > 0 {
 		_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID, cut), nil)
 	}
+	_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID, start), nil)
 	return b.Commit(opts)
 }

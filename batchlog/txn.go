@@ -1,0 +1,299 @@
+package batchlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/idem"
+	"inlet/wire"
+)
+
+// Transactions on the log side: what a partition knows of the transactions writing to it
+// (Kafka's ProducerStateManager and TransactionIndex). The coordinator's side (who is in a
+// transaction, its partitions, its timeout) lives in package txn; this file only
+//
+//   - opens a transaction on a partition at a producer's first transactional batch there
+//     (idem.State.TxnFirstOffset), asking the coordinator first (VerifyTransactionalWrites):
+//     a batch for a partition the transaction has not added, or after it began to end, is
+//     INVALID_TXN_STATE, as with KIP-890's verification;
+//   - appends the markers that end it (control batches, Append.Marker), through the same
+//     committer and group as data, and on an abort records the aborted range in the
+//     partition's aborted-transaction index, a Pebble key in the marker's group;
+//   - publishes each partition's last stable offset (the first offset of its oldest open
+//     transaction, or the high watermark) with the high watermark, once the group is durable.
+//
+// After a crash the windows loaded from the checkpoint plus replay (which reads markers and
+// transactional batches as the committer would have) give every open transaction back, and
+// the aborted index is whatever Pebble holds plus what replay adds: both exact.
+//
+//	a <partition u32> <marker offset u64> -> producer id u64, first offset u64
+
+// Marker is the kind of control batch an Append carries.
+type Marker uint8
+
+const (
+	NoMarker Marker = iota
+	AbortMarker
+	CommitMarker
+)
+
+// AbortedTxn is one aborted transaction's range on a partition (FetchResponse's
+// AbortedTransactions entry, and TxnIndexEntry's lastOffset: the abort marker's offset).
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// txnState is a partition's share of transaction state.
+type txnState struct {
+	lso atomic.Int64
+	// ongoing maps each producer with an open transaction here to its first offset; owned by
+	// the committer (and rebuilt at start-up and after a full disk).
+	ongoing map[int64]int64
+	// aborted is sorted by LastOffset; replaced whole (copy on write) under abortedMu by the
+	// completer and by retention, read without a lock.
+	abortedMu sync.Mutex
+	aborted   atomic.Pointer[[]AbortedTxn]
+}
+
+// LastStableOffset is the offset below which every transaction has ended: read_committed
+// consumers read up to it. It never exceeds the high watermark.
+func (p *Partition) LastStableOffset() int64 {
+	lso, hw := p.txn.lso.Load(), p.hw.Load()
+	return min(lso, hw)
+}
+
+// AbortedTxns returns the aborted transactions whose range meets [from, to): what a
+// read_committed Fetch returning data from from up to to must list.
+func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
+	lp := p.txn.aborted.Load()
+	if lp == nil {
+		return nil
+	}
+	all := *lp
+	i := sort.Search(len(all), func(i int) bool { return all[i].LastOffset >= from })
+	var out []AbortedTxn
+	for ; i < len(all); i++ {
+		if all[i].FirstOffset < to {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+func (p *Partition) addAborted(a AbortedTxn) {
+	p.txn.abortedMu.Lock()
+	defer p.txn.abortedMu.Unlock()
+	var next []AbortedTxn
+	if lp := p.txn.aborted.Load(); lp != nil {
+		next = append(next, (*lp)...)
+	}
+	next = append(next, a)
+	p.txn.aborted.Store(&next)
+}
+
+// trimAborted drops the entries wholly below the log start (retention, DeleteRecords).
+func (p *Partition) trimAborted(start int64) {
+	p.txn.abortedMu.Lock()
+	defer p.txn.abortedMu.Unlock()
+	lp := p.txn.aborted.Load()
+	if lp == nil || len(*lp) == 0 || (*lp)[0].LastOffset >= start {
+		return
+	}
+	i := sort.Search(len(*lp), func(i int) bool { return (*lp)[i].LastOffset >= start })
+	next := append([]AbortedTxn(nil), (*lp)[i:]...)
+	p.txn.aborted.Store(&next)
+}
+
+// stableOffset is the committer's view of the last stable offset.
+func (p *Partition) stableOffset() int64 {
+	lso := p.next
+	for _, first := range p.txn.ongoing {
+		lso = min(lso, first)
+	}
+	return lso
+}
+
+// VerifyTransactionalWrites sets the function the committer asks before it opens a
+// transaction on a partition (the coordinator's AddPartitionsToTxn record). It runs on the
+// committer goroutine and must not wait for it. Unset, every transactional batch is refused.
+func (l *Log) VerifyTransactionalWrites(fn func(producerID int64, epoch int16, topic string, partition int32) bool) {
+	l.verifyTxn.Store(&fn)
+}
+
+// MarkerAppend returns the append of a transaction marker for producerID at epoch on p.
+func MarkerAppend(p *Partition, producerID int64, epoch int16, kind Marker, coordinatorEpoch int32, nowMs int64) Append {
+	t := wire.ControlAbort
+	if kind == CommitMarker {
+		t = wire.ControlCommit
+	}
+	return Append{
+		Partition: p, Batch: wire.AppendControlBatch(nil, producerID, epoch, t, coordinatorEpoch, nowMs),
+		ProducerID: producerID, ProducerEpoch: epoch, BaseSequence: -1, NumRecords: 1, Marker: kind,
+	}
+}
+
+const abortedKeyLen = 1 + 4 + 8
+
+func abortedKey(partition uint32, lastOffset int64) []byte {
+	k := make([]byte, abortedKeyLen)
+	k[0] = kindAborted
+	binary.BigEndian.PutUint32(k[1:], partition)
+	binary.BigEndian.PutUint64(k[5:], uint64(lastOffset))
+	return k
+}
+
+func abortedValue(a AbortedTxn) []byte {
+	v := binary.BigEndian.AppendUint64(nil, uint64(a.ProducerID))
+	return binary.BigEndian.AppendUint64(v, uint64(a.FirstOffset))
+}
+
+// checkTransactional is the committer's check of a data batch against the producer's
+// transaction on the partition, after the idempotence check accepted it: a transactional
+// batch opening a transaction must be one the coordinator expects; a plain batch from a
+// producer inside a transaction is refused (ProducerAppendInfo.checkProducerEpoch's sibling).
+func (l *Log) checkTransactional(a *Append, st *idem.State) int16 {
+	if !a.Transactional {
+		if st.TxnFirstOffset >= 0 {
+			return wire.ErrInvalidTxnState
+		}
+		return wire.ErrNone
+	}
+	if st.TxnFirstOffset >= 0 {
+		return wire.ErrNone
+	}
+	fn := l.verifyTxn.Load()
+	if fn == nil || !(*fn)(a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
+		return wire.ErrInvalidTxnState
+	}
+	return wire.ErrNone
+}
+
+// openTxn records an appended transactional batch at base.
+func openTxn(p *Partition, st *idem.State, producerID, base int64) {
+	if st.TxnFirstOffset >= 0 {
+		return
+	}
+	st.TxnFirstOffset = base
+	if p.txn.ongoing == nil {
+		p.txn.ongoing = map[int64]int64{}
+	}
+	p.txn.ongoing[producerID] = base
+}
+
+// commitMarker appends a transaction marker. A marker for a producer with no open transaction
+// on the partition (a retried end, or recovery completing one whose markers were written) is
+// answered with base offset -1 and writes nothing.
+func (l *Log) commitMarker(g group, pg *pendingGroup, a *Append) {
+	p := a.Partition
+	key := producerKey{a.ProducerID, p.ID}
+	st := l.producers[key]
+	a.LogStartOffset, a.AppendTime, a.BaseOffset = p.logStart.Load(), -1, -1
+	if st == nil || st.TxnFirstOffset < 0 {
+		return
+	}
+	first := st.TxnFirstOffset
+	if code := st.EndTxn(a.ProducerEpoch); code != wire.ErrNone {
+		a.Err = code
+		return
+	}
+	delete(p.txn.ongoing, a.ProducerID)
+	st.LastWrite = l.scratch.nowMs
+	l.touchProducer(key)
+	base := l.assignOffsets(p, a)
+	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
+	wire.SetPartitionLeaderEpoch(a.Batch, p.LeaderEpoch())
+	g.setData(p.ID, base, a.Batch)
+	a.BaseOffset = base
+	pg.records++
+	pg.bytes += len(a.Batch)
+	if a.Marker == AbortMarker {
+		ab := AbortedTxn{ProducerID: a.ProducerID, FirstOffset: first, LastOffset: base}
+		g.set(abortedKey(p.ID, base), abortedValue(ab))
+		pg.aborts = append(pg.aborts, abortedAdd{p, ab})
+	}
+	pg.advance(p)
+}
+
+type abortedAdd struct {
+	p *Partition
+	a AbortedTxn
+}
+
+// replayTxn applies a replayed batch's transaction effects to the producer's window: a
+// marker closes the transaction (and an abort marker's range goes into b), a transactional
+// batch opens one.
+func replayTxn(b *pebble.Batch, p *Partition, st *idem.State, h wire.BatchHeader, batch []byte, seg uint32, pos int64) error {
+	if !h.IsControl() {
+		if h.IsTransactional() && st.TxnFirstOffset < 0 {
+			st.TxnFirstOffset = h.BaseOffset
+		}
+		return nil
+	}
+	kind, err := wire.ControlBatchType(batch)
+	if err != nil {
+		return fmt.Errorf("batchlog: segment %d at %d: %w", seg, pos, err)
+	}
+	first := st.TxnFirstOffset
+	st.EndTxn(h.ProducerEpoch)
+	if kind == wire.ControlAbort && first >= 0 {
+		_ = b.Set(abortedKey(p.ID, h.BaseOffset), abortedValue(AbortedTxn{h.ProducerID, first, h.BaseOffset}), nil)
+	}
+	return nil
+}
+
+// loadTxnState rebuilds every partition's open transactions from the producer windows and its
+// aborted index from Pebble, and publishes their last stable offsets: at start-up and after a
+// full disk, once the windows are exact.
+func (l *Log) loadTxnState(byID map[uint32]*Partition) error {
+	for _, p := range byID {
+		p.txn.ongoing = nil
+	}
+	for k, st := range l.producers {
+		if st.TxnFirstOffset < 0 {
+			continue
+		}
+		if p := byID[k.partition]; p != nil {
+			if p.txn.ongoing == nil {
+				p.txn.ongoing = map[int64]int64{}
+			}
+			p.txn.ongoing[k.id] = st.TxnFirstOffset
+		}
+	}
+	aborted := map[*Partition][]AbortedTxn{}
+	err := l.scan([]byte{kindAborted}, func(k, v []byte) error {
+		if len(k) != abortedKeyLen || len(v) != 16 {
+			return fmt.Errorf("batchlog: corrupt aborted-transaction key %x", k)
+		}
+		p := byID[binary.BigEndian.Uint32(k[1:])]
+		if p == nil {
+			return nil
+		}
+		a := AbortedTxn{
+			ProducerID:  int64(binary.BigEndian.Uint64(v)),
+			FirstOffset: int64(binary.BigEndian.Uint64(v[8:])),
+			LastOffset:  int64(binary.BigEndian.Uint64(k[5:])),
+		}
+		if a.LastOffset >= p.logStart.Load() {
+			aborted[p] = append(aborted[p], a)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range byID {
+		list := aborted[p]
+		p.txn.abortedMu.Lock()
+		p.txn.aborted.Store(&list)
+		p.txn.abortedMu.Unlock()
+		p.txn.lso.Store(p.stableOffset())
+	}
+	return nil
+}
