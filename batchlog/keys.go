@@ -15,6 +15,7 @@ import "encoding/binary"
 //	g <group>                             group record (JSON: protocol type, generation)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
+//	x <transactional id>                  the transaction coordinator's record of the id (package txn's encoding)
 const (
 	kindData     = 'd'
 	kindHigh     = 'h'
@@ -26,6 +27,7 @@ const (
 	kindGroup    = 'g'
 	kindRelocate = 'r'
 	kindAborted  = 'a'
+	kindTxn      = 'x'
 )
 
 const dataKeyLen = 1 + 4 + 8

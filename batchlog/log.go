@@ -1051,6 +1051,8 @@ type ProducerWindow struct {
 	Epoch         int16
 	LastSequence  int32 // of the last batch; -1 with none remembered
 	LastTimestamp int64 // the last batch's max timestamp; -1 when unknown (its batch is gone)
+	// TxnStartOffset is the first offset of the producer's open transaction here; -1: none.
+	TxnStartOffset int64
 }
 
 // Producers lists the producers with a window on p, by id. The windows are the committer's,
@@ -1068,7 +1070,7 @@ func (l *Log) Producers(p *Partition) ([]ProducerWindow, error) {
 				if k.partition != p.ID {
 					continue
 				}
-				s := seen{w: ProducerWindow{ProducerID: k.id, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1}, base: -1}
+				s := seen{w: ProducerWindow{ProducerID: k.id, Epoch: st.Epoch, LastSequence: -1, LastTimestamp: -1, TxnStartOffset: st.TxnFirstOffset}, base: -1}
 				if b, ok := st.Last(); ok {
 					s.w.LastSequence, s.base = b.LastSeq, b.BaseOffset
 				}

@@ -9,7 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Committed consumer-group offsets and group records. Kafka keeps both in the compacted
+// Committed consumer-group offsets and group records, and the transaction coordinator's records. Kafka keeps both in the compacted
 // __consumer_offsets topic (GroupMetadataManager); here they are Pebble keys, written with a
 // synced batch before an OffsetCommit is answered, so a committed offset survives kill -9.
 //
@@ -179,6 +179,28 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 			CommitTime:  int64(binary.BigEndian.Uint64(v[12:])),
 			Metadata:    string(v[20:]),
 		}
+		return nil
+	})
+	return out, err
+}
+
+// SaveTxn stores the transaction coordinator's record of a transactional id, synced: the
+// coordinator answers only once it is durable.
+func (l *Log) SaveTxn(id string, v []byte) error {
+	if l.db == nil {
+		return nil
+	}
+	return l.db.Set(append([]byte{kindTxn}, id...), v, pebble.Sync)
+}
+
+// LoadTxns reads every stored transactional id's record.
+func (l *Log) LoadTxns() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	if l.db == nil {
+		return out, nil
+	}
+	err := l.scan([]byte{kindTxn}, func(k, v []byte) error {
+		out[string(k[1:])] = append([]byte(nil), v...)
 		return nil
 	})
 	return out, err

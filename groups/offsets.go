@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sort"
@@ -396,3 +397,53 @@ func (c *Coordinator) RemoveTopic(topic string) {
 		g.mu.Unlock()
 	}
 }
+
+// ---- TxnOffsetCommit ----
+
+// CheckTxnCommit is the group's check of a TxnOffsetCommit (GroupCoordinator.doTxnCommitOffsets):
+// a member id, instance id and generation, when given, must be the group's current ones. The
+// offsets themselves wait in the transaction until it commits (ApplyTxnOffsets).
+func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, generation int32) int16 {
+	if name == "" {
+		return wire.ErrInvalidGroupID
+	}
+	g := c.get(name, true)
+	if g == nil {
+		return wire.ErrNotCoordinator // closing
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.state == Dead:
+		return wire.ErrCoordinatorNotAvailable
+	case instanceID != nil && g.static[*instanceID] != "" && g.static[*instanceID] != memberID:
+		return wire.ErrFencedInstanceID
+	case memberID != "" && g.members[memberID] == nil:
+		return wire.ErrUnknownMemberID
+	case generation >= 0 && generation != g.generation:
+		return wire.ErrIllegalGeneration
+	}
+	return wire.ErrNone
+}
+
+// ApplyTxnOffsets commits the offsets of a committed transaction to the group, durably (one
+// synced Pebble batch, as OffsetCommit).
+func (c *Coordinator) ApplyTxnOffsets(name string, offsets map[batchlog.OffsetKey]batchlog.CommittedOffset) error {
+	g := c.get(name, true)
+	if g == nil {
+		return errors.New("groups: coordinator closed")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := c.store.CommitOffsets(g.name, offsets); err != nil {
+		return err
+	}
+	for k, v := range offsets {
+		g.offsets[k] = v
+	}
+	return nil
+}
+
+// MaxMetadataBytes is offset.metadata.max.bytes: longer commit metadata is
+// OFFSET_METADATA_TOO_LARGE.
+func (c *Coordinator) MaxMetadataBytes() int { return c.cfg.MaxMetadataBytes }

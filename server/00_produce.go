@@ -98,11 +98,6 @@ func (s *Server) handleProduce(r *request) {
 				// version-dependent check ValidateProduceBatch leaves to its caller.
 				vcode, msg = wire.ErrUnsupportedCompressionType, "produce requests with version < 7 are not allowed to use ZStandard compression"
 			}
-			if vcode == wire.ErrNone && (ps.req.TransactionalID != nil || h.IsTransactional()) {
-				// Transactions are not served yet; a transactional batch outside a
-				// transaction the broker knows is INVALID_TXN_STATE (KIP-890 verification).
-				vcode, msg = wire.ErrInvalidTxnState, "transactions are not supported by this node yet"
-			}
 			if vcode == wire.ErrNone && bound != nil {
 				// Decompresses and decodes every record, here on the connection's worker (off
 				// the event loop); a failing batch never reaches the batch log, so nothing of
@@ -125,6 +120,9 @@ func (s *Server) handleProduce(r *request) {
 				BaseSequence:  h.BaseSequence,
 				NumRecords:    h.NumRecords,
 				LogAppendTime: topic.Settings.LogAppendTime,
+				// The log opens the producer's transaction on the partition only if the
+				// transaction coordinator added it (batchlog's txn.go).
+				Transactional: h.IsTransactional(),
 			})
 			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
 		}

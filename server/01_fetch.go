@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -17,9 +18,10 @@ import (
 // broker), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
 //
 // A fetch returns whole stored batches, starting with the batch that contains the fetch
-// offset, bounded by the high watermark (or the last stable offset for read_committed). It
-// waits up to MaxWaitMillis for MinBytes, on the log's commit notification, holding no
-// iterator while it waits.
+// offset, bounded by the high watermark (or the last stable offset for read_committed, with
+// the aborted transactions that meet the returned range, so the consumer can drop their
+// records). It waits up to MaxWaitMillis for MinBytes, on the log's commit notification,
+// holding no iterator while it waits.
 const fetchKey = 1
 
 func init() {
@@ -109,10 +111,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 			}
 			p := t.Partitions[rp.Partition]
 			hw := p.HighWatermark()
-			stable := s.lastStableOffset(p, req.IsolationLevel)
+			stable := min(p.LastStableOffset(), hw)
 			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = hw, stable, p.LogStartOffset()
 			limit := hw
-			if req.IsolationLevel == 1 {
+			if req.IsolationLevel == readCommitted {
 				limit = stable
 			}
 			switch {
@@ -140,10 +142,31 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 				}
 				op.RecordBatches = data
 				total += len(data)
+				if req.IsolationLevel == readCommitted && len(data) > 0 {
+					for _, a := range p.AbortedTxns(rp.FetchOffset, batchesEnd(data)) {
+						at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+						at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+						op.AbortedTransactions = append(op.AbortedTransactions, at)
+					}
+				}
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, total, stop
+}
+
+// batchesEnd is the offset after the last record of the stored batches in data.
+func batchesEnd(data []byte) int64 {
+	var end int64
+	for len(data) >= wire.RecordBatchOverhead {
+		n := 12 + int(binary.BigEndian.Uint32(data[8:]))
+		if n > len(data) {
+			break
+		}
+		end = wire.BatchLastOffset(data[:n]) + 1
+		data = data[n:]
+	}
+	return end
 }

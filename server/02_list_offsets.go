@@ -78,11 +78,17 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 	return resp, nil
 }
 
-// lastStableOffset bounds reads: the high watermark for read_uncommitted, the LSO for
-// read_committed (equal until transactions are served).
+// lastStableOffset bounds reads: the high watermark for read_uncommitted, the last stable
+// offset (below every open transaction) for read_committed.
 func (s *Server) lastStableOffset(p *batchlog.Partition, isolation int8) int64 {
+	if isolation == readCommitted {
+		return p.LastStableOffset()
+	}
 	return p.HighWatermark()
 }
+
+// readCommitted is the IsolationLevel of a read_committed consumer.
+const readCommitted = 1
 
 var errStopScan = errors.New("found")
 

@@ -6,10 +6,13 @@ import (
 	"inlet/wire"
 )
 
-// InitProducerId v0-v4 for idempotent producers (no transactional id): every call gets a new
-// producer id at epoch 0, as Kafka's TransactionCoordinator.handleInitProducerId does for a
-// null transactional id (v3+'s producer id/epoch fields matter only with a transactional id).
-// v5+ belongs to transaction.version 2 (KIP-890) and is not advertised.
+// InitProducerId v0-v4. Without a transactional id every call gets a new producer id at
+// epoch 0, as Kafka's TransactionCoordinator.handleInitProducerId does for a null
+// transactional id. With one, the transaction coordinator (package txn) hands out the id's
+// producer id with its epoch bumped, fencing the previous producer and aborting its open
+// transaction; v3+ may name the caller's current id and epoch (KIP-360), and v4+ is told
+// PRODUCER_FENCED where older versions get INVALID_PRODUCER_EPOCH (KIP-588). v5+ belongs to
+// transaction.version 2 (KIP-890) and is not advertised.
 const initProducerIDKey = 22
 
 func init() {
@@ -21,9 +24,13 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		// Transactions are not served yet: refuse clearly instead of handing out an id the
-		// coordinator APIs could not back.
-		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
+		if *req.TransactionalID == "" {
+			// TransactionCoordinator.handleInitProducerId refuses an empty id.
+			resp.ErrorCode = wire.ErrInvalidRequest
+			return resp, nil
+		}
+		id, epoch, code := s.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch)
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = id, epoch, fenced(code, req.Version, 4)
 		return resp, nil
 	}
 	id, err := s.blog.AllocateProducerID()

@@ -8,8 +8,8 @@ import (
 
 // DescribeProducers v0 (KIP-664): the idempotent producers each partition remembers, with
 // their epoch, the last sequence and the last batch's max timestamp (-1 once retention has
-// removed that batch). Transactions are not served, so the coordinator epoch and the open
-// transaction's start offset are -1. The windows are read on the batch log's committer and
+// removed that batch), and the first offset of its open transaction on the partition (-1:
+// none). The coordinator epoch is -1: one coordinator, never moved. The windows are read on the batch log's committer and
 // answered once durable (batchlog.Log.Producers). Topics outside a principal's prefixes are
 // TOPIC_AUTHORIZATION_FAILED (authz.go), as Kafka needs READ on the topic.
 const describeProducersKey = 61
@@ -44,7 +44,7 @@ func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = w.ProducerID, int32(w.Epoch)
 				ap.LastSequence, ap.LastTimestamp = w.LastSequence, w.LastTimestamp
-				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, w.TxnStartOffset
 				op.ActiveProducers = append(op.ActiveProducers, ap)
 			}
 			ot.Partitions = append(ot.Partitions, op)

@@ -29,6 +29,7 @@ import (
 	"inlet/quota"
 	"inlet/schema"
 	"inlet/tenants"
+	"inlet/txn"
 )
 
 // Config holds the server's settings; zero values take the documented defaults.
@@ -166,6 +167,7 @@ type Server struct {
 	baseUsers []*auth.User   // the users of the config file
 
 	groups *groups.Coordinator
+	txns   *txn.Coordinator // transactions (txn.go)
 
 	gnetL   *listener   // the listener gnet serves (nil: every listener is a stream listener)
 	streams []*listener // listeners served a goroutine per connection (tls.go)
@@ -197,6 +199,10 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	if err := s.startGroups(); err != nil {
 		return nil, fmt.Errorf("server: load groups: %w", err)
 	}
+	if err := s.startTxns(); err != nil {
+		s.groups.Close()
+		return nil, fmt.Errorf("server: load transactions: %w", err)
+	}
 	s.connTab.init()
 	s.clock.Store(time.Now().UnixNano())
 	s.reaperStop, s.reaperDone = make(chan struct{}), make(chan struct{})
@@ -204,7 +210,7 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	if s.gnetL == nil {
 		if err := s.startStreams(); err != nil {
 			s.stopReaper()
-			s.groups.Close()
+			s.closeCoordinators()
 			return nil, err
 		}
 		s.addr = s.streams[0].addr.(*net.TCPAddr)
@@ -224,13 +230,13 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	case <-s.booted:
 	case err := <-s.runErr:
 		s.stopReaper()
-		s.groups.Close()
+		s.closeCoordinators()
 		return nil, fmt.Errorf("server: listen %s: %w", cfg.Listen, err)
 	}
 	if s.bootErr != nil {
 		<-s.runErr // OnBoot answered Shutdown: Run returns without serving
 		s.stopReaper()
-		s.groups.Close()
+		s.closeCoordinators()
 		return nil, s.bootErr
 	}
 	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
@@ -238,7 +244,7 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		_ = s.eng.Stop(context.Background())
 		<-s.runErr
 		s.stopReaper()
-		s.groups.Close()
+		s.closeCoordinators()
 		return nil, err
 	}
 	return s, nil
@@ -310,7 +316,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// sockets before the loops close the connections.
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.groups.Close()
+	s.closeCoordinators()
 	s.closeStreams()
 	s.stopReaper()
 	if s.gnetL == nil {

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/wire"
+)
+
+// DescribeTransactions v0 (KIP-664): each transactional id's state, producer id and epoch,
+// timeout, start time and partitions. An id never initialised is TRANSACTIONAL_ID_NOT_FOUND;
+// one outside the principal's prefixes TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+const describeTransactionsKey = 65
+
+func init() {
+	register(api{key: describeTransactionsKey, min: 0, max: 0, handle: handleDescribeTransactions})
+}
+
+func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	p := principal(r)
+	for _, id := range req.TransactionalIDs {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
+		d, ok := s.txns.Describe(id)
+		switch {
+		case p != nil && !p.AllowsTransactionalID(id):
+			st.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
+		case !ok:
+			st.ErrorCode = wire.ErrTransactionalIDNotFound
+		default:
+			st.State, st.TimeoutMillis, st.StartTimestamp = d.State.String(), d.TimeoutMs, d.StartMs
+			st.ProducerID, st.ProducerEpoch = d.ProducerID, d.Epoch
+			for _, tp := range d.Partitions {
+				if n := len(st.Topics); n > 0 && st.Topics[n-1].Topic == tp.Topic {
+					st.Topics[n-1].Partitions = append(st.Topics[n-1].Partitions, tp.Partition)
+					continue
+				}
+				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+				t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
+				st.Topics = append(st.Topics, t)
+			}
+		}
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return resp, nil
+}
