@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/
 	scripts/franz-go-suite.sh
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
 
