@@ -31,13 +31,35 @@ type CommittedOffset struct {
 	CommitTime  int64 // unix ms
 }
 
-// GroupRecord is the durable part of a group's metadata: enough for ListGroups and
-// DescribeGroups to report an empty group after a restart, and for generations to keep
-// increasing across restarts. Members are not persisted: after a restart every member gets
-// UNKNOWN_MEMBER_ID on its next heartbeat and rejoins.
+// GroupRecord is the durable part of a group's metadata (Kafka's GroupMetadataValue): the
+// generation, so generations keep increasing across restarts, and, for a group that completed
+// a rebalance (Stable), its protocol, leader and members with their assignments, so that after
+// a restart the members carry on with heartbeats instead of rejoining, as they do after a
+// Kafka coordinator moves.
 type GroupRecord struct {
-	ProtocolType string `json:"protocol_type"`
-	Generation   int32  `json:"generation"`
+	ProtocolType string              `json:"protocol_type"`
+	Generation   int32               `json:"generation"`
+	Protocol     string              `json:"protocol,omitempty"`
+	Leader       string              `json:"leader,omitempty"`
+	Members      []GroupMemberRecord `json:"members,omitempty"`
+}
+
+// GroupMemberRecord is one member of a stable group.
+type GroupMemberRecord struct {
+	ID          string                `json:"id"`
+	InstanceID  *string               `json:"instance_id,omitempty"`
+	ClientID    string                `json:"client_id"`
+	ClientHost  string                `json:"client_host"`
+	SessionMs   int64                 `json:"session_ms"`
+	RebalanceMs int64                 `json:"rebalance_ms"`
+	Protocols   []GroupProtocolRecord `json:"protocols"` // in the member's order of preference
+	Assignment  []byte                `json:"assignment"`
+}
+
+// GroupProtocolRecord is one protocol a member joined with, and its metadata.
+type GroupProtocolRecord struct {
+	Name     string `json:"name"`
+	Metadata []byte `json:"metadata"`
 }
 
 func groupPrefix(group string) []byte {

@@ -171,6 +171,7 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 		g.protocolType = sg.Record.ProtocolType
 		g.generation = sg.Record.Generation
 		g.offsets = sg.Offsets
+		g.restoreMembers(sg.Record)
 		c.groups[name] = g
 	}
 	return c, nil
@@ -701,12 +702,52 @@ func contains(s []string, v string) bool {
 	return false
 }
 
+// persist saves the group's record: with its members and their assignments once it is Stable
+// (GroupCoordinator stores the group when the leader's SyncGroup completes), without them
+// otherwise, so a restart never restores members without the assignment they would sync to.
 func (g *group) persist() {
 	if g.c.isClosed() {
 		return
 	}
-	if err := g.c.store.SaveGroup(g.name, batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}); err != nil {
+	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
+	if g.state == Stable {
+		rec.Protocol, rec.Leader = g.protocol, g.leader
+		for _, id := range slices.Sorted(maps.Keys(g.members)) {
+			m := g.members[id]
+			mr := batchlog.GroupMemberRecord{ID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+				SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds(),
+				Assignment: m.assignment}
+			for _, p := range m.protocols {
+				mr.Protocols = append(mr.Protocols, batchlog.GroupProtocolRecord{Name: p.name, Metadata: p.metadata})
+			}
+			rec.Members = append(rec.Members, mr)
+		}
+	}
+	if err := g.c.store.SaveGroup(g.name, rec); err != nil {
 		g.c.log.Error("groups: save group", "group", g.name, "err", err)
+	}
+}
+
+// restoreMembers brings back a stable group's members as persist saved them (at start-up,
+// before any request): the group is Stable again and each member's session starts now, as
+// GroupMetadataManager does when it loads a group.
+func (g *group) restoreMembers(rec batchlog.GroupRecord) {
+	if len(rec.Members) == 0 {
+		return
+	}
+	g.state, g.protocol, g.leader = Stable, rec.Protocol, rec.Leader
+	for _, mr := range rec.Members {
+		m := &member{id: mr.ID, instanceID: mr.InstanceID, clientID: mr.ClientID, clientHost: mr.ClientHost,
+			protoType: rec.ProtocolType, session: time.Duration(mr.SessionMs) * time.Millisecond,
+			rebalance: time.Duration(mr.RebalanceMs) * time.Millisecond, assignment: mr.Assignment, synced: true}
+		for _, p := range mr.Protocols {
+			m.protocols = append(m.protocols, protocol{name: p.Name, metadata: p.Metadata})
+		}
+		g.members[m.id] = m
+		if m.instanceID != nil {
+			g.static[*m.instanceID] = m.id
+		}
+		g.startSessionTimer(m)
 	}
 }
 
@@ -883,6 +924,7 @@ func (g *group) sync(req *kmsg.SyncGroupRequest) (chan *kmsg.SyncGroupResponse, 
 			}
 			g.state = Stable
 			g.timerSeq++ // cancels the pending-sync timeout
+			g.persist()
 			for _, o := range g.members {
 				if o.syncCh != nil {
 					r := kmsg.NewPtrSyncGroupResponse()

@@ -230,3 +230,88 @@ func TestCommittedOffsetsListsLiveGroups(t *testing.T) {
 		}
 	}
 }
+
+// savingStore keeps the last record SaveGroup got per group and gives them back on load, as
+// the batch log does across a restart.
+type savingStore struct {
+	memStore
+	recs map[string]batchlog.GroupRecord
+}
+
+func (s *savingStore) SaveGroup(g string, r batchlog.GroupRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs[g] = r
+	return nil
+}
+
+func (s *savingStore) LoadGroups() (map[string]*batchlog.StoredGroup, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*batchlog.StoredGroup{}
+	for g, r := range s.recs {
+		out[g] = &batchlog.StoredGroup{Record: r, Offsets: map[batchlog.OffsetKey]batchlog.CommittedOffset{}}
+	}
+	return out, nil
+}
+
+// TestStableGroupSurvivesARestart: a group that completed its rebalance comes back after a
+// restart with its members, generation and assignments, so its members go on heartbeating
+// (as after a Kafka coordinator moves) instead of getting UNKNOWN_MEMBER_ID and rejoining; a
+// group caught between JoinGroup and SyncGroup comes back Empty at its generation.
+func TestStableGroupSurvivesARestart(t *testing.T) {
+	store := &savingStore{memStore: memStore{offsets: map[string]map[batchlog.OffsetKey]batchlog.CommittedOffset{}}, recs: map[string]batchlog.GroupRecord{}}
+	open := func() *Coordinator {
+		c, err := New(store, Config{MinSessionTimeout: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	done := make(chan struct{})
+	defer close(done)
+	c := open()
+	inst := "static-1"
+	r := c.Join(joinReq("", &inst, 5*time.Second), "client", "/h", done, nil)
+	a := r.MemberID
+	if r.ErrorCode != 0 || r.Generation != 1 {
+		t.Fatalf("join: %+v", r)
+	}
+	if s := c.Sync(syncReq(a, 1, map[string][]byte{a: []byte("A")}), done, nil); s.ErrorCode != 0 {
+		t.Fatalf("sync: %+v", s)
+	}
+	c.Close()
+
+	c = open()
+	if code := heartbeat(c, a, 1, &inst); code != wire.ErrNone {
+		t.Fatalf("heartbeat after a restart: error %d", code)
+	}
+	if s := c.Sync(syncReq(a, 1, nil), done, nil); s.ErrorCode != 0 || string(s.MemberAssignment) != "A" {
+		t.Fatalf("sync after a restart: %+v", s)
+	}
+	if d := c.Describe("g"); d.State != "Stable" || len(d.Members) != 1 || d.Members[0].MemberID != a || d.Members[0].ClientID != "client" {
+		t.Fatalf("described after a restart: %+v", d)
+	}
+	// A second member starts a rebalance; the node stops before the SyncGroup.
+	bch := make(chan *kmsg.JoinGroupResponse, 1)
+	inst2 := "static-2"
+	go func() { bch <- c.Join(joinReq("", &inst2, 5*time.Second), "client", "/h", done, nil) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for heartbeat(c, a, 1, &inst) != wire.ErrRebalanceInProgress {
+		if time.Now().After(deadline) {
+			t.Fatal("heartbeat never reported the rebalance")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Join(joinReq(a, &inst, 5*time.Second), "client", "/h", done, nil)
+	<-bch
+	c.Close()
+	c = open()
+	if code := heartbeat(c, a, 2, &inst); code != wire.ErrUnknownMemberID {
+		t.Fatalf("heartbeat after a restart mid-rebalance: error %d, want UNKNOWN_MEMBER_ID", code)
+	}
+	if d := c.Describe("g"); d.State != "Empty" {
+		t.Fatalf("state after a restart mid-rebalance: %s", d.State)
+	}
+}

@@ -9,7 +9,13 @@
 # The node runs with group.initial.rebalance.delay.ms 0: Kafka's 3 s wait for more members of a
 # new group would only slow the group tests down.
 #
-# Usage: scripts/franz-go-suite.sh [extra go test flags, e.g. -test.run TestGroupETL]
+# KILL_EVERY=N (seconds) SIGKILLs the node every N to 2N seconds while the tests run and restarts
+# it on the same port and data directory (KILLS, default 4, bounds how many times); the run
+# fails if the node was never killed.
+#
+# SUITE_LOG=FILE keeps the suite's whole output there (and the node's log in FILE.inlet).
+#
+# Usage: [KILL_EVERY=N] scripts/franz-go-suite.sh [extra go test flags, e.g. -test.run TestGroupETL]
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -20,11 +26,14 @@ GO=${GO:-go}
 SKIP=${SKIP:-}
 
 work=$(mktemp -d)
-inlet_pid=
+killer_pid=
 cleanup() {
-	if [[ -n $inlet_pid ]]; then
-		kill "$inlet_pid" 2>/dev/null || true
-		wait "$inlet_pid" 2>/dev/null || true
+	if [[ -n $killer_pid ]]; then
+		kill "$killer_pid" 2>/dev/null || true
+		wait "$killer_pid" 2>/dev/null || true
+	fi
+	if [[ -s $work/inlet.pid ]]; then
+		kill "$(cat "$work/inlet.pid")" 2>/dev/null || true
 	fi
 	rm -rf "$work"
 }
@@ -39,12 +48,29 @@ $GO build -o "$work/inlet" ./cmd/inlet
 
 # A free loopback port.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$work/inlet" --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn --group-initial-rebalance-delay-ms 0 >"$work/inlet.log" 2>&1 &
-inlet_pid=$!
-for _ in $(seq 50); do
-	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
-	sleep 0.1
-done
+start_inlet() {
+	"$work/inlet" --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn --group-initial-rebalance-delay-ms 0 >>"$work/inlet.log" 2>&1 &
+	echo $! >"$work/inlet.pid"
+	for _ in $(seq 50); do
+		if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
+		sleep 0.1
+	done
+}
+start_inlet
+if [[ -n ${KILL_EVERY:-} ]]; then
+	(
+		for _ in $(seq "${KILLS:-4}"); do
+			sleep $((KILL_EVERY + RANDOM % (KILL_EVERY + 1)))
+			pid=$(cat "$work/inlet.pid")
+			kill -KILL "$pid" 2>/dev/null || exit 0
+			while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+			echo kill >>"$work/kills"
+			sleep 0.3
+			start_inlet
+		done
+	) &
+	killer_pid=$!
+fi
 
 echo "running the kgo suite against 127.0.0.1:$port${SKIP:+ (skipping $SKIP)}"
 status=0
@@ -55,6 +81,18 @@ grep -E '^--- (PASS|FAIL|SKIP)' "$work/suite.log" | awk '{print $2, $3}' | sort 
 echo "passed: $(grep -c '^PASS:' "$work/results" || true), failed: $(grep -c '^FAIL:' "$work/results" || true), skipped by the suite itself: $(grep -c '^SKIP:' "$work/results" || true)"
 grep -E '^FAIL:|^PASS: TestGroupETL' "$work/results" || true
 grep -E '^(FAIL|ok|PASS|panic)' "$work/suite.log" | tail -3 || true
+if [[ -n ${KILL_EVERY:-} ]]; then
+	kills=$(wc -l <"$work/kills" 2>/dev/null || echo 0)
+	echo "the node was killed (SIGKILL) and restarted $kills times during the run"
+	if [[ $kills -eq 0 && $status -eq 0 ]]; then
+		echo "the node was never killed: the run proved nothing"
+		status=1
+	fi
+fi
+if [[ -n ${SUITE_LOG:-} ]]; then
+	cp "$work/suite.log" "$SUITE_LOG"
+	cp "$work/inlet.log" "$SUITE_LOG.inlet"
+fi
 if [[ $status -ne 0 ]]; then
 	echo "kgo suite failed (exit $status); last lines:"
 	grep -v '^\[' "$work/suite.log" | tail -40
