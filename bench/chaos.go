@@ -86,8 +86,10 @@ func (l *liveWatcher) Write(p []byte) (int, error) {
 
 // Chaos runs loadgen with verification against inlet while SIGKILLing and restarting it on the
 // same data directory and port, then reports the kills survived and the verification: for
-// idempotent producers no loss and no duplicates, for plain ones no loss (duplicates counted).
-// The returned file's Chaos.OK is false when anything failed.
+// idempotent producers no loss and no duplicates, for plain ones no loss (duplicates counted),
+// for transactional ones (Load.Transactional) every committed record exactly once, no record of
+// an aborted transaction, and each transaction whose commit outcome was lost to a kill either
+// whole or absent. The returned file's Chaos.OK is false when anything failed.
 func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 	if o.KillEvery <= 0 {
 		return nil, errors.New("--kill-every must be positive")
@@ -223,6 +225,9 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 			if !v.OK {
 				failf("%s: lost %d, duplicates %d, out of order %d, malformed %d, unknown %d", v.Verdict(), v.Lost,
 					v.Duplicates, v.OutOfOrder, v.Malformed, v.Unknown)
+				if t := v.Txn; t != nil {
+					failf("transactions: %d aborted records read, %d in-doubt transactions partly read", t.AbortedVisible, t.Partial)
+				}
 			}
 			if v.Error != "" {
 				failf("verification could not finish: %s", v.Error)
@@ -234,7 +239,21 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 		if res.Unresolved > 0 {
 			failf("%d records neither acked nor failed", res.Unresolved)
 		}
-		if res.Failed > 0 {
+		switch {
+		case res.Transactions != nil:
+			// A transactional producer's records can fail (a kill can cost a transaction its
+			// producer epoch, or its partitions); each such transaction is aborted, and the
+			// verification checks that none of its records is visible. Only a producer that
+			// gave up, or a run that committed nothing, fails here.
+			for _, p := range res.Producers {
+				if p.TxnBroken {
+					failf("producer %d (%s) stopped early: it could not end or begin a transaction", p.Producer, p.TransactionalID)
+				}
+			}
+			if res.Transactions.Committed == 0 && res.Settings.TxnAbortFraction < 1 {
+				failf("no transaction committed")
+			}
+		case res.Failed > 0:
 			// kgo retries without limit, so a failure means a client gave up on the broker.
 			failf("%d records failed on the producer side: %v", res.Failed, res.Errors)
 		}
@@ -267,9 +286,19 @@ func writeChaosSummary(w io.Writer, f *File) {
 	if res := c.Loadgen; res != nil {
 		fmt.Fprintf(w, "records         sent %s, acked %s, failed %s, %s records/s\n", thousands(float64(res.Sent)),
 			thousands(float64(res.Acked)), thousands(float64(res.Failed)), thousands(res.RecordsPerSec))
+		if t := res.Transactions; t != nil {
+			fmt.Fprintf(w, "transactions    committed %s, aborted %s (%s chosen, %s after an error), in doubt %s; clients recreated %s\n",
+				thousands(float64(t.Committed)), thousands(float64(t.Aborted)), thousands(float64(t.AbortedChosen)),
+				thousands(float64(t.Aborted-t.AbortedChosen)), thousands(float64(t.InDoubt)), thousands(float64(t.ClientsRecreated)))
+		}
 		if v := res.Verify; v != nil {
 			fmt.Fprintf(w, "verify          read %s, lost %s, duplicates %s, out of order %s\n", thousands(float64(v.Read)),
 				thousands(float64(v.Lost)), thousands(float64(v.Duplicates)), thousands(float64(v.OutOfOrder)))
+			if t := v.Txn; t != nil {
+				fmt.Fprintf(w, "                aborted records read %s of %s; in doubt: %s read whole, %s not read, %s partial\n",
+					thousands(float64(t.AbortedVisible)), thousands(float64(t.AbortedRecords)), thousands(float64(t.InDoubtCommitted)),
+					thousands(float64(t.InDoubtAborted)), thousands(float64(t.Partial)))
+			}
 		}
 	}
 	fmt.Fprintf(w, "verdict         %s\n", c.Verdict)

@@ -31,6 +31,11 @@ type Load struct {
 	SchemaID    int32
 	// MaxInFlight is loadgen's --max-inflight (plain producers; 0: kgo's default, 1).
 	MaxInFlight int
+	// Transactional, TxnRecords and TxnAbortFraction are loadgen's --transactional,
+	// --txn-records (0: loadgen's default) and --txn-abort-fraction.
+	Transactional    bool
+	TxnRecords       int
+	TxnAbortFraction float64
 }
 
 // Linger and compression of every bench run: librdkafka's and the Java client's linger, and
@@ -45,7 +50,7 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 	if topic == "" {
 		topic = "bench"
 	}
-	return loadgen.Config{
+	cfg := loadgen.Config{
 		Brokers:            []string{addr},
 		Topic:              topic,
 		Partitions:         l.Partitions,
@@ -61,12 +66,27 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 		SchemaID:           l.SchemaID,
 		MaxInFlight:        l.MaxInFlight,
 	}
+	if l.Transactional {
+		cfg.Transactional, cfg.TxnRecords, cfg.TxnAbortFraction = true, l.TxnRecords, l.TxnAbortFraction
+	}
+	return cfg
 }
 
 // label describes the load for grouping results.
 func (l Load) label() string {
 	mode := "plain"
-	if l.Idempotent {
+	switch {
+	case l.Transactional:
+		records := l.TxnRecords
+		if records == 0 {
+			records = loadgen.DefaultTxnRecords
+		}
+		mode = fmt.Sprintf("transactional (%d records a transaction", records)
+		if l.TxnAbortFraction > 0 {
+			mode += fmt.Sprintf(", %g aborted", l.TxnAbortFraction)
+		}
+		mode += ")"
+	case l.Idempotent:
 		mode = "idempotent"
 	}
 	label := fmt.Sprintf("%s, %d producers, %d-byte records", mode, l.Producers, l.RecordSize)

@@ -120,3 +120,35 @@ func eachDifference(a, b *Bitmap, n uint64, fn func(i uint64) bool) {
 		return true
 	})
 }
+
+// rangeWords calls fn with the index of every word that holds bits of [lo, hi) and the mask of
+// those bits in it, in increasing order.
+func rangeWords(lo, hi uint64, fn func(w, mask uint64)) {
+	hi = min(hi, BitmapCapacity)
+	for w := lo / 64; w*64 < hi; w++ {
+		mask := ^uint64(0)
+		if w == lo/64 {
+			mask &^= uint64(1)<<(lo%64) - 1
+		}
+		if rest := hi - w*64; rest < 64 {
+			mask &= uint64(1)<<rest - 1
+		}
+		fn(w, mask)
+	}
+}
+
+// CountRange returns how many members are in [lo, hi).
+func (b *Bitmap) CountRange(lo, hi uint64) uint64 {
+	var total uint64
+	rangeWords(lo, hi, func(w, mask uint64) { total += uint64(bits.OnesCount64(b.word(w) & mask)) })
+	return total
+}
+
+// copyRange adds to b the members of src in [lo, hi), a word at a time.
+func (b *Bitmap) copyRange(src *Bitmap, lo, hi uint64) {
+	rangeWords(lo, hi, func(w, mask uint64) {
+		if set := src.word(w) & mask; set != 0 {
+			b.chunk(w*64, true)[w%bitmapChunkWords].Or(set)
+		}
+	})
+}

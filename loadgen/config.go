@@ -53,6 +53,12 @@ const (
 	// NoLinger as Config.Linger sends batches as soon as the client can (kgo linger 0); a zero
 	// Linger means DefaultLinger.
 	NoLinger time.Duration = -1
+
+	// DefaultTransactionalIDPrefix and DefaultTxnRecords apply to transactional runs: producer
+	// i's transactional id is "<prefix>-<run id>-<i>", and it ends a transaction every
+	// DefaultTxnRecords records.
+	DefaultTransactionalIDPrefix = "loadgen"
+	DefaultTxnRecords            = 10_000
 )
 
 // Compressions are the accepted Config.Compression values. "none" is set explicitly: kgo
@@ -125,6 +131,18 @@ type Config struct {
 	FlushTimeout time.Duration `json:"flush_timeout_ns"`
 	Verify       bool          `json:"verify"`
 
+	// Transactional gives each producer its own transactional id and wraps its records in
+	// transactions of TxnRecords records (txn.go); it needs Idempotent. TxnAbortFraction of
+	// the transactions (chosen by a counter, so runs repeat) are aborted instead of committed.
+	// Producer i's transactional id is "<TransactionalIDPrefix>-<TxnRunID>-<i>"; an empty
+	// TxnRunID gets a fresh one at the start of Run, so that runs never fence each other.
+	// Verification then reads with read_committed and checks each transaction's outcome.
+	Transactional         bool    `json:"transactional,omitempty"`
+	TransactionalIDPrefix string  `json:"transactional_id_prefix,omitempty"`
+	TxnRunID              string  `json:"txn_run_id,omitempty"`
+	TxnRecords            int     `json:"txn_records,omitempty"`
+	TxnAbortFraction      float64 `json:"txn_abort_fraction,omitempty"`
+
 	// Live receives the topic line at the start and one line a second; nil prints nothing.
 	Live io.Writer `json:"-"`
 }
@@ -153,6 +171,10 @@ func (c Config) normalize() (Config, error) {
 	setDefault(&c.FlushTimeout, DefaultFlushTimeout)
 	c.Compression = strings.ToLower(c.Compression)
 	c.Partitioner = strings.ToLower(c.Partitioner)
+	if c.Transactional {
+		setDefault(&c.TransactionalIDPrefix, DefaultTransactionalIDPrefix)
+		setDefault(&c.TxnRecords, DefaultTxnRecords)
+	}
 
 	switch {
 	case c.Partitions < 1 || int64(c.Partitions) > math.MaxInt32:
@@ -194,6 +216,14 @@ func (c Config) normalize() (Config, error) {
 	case c.Idempotent && c.MaxInFlight != 0 && c.MaxInFlight != idempotentMaxInFlight:
 		return c, fmt.Errorf("idempotent producers have %d requests in flight per broker (kgo fixes it), got %d",
 			idempotentMaxInFlight, c.MaxInFlight)
+	case c.Transactional && !c.Idempotent:
+		return c, fmt.Errorf("transactional producers are idempotent; plain producers cannot be transactional")
+	case !c.Transactional && (c.TxnRecords != 0 || c.TxnAbortFraction != 0 || c.TransactionalIDPrefix != "" || c.TxnRunID != ""):
+		return c, fmt.Errorf("transaction settings need transactional producers")
+	case c.TxnRecords < 0:
+		return c, fmt.Errorf("records per transaction must be at least 1, got %d", c.TxnRecords)
+	case c.TxnAbortFraction < 0 || c.TxnAbortFraction > 1 || math.IsNaN(c.TxnAbortFraction):
+		return c, fmt.Errorf("transaction abort fraction must be in [0, 1], got %v", c.TxnAbortFraction)
 	}
 	if _, err := compressionCodec(c.Compression); err != nil {
 		return c, err
@@ -251,7 +281,15 @@ const (
 	// idempotentMaxInFlight is fixed by kgo (and Kafka) at 5 for idempotent producers; the
 	// option that sets it is ignored for them.
 	idempotentMaxInFlight = 5
+	// txnTimeout is the transaction timeout transactional producers ask for (kgo default): the
+	// broker aborts a transaction left open longer.
+	txnTimeout = 40 * time.Second
 )
+
+// TransactionalID is producer index's transactional id.
+func (c Config) TransactionalID(index int) string {
+	return fmt.Sprintf("%s-%s-%d", c.TransactionalIDPrefix, c.TxnRunID, index)
+}
 
 // producerOpts are the kgo options of producer index. Every option that affects throughput is
 // set explicitly, and each appears in Settings.
@@ -285,6 +323,9 @@ func (c Config) producerOpts(index int) []kgo.Opt {
 	}
 	if !c.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(c.plainMaxInFlight()))
+	}
+	if c.Transactional {
+		opts = append(opts, kgo.TransactionalID(c.TransactionalID(index)), kgo.TransactionTimeout(txnTimeout))
 	}
 	return opts
 }
@@ -326,6 +367,15 @@ type Settings struct {
 	FlushTimeout       time.Duration `json:"flush_timeout_ns"`
 	Verify             bool          `json:"verify"`
 	FranzGo            string        `json:"franz_go"`
+
+	// Transactional runs only: the transactional ids (producer i's is the pattern with {i}
+	// replaced; the run id is chosen when the run starts unless the Config names one), the
+	// records per transaction, the fraction aborted by choice and kgo's transaction timeout.
+	Transactional    bool          `json:"transactional,omitempty"`
+	TransactionalIDs string        `json:"transactional_ids,omitempty"`
+	TxnRecords       int           `json:"txn_records,omitempty"`
+	TxnAbortFraction float64       `json:"txn_abort_fraction,omitempty"`
+	TxnTimeout       time.Duration `json:"txn_timeout_ns,omitempty"`
 }
 
 // Settings fills defaults, checks the config and returns the settings a run will use. An error
@@ -369,6 +419,17 @@ func (c Config) settings() Settings {
 	}
 	if c.Idempotent {
 		s.MaxInFlight = idempotentMaxInFlight
+	}
+	if c.Transactional {
+		runID := c.TxnRunID
+		if runID == "" {
+			runID = "<run id>"
+		}
+		s.Transactional = true
+		s.TransactionalIDs = fmt.Sprintf("%s-%s-{i}", c.TransactionalIDPrefix, runID)
+		s.TxnRecords = c.TxnRecords
+		s.TxnAbortFraction = c.TxnAbortFraction
+		s.TxnTimeout = txnTimeout
 	}
 	return s
 }
@@ -430,5 +491,9 @@ func (s Settings) Write(w io.Writer) error {
 		s.MaxInFlight, s.RecordSize, s.Key, format, linger, s.BatchMaxBytes, s.Compression, s.MaxBufferedRecords,
 		s.MaxBufferedBytes, s.Partitioner, s.RecordRetries, s.DeliveryTimeout, s.ProduceTimeout, rate, stop,
 		s.FlushTimeout, s.Verify)
+	if err == nil && s.Transactional {
+		_, err = fmt.Fprintf(w, `  transactional          ids %s (i = 0..%d), %d records each, %g aborted by choice, timeout %v
+`, s.TransactionalIDs, s.Producers-1, s.TxnRecords, s.TxnAbortFraction, s.TxnTimeout)
+	}
 	return err
 }

@@ -41,6 +41,9 @@ type producer struct {
 
 	vals *values // writes each record's value into a recycled buffer
 
+	// txn is the transaction state of a transactional producer (txn.go), nil otherwise.
+	txn *txnState
+
 	// free recycles sentRecords once kgo is done with them (after their promise), so that a
 	// flat-out run does not allocate a record and a value per send.
 	free    sync.Pool
@@ -85,6 +88,10 @@ func newProducer(index uint32, client *kgo.Client, topic string, vals *values, q
 // client holds MaxBufferedRecords unacknowledged records: that is the flow control of a
 // flat-out run. ctx is the Produce context: cancelling it (the run's abort) fails what kgo has
 // not sent yet and unblocks a Produce waiting for buffer space.
+//
+// A transactional producer begins a transaction before a record when none is open and ends it
+// (flush, commit or abort) after TxnRecords records; the transaction still open when sending
+// stops is ended by finish.
 func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan struct{}) {
 	var timer *time.Timer
 	seq := uint64(0)
@@ -121,12 +128,18 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 			// blocked on a full buffer counts.
 			intended = time.Since(p.start)
 		}
+		if p.txn != nil && !p.txn.open && !p.txnBegin(ctx, seq) {
+			break
+		}
 		sr := p.free.Get().(*sentRecord)
 		sr.buf = p.vals.put(sr.buf, p.index, seq)
 		sr.seq = seq
 		sr.intended = intended
 		sr.rec = kgo.Record{Topic: p.topic, Value: sr.buf, Context: sr}
 		p.client.Produce(ctx, &sr.rec, p.promise)
+		if p.txn != nil && p.txnDue(seq) {
+			p.txnEnd(ctx, seq+1)
+		}
 	}
 	if timer != nil {
 		timer.Stop()
@@ -165,8 +178,12 @@ func (p *producer) onResult(r *kgo.Record, err error) {
 }
 
 // finish waits for every sent record's ack, then closes the client. Flush returns early only if
-// ctx is cancelled (the run's flush timeout); Close then fails whatever kgo still holds.
+// ctx is cancelled (the run's flush timeout); Close then fails whatever kgo still holds. A
+// transactional producer first ends its open transaction.
 func (p *producer) finish(ctx context.Context) {
+	if p.txn != nil {
+		p.txnEnd(ctx, p.sent)
+	}
 	_ = p.client.Flush(ctx) // an error is the abort, already recorded by Run
 	p.flushedAt = time.Since(p.start)
 	p.client.Close()

@@ -71,6 +71,23 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	for _, e := range sortedErrors(r.Errors) {
 		ew.printf("  %12s  %s\n", thousands(e.n), e.text)
 	}
+	if t := r.Transactions; t != nil {
+		ew.printf("transactions committed %s (%s records), aborted %s (%s records; %s chosen by the abort fraction, %s after an error), "+
+			"in doubt %s (%s records)\n",
+			thousands(t.Committed), thousands(t.CommittedRecords), thousands(t.Aborted), thousands(t.AbortedRecords),
+			thousands(t.AbortedChosen), thousands(t.Aborted-t.AbortedChosen), thousands(t.InDoubt), thousands(t.InDoubtRecords))
+		if t.ClientsRecreated > 0 || len(t.Errors) > 0 {
+			ew.printf("  clients recreated %s; transaction errors:\n", thousands(t.ClientsRecreated))
+			for _, e := range sortedErrors(t.Errors) {
+				ew.printf("  %12s  %s\n", thousands(e.n), e.text)
+			}
+		}
+		for _, p := range r.Producers {
+			if p.TxnBroken {
+				ew.printf("  producer %d (%s) stopped early: it could not end or begin a transaction\n", p.Producer, p.TransactionalID)
+			}
+		}
+	}
 	if r.FlushTimedOut {
 		ew.printf("flush       timed out after %v: the clients were closed with acks outstanding\n", r.Settings.FlushTimeout)
 	}
@@ -84,6 +101,14 @@ func (r *Result) WriteSummary(w io.Writer) error {
 			thousands(v.Read), len(v.Ranges), v.Duration.Round(time.Millisecond), thousands(v.Acked),
 			thousands(v.Found), thousands(v.Lost), thousands(v.Duplicates), thousands(v.OutOfOrder),
 			thousands(v.UnackedPresent), thousands(v.Malformed), thousands(v.Unknown))
+		if t := v.Txn; t != nil {
+			ew.printf("  transactions: committed %s (%s records, each read once: lost %s, duplicates %s), "+
+				"aborted %s (%s records, read %s), in doubt %s (%s records: %s read whole, %s not read, %s partial)\n",
+				thousands(t.Committed), thousands(t.CommittedRecords), thousands(v.Lost), thousands(v.Duplicates),
+				thousands(t.Aborted), thousands(t.AbortedRecords), thousands(t.AbortedVisible),
+				thousands(t.InDoubt), thousands(t.InDoubtRecords), thousands(t.InDoubtCommitted), thousands(t.InDoubtAborted),
+				thousands(t.Partial))
+		}
 		if v.Error != "" {
 			ew.printf("  error: %s\n", v.Error)
 		}

@@ -10,6 +10,8 @@ package loadgen
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -58,6 +60,10 @@ type Result struct {
 	Errors    map[string]uint64 `json:"errors"`
 	Producers []ProducerResult  `json:"producers"`
 
+	// Transactions counts the transactions of a transactional run (nil otherwise). Failed
+	// records are expected in such a run: each one's transaction is aborted.
+	Transactions *TxnSummary `json:"transactions,omitempty"`
+
 	// FlushTimedOut: acks were still outstanding FlushTimeout after sending stopped; the
 	// clients were closed and what they held failed.
 	FlushTimedOut bool `json:"flush_timed_out"`
@@ -98,6 +104,14 @@ type ProducerResult struct {
 	Acked      uint64 `json:"acked"`
 	Failed     uint64 `json:"failed"`
 	Unresolved uint64 `json:"unresolved"`
+	// Transactional runs: the producer's transactional id and transactions by outcome.
+	TransactionalID string `json:"transactional_id,omitempty"`
+	TxnCommitted    uint64 `json:"txn_committed,omitempty"`
+	TxnAborted      uint64 `json:"txn_aborted,omitempty"`
+	TxnInDoubt      uint64 `json:"txn_in_doubt,omitempty"`
+	// TxnBroken: the producer stopped sending early because it could neither end nor begin a
+	// transaction, even with a new client, for txnControlTimeout.
+	TxnBroken bool `json:"txn_broken,omitempty"`
 }
 
 // Run creates the topic if needed, runs the producers until Duration, Records or ctx ends the
@@ -107,6 +121,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Transactional && cfg.TxnRunID == "" {
+		cfg.TxnRunID = newRunID()
 	}
 	res := &Result{Settings: cfg.settings(), Errors: make(map[string]uint64)}
 
@@ -146,6 +163,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// newRunID returns 8 random hex digits: each run's transactional ids are its own.
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
 // startProducers creates one client per producer and opens its produce connection (and, for
 // idempotent producers, gets its producer id) so that setup is not timed as ack latency.
 func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
@@ -169,12 +193,17 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 		}
 		// The hook is bound before the client exists: kgo takes hooks as options.
 		p := newProducer(uint32(i), nil, cfg.Topic, vals, quota)
-		cl, err := kgo.NewClient(append(cfg.producerOpts(i), kgo.WithHooks(roundTripHook{p}))...)
+		opts := append(cfg.producerOpts(i), kgo.WithHooks(roundTripHook{p}))
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
 		p.client = cl
+		if cfg.Transactional {
+			// The options are kept to recreate the client after a fatal error (txn.go).
+			p.txn = &txnState{records: uint64(cfg.TxnRecords), abortFraction: cfg.TxnAbortFraction, opts: opts}
+		}
 		producers[i] = p
 	}
 
@@ -189,6 +218,8 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 				return
 			}
 			if cfg.Idempotent {
+				// For a transactional producer this is InitProducerId with its
+				// transactional id.
 				_, _, errs[i] = p.client.ProducerID(warmCtx)
 			}
 		})
@@ -281,9 +312,18 @@ func runProducers(ctx context.Context, cfg Config, producers []*producer, res *R
 // collect sums the producers' counts into res. It runs after every producer finished.
 func collect(cfg Config, producers []*producer, res *Result) {
 	var hist, rtt, one HistogramSnapshot
+	if cfg.Transactional {
+		res.Transactions = &TxnSummary{}
+	}
 	for i, p := range producers {
 		pr := ProducerResult{Producer: i, Sent: p.sent, Acked: p.acked.Load(), Failed: p.failed.Load(),
 			Unresolved: p.unresolved}
+		if t := p.txn; t != nil {
+			pr.TransactionalID = cfg.TransactionalID(i)
+			pr.TxnCommitted, pr.TxnAborted, pr.TxnInDoubt = t.summary.Committed, t.summary.Aborted, t.summary.InDoubt
+			pr.TxnBroken = t.broken
+			res.Transactions.add(&t.summary)
+		}
 		res.Producers = append(res.Producers, pr)
 		res.Sent += pr.Sent
 		res.Acked += pr.Acked
@@ -306,7 +346,8 @@ func collect(cfg Config, producers []*producer, res *Result) {
 	res.RequestRoundTrip = summarize(&rtt)
 }
 
-// verify reads back everything written since startOffsets and checks it against the acks.
+// verify reads back everything written since startOffsets and checks it against the acks
+// (and, in a transactional run, the transactions' outcomes). It reads with read_committed.
 func verify(ctx context.Context, cfg Config, adm *kadm.Client, startOffsets []int64, producers []*producer) *VerifyResult {
 	began := time.Now()
 	sent := make([]uint64, len(producers))
@@ -314,7 +355,17 @@ func verify(ctx context.Context, cfg Config, adm *kadm.Client, startOffsets []in
 	for i, p := range producers {
 		sent[i], acked[i] = p.sent, p.ackedSeqs
 	}
-	v := NewVerifier(cfg.Idempotent, NewDecoder(cfg.ValueFormat, cfg.RecordSize, cfg.SchemaID), len(startOffsets), sent, acked)
+	dec := NewDecoder(cfg.ValueFormat, cfg.RecordSize, cfg.SchemaID)
+	var v *Verifier
+	if cfg.Transactional {
+		logs := make([]TxnLog, len(producers))
+		for i, p := range producers {
+			logs[i] = p.txn.log
+		}
+		v = NewTxnVerifier(dec, len(startOffsets), sent, acked, logs)
+	} else {
+		v = NewVerifier(cfg.Idempotent, dec, len(startOffsets), sent, acked)
+	}
 
 	var ranges []PartitionRange
 	ends, err := endOffsets(ctx, adm, cfg.Topic, len(startOffsets))

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 )
@@ -20,17 +21,37 @@ import (
 //     broker wrote it and the answer was lost) is reported, never a failure;
 //   - a value that does not decode (in the run's value format), or names a producer or sequence number this run never
 //     sent, fails the run in both modes.
+//
+// Transactional producers (NewTxnVerifier) are checked exactly once, and every record is
+// judged by the outcome of its transaction (txn.go); the records are read with read_committed:
+//   - committed: every acknowledged record of the transaction (all of them: a commit is only
+//     attempted when all were acknowledged) must be read exactly once, in order, like an
+//     idempotent producer's;
+//   - aborted: no record of it, acknowledged or failed, may be read at all (each copy read
+//     is "aborted but visible"), whether or not the EndTransaction that aborted it returned
+//     an error;
+//   - in doubt (the commit was attempted and EndTransaction returned an error): each record
+//     may be read at most once, and the transaction must be atomic: if any of its records is
+//     read, every acknowledged record of it must be (else "partial"). Each in-doubt
+//     transaction is reported as resolved committed (all read) or aborted (none read);
+//   - anything else read (malformed, or a producer or sequence number never sent) fails, as
+//     without transactions.
 type Verifier struct {
 	exactlyOnce bool
 	decoder     Decoder
 	sent        []uint64  // per producer: sequence numbers 0..sent-1 were handed to kgo
 	acked       []*Bitmap // per producer
-	seen        []*Bitmap // per producer
+	// required holds, per producer, the records that must be read: acked, or, transactional,
+	// the acked records of committed transactions.
+	required []*Bitmap
+	// txns are the producers' transactions; nil without transactions.
+	txns []TxnLog
+	seen []*Bitmap // per producer
 	// nextSeq[producer][partition] is one past the highest sequence read so far from that
 	// producer on that partition; a first sighting below it is out of order.
 	nextSeq [][]uint64
 
-	read, duplicates, outOfOrder, malformed, unknown uint64
+	read, duplicates, outOfOrder, malformed, unknown, abortedVisible uint64
 
 	examples map[MismatchKind][]Mismatch
 }
@@ -39,15 +60,21 @@ type Verifier struct {
 type MismatchKind string
 
 const (
-	Lost       MismatchKind = "lost"         // acknowledged, never read back
+	Lost       MismatchKind = "lost"         // acknowledged (and committed), never read back
 	Duplicated MismatchKind = "duplicated"   // read back more than once
 	OutOfOrder MismatchKind = "out of order" // read after a later record of the same producer and partition
 	Malformed  MismatchKind = "malformed"    // value does not decode
 	Unknown    MismatchKind = "unknown"      // decodes, but this run never sent it
+
+	// AbortedVisible: a record of an aborted transaction was read with read_committed.
+	AbortedVisible MismatchKind = "aborted but visible"
+	// Partial: some records of an in-doubt transaction were read and some acknowledged ones
+	// were not. Seq is the transaction's first sequence number.
+	Partial MismatchKind = "partial transaction"
 )
 
 // mismatchKinds fixes the order in which examples are listed: the worst first.
-var mismatchKinds = []MismatchKind{Lost, Malformed, Unknown, Duplicated, OutOfOrder}
+var mismatchKinds = []MismatchKind{Lost, AbortedVisible, Partial, Malformed, Unknown, Duplicated, OutOfOrder}
 
 // MaxMismatches bounds the examples a VerifyResult lists.
 const MaxMismatches = 20
@@ -88,6 +115,7 @@ func NewVerifier(exactlyOnce bool, dec Decoder, partitions int, sent []uint64, a
 		decoder:     dec,
 		sent:        sent,
 		acked:       acked,
+		required:    acked,
 		seen:        make([]*Bitmap, len(sent)),
 		nextSeq:     make([][]uint64, len(sent)),
 		examples:    make(map[MismatchKind][]Mismatch),
@@ -95,6 +123,27 @@ func NewVerifier(exactlyOnce bool, dec Decoder, partitions int, sent []uint64, a
 	for i := range sent {
 		v.seen[i] = NewBitmap()
 		v.nextSeq[i] = make([]uint64, partitions)
+	}
+	return v
+}
+
+// NewTxnVerifier is NewVerifier for transactional producers: txns[i] is producer i's
+// transactions, which must tile its sequence numbers [0, sent[i]) (a record in no transaction
+// is reported as unknown). The rules are exactly once, by transaction outcome (see Verifier).
+func NewTxnVerifier(dec Decoder, partitions int, sent []uint64, acked []*Bitmap, txns []TxnLog) *Verifier {
+	if len(txns) != len(sent) {
+		panic(fmt.Sprintf("BUG: loadgen verifier has %d sent counts for %d transaction logs", len(sent), len(txns)))
+	}
+	v := NewVerifier(true, dec, partitions, sent, acked)
+	v.txns = txns
+	v.required = make([]*Bitmap, len(sent))
+	for p, log := range txns {
+		v.required[p] = NewBitmap()
+		for _, t := range log {
+			if t.Outcome == TxnCommitted {
+				v.required[p].copyRange(acked[p], t.First, min(t.End, sent[p]))
+			}
+		}
 	}
 	return v
 }
@@ -120,6 +169,23 @@ func (v *Verifier) Observe(partition int32, offset int64, value []byte) {
 		v.note(Mismatch{Kind: Unknown, Producer: producer, Seq: seq, Partition: partition, Offset: offset})
 		return
 	}
+	if v.txns != nil {
+		t, ok := v.txns[producer].find(seq)
+		switch {
+		case !ok:
+			v.unknown++
+			v.note(Mismatch{Kind: Unknown, Producer: producer, Seq: seq, Partition: partition, Offset: offset,
+				Detail: "in no transaction"})
+			return
+		case t.Outcome == TxnAborted:
+			// Every copy counts; aborted records are not marked seen, so Found and the
+			// order check cover only records that may be visible.
+			v.abortedVisible++
+			v.note(Mismatch{Kind: AbortedVisible, Producer: producer, Seq: seq, Partition: partition, Offset: offset,
+				Detail: fmt.Sprintf("transaction [%d, %d)", t.First, t.End)})
+			return
+		}
+	}
 	if v.seen[producer].Set(seq) {
 		v.duplicates++
 		v.note(Mismatch{Kind: Duplicated, Producer: producer, Seq: seq, Partition: partition, Offset: offset,
@@ -141,7 +207,8 @@ func (v *Verifier) Observe(partition int32, offset int64, value []byte) {
 
 // VerifyResult is the outcome of reading a run's records back.
 type VerifyResult struct {
-	// Mode is "exactly once" for idempotent producers and "at least once" for plain ones.
+	// Mode is "exactly once" for idempotent producers, "at least once" for plain ones and
+	// ModeTransactional for transactional ones.
 	Mode string `json:"mode"`
 	OK   bool   `json:"ok"`
 	// Error is set when verification could not finish (the broker would not serve the
@@ -158,12 +225,36 @@ type VerifyResult struct {
 	Malformed      uint64 `json:"malformed"`
 	Unknown        uint64 `json:"unknown"`
 
+	// Transactional runs only. Lost then counts acknowledged records of committed
+	// transactions not read; Found, Duplicates and OutOfOrder count records of committed and
+	// in-doubt transactions.
+	Txn *TxnVerify `json:"txn,omitempty"`
+
 	// Mismatches lists up to MaxMismatches examples, a share of each kind, worst kinds first.
 	Mismatches []Mismatch `json:"mismatches,omitempty"`
 
 	Ranges   []PartitionRange `json:"ranges,omitempty"` // what was read, per partition
 	Duration time.Duration    `json:"duration_ns"`
 }
+
+// TxnVerify is the transactional part of a VerifyResult.
+type TxnVerify struct {
+	Committed        uint64 `json:"committed"`         // committed transactions
+	CommittedRecords uint64 `json:"committed_records"` // their acknowledged records: each must be read once
+	Aborted          uint64 `json:"aborted"`           // aborted transactions
+	AbortedRecords   uint64 `json:"aborted_records"`   // their records: none may be read
+	AbortedVisible   uint64 `json:"aborted_visible"`   // copies of them read (failures)
+	InDoubt          uint64 `json:"in_doubt"`          // transactions whose commit outcome is unknown
+	InDoubtRecords   uint64 `json:"in_doubt_records"`
+	// Each in-doubt transaction is read back whole (resolved committed), not at all
+	// (resolved aborted) or in part (Partial, a failure).
+	InDoubtCommitted uint64 `json:"in_doubt_committed"`
+	InDoubtAborted   uint64 `json:"in_doubt_aborted"`
+	Partial          uint64 `json:"partial"`
+}
+
+// ModeTransactional is the VerifyResult.Mode of transactional producers.
+const ModeTransactional = "exactly once, transactional"
 
 // PartitionRange is the offsets [Start, End) that verification read from one partition.
 type PartitionRange struct {
@@ -185,11 +276,16 @@ func (v *Verifier) Result() VerifyResult {
 	if v.exactlyOnce {
 		r.Mode = "exactly once"
 	}
+	var partial []Mismatch
+	if v.txns != nil {
+		r.Mode = ModeTransactional
+		r.Txn, partial = v.txnResult()
+	}
 	var lost []Mismatch
 	for p, n := range v.sent {
 		r.Acked += v.acked[p].CountBelow(n)
 		r.Found += v.seen[p].CountBelow(n)
-		eachDifference(v.acked[p], v.seen[p], n, func(seq uint64) bool {
+		eachDifference(v.required[p], v.seen[p], n, func(seq uint64) bool {
 			r.Lost++
 			if len(lost) < MaxMismatches {
 				lost = append(lost, Mismatch{Kind: Lost, Producer: uint32(p), Seq: seq, Partition: -1, Offset: -1})
@@ -206,13 +302,62 @@ func (v *Verifier) Result() VerifyResult {
 		examples[k] = ms
 	}
 	examples[Lost] = lost
+	examples[Partial] = partial
 	r.Mismatches = pickExamples(examples)
 
 	r.OK = r.Lost == 0 && r.Malformed == 0 && r.Unknown == 0
 	if v.exactlyOnce {
 		r.OK = r.OK && r.Duplicates == 0 && r.OutOfOrder == 0
 	}
+	if r.Txn != nil {
+		r.OK = r.OK && r.Txn.AbortedVisible == 0 && r.Txn.Partial == 0
+	}
 	return r
+}
+
+// txnResult counts the transactions by outcome and resolves the in-doubt ones from what was
+// read, returning examples of partial ones.
+func (v *Verifier) txnResult() (*TxnVerify, []Mismatch) {
+	t := &TxnVerify{AbortedVisible: v.abortedVisible}
+	var partial []Mismatch
+	for p, log := range v.txns {
+		for _, x := range log {
+			end := min(x.End, v.sent[p])
+			if x.First >= end {
+				continue
+			}
+			switch x.Outcome {
+			case TxnCommitted:
+				t.Committed++
+				t.CommittedRecords += v.required[p].CountRange(x.First, end)
+			case TxnAborted:
+				t.Aborted++
+				t.AbortedRecords += end - x.First
+			case TxnInDoubt:
+				t.InDoubt++
+				t.InDoubtRecords += end - x.First
+				acked, seen := v.acked[p].CountRange(x.First, end), v.seen[p].CountRange(x.First, end)
+				var seenAcked uint64
+				rangeWords(x.First, end, func(w, mask uint64) {
+					seenAcked += uint64(bits.OnesCount64(v.acked[p].word(w) & v.seen[p].word(w) & mask))
+				})
+				switch {
+				case seen == 0:
+					t.InDoubtAborted++
+				case seenAcked == acked:
+					t.InDoubtCommitted++
+				default:
+					t.Partial++
+					if len(partial) < MaxMismatches {
+						partial = append(partial, Mismatch{Kind: Partial, Producer: uint32(p), Seq: x.First,
+							Partition: -1, Offset: -1, Detail: fmt.Sprintf("transaction [%d, %d): %d of its %d acknowledged records read",
+								x.First, x.End, seenAcked, acked)})
+					}
+				}
+			}
+		}
+	}
+	return t, partial
 }
 
 // pickExamples takes examples round-robin across kinds, worst kinds first, so one abundant

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"inlet/bench"
+	"inlet/loadgen"
 )
 
 const usageText = `usage: bench <command> [flags]
@@ -212,8 +213,15 @@ func run(ctx context.Context, cmd string, args []string) int {
 		c.fs.DurationVar(&o.FlushTimeout, "flush-timeout", 2*time.Minute, "how long to wait for outstanding acks after sending stops")
 		c.fs.Int64Var(&o.Seed, "seed", 0, "seed of the kill schedule (0: from the clock; recorded)")
 		c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
+		c.fs.BoolVar(&c.load.Transactional, "transactional", false,
+			"loadgen --transactional: records in transactions; the check is every committed record once, no aborted one")
+		c.fs.IntVar(&c.load.TxnRecords, "txn-records", loadgen.DefaultTxnRecords, "loadgen --txn-records: records per transaction per producer (--transactional)")
+		c.fs.Float64Var(&c.load.TxnAbortFraction, "txn-abort-fraction", 0, "loadgen --txn-abort-fraction: fraction of transactions aborted (--transactional)")
 		if !c.parse(args) {
 			return 2
+		}
+		if err := checkTxnFlags(c); err != nil {
+			return usage(cmd, err)
 		}
 		o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
 		f, err := bench.Chaos(ctx, o)
@@ -268,6 +276,31 @@ func run(ctx context.Context, cmd string, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "bench: unknown command %q\n\n%s", cmd, usageText)
 	return 2
+}
+
+// checkTxnFlags refuses transaction flags without --transactional, and --transactional with
+// plain producers.
+func checkTxnFlags(c *common) error {
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !c.load.Transactional {
+		for _, name := range []string{"txn-records", "txn-abort-fraction"} {
+			if set[name] {
+				return fmt.Errorf("--%s is only used with --transactional", name)
+			}
+		}
+		c.load.TxnRecords, c.load.TxnAbortFraction = 0, 0
+		return nil
+	}
+	switch {
+	case !c.load.Idempotent:
+		return errors.New("--transactional needs idempotent producers (not --plain)")
+	case c.load.TxnRecords < 1:
+		return fmt.Errorf("--txn-records must be at least 1, got %d", c.load.TxnRecords)
+	case c.load.TxnAbortFraction < 0 || c.load.TxnAbortFraction > 1:
+		return fmt.Errorf("--txn-abort-fraction must be in [0, 1], got %v", c.load.TxnAbortFraction)
+	}
+	return nil
 }
 
 func usage(cmd string, err error) int {

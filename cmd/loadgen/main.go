@@ -1,6 +1,9 @@
 // Command loadgen runs kgo producers flat out (or at a rate) against a Kafka-compatible broker,
 // prints throughput and ack latency, and with --verify reads every record back to check
-// exactly-once (idempotent) or at-least-once (--plain) delivery. With --value-format avro every
+// exactly-once (idempotent) or at-least-once (--plain) delivery. With --transactional each
+// producer wraps its records in transactions of --txn-records records, aborts
+// --txn-abort-fraction of them, and --verify checks that committed records are read exactly
+// once and aborted ones never (read_committed). With --value-format avro every
 // value is an Avro record in Confluent wire format (examples/loadgen-value.avsc, schema id
 // --schema-id), which a broker validating on produce accepts: see examples/loadgen-avro.yaml.
 //
@@ -55,6 +58,13 @@ func run() int {
 	flag.IntVar(&cfg.MaxInFlight, "max-inflight", 0,
 		"produce requests in flight per broker, plain producers (0: kgo's default, 1; idempotent producers always have 5)")
 	flag.BoolVar(&cfg.Verify, "verify", false, "read every record back and check delivery")
+	flag.BoolVar(&cfg.Transactional, "transactional", false,
+		"transactional producers: each its own transactional id, records in transactions; --verify reads with read_committed and checks each transaction's outcome")
+	txnPrefix := flag.String("transactional-id-prefix", loadgen.DefaultTransactionalIDPrefix,
+		"transactional id prefix (--transactional): producer i's id is <prefix>-<run id>-<i>")
+	txnRecords := flag.Int("txn-records", loadgen.DefaultTxnRecords, "records per transaction per producer (--transactional)")
+	txnAbort := flag.Float64("txn-abort-fraction", 0,
+		"fraction of transactions aborted instead of committed, chosen by a counter (--transactional)")
 	flag.StringVar(&jsonPath, "json", "", "write the whole result as JSON to this file")
 	flag.BoolVar(&quiet, "quiet", false, "no per-second lines")
 	flag.Parse()
@@ -69,6 +79,23 @@ func run() int {
 	}
 	if plain {
 		cfg.Idempotent = false
+	}
+	for _, name := range []string{"transactional-id-prefix", "txn-records", "txn-abort-fraction"} {
+		if set[name] && !cfg.Transactional {
+			return usage(fmt.Errorf("--%s is only used with --transactional", name))
+		}
+	}
+	if cfg.Transactional {
+		if plain {
+			return usage(fmt.Errorf("--plain and --transactional contradict each other: transactional producers are idempotent"))
+		}
+		if *txnPrefix == "" {
+			return usage(fmt.Errorf("--transactional-id-prefix must not be empty"))
+		}
+		if *txnRecords < 1 {
+			return usage(fmt.Errorf("--txn-records must be at least 1, got %d", *txnRecords))
+		}
+		cfg.TransactionalIDPrefix, cfg.TxnRecords, cfg.TxnAbortFraction = *txnPrefix, *txnRecords, *txnAbort
 	}
 	if set["schema-id"] && !strings.EqualFold(cfg.ValueFormat, loadgen.FormatAvro) {
 		return usage(fmt.Errorf("--schema-id is only used with --value-format avro"))
