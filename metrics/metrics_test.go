@@ -129,6 +129,9 @@ func (fakeNode) OpenConnections() map[string]int {
 func (fakeNode) Refusals() map[string]int64                   { return map[string]int64{"bad request size": 1} }
 func (fakeNode) ProtocolErrors() int64                        { return 1 }
 func (n fakeNode) CommittedOffsets() []groups.CommittedOffset { return n.offsets }
+func (fakeNode) Transactions() (map[string]int, map[string]int64) {
+	return map[string]int{"Ongoing": 1}, map[string]int64{"commit": 2, "abort": 0, "timeout": 0}
+}
 
 // TestStateIsReadAtScrape: high watermarks, log starts, committed offsets and lag, the
 // budget, connections, segment and Pebble metrics come from where they are at scrape time,
@@ -179,7 +182,7 @@ inlet_group_commit_records_total 5
 		t.Error(err)
 	}
 	for _, name := range []string{"inlet_group_committed_offset", "inlet_segment_bytes", "inlet_segment_files", "inlet_segment_relocated_bytes_total", "inlet_writes_suspended", "inlet_pebble_compaction_debt_bytes",
-		"inlet_pebble_write_stalls_total", "inlet_pebble_wal_fsync_duration_seconds", "inlet_fsync_duration_seconds", "inlet_build_info",
+		"inlet_pebble_write_stalls_total", "inlet_partition_last_stable_offset", "inlet_transactions", "inlet_transactions_ended_total", "inlet_pebble_wal_fsync_duration_seconds", "inlet_fsync_duration_seconds", "inlet_build_info",
 		"process_cpu_seconds_total", "go_goroutines"} {
 		if testutil.CollectAndCount(m.Registry, name) == 0 {
 			t.Errorf("no %s series", name)

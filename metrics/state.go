@@ -27,6 +27,9 @@ type Node interface {
 	ProtocolErrors() int64
 	// CommittedOffsets lists every committed consumer-group offset.
 	CommittedOffsets() []groups.CommittedOffset
+	// Transactions counts transactional ids by the state of their transaction (Kafka's
+	// names), and transactions ended since start by outcome (commit, abort, timeout).
+	Transactions() (byState map[string]int, ended map[string]int64)
 }
 
 // stateCollector reads state where it already is, when Prometheus scrapes: nothing on the
@@ -57,6 +60,9 @@ var (
 	logStartDesc = desc("partition_log_start_offset", "The first offset each partition still holds (retention and DeleteRecords move it).", "topic", "partition")
 	committedDes = desc("group_committed_offset", "The offset each consumer group committed for a partition.", "group", "topic", "partition")
 	lagDesc      = desc("group_lag", "Records between a group's committed offset and the partition's high watermark (0 when the commit is at or past it).", "group", "topic", "partition")
+	lsoDesc      = desc("partition_last_stable_offset", "The offset below which every transaction on each partition has ended: how far read_committed consumers read.", "topic", "partition")
+	txnsDesc     = desc("transactions", "Transactional ids, by the state of their transaction.", "state")
+	txnEndDesc   = desc("transactions_ended_total", "Transactions ended since start, by outcome: commit, abort (by the producer or a new one with its id), timeout.", "outcome")
 
 	segFilesDesc = desc("segment_files", "Segment files holding record data (--storage segments).")
 	segBytesDesc = desc("segment_bytes", "Bytes of the segment files on disk (their sizes, block padding of direct writes included).")
@@ -79,7 +85,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{budgetUsedDesc, budgetLimitDesc, connsDesc, refusalsDesc, protoErrDesc,
-		hwDesc, logStartDesc, committedDes, lagDesc, segFilesDesc, segBytesDesc, relocDesc, suspendDesc,
+		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, segFilesDesc, segBytesDesc, relocDesc, suspendDesc,
 		stallsDesc, stallTimeDesc, debtDesc, compactDesc, compactNowDesc, flushesDesc, memtableDesc, readAmpDesc,
 		l0FilesDesc, diskDesc, walWrittenDesc, walFsyncDesc} {
 		ch <- d
@@ -110,7 +116,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			idx := strconv.Itoa(int(p.Index))
 			gauge(hwDesc, float64(p.HighWatermark()), t.Name, idx)
 			gauge(logStartDesc, float64(p.LogStartOffset()), t.Name, idx)
+			gauge(lsoDesc, float64(p.LastStableOffset()), t.Name, idx)
 		}
+	}
+	byState, ended := c.node.Transactions()
+	for st, n := range byState {
+		gauge(txnsDesc, float64(n), st)
+	}
+	for outcome, n := range ended {
+		counter(txnEndDesc, float64(n), outcome)
 	}
 	for _, o := range c.node.CommittedOffsets() {
 		idx := strconv.Itoa(int(o.Partition))

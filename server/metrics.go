@@ -54,3 +54,12 @@ func (s *Server) ProtocolErrors() int64 { return s.badFrames.Load() }
 
 // CommittedOffsets lists every consumer group's committed offsets.
 func (s *Server) CommittedOffsets() []groups.CommittedOffset { return s.groups.CommittedOffsets() }
+
+// Transactions counts transactional ids by state and the transactions ended since start.
+func (s *Server) Transactions() (map[string]int, map[string]int64) {
+	byState := map[string]int{}
+	for _, d := range s.txns.List() {
+		byState[d.State.String()]++
+	}
+	return byState, s.txns.Ended()
+}

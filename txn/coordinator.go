@@ -33,6 +33,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"inlet/batchlog"
@@ -139,6 +140,15 @@ type Coordinator struct {
 
 	stop chan struct{}
 	done sync.WaitGroup
+
+	// Transactions ended since start, by outcome (metrics).
+	commits, aborts, timeouts atomic.Int64
+}
+
+// Ended counts the transactions ended since start: "commit", "abort" (by its producer, or by a
+// new producer with its id), "timeout".
+func (c *Coordinator) Ended() map[string]int64 {
+	return map[string]int64{"commit": c.commits.Load(), "abort": c.aborts.Load(), "timeout": c.timeouts.Load()}
 }
 
 type txn struct {
@@ -247,6 +257,8 @@ func (c *Coordinator) sweep() {
 			n.Epoch = bumpable(n.Epoch)
 			if code := c.endLocked(t, n, false); code != wire.ErrNone {
 				c.log.Warn("txn: aborting a timed-out transaction", "transactional_id", t.id, "code", code)
+			} else {
+				c.timeouts.Add(1)
 			}
 		}
 		t.op.Unlock()
@@ -344,6 +356,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		if code := c.endLocked(t, n, false); code != wire.ErrNone {
 			return -1, -1, code
 		}
+		c.aborts.Add(1)
 		r = c.current(t)
 		if r.State != CompleteAbort {
 			return -1, -1, wire.ErrConcurrentTransactions
@@ -523,7 +536,15 @@ func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bo
 	case Empty:
 		return wire.ErrInvalidTxnState
 	}
-	return c.endLocked(t, r.clone(), commit)
+	code = c.endLocked(t, r.clone(), commit)
+	switch {
+	case code != wire.ErrNone:
+	case commit:
+		c.commits.Add(1)
+	default:
+		c.aborts.Add(1)
+	}
+	return code
 }
 
 // endLocked ends the Ongoing transaction n (a copy of t's record, its epoch possibly bumped):
