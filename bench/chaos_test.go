@@ -129,6 +129,45 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds inlet and runs for about 20 s")
 	}
+	f := shortChaos(t, Load{Producers: 8, Partitions: 8, RecordSize: 100, Idempotent: true, Duration: 12 * time.Second,
+		MaxBufferedRecords: 2000})
+	c := f.Chaos
+	if c.Verdict != "exactly once: ok" || c.Loadgen.Verify.Lost != 0 || c.Loadgen.Verify.Duplicates != 0 {
+		t.Errorf("verdict %q, verify %+v", c.Verdict, c.Loadgen.Verify)
+	}
+}
+
+// TestChaosShortTransactional is TestChaosShort with transactional producers (transactions of
+// 2,000 records, a fifth of them aborted): every committed record must be read exactly once,
+// no record of an aborted transaction at all, and a transaction whose commit a kill left in
+// doubt whole or not at all. About 20 s.
+func TestChaosShortTransactional(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds inlet and runs for about 20 s")
+	}
+	f := shortChaos(t, Load{Producers: 8, Partitions: 8, RecordSize: 100, Idempotent: true, Duration: 12 * time.Second,
+		MaxBufferedRecords: 2000, Transactional: true, TxnRecords: 2000, TxnAbortFraction: 0.2})
+	c := f.Chaos
+	res := c.Loadgen
+	v := res.Verify
+	if c.Verdict != "exactly once, transactional: ok" || v.Txn == nil || v.Lost != 0 || v.Duplicates != 0 ||
+		v.Txn.AbortedVisible != 0 || v.Txn.Partial != 0 {
+		t.Errorf("verdict %q, verify %+v %+v", c.Verdict, v, v.Txn)
+	}
+	tx := res.Transactions
+	if tx == nil || tx.Committed == 0 || tx.AbortedChosen == 0 || v.Txn.Committed != tx.Committed ||
+		v.Txn.CommittedRecords != tx.CommittedRecords || v.Found < tx.CommittedRecords || v.Found > tx.CommittedRecords+tx.InDoubtRecords {
+		t.Errorf("transactions %+v, verify %+v %+v", tx, v, v.Txn)
+	}
+	if !strings.Contains(f.Label, "transactional (2000 records a transaction, 0.2 aborted)") {
+		t.Errorf("label %q", f.Label)
+	}
+}
+
+// shortChaos runs Chaos with load at 50,000 records/s against a freshly built inlet, killed
+// every 2.5 s on average, at most 3 times, and fails t unless the run was OK with 2 or 3 kills
+// and wrote its result files.
+func shortChaos(t *testing.T, load Load) *File {
 	root, err := FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
@@ -144,10 +183,9 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	f, err := Chaos(ctx, ChaosOptions{
-		Env: Env{Root: root, ResultsDir: results, TmpDir: t.TempDir(), InletBin: bin, Command: "go test -run TestChaosShort",
+		Env: Env{Root: root, ResultsDir: results, TmpDir: t.TempDir(), InletBin: bin, Command: "go test -run " + t.Name(),
 			Stdout: &stdout, Stderr: &stderr},
-		Load: Load{Producers: 8, Partitions: 8, RecordSize: 100, Idempotent: true, Duration: 12 * time.Second,
-			MaxBufferedRecords: 2000},
+		Load:      load,
 		KillEvery: 2500 * time.Millisecond,
 		MaxKills:  3,
 		// At this rate verification reads back about 600,000 records in a few seconds; the
@@ -168,13 +206,11 @@ func TestChaosShort(t *testing.T) {
 	if c.Kills < 2 || c.Kills > 3 {
 		t.Errorf("%d kills (seed %d), want 2 or 3", c.Kills, c.Seed)
 	}
-	if c.Verdict != "exactly once: ok" || c.Loadgen.Verify.Lost != 0 || c.Loadgen.Verify.Duplicates != 0 {
-		t.Errorf("verdict %q, verify %+v", c.Verdict, c.Loadgen.Verify)
-	}
 	if _, err := os.Stat(filepath.Join(results, filepath.Base(f.Name))); err != nil {
 		t.Errorf("result file: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(results, "chaos.csv")); err != nil {
 		t.Errorf("chaos.csv: %v", err)
 	}
+	return f
 }

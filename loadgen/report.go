@@ -73,9 +73,10 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	}
 	if t := r.Transactions; t != nil {
 		ew.printf("transactions committed %s (%s records), aborted %s (%s records; %s chosen by the abort fraction, %s after an error), "+
-			"in doubt %s (%s records)\n",
+			"in doubt %s (%s records); ids %s\n",
 			thousands(t.Committed), thousands(t.CommittedRecords), thousands(t.Aborted), thousands(t.AbortedRecords),
-			thousands(t.AbortedChosen), thousands(t.Aborted-t.AbortedChosen), thousands(t.InDoubt), thousands(t.InDoubtRecords))
+			thousands(t.AbortedChosen), thousands(t.Aborted-t.AbortedChosen), thousands(t.InDoubt), thousands(t.InDoubtRecords),
+			r.Settings.TransactionalIDs)
 		if t.ClientsRecreated > 0 || len(t.Errors) > 0 {
 			ew.printf("  clients recreated %s; transaction errors:\n", thousands(t.ClientsRecreated))
 			for _, e := range sortedErrors(t.Errors) {

@@ -225,9 +225,11 @@ type VerifyResult struct {
 	Malformed      uint64 `json:"malformed"`
 	Unknown        uint64 `json:"unknown"`
 
-	// Transactional runs only. Lost then counts acknowledged records of committed
+	// Transactional runs only. Acked then still counts every acknowledged record, those of
+	// aborted transactions included; Lost counts acknowledged records of committed
 	// transactions not read; Found, Duplicates and OutOfOrder count records of committed and
-	// in-doubt transactions.
+	// in-doubt transactions (a record of an aborted one read is counted in Txn.AbortedVisible
+	// only).
 	Txn *TxnVerify `json:"txn,omitempty"`
 
 	// Mismatches lists up to MaxMismatches examples, a share of each kind, worst kinds first.
