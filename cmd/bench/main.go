@@ -97,6 +97,10 @@ func newCommon(name string, duration time.Duration) *common {
 	fs.BoolVar(&c.live, "live", false, "print loadgen's per-second lines on stderr")
 	fs.StringVar(&c.storage, "storage", "segments", "inlet --storage (segments, pebble or discard)")
 	fs.Var(&c.inletArgs, "inlet-arg", "extra inlet flag, repeatable (--inlet-arg=--max-group-bytes=8MiB)")
+	fs.BoolVar(&c.load.Transactional, "transactional", false,
+		"loadgen --transactional: records in transactions (chaos checks every committed record once, no aborted one)")
+	fs.IntVar(&c.load.TxnRecords, "txn-records", loadgen.DefaultTxnRecords, "loadgen --txn-records: records per transaction per producer (--transactional)")
+	fs.Float64Var(&c.load.TxnAbortFraction, "txn-abort-fraction", 0, "loadgen --txn-abort-fraction: fraction of transactions aborted (--transactional)")
 	return c
 }
 
@@ -120,6 +124,10 @@ func (c *common) parse(args []string) bool {
 	}
 	if c.plain {
 		c.load.Idempotent = false
+	}
+	if err := checkTxnFlags(c); err != nil {
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", c.fs.Name(), err)
+		return false
 	}
 	c.env.Command = bench.CommandLine(append([]string{"bin/bench", c.fs.Name()}, args...))
 	c.env.Flags = map[string]string{}
@@ -213,15 +221,8 @@ func run(ctx context.Context, cmd string, args []string) int {
 		c.fs.DurationVar(&o.FlushTimeout, "flush-timeout", 2*time.Minute, "how long to wait for outstanding acks after sending stops")
 		c.fs.Int64Var(&o.Seed, "seed", 0, "seed of the kill schedule (0: from the clock; recorded)")
 		c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
-		c.fs.BoolVar(&c.load.Transactional, "transactional", false,
-			"loadgen --transactional: records in transactions; the check is every committed record once, no aborted one")
-		c.fs.IntVar(&c.load.TxnRecords, "txn-records", loadgen.DefaultTxnRecords, "loadgen --txn-records: records per transaction per producer (--transactional)")
-		c.fs.Float64Var(&c.load.TxnAbortFraction, "txn-abort-fraction", 0, "loadgen --txn-abort-fraction: fraction of transactions aborted (--transactional)")
 		if !c.parse(args) {
 			return 2
-		}
-		if err := checkTxnFlags(c); err != nil {
-			return usage(cmd, err)
 		}
 		o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
 		f, err := bench.Chaos(ctx, o)
