@@ -199,8 +199,16 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	}
 	p := a.Partition
 	if a.Relocate {
-		// A copy moved forward by the reclaim pass: stored again where it is, nothing
-		// assigned. The relocated key goes in the same group as the copy's index entry.
+		if a.Batch == nil {
+			// Compaction removed every record of the batch: its index entry goes.
+			var k [dataKeyLen]byte
+			putDataKey(k[:], p.ID, a.BaseOffset)
+			g.del(k[:])
+			return
+		}
+		// A copy moved forward by the reclaim pass, or rewritten by compaction: stored again
+		// where it is, nothing assigned. The relocated key goes in the same group as the
+		// copy's index entry.
 		end := wire.BatchLastOffset(a.Batch) + 1
 		g.setData(p.ID, a.BaseOffset, a.Batch)
 		if end > p.relocatedBelow.Load() {

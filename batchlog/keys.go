@@ -15,6 +15,7 @@ import "encoding/binary"
 //	g <group>                             group record (JSON: protocol type, generation)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
+//	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (compact.go)
 //	x <transactional id>                  the transaction coordinator's record of the id (package txn's encoding)
 const (
 	kindData     = 'd'
@@ -28,6 +29,7 @@ const (
 	kindRelocate = 'r'
 	kindAborted  = 'a'
 	kindTxn      = 'x'
+	kindCleaned  = 'c'
 )
 
 const dataKeyLen = 1 + 4 + 8
@@ -50,6 +52,11 @@ const highKeyLen = 1 + 4
 
 func putHighKey(dst []byte, partition uint32) {
 	dst[0] = kindHigh
+	binary.BigEndian.PutUint32(dst[1:], partition)
+}
+
+func putCleanedKey(dst []byte, partition uint32) {
+	dst[0] = kindCleaned
 	binary.BigEndian.PutUint32(dst[1:], partition)
 }
 

@@ -98,6 +98,8 @@ type Options struct {
 	// noRelocate keeps the reclaim pass from copying batches forward: it deletes only
 	// segments no live batch is in (BenchmarkMixedRetentionSpace compares).
 	noRelocate bool
+	// compactPace and compactChunk replace compactBytesPerSec and compactChunk (tests).
+	compactPace, compactChunk int
 	// noSpaceRetry is how long writes stay suspended after a full disk (default
 	// defaultNoSpaceRetry; tests shorten it).
 	noSpaceRetry time.Duration
@@ -187,6 +189,9 @@ type Partition struct {
 	relocatedBelow atomic.Int64
 	// txn: open transactions, the last stable offset and the aborted index (txn.go).
 	txn txnState
+	// cleanedTo: a compacted partition's batches below it were compacted by the last pass
+	// (compact.go); the retention goroutine's.
+	cleanedTo atomic.Int64
 }
 
 // HighWatermark is the offset after the last durable record.
@@ -283,6 +288,7 @@ type Log struct {
 
 	retainMu       sync.Mutex   // serialises log-start changes (retention, DeleteRecords)
 	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
+	compacted      compactionCounts
 
 	pidMu       sync.Mutex
 	nextPID     int64
@@ -659,6 +665,18 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 		if err != nil {
 			return err
 		}
+	}
+	err = l.scan([]byte{kindCleaned}, func(k, v []byte) error {
+		if len(k) != highKeyLen || len(v) != 8 {
+			return fmt.Errorf("batchlog: corrupt compacted-to key %x", k)
+		}
+		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
+			p.cleanedTo.Store(int64(binary.BigEndian.Uint64(v)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	err = l.scan([]byte{kindRelocate}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 8 {

@@ -83,6 +83,9 @@ func (l *Log) EnforceRetention(now time.Time) error {
 			}
 		}
 	}
+	if err := l.compactTopics(now); err != nil {
+		errs = append(errs, err)
+	}
 	// A partition whose pass failed keeps its batches live: the reclaim reads the index,
 	// so it is safe whatever the pass did.
 	if l.segs != nil {

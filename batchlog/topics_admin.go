@@ -124,6 +124,8 @@ func (l *Log) DeleteTopic(name string) error {
 			_ = b.Delete(k[:], nil)
 			k[0] = kindRelocate
 			_ = b.Delete(k[:], nil)
+			k[0] = kindCleaned
+			_ = b.Delete(k[:], nil)
 			_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID+1, 0), nil)
 		}
 		err := l.scan([]byte{kindProducer}, func(k, _ []byte) error {

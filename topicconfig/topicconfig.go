@@ -213,12 +213,32 @@ type Settings struct {
 	RetentionBytes  int64 // < 0: no size limit
 	Compact         bool  // cleanup.policy contains compact
 	Delete          bool  // cleanup.policy contains delete (retention applies)
+
+	// What compaction acts on (cleanup.policy=compact).
+	DeleteRetentionMs       int64   // delete.retention.ms: how long a tombstone outlives what it deletes
+	MinCleanableRatio       float64 // min.cleanable.dirty.ratio
+	MinCompactionLagMs      int64   // min.compaction.lag.ms: records younger than this stay
+	SegmentMs, SegmentBytes int64   // segment.ms, segment.bytes: when Kafka's active segment rolls
 }
 
 // Parse computes the settings of a topic from its overrides (validated before they were
 // stored; an unparsable value falls back to the default).
 func Parse(configs map[string]string) Settings {
-	s := Settings{RetentionMs: 604800000, RetentionBytes: -1, Delete: true}
+	s := Settings{RetentionMs: 604800000, RetentionBytes: -1, Delete: true,
+		DeleteRetentionMs: 86400000, MinCleanableRatio: 0.5, SegmentMs: 604800000, SegmentBytes: 1 << 30}
+	for name, dst := range map[string]*int64{"delete.retention.ms": &s.DeleteRetentionMs,
+		"min.compaction.lag.ms": &s.MinCompactionLagMs, "segment.ms": &s.SegmentMs, "segment.bytes": &s.SegmentBytes} {
+		if v, ok := configs[name]; ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				*dst = n
+			}
+		}
+	}
+	if v, ok := configs["min.cleanable.dirty.ratio"]; ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			s.MinCleanableRatio = f
+		}
+	}
 	if v, ok := configs["max.message.bytes"]; ok {
 		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err == nil && n >= 0 {
 			s.MaxMessageBytes = int(n)

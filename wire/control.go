@@ -83,3 +83,23 @@ func ControlBatchType(batch []byte) (int16, error) {
 	}
 	return kind, nil
 }
+
+// AppendRebuiltBatch appends a batch with orig's header (base offset, leader epoch,
+// attributes other than compression, last offset delta, timestamps, producer id, epoch and
+// base sequence) holding the records in raws, each a whole encoded record (Record.Raw) of
+// orig, uncompressed. Compaction writes what it keeps this way: the offsets, timestamps and
+// sequence range of the batch stay what they were, only records go.
+func AppendRebuiltBatch(dst, orig []byte, raws [][]byte) []byte {
+	be := binary.BigEndian
+	start := len(dst)
+	dst = append(dst, orig[:RecordBatchOverhead]...)
+	for _, r := range raws {
+		dst = append(dst, r...)
+	}
+	b := dst[start:]
+	be.PutUint32(b[offLength:], uint32(len(b)-logOverhead))
+	be.PutUint16(b[offAttributes:], be.Uint16(b[offAttributes:])&^attrCompressionMask)
+	be.PutUint32(b[offNumRecords:], uint32(len(raws)))
+	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	return dst
+}

@@ -58,3 +58,44 @@ func FuzzControlBatchType(f *testing.F) {
 		}
 	})
 }
+
+// TestRebuiltBatchKeepsOffsetsAndHeader: records kept from a compressed batch come back,
+// uncompressed, at their original offsets, under the original header, with a valid CRC.
+func TestRebuiltBatchKeepsOffsetsAndHeader(t *testing.T) {
+	for _, codec := range []uint8{CompressionNone, CompressionGzip, CompressionLZ4, CompressionZstd, CompressionSnappy} {
+		orig := buildBatch(t, codec, testRecords(6, 20), func(b *kmsg.RecordBatch) {
+			b.ProducerID, b.ProducerEpoch, b.FirstSequence = 9, 2, 100
+		})
+		var raws [][]byte
+		i := 0
+		scratch, err := ForEachRecord(orig, nil, func(r Record) error {
+			if i == 1 || i == 4 {
+				raws = append(raws, append([]byte(nil), r.Raw...))
+			}
+			i++
+			return nil
+		})
+		_ = scratch
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := AppendRebuiltBatch(nil, orig, raws)
+		if !BatchCRCValid(got) {
+			t.Fatalf("codec %d: bad CRC", codec)
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(got); err != nil {
+			t.Fatal(err)
+		}
+		if rb.Attributes&7 != 0 || rb.NumRecords != 2 || rb.LastOffsetDelta != 5 || rb.ProducerID != 9 || rb.ProducerEpoch != 2 || rb.FirstSequence != 100 || rb.FirstTimestamp != 1700000000000 {
+			t.Fatalf("codec %d: header %+v", codec, rb)
+		}
+		var deltas []int32
+		if _, err := ForEachRecord(got, nil, func(r Record) error { deltas = append(deltas, r.OffsetDelta); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(deltas) != 2 || deltas[0] != 1 || deltas[1] != 4 {
+			t.Fatalf("codec %d: offset deltas %v", codec, deltas)
+		}
+	}
+}

@@ -38,6 +38,9 @@ type Record struct {
 	TimestampDelta int64
 	Key, Value     []byte
 	Headers        int
+	// Raw is the whole encoded record, its length prefix included: what a rewritten batch
+	// (compaction) copies unchanged.
+	Raw []byte
 }
 
 // Errors from ForEachRecord. RecordsErrorCode maps them to Kafka codes.
@@ -151,11 +154,13 @@ func nextRecord(data []byte, rec *Record) ([]byte, error) {
 	if n <= 0 {
 		return nil, errRecordsVarint
 	}
+	whole := data
 	data = data[n:]
 	if size < 0 || int64(size) > int64(len(data)) {
 		return nil, errRecordsTruncated
 	}
 	b, rest := data[:size:size], data[size:]
+	rec.Raw = whole[: n+int(size) : n+int(size)]
 
 	if len(b) < 1 {
 		return nil, errRecordSize
