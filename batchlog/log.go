@@ -46,9 +46,9 @@
 //
 // Files: commit.go (the committer and completer), segment.go (segment files, the write paths,
 // replay), index.go (the segment index's encoding), store.go (the store seam, the pebble and
-// discard layouts), retention.go, reclaim.go (space per partition), nospace.go (a full disk),
-// producer_expiry.go, txn.go (transactions on the partition), offsets.go, topics_admin.go,
-// broker_configs.go, keys.go (Pebble keys).
+// discard layouts), retention.go, compact.go (compacted topics), reclaim.go (space per
+// partition), nospace.go (a full disk), producer_expiry.go, txn.go (transactions on the
+// partition), offsets.go, topics_admin.go, broker_configs.go, keys.go (Pebble keys).
 //
 // Lock order: Log.retainMu before Log.topicsMu before Log.pidMu; none is held while waiting on
 // the committer, except retainMu by the reclaim pass (so the committer only TryLocks it).

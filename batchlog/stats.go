@@ -18,6 +18,9 @@ type Stats struct {
 	RelocatedBytes int64
 	// WritesSuspended: a full disk has suspended writes (nospace.go).
 	WritesSuspended bool
+	// Compaction since Open (compact.go): passes that changed something or found nothing to
+	// do past the dirty ratio, batches rewritten and dropped, records removed.
+	CompactionPasses, CompactedBatchesRewritten, CompactedBatchesDropped, CompactedRecordsRemoved int64
 	// WriteStalls counts the times Pebble delayed writes since Open (too many memtables or L0
 	// files waiting for flushes and compactions); WriteStallTime is their total duration, a
 	// stall under way included.
@@ -39,6 +42,8 @@ func (l *Log) Stats() Stats {
 	st.WriteStalls, st.WriteStallTime = l.stalls.read()
 	st.RelocatedBytes = l.relocatedBytes.Load()
 	st.WritesSuspended = l.suspended.Load()
+	st.CompactionPasses, st.CompactedRecordsRemoved = l.compacted.passes.Load(), l.compacted.removed.Load()
+	st.CompactedBatchesRewritten, st.CompactedBatchesDropped = l.compacted.rewritten.Load(), l.compacted.dropped.Load()
 	if l.db != nil {
 		st.Pebble = l.db.Metrics()
 	}

@@ -64,10 +64,13 @@ var (
 	txnsDesc     = desc("transactions", "Transactional ids, by the state of their transaction.", "state")
 	txnEndDesc   = desc("transactions_ended_total", "Transactions ended since start, by outcome: commit, abort (by the producer or a new one with its id), timeout.", "outcome")
 
-	segFilesDesc = desc("segment_files", "Segment files holding record data (--storage segments).")
-	segBytesDesc = desc("segment_bytes", "Bytes of the segment files on disk (their sizes, block padding of direct writes included).")
-	relocDesc    = desc("segment_relocated_bytes_total", "Bytes of live batches copied forward out of old segments so that the segments could be deleted.")
-	suspendDesc  = desc("writes_suspended", "1 while a full disk has suspended writes (appends answered KAFKA_STORAGE_ERROR), else 0.")
+	segFilesDesc     = desc("segment_files", "Segment files holding record data (--storage segments).")
+	segBytesDesc     = desc("segment_bytes", "Bytes of the segment files on disk (their sizes, block padding of direct writes included).")
+	relocDesc        = desc("segment_relocated_bytes_total", "Bytes of live batches copied forward out of old segments so that the segments could be deleted.")
+	compactPassDesc  = desc("compaction_passes_total", "Compaction passes run over partitions of compacted topics (those below min.cleanable.dirty.ratio are not counted).")
+	compactBatchDesc = desc("compaction_batches_total", "Batches compaction changed: rewritten with fewer records, or dropped with none left.", "action")
+	compactRecDesc   = desc("compaction_records_removed_total", "Records compaction removed: superseded by a later record of their key, tombstones past delete.retention.ms, aborted transactions' records.")
+	suspendDesc      = desc("writes_suspended", "1 while a full disk has suspended writes (appends answered KAFKA_STORAGE_ERROR), else 0.")
 
 	stallsDesc     = desc("pebble_write_stalls_total", "Times Pebble delayed writes (memtables or L0 files waiting for flushes and compactions).")
 	stallTimeDesc  = desc("pebble_write_stall_seconds_total", "Time Pebble's writes were stalled, a stall under way included.")
@@ -85,7 +88,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{budgetUsedDesc, budgetLimitDesc, connsDesc, refusalsDesc, protoErrDesc,
-		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, segFilesDesc, segBytesDesc, relocDesc, suspendDesc,
+		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, segFilesDesc, segBytesDesc, relocDesc, suspendDesc, compactPassDesc, compactBatchDesc, compactRecDesc,
 		stallsDesc, stallTimeDesc, debtDesc, compactDesc, compactNowDesc, flushesDesc, memtableDesc, readAmpDesc,
 		l0FilesDesc, diskDesc, walWrittenDesc, walFsyncDesc} {
 		ch <- d
@@ -143,6 +146,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		suspended = 1
 	}
 	gauge(suspendDesc, suspended)
+	counter(compactPassDesc, float64(st.CompactionPasses))
+	counter(compactBatchDesc, float64(st.CompactedBatchesRewritten), "rewritten")
+	counter(compactBatchDesc, float64(st.CompactedBatchesDropped), "dropped")
+	counter(compactRecDesc, float64(st.CompactedRecordsRemoved))
 	counter(stallsDesc, float64(st.WriteStalls))
 	counter(stallTimeDesc, st.WriteStallTime.Seconds())
 	if pm := st.Pebble; pm != nil {
