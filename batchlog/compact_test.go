@@ -250,7 +250,7 @@ func TestCompactionStopsAtTheLastStableOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.VerifyTransactionalWrites(func(int64, int16, string, int32) bool { return true })
+	l.VerifyTransactionalWrites(func(string, int64, int16, string, int32) bool { return true })
 	p := compactedTopic(t, l, nil)
 	c := &compactionLog{t: t, written: map[int64]keyed{}, ts: time.Now().UnixMilli() - 60_000}
 	for range 5 {

@@ -227,8 +227,10 @@ type Append struct {
 	// no offset assigned and no producer window touched.
 	Relocate bool
 	// Transactional is the batch's transactional attribute: it opens the producer's
-	// transaction on the partition, or continues it (txn.go).
-	Transactional bool
+	// transaction on the partition, or continues it (txn.go). TransactionalID is the
+	// produce request's.
+	Transactional   bool
+	TransactionalID string
 	// Marker makes the append a transaction marker built by MarkerAppend (txn.go).
 	Marker Marker
 
@@ -296,7 +298,7 @@ type Log struct {
 
 	// committer-owned
 	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
-	verifyTxn     atomic.Pointer[func(int64, int16, string, int32) bool]
+	verifyTxn     atomic.Pointer[func(string, int64, int16, string, int32) bool]
 	producers     map[producerKey]*idem.State
 	scratch       groupScratch
 	free          chan *pendingGroup

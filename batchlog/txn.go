@@ -31,7 +31,7 @@ import (
 // transactional batches as the committer would have) give every open transaction back, and
 // the aborted index is whatever Pebble holds plus what replay adds: both exact.
 //
-//	a <partition u32> <marker offset u64> -> producer id u64, first offset u64
+//	a <partition u32> <marker offset u64> -> producer id u64, first offset u64, last stable offset u64
 
 // Marker is the kind of control batch an Append carries.
 type Marker uint8
@@ -48,6 +48,11 @@ type AbortedTxn struct {
 	ProducerID  int64
 	FirstOffset int64
 	LastOffset  int64
+	// LastStable is the partition's last stable offset once the abort was written
+	// (TxnIndexEntry's lastStableOffset): every transaction aborted later began at or after
+	// it, so a search for those meeting [from, to) stops at the first entry where it is >= to.
+	// -1 where unknown.
+	LastStable int64
 }
 
 // txnState is a partition's share of transaction state.
@@ -56,8 +61,10 @@ type txnState struct {
 	// ongoing maps each producer with an open transaction here to its first offset; owned by
 	// the committer (and rebuilt at start-up and after a full disk).
 	ongoing map[int64]int64
-	// aborted is sorted by LastOffset; replaced whole (copy on write) under abortedMu by the
-	// completer and by retention, read without a lock.
+	// aborted is sorted by LastOffset. Writers (the completer appending, retention
+	// trimming) hold abortedMu and publish a new slice header; an append writes past the
+	// length every published header has, so readers, who load a header and never look past
+	// its length, need no lock.
 	abortedMu sync.Mutex
 	aborted   atomic.Pointer[[]AbortedTxn]
 }
@@ -66,7 +73,9 @@ type txnState struct {
 // consumers read up to it. It never exceeds the high watermark.
 func (p *Partition) LastStableOffset() int64 {
 	lso, hw := p.txn.lso.Load(), p.hw.Load()
-	return min(lso, hw)
+	// Never below the log start: retention may pass an open transaction's first offset
+	// (UnifiedLog.updateFirstUnstableOffset clamps it the same way).
+	return max(min(lso, hw), p.logStart.Load())
 }
 
 // AbortedTxns returns the aborted transactions whose range meets [from, to): what a
@@ -83,6 +92,9 @@ func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
 		if all[i].FirstOffset < to {
 			out = append(out, all[i])
 		}
+		if all[i].LastStable >= to {
+			break
+		}
 	}
 	return out
 }
@@ -92,9 +104,9 @@ func (p *Partition) addAborted(a AbortedTxn) {
 	defer p.txn.abortedMu.Unlock()
 	var next []AbortedTxn
 	if lp := p.txn.aborted.Load(); lp != nil {
-		next = append(next, (*lp)...)
+		next = *lp
 	}
-	next = append(next, a)
+	next = append(next, a) // in place when there is room: past every published length
 	p.txn.aborted.Store(&next)
 }
 
@@ -120,10 +132,11 @@ func (p *Partition) stableOffset() int64 {
 	return lso
 }
 
-// VerifyTransactionalWrites sets the function the committer asks before it opens a
-// transaction on a partition (the coordinator's AddPartitionsToTxn record). It runs on the
+// VerifyTransactionalWrites sets the function the committer asks about every transactional
+// batch (the coordinator's record of AddPartitionsToTxn): is the transactional id's current
+// producer this one, at this epoch, in a transaction that added the partition? It runs on the
 // committer goroutine and must not wait for it. Unset, every transactional batch is refused.
-func (l *Log) VerifyTransactionalWrites(fn func(producerID int64, epoch int16, topic string, partition int32) bool) {
+func (l *Log) VerifyTransactionalWrites(fn func(transactionalID string, producerID int64, epoch int16, topic string, partition int32) bool) {
 	l.verifyTxn.Store(&fn)
 }
 
@@ -151,13 +164,21 @@ func abortedKey(partition uint32, lastOffset int64) []byte {
 
 func abortedValue(a AbortedTxn) []byte {
 	v := binary.BigEndian.AppendUint64(nil, uint64(a.ProducerID))
-	return binary.BigEndian.AppendUint64(v, uint64(a.FirstOffset))
+	v = binary.BigEndian.AppendUint64(v, uint64(a.FirstOffset))
+	return binary.BigEndian.AppendUint64(v, uint64(a.LastStable))
 }
 
 // checkTransactional is the committer's check of a data batch against the producer's
 // transaction on the partition, after the idempotence check accepted it: a transactional
 // batch opening a transaction must be one the coordinator expects; a plain batch from a
 // producer inside a transaction is refused (ProducerAppendInfo.checkProducerEpoch's sibling).
+//
+// Every transactional batch is checked against the coordinator, with the request's
+// transactional id, not only the one that opens the transaction: a producer id is no secret
+// (DescribeProducers lists them), and a batch under another principal's id must not join its
+// transaction. A batch at a new epoch while a transaction is open is refused too: only the
+// coordinator's markers move an open transaction's epoch, and a window raised past them would
+// refuse the marker that ends it.
 func (l *Log) checkTransactional(a *Append, st *idem.State) int16 {
 	if !a.Transactional {
 		if st.TxnFirstOffset >= 0 {
@@ -165,11 +186,11 @@ func (l *Log) checkTransactional(a *Append, st *idem.State) int16 {
 		}
 		return wire.ErrNone
 	}
-	if st.TxnFirstOffset >= 0 {
-		return wire.ErrNone
+	if st.TxnFirstOffset >= 0 && a.ProducerEpoch != st.Epoch {
+		return wire.ErrInvalidProducerEpoch
 	}
 	fn := l.verifyTxn.Load()
-	if fn == nil || !(*fn)(a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
+	if fn == nil || !(*fn)(a.TransactionalID, a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
 		return wire.ErrInvalidTxnState
 	}
 	return wire.ErrNone
@@ -214,7 +235,7 @@ func (l *Log) commitMarker(g group, pg *pendingGroup, a *Append) {
 	pg.records++
 	pg.bytes += len(a.Batch)
 	if a.Marker == AbortMarker {
-		ab := AbortedTxn{ProducerID: a.ProducerID, FirstOffset: first, LastOffset: base}
+		ab := AbortedTxn{ProducerID: a.ProducerID, FirstOffset: first, LastOffset: base, LastStable: p.stableOffset()}
 		g.set(abortedKey(p.ID, base), abortedValue(ab))
 		pg.aborts = append(pg.aborts, abortedAdd{p, ab})
 	}
@@ -243,7 +264,9 @@ func replayTxn(b *pebble.Batch, p *Partition, st *idem.State, h wire.BatchHeader
 	first := st.TxnFirstOffset
 	st.EndTxn(h.ProducerEpoch)
 	if kind == wire.ControlAbort && first >= 0 {
-		_ = b.Set(abortedKey(p.ID, h.BaseOffset), abortedValue(AbortedTxn{h.ProducerID, first, h.BaseOffset}), nil)
+		// The last stable offset after this marker is not known here (other producers'
+		// transactions are rebuilt after replay): -1 keeps the search from stopping at it.
+		_ = b.Set(abortedKey(p.ID, h.BaseOffset), abortedValue(AbortedTxn{h.ProducerID, first, h.BaseOffset, -1}), nil)
 	}
 	return nil
 }
@@ -268,7 +291,7 @@ func (l *Log) loadTxnState(byID map[uint32]*Partition) error {
 	}
 	aborted := map[*Partition][]AbortedTxn{}
 	err := l.scan([]byte{kindAborted}, func(k, v []byte) error {
-		if len(k) != abortedKeyLen || len(v) != 16 {
+		if len(k) != abortedKeyLen || len(v) != 24 {
 			return fmt.Errorf("batchlog: corrupt aborted-transaction key %x", k)
 		}
 		p := byID[binary.BigEndian.Uint32(k[1:])]
@@ -279,6 +302,7 @@ func (l *Log) loadTxnState(byID map[uint32]*Partition) error {
 			ProducerID:  int64(binary.BigEndian.Uint64(v)),
 			FirstOffset: int64(binary.BigEndian.Uint64(v[8:])),
 			LastOffset:  int64(binary.BigEndian.Uint64(k[5:])),
+			LastStable:  int64(binary.BigEndian.Uint64(v[16:])),
 		}
 		if a.LastOffset >= p.logStart.Load() {
 			aborted[p] = append(aborted[p], a)

@@ -401,7 +401,10 @@ func (g *group) staticJoin(req *kmsg.JoinGroupRequest, id, clientID, clientHost 
 	case Stable:
 		if g.selectProtocol() == g.protocol && sameProtocols(oldProtos, protos) {
 			// Nothing the assignment depends on changed: no rebalance (the point of static
-			// membership). The member syncs to get its assignment back.
+			// membership). The member syncs to get its assignment back. Its new member id is
+			// saved, as Kafka stores the group here: after a restart the instance id must
+			// name the member now using it.
+			g.persist()
 			return nil, g.joinResponse(req.Version, old)
 		}
 		old.joinCh, old.joinVer = ch, req.Version

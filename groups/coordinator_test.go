@@ -293,6 +293,18 @@ func TestStableGroupSurvivesARestart(t *testing.T) {
 	if d := c.Describe("g"); d.State != "Stable" || len(d.Members) != 1 || d.Members[0].MemberID != a || d.Members[0].ClientID != "client" {
 		t.Fatalf("described after a restart: %+v", d)
 	}
+	// The static member restarts and takes its instance id back under a new member id, with
+	// no rebalance; after a node restart the new id is the one known.
+	r = c.Join(joinReq("", &inst, 5*time.Second), "client", "/h", done, nil)
+	if r.ErrorCode != 0 || r.MemberID == a {
+		t.Fatalf("static rejoin: %+v", r)
+	}
+	a = r.MemberID
+	c.Close()
+	c = open()
+	if code := heartbeat(c, a, 1, &inst); code != wire.ErrNone {
+		t.Fatalf("heartbeat of the static member's new id after a restart: error %d", code)
+	}
 	// A second member starts a rebalance; the node stops before the SyncGroup.
 	bch := make(chan *kmsg.JoinGroupResponse, 1)
 	inst2 := "static-2"

@@ -49,6 +49,7 @@ func (s *Server) handleProduce(r *request) {
 	ps.acks = ps.req.Acks
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
 	sec := r.c.sec // nil: no principal to check (security.go)
+	txnID := ""    // the request's transactional id, made a string once if a batch needs it
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]
 		ot := ps.resp.AppendTopic(rt.Name)
@@ -107,6 +108,15 @@ func (s *Server) handleProduce(r *request) {
 			if vcode == wire.ErrNone && topic.Settings.Compact {
 				vcode, msg = s.validateKeys(ps, op, rt.Name, rp.Index, rp.Records)
 			}
+			if vcode == wire.ErrNone && h.IsTransactional() {
+				if ps.req.TransactionalID == nil {
+					// KafkaApis.handleProduceRequest: transactional records need an
+					// authorized transactional id, and a null one is not.
+					vcode, msg = wire.ErrTransactionalIDAuthorizationFailed, "transactional records without a transactional id"
+				} else if txnID == "" {
+					txnID = string(ps.req.TransactionalID)
+				}
+			}
 			if vcode != wire.ErrNone {
 				op.ErrorCode = vcode
 				op.ErrorMessage, op.HasErrorMessage = msg, true
@@ -122,7 +132,8 @@ func (s *Server) handleProduce(r *request) {
 				LogAppendTime: topic.Settings.LogAppendTime,
 				// The log opens the producer's transaction on the partition only if the
 				// transaction coordinator added it (batchlog's txn.go).
-				Transactional: h.IsTransactional(),
+				Transactional:   h.IsTransactional(),
+				TransactionalID: txnID,
 			})
 			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
 		}

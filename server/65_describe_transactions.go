@@ -31,11 +31,13 @@ func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.
 		default:
 			st.State, st.TimeoutMillis, st.StartTimestamp = d.State.String(), d.TimeoutMs, d.StartMs
 			st.ProducerID, st.ProducerEpoch = d.ProducerID, d.Epoch
+			at := map[string]int{} // topic -> its index in st.Topics
 			for _, tp := range d.Partitions {
-				if n := len(st.Topics); n > 0 && st.Topics[n-1].Topic == tp.Topic {
-					st.Topics[n-1].Partitions = append(st.Topics[n-1].Partitions, tp.Partition)
+				if i, ok := at[tp.Topic]; ok {
+					st.Topics[i].Partitions = append(st.Topics[i].Partitions, tp.Partition)
 					continue
 				}
+				at[tp.Topic] = len(st.Topics)
 				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
 				t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
 				st.Topics = append(st.Topics, t)

@@ -137,6 +137,8 @@ type Coordinator struct {
 	mu    sync.RWMutex
 	txns  map[string]*txn
 	byPID map[int64]*txn
+	// pending: for each group, the transactions holding offsets of it not yet ended.
+	pending map[string]map[*txn]bool
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -174,7 +176,8 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, txns: map[string]*txn{}, byPID: map[int64]*txn{}, stop: make(chan struct{})}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, txns: map[string]*txn{}, byPID: map[int64]*txn{},
+		pending: map[string]map[*txn]bool{}, stop: make(chan struct{})}
 	stored, err := cfg.Store.LoadTxns()
 	if err != nil {
 		return nil, err
@@ -187,6 +190,7 @@ func New(cfg Config) (*Coordinator, error) {
 		t := &txn{id: id, rec: r}
 		c.txns[id] = t
 		c.byPID[r.ProducerID] = t
+		c.indexPending(t, nil, r)
 	}
 	return c, nil
 }
@@ -286,10 +290,32 @@ func (c *Coordinator) save(t *txn, r *record) error {
 	if old := t.rec; old != nil && old.ProducerID != r.ProducerID && c.byPID[old.ProducerID] == t {
 		delete(c.byPID, old.ProducerID)
 	}
+	c.indexPending(t, t.rec, r)
 	t.rec = r
 	c.byPID[r.ProducerID] = t
 	c.mu.Unlock()
 	return nil
+}
+
+// indexPending moves t's entries in c.pending from what old holds to what r holds; c.mu is
+// held (or c not yet shared).
+func (c *Coordinator) indexPending(t *txn, old, r *record) {
+	if old != nil {
+		for g := range old.Offsets {
+			if r.Offsets[g] == nil {
+				delete(c.pending[g], t)
+				if len(c.pending[g]) == 0 {
+					delete(c.pending, g)
+				}
+			}
+		}
+	}
+	for g := range r.Offsets {
+		if c.pending[g] == nil {
+			c.pending[g] = map[*txn]bool{}
+		}
+		c.pending[g][t] = true
+	}
 }
 
 func (c *Coordinator) get(id string, create bool) *txn {
@@ -344,6 +370,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 			return -1, -1, wire.ErrProducerFenced
 		}
 	}
+	prevPID, prevEpoch := r.ProducerID, r.Epoch // what a KIP-360 retry of this call names
 	switch r.State {
 	case PrepareCommit, PrepareAbort:
 		// Only while a completion is being retried (after a crash or a failed marker write).
@@ -363,7 +390,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int6
 		}
 	}
 	n := r.clone()
-	n.LastProducerID, n.LastEpoch = r.ProducerID, r.Epoch
+	n.LastProducerID, n.LastEpoch = prevPID, prevEpoch
 	if r.Epoch >= math.MaxInt16-1 {
 		pid, err := c.cfg.Store.AllocateProducerID()
 		if err != nil {
@@ -603,13 +630,13 @@ func (c *Coordinator) complete(t *txn, r *record) error {
 	return c.save(t, n)
 }
 
-// Verify reports whether the producer at epoch may open its transaction on the partition: its
-// transaction is Ongoing at that epoch and added the partition (batchlog's
-// VerifyTransactionalWrites).
-func (c *Coordinator) Verify(producerID int64, epoch int16, topic string, partition int32) bool {
+// Verify reports whether a transactional batch may be written: the transactional id's
+// producer is this one at this epoch, its transaction is Ongoing and added the partition
+// (batchlog's VerifyTransactionalWrites).
+func (c *Coordinator) Verify(id string, producerID int64, epoch int16, topic string, partition int32) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	t := c.byPID[producerID]
+	t := c.txns[id]
 	if t == nil || t.rec == nil {
 		return false
 	}
@@ -622,10 +649,7 @@ func (c *Coordinator) Verify(producerID int64, epoch int16, topic string, partit
 func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, t := range c.txns {
-		if t.rec == nil || t.rec.State == CompleteCommit || t.rec.State == CompleteAbort || t.rec.State == Empty {
-			continue
-		}
+	for t := range c.pending[group] {
 		for _, o := range t.rec.Offsets[group] {
 			if o.Topic == topic && o.Partition == partition {
 				return true

@@ -125,7 +125,7 @@ func TestCommitWritesMarkersAndAppliesOffsets(t *testing.T) {
 	}
 	want(t, "end before begin", h.c.EndTxn("t1", pid, epoch, true), wire.ErrInvalidTxnState)
 	want(t, "add", h.c.AddPartitions("t1", pid, epoch, []TopicPartition{tp0, tp1}), wire.ErrNone)
-	if !h.c.Verify(pid, epoch, "a", 0) || h.c.Verify(pid, epoch, "a", 1) || h.c.Verify(pid, epoch+1, "a", 0) {
+	if !h.c.Verify("t1", pid, epoch, "a", 0) || h.c.Verify("t1", pid, epoch, "a", 1) || h.c.Verify("t1", pid, epoch+1, "a", 0) || h.c.Verify("t2", pid, epoch, "a", 0) {
 		t.Fatal("Verify disagrees with the partitions added")
 	}
 	want(t, "offsets before the group is added", h.c.CommitOffsets("t1", pid, epoch, "g", []PendingOffset{{Topic: "a", Offset: 5}}), wire.ErrInvalidTxnState)
@@ -145,7 +145,7 @@ func TestCommitWritesMarkersAndAppliesOffsets(t *testing.T) {
 	if got := h.offsets["g"]; !reflect.DeepEqual(got, []PendingOffset{{Topic: "a", Offset: 7}}) {
 		t.Fatalf("offsets applied %+v", got)
 	}
-	if h.c.PendingOffset("g", "a", 0) || h.c.Verify(pid, epoch, "a", 0) {
+	if h.c.PendingOffset("g", "a", 0) || h.c.Verify("t1", pid, epoch, "a", 0) {
 		t.Fatal("the committed transaction still pending")
 	}
 	want(t, "commit retried", h.c.EndTxn("t1", pid, epoch, true), wire.ErrNone)
@@ -186,6 +186,11 @@ func TestInitProducerIDFencesAndAbortsTheOpenTransaction(t *testing.T) {
 	if pid2 != pid || e1 != e0+2 {
 		t.Fatalf("re-init gave %d/%d, want %d/%d", pid2, e1, pid, e0+2)
 	}
+	// Its answer lost, the producer retries naming the epoch it had (KIP-360): the same
+	// answer, not a fence.
+	if p, e, code := h.c.InitProducerID("t1", 60000, pid, e0); code != wire.ErrNone || p != pid || e != e1 {
+		t.Fatalf("retried re-init: %d/%d error %d, want %d/%d", p, e, code, pid, e1)
+	}
 	want(t, "old epoch adds", h.c.AddPartitions("t1", pid, e0, []TopicPartition{tp0}), wire.ErrProducerFenced)
 	want(t, "old epoch ends", h.c.EndTxn("t1", pid, e0, true), wire.ErrProducerFenced)
 	want(t, "old epoch commits offsets", h.c.CommitOffsets("t1", pid, e0, "g", nil), wire.ErrInvalidProducerEpoch)
@@ -217,7 +222,7 @@ func TestEpochExhaustionMovesToANewProducerID(t *testing.T) {
 	if pid == 7 || epoch != 0 {
 		t.Fatalf("exhausted epoch gave %d/%d", pid, epoch)
 	}
-	if h.c.Verify(7, math.MaxInt16-1, "a", 0) {
+	if h.c.Verify("t1", 7, math.MaxInt16-1, "a", 0) {
 		t.Fatal("the old producer id still verifies")
 	}
 }
@@ -293,7 +298,7 @@ func TestSaveFailureAnswersCoordinatorNotAvailable(t *testing.T) {
 	pid, epoch, _ := h.c.InitProducerID("t1", 60000, -1, -1)
 	store.fail = true
 	want(t, "add", h.c.AddPartitions("t1", pid, epoch, []TopicPartition{tp0}), wire.ErrCoordinatorNotAvailable)
-	if h.c.Verify(pid, epoch, "a", 0) {
+	if h.c.Verify("t1", pid, epoch, "a", 0) {
 		t.Fatal("a partition whose addition was not saved verifies")
 	}
 }
