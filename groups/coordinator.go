@@ -142,6 +142,10 @@ type group struct {
 	pending      map[string]bool   // member ids handed out with MEMBER_ID_REQUIRED
 	timerSeq     uint64            // invalidates stale rebalance/sync timers
 	offsets      map[batchlog.OffsetKey]batchlog.CommittedOffset
+	// committedAt orders the commits of each offset (unix ns) for those of transactions,
+	// applied when they commit: a later plain commit wins over them. Offsets loaded at
+	// start-up count from their commit time.
+	committedAt map[batchlog.OffsetKey]int64
 }
 
 // New loads the stored groups and offsets.

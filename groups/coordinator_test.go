@@ -327,3 +327,35 @@ func TestStableGroupSurvivesARestart(t *testing.T) {
 		t.Fatalf("state after a restart mid-rebalance: %s", d.State)
 	}
 }
+
+// TestTxnOffsetsDoNotOverwriteALaterCommit: a transaction's offset, given before a plain
+// commit of the same partition, does not replace it when the transaction commits; one given
+// after does.
+func TestTxnOffsetsDoNotOverwriteALaterCommit(t *testing.T) {
+	c := newTestCoordinator(t)
+	k := batchlog.OffsetKey{Topic: "t", Partition: 0}
+	given := time.Now().UnixNano()
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Version, r.Group, r.Generation = 8, "g", -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Offset = 50
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	if resp := c.Commit(r); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("plain commit: %+v", resp)
+	}
+	if err := c.ApplyTxnOffsets("g", map[batchlog.OffsetKey]batchlog.CommittedOffset{k: {Offset: 40}}, map[batchlog.OffsetKey]int64{k: given}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.FetchOffsets("g", map[string][]int32{"t": {0}}, false)[0].Partitions[0].Offset; got != 50 {
+		t.Fatalf("offset %d after an older transaction's commit, want the later plain 50", got)
+	}
+	if err := c.ApplyTxnOffsets("g", map[batchlog.OffsetKey]batchlog.CommittedOffset{k: {Offset: 60}}, map[batchlog.OffsetKey]int64{k: time.Now().UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.FetchOffsets("g", map[string][]int32{"t": {0}}, false)[0].Partitions[0].Offset; got != 60 {
+		t.Fatalf("offset %d after a newer transaction's commit, want 60", got)
+	}
+}

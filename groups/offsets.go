@@ -94,10 +94,30 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 		}
 		return resp
 	}
+	at := time.Now().UnixNano()
 	for k, v := range batch {
 		g.offsets[k] = v
+		g.setCommittedAt(k, at)
 	}
 	return resp
+}
+
+func (g *group) setCommittedAt(k batchlog.OffsetKey, at int64) {
+	if g.committedAt == nil {
+		g.committedAt = map[batchlog.OffsetKey]int64{}
+	}
+	g.committedAt[k] = at
+}
+
+// lastCommitAt is when the group's offset of k was last committed (unix ns; 0: never).
+func (g *group) lastCommitAt(k batchlog.OffsetKey) int64 {
+	if at, ok := g.committedAt[k]; ok {
+		return at
+	}
+	if o, ok := g.offsets[k]; ok {
+		return o.CommitTime * int64(time.Millisecond)
+	}
+	return 0
 }
 
 // commitAllowed is GroupCoordinator.doCommitOffsets's membership and generation check.
@@ -427,19 +447,26 @@ func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, 
 }
 
 // ApplyTxnOffsets commits the offsets of a committed transaction to the group, durably (one
-// synced Pebble batch, as OffsetCommit).
-func (c *Coordinator) ApplyTxnOffsets(name string, offsets map[batchlog.OffsetKey]batchlog.CommittedOffset) error {
+// synced Pebble batch, as OffsetCommit). at says when each was given (TxnOffsetCommit): an
+// offset committed since then outside the transaction stays, as Kafka keeps the later record.
+func (c *Coordinator) ApplyTxnOffsets(name string, offsets map[batchlog.OffsetKey]batchlog.CommittedOffset, at map[batchlog.OffsetKey]int64) error {
 	g := c.get(name, true)
 	if g == nil {
 		return errors.New("groups: coordinator closed")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for k := range offsets {
+		if g.lastCommitAt(k) > at[k] {
+			delete(offsets, k)
+		}
+	}
 	if err := c.store.CommitOffsets(g.name, offsets); err != nil {
 		return err
 	}
 	for k, v := range offsets {
 		g.offsets[k] = v
+		g.setCommittedAt(k, at[k])
 	}
 	return nil
 }

@@ -28,12 +28,13 @@ func (s *Server) startTxns() error {
 		CommitOffsets: func(group string, offsets []txn.PendingOffset) error {
 			now := time.Now().UnixMilli()
 			m := make(map[batchlog.OffsetKey]batchlog.CommittedOffset, len(offsets))
+			at := make(map[batchlog.OffsetKey]int64, len(offsets))
 			for _, o := range offsets {
-				m[batchlog.OffsetKey{Topic: o.Topic, Partition: o.Partition}] = batchlog.CommittedOffset{
-					Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: now,
-				}
+				k := batchlog.OffsetKey{Topic: o.Topic, Partition: o.Partition}
+				m[k] = batchlog.CommittedOffset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: now}
+				at[k] = o.At
 			}
-			return s.groups.ApplyTxnOffsets(group, m)
+			return s.groups.ApplyTxnOffsets(group, m, at)
 		},
 		Logger: s.log,
 	})

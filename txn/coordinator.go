@@ -70,6 +70,9 @@ type PendingOffset struct {
 	Offset      int64  `json:"o"`
 	LeaderEpoch int32  `json:"e"`
 	Metadata    string `json:"m"`
+	// At is when TxnOffsetCommit took it (unix ns): a plain OffsetCommit of the partition after
+	// that wins over it when the transaction commits, as the later record does in Kafka.
+	At int64 `json:"at"`
 }
 
 // record is a transactional id's durable state.
@@ -515,7 +518,9 @@ func (c *Coordinator) CommitOffsets(id string, producerID int64, epoch int16, gr
 	if n.Offsets == nil {
 		n.Offsets = map[string][]PendingOffset{}
 	}
+	now := c.cfg.Now().UnixNano()
 	for _, o := range offsets {
+		o.At = now
 		list := n.Offsets[group]
 		if i := slices.IndexFunc(list, func(p PendingOffset) bool { return p.Topic == o.Topic && p.Partition == o.Partition }); i >= 0 {
 			list[i] = o

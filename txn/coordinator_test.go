@@ -84,7 +84,13 @@ func newHarness(t *testing.T, store *memStore) *harness {
 		CommitOffsets: func(group string, offsets []PendingOffset) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			h.offsets[group] = append(h.offsets[group], offsets...)
+			for _, o := range offsets {
+				if o.At == 0 {
+					t.Errorf("offset %+v applied without the time it was committed", o)
+				}
+				o.At = 0
+				h.offsets[group] = append(h.offsets[group], o)
+			}
 			return nil
 		},
 		Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now },
