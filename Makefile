@@ -1,7 +1,7 @@
 # Inlet. `make demo` runs the main job; `make test` runs every test (set-up included).
 GO ?= go
 
-.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench-recovery bench-space bench chaos profile setup clean
+.PHONY: all build demo test test-short race fuzz franz-go-suite bench-produce bench-writeamp bench-recovery bench-space bench-compaction bench chaos profile setup clean
 
 all: build
 
@@ -64,6 +64,11 @@ bench-writeamp:
 # Start-up (Open) after a crash-like close of 64 MiB, 256 MiB and 1 GiB segment logs.
 bench-recovery:
 	$(GO) test -run '^$$' -bench BenchmarkRecovery -benchtime 5x ./batchlog/
+
+# Produce throughput beside a compacted topic being compacted, against the same load without
+# the passes (10 s each, three times).
+bench-compaction:
+	$(GO) test -run '^$$' -bench BenchmarkProduceBesideCompaction -benchtime 1x -count 3 -timeout 10m ./batchlog/
 
 # Disk bytes held against bytes retained: a firehose with 3 s retention beside a 7-day topic,
 # with and without copying live batches forward (20 s each).
