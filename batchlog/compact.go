@@ -13,9 +13,10 @@ package batchlog
 //     min.compaction.lag.ms.
 //  2. The pass runs only when the dirty part [cleaned-to, end) is at least
 //     min.cleanable.dirty.ratio of the range's bytes.
-//  3. A map of the dirty part gives each key's last offset (records of aborted transactions
-//     and control batches do not count); then every batch of the range is filtered: a record
-//     stays if no later record below end has its key; a tombstone (null value) that stays goes
+//  3. A map of the dirty part, up to the last stable offset, gives each key's last offset
+//     (records of aborted transactions and control batches do not count; it is built in the
+//     same scan as step 1's headers); then every batch of the range is filtered: a record
+//     stays if no later record in the map has its key; a tombstone (null value) that stays goes
 //     once its batch is older than delete.retention.ms; records of aborted transactions go;
 //     control batches stay whole.
 //  4. A batch that lost records is rewritten under its own header (base offset, last offset
@@ -144,44 +145,27 @@ func abortedAt(aborted []AbortedTxn, b batchMeta) bool {
 // compactPartition runs one pass on p; it returns the bytes it rewrote.
 func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int64) (int, error) {
 	start, hw, lso := p.LogStartOffset(), p.HighWatermark(), p.LastStableOffset()
-	var batches []batchMeta
-	if err := l.scanBatches(p, start, hw, func(b []byte) error {
-		batches = append(batches, metaOf(b))
-		return nil
-	}); err != nil {
-		return 0, err
-	}
-	end := cleanableEnd(batches, st, lso, nowMs)
 	cleaned := max(p.cleanedTo.Load(), start)
-	var dirtyBytes, totalBytes int64
-	for _, b := range batches {
-		if b.base >= end {
-			break
-		}
-		totalBytes += int64(b.size)
-		if b.base >= cleaned {
-			dirtyBytes += int64(b.size)
-		}
-	}
-	if dirtyBytes == 0 || float64(dirtyBytes) < st.MinCleanableRatio*float64(totalBytes) {
-		return 0, nil
-	}
-	aborted := p.AbortedTxns(start, end)
+	aborted := p.AbortedTxns(start, lso)
 
-	// The key map of the dirty part.
-	last := map[string]int64{}
-	var scratch []byte
-	mapEnd := end
-	err := l.scanBatches(p, cleaned, end, func(batch []byte) error {
+	// One scan gives the batches' headers and the key map: each key's last offset among
+	// the records from the dirty part up to the last stable offset (not those of aborted
+	// transactions, nor markers). A record below end with a later one in the map is
+	// superseded by a record that stays readable, whether or not that one is below end.
+	var (
+		batches []batchMeta
+		last    = map[string]int64{}
+		scratch []byte
+		mapFull int64 = -1 // the first batch left out of a full map
+	)
+	err := l.scanBatches(p, start, hw, func(batch []byte) error {
 		m := metaOf(batch)
-		if m.base >= mapEnd {
-			return nil
-		}
-		if m.control || abortedAt(aborted, m) {
+		batches = append(batches, m)
+		if m.base < cleaned || m.last >= lso || m.control || abortedAt(aborted, m) || mapFull >= 0 {
 			return nil
 		}
 		if len(last) >= compactMaxKeys {
-			mapEnd = m.base // the map is full: this pass cleans up to here
+			mapFull = m.base // the map is full: this pass cleans up to here
 			return nil
 		}
 		var err error
@@ -196,7 +180,23 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 	if err != nil {
 		return 0, err
 	}
-	end = mapEnd
+	end := cleanableEnd(batches, st, lso, nowMs)
+	if mapFull >= 0 {
+		end = min(end, mapFull)
+	}
+	var dirtyBytes, totalBytes int64
+	for _, b := range batches {
+		if b.base >= end {
+			break
+		}
+		totalBytes += int64(b.size)
+		if b.base >= cleaned {
+			dirtyBytes += int64(b.size)
+		}
+	}
+	if dirtyBytes == 0 || float64(dirtyBytes) < st.MinCleanableRatio*float64(totalBytes) {
+		return 0, nil
+	}
 
 	// Filter the range and submit the changes.
 	pace, chunk := compactBytesPerSec, compactChunk
@@ -240,7 +240,7 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 			off := m.base + int64(r.OffsetDelta)
 			if r.Key != nil {
 				if latest, ok := last[string(r.Key)]; ok && latest > off {
-					return nil // a later record of the key, below end, replaces it
+					return nil // a later record of the key replaces it
 				}
 				if r.Value == nil && nowMs-m.maxTs > st.DeleteRetentionMs {
 					return nil // a tombstone past delete.retention.ms
