@@ -70,6 +70,7 @@ if [[ -n ${KILL_EVERY:-} ]]; then
 		done
 	) &
 	killer_pid=$!
+	echo "KILL_EVERY=$KILL_EVERY: SIGKILL and restart the node every $KILL_EVERY to $((2 * KILL_EVERY)) s, at most ${KILLS:-4} times"
 fi
 
 echo "running the kgo suite against 127.0.0.1:$port${SKIP:+ (skipping $SKIP)}"
