@@ -88,7 +88,10 @@ type groupScratch struct {
 	nowMs      int64         // the group's time: a producer window's LastWrite
 	partitions []*Partition
 	lastMeta   time.Time // when the last group carrying metadata was built
-	key, kv    []byte    // the store copies keys and values on set, so one buffer serves all
+	// forceMeta: the group being built drops index entries (compaction), so it must carry the
+	// checkpoint: replay must not index again, from the segments, a batch it dropped.
+	forceMeta bool
+	key, kv   []byte // the store copies keys and values on set, so one buffer serves all
 }
 
 // commitGroup commits reqs as one group; withMetadata makes it carry the metadata whatever
@@ -127,7 +130,7 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 			l.commitAppend(g, pg, &r.Appends[i])
 		}
 	}
-	if every := l.store.metadataInterval(); withMetadata || every == 0 || time.Since(s.lastMeta) >= every {
+	if every := l.store.metadataInterval(); withMetadata || every == 0 || s.forceMeta || time.Since(s.lastMeta) >= every {
 		l.addMetadata(g)
 	}
 	if err := g.apply(); err != nil {
@@ -184,6 +187,7 @@ func (l *Log) addMetadata(g group) {
 		g.set(k, s.kv)
 	}
 	g.carriesMetadata()
+	s.forceMeta = false
 	clear(s.partitions)
 	s.partitions = s.partitions[:0]
 	s.producers = s.producers[:0]
@@ -200,10 +204,12 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 	p := a.Partition
 	if a.Relocate {
 		if a.Batch == nil {
-			// Compaction removed every record of the batch: its index entry goes.
+			// Compaction removed every record of the batch: its index entry goes, in a group
+			// that moves the checkpoint past the batch (and every copy of it).
 			var k [dataKeyLen]byte
 			putDataKey(k[:], p.ID, a.BaseOffset)
 			g.del(k[:])
+			l.scratch.forceMeta = true
 			return
 		}
 		// A copy moved forward by the reclaim pass, or rewritten by compaction: stored again

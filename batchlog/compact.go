@@ -9,16 +9,19 @@ package batchlog
 //     segment (emulated: a new virtual segment starts where a batch would have made the
 //     previous one larger than segment.bytes, or later than segment.ms after its first
 //     batch's timestamp, as Kafka rolls), no later than the last stable offset (an open
-//     transaction is never compacted), nor than the first batch younger than
-//     min.compaction.lag.ms.
+//     transaction is never compacted), nor, when min.compaction.lag.ms is set, than the first
+//     batch younger than it.
 //  2. The pass runs only when the dirty part [cleaned-to, end) is at least
-//     min.cleanable.dirty.ratio of the range's bytes.
+//     min.cleanable.dirty.ratio of the range's bytes: checked first on the index up to the
+//     last stable offset (a bound of the real ratio, read without touching a batch), then
+//     exactly.
 //  3. A map of the dirty part, up to the last stable offset, gives each key's last offset
 //     (records of aborted transactions and control batches do not count; it is built in the
-//     same scan as step 1's headers); then every batch of the range is filtered: a record
-//     stays if no later record in the map has its key; a tombstone (null value) that stays goes
-//     once its batch is older than delete.retention.ms; records of aborted transactions go;
-//     control batches stay whole.
+//     same scan as step 1's headers, and bounded to compactMaxMapBytes, past which the pass
+//     ends early); then every batch of the range is filtered: a record stays if no later record
+//     in the map has its key; a tombstone (null value) that stays goes delete.retention.ms
+//     after the first pass that compacted past it (Kafka's delete horizon, KIP-534: never the
+//     producer's timestamp); records of aborted transactions go; control batches stay whole.
 //  4. A batch that lost records is rewritten under its own header (base offset, last offset
 //     delta, timestamps, producer id, epoch and base sequence unchanged: offsets and the
 //     sequence ranges of what remains stay as they were), uncompressed; a batch that lost
@@ -28,7 +31,11 @@ package batchlog
 //
 // Crash safety is the reclaim pass's: a crash before the group's index is durable leaves the
 // old batches indexed (the pass is simply redone); replay indexes a rewritten copy where it
-// now lies. The old segments go later, through reclaimSegments, once nothing names them.
+// now lies. A dropped batch leaves nothing in the segments to tell replay, so the group that
+// drops it carries the checkpoint (commit.go's forceMeta): once its deletion is durable,
+// replay starts after the batch and every copy of it, and never indexes it again (which
+// would bring back a key whose tombstone went). The old segments go later, through
+// reclaimSegments, once nothing names them.
 //
 // Pacing: a pass rewrites at most compactMaxBytes and sleeps after each request so that it
 // writes at most compactBytesPerSec: produce keeps the disk.
@@ -37,6 +44,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +59,8 @@ const (
 	compactMaxBytes    = 256 << 20 // rewritten bytes per partition per pass
 	compactBytesPerSec = 64 << 20  // the pace of the rewrite
 	compactReadChunk   = 8 << 20   // bytes read from the log at a time
-	compactMaxKeys     = 4 << 20   // keys in one pass's map; past it, the dirty part ends early
+	compactMaxMapBytes = 128 << 20 // one pass's key map (log.cleaner.dedupe.buffer.size); past it, the dirty part ends early
+	mapEntryOverhead   = 64        // a map entry's bytes beside its key, roughly
 )
 
 // compactionCounts is what compaction passes did since start (Stats).
@@ -95,11 +104,11 @@ func (l *Log) scanBatches(p *Partition, from, to int64, fn func(batch []byte) er
 	return nil
 }
 
-func metaOf(batch []byte) batchMeta {
-	h, _ := wire.ParseBatchHeader(batch)
+func metaOf(batch []byte) (batchMeta, error) {
+	h, err := wire.ParseBatchHeader(batch)
 	return batchMeta{base: h.BaseOffset, last: h.BaseOffset + int64(h.LastOffsetDelta), size: len(batch),
 		firstTs: h.FirstTimestamp, maxTs: h.MaxTimestamp, producerID: h.ProducerID,
-		control: h.IsControl(), txnl: h.IsTransactional()}
+		control: h.IsControl(), txnl: h.IsTransactional()}, err
 }
 
 // cleanableEnd is step 1 of the package comment's pass.
@@ -117,6 +126,9 @@ func cleanableEnd(batches []batchMeta, st topicconfig.Settings, lso, nowMs int64
 		segBytes += b.size
 	}
 	end := min(batches[active].base, lso)
+	if st.MinCompactionLagMs <= 0 {
+		return end // as Kafka: no lag, no timestamp check (a future timestamp stops nothing)
+	}
 	for _, b := range batches {
 		if b.base >= end {
 			break
@@ -129,14 +141,20 @@ func cleanableEnd(batches []batchMeta, st topicconfig.Settings, lso, nowMs int64
 	return end
 }
 
-// abortedAt reports whether the batch is data of an aborted transaction.
+// abortedAt reports whether the batch is data of an aborted transaction. aborted is sorted by
+// LastOffset; a transaction holding the batch ends after it, and none listed after an entry
+// whose LastStable is past the batch began before the batch.
 func abortedAt(aborted []AbortedTxn, b batchMeta) bool {
 	if !b.txnl || b.control {
 		return false
 	}
-	for _, a := range aborted {
-		if a.ProducerID == b.producerID && b.base >= a.FirstOffset && b.base < a.LastOffset {
+	for i := sort.Search(len(aborted), func(i int) bool { return aborted[i].LastOffset > b.base }); i < len(aborted); i++ {
+		a := aborted[i]
+		if a.ProducerID == b.producerID && b.base >= a.FirstOffset {
 			return true
+		}
+		if a.LastStable > b.base {
+			break
 		}
 	}
 	return false
@@ -146,6 +164,12 @@ func abortedAt(aborted []AbortedTxn, b batchMeta) bool {
 func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int64) (int, error) {
 	start, hw, lso := p.LogStartOffset(), p.HighWatermark(), p.LastStableOffset()
 	cleaned := max(p.cleanedTo.Load(), start)
+	// From the index alone, before reading any batch: the dirty ratio up to the last stable
+	// offset bounds the ratio up to any end before it (taking dirty bytes off the tail lowers
+	// it), so a partition with too little dirt is left unread.
+	if ok, err := l.dirtyEnough(p, start, cleaned, lso, st.MinCleanableRatio); err != nil || !ok {
+		return 0, err
+	}
 	aborted := p.AbortedTxns(start, lso)
 
 	// One scan gives the batches' headers and the key map: each key's last offset among
@@ -158,19 +182,25 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 		scratch []byte
 		mapFull int64 = -1 // the first batch left out of a full map
 	)
+	mapBytes := 0
 	err := l.scanBatches(p, start, hw, func(batch []byte) error {
-		m := metaOf(batch)
+		m, err := metaOf(batch)
+		if err != nil {
+			return fmt.Errorf("batchlog: compacting %s/%d: %w", p.Topic, p.Index, err)
+		}
 		batches = append(batches, m)
 		if m.base < cleaned || m.last >= lso || m.control || abortedAt(aborted, m) || mapFull >= 0 {
 			return nil
 		}
-		if len(last) >= compactMaxKeys {
+		if mapBytes >= compactMaxMapBytes {
 			mapFull = m.base // the map is full: this pass cleans up to here
 			return nil
 		}
-		var err error
 		scratch, err = wire.ForEachRecord(batch, scratch, func(r wire.Record) error {
 			if r.Key != nil {
+				if _, ok := last[string(r.Key)]; !ok {
+					mapBytes += len(r.Key) + mapEntryOverhead
+				}
 				last[string(r.Key)] = m.base + int64(r.OffsetDelta)
 			}
 			return nil
@@ -207,7 +237,7 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 		req                       = &Request{}
 		reqBytes                  int
 		rewritten                 int
-		raws                      [][]byte
+		kept                      []wire.Record
 		removed, rewrote, dropped int64
 	)
 	flush := func() error {
@@ -224,14 +254,16 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 		return nil
 	}
 	err = l.scanBatches(p, start, end, func(batch []byte) error {
-		m := metaOf(batch)
+		m, err := metaOf(batch)
+		if err != nil {
+			return err
+		}
 		if m.base >= end || m.control || rewritten >= compactMaxBytes {
 			return nil
 		}
 		dropAll := abortedAt(aborted, m)
-		raws = raws[:0]
+		kept = kept[:0]
 		total := 0
-		var err error
 		scratch, err = wire.ForEachRecord(batch, scratch, func(r wire.Record) error {
 			total++
 			if dropAll {
@@ -242,25 +274,26 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 				if latest, ok := last[string(r.Key)]; ok && latest > off {
 					return nil // a later record of the key replaces it
 				}
-				if r.Value == nil && nowMs-m.maxTs > st.DeleteRetentionMs {
+				if r.Value == nil && p.tombstoneExpired(off, nowMs, st.DeleteRetentionMs) {
 					return nil // a tombstone past delete.retention.ms
 				}
 			}
-			raws = append(raws, r.Raw)
+			kept = append(kept, r)
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("batchlog: compacting %s/%d at %d: %w", p.Topic, p.Index, m.base, err)
 		}
-		if len(raws) == total {
+		if len(kept) == total {
 			return nil
 		}
-		removed += int64(total - len(raws))
+		removed += int64(total - len(kept))
 		a := Append{Partition: p, BaseOffset: m.base, Relocate: true}
-		if len(raws) == 0 {
+		if len(kept) == 0 {
 			dropped++
+			reqBytes += m.size // paced as what it frees: deletes load the committer and Pebble too
 		} else {
-			a.Batch = wire.AppendRebuiltBatch(nil, batch, raws)
+			a.Batch = wire.AppendRebuiltBatch(nil, batch, kept)
 			rewrote++
 			reqBytes += len(a.Batch)
 			rewritten += len(a.Batch)
@@ -279,6 +312,7 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 	}
 	if rewritten < compactMaxBytes {
 		p.cleanedTo.Store(end)
+		p.notePass(start, end, nowMs)
 		var k [highKeyLen]byte
 		putCleanedKey(k[:], p.ID)
 		if err := l.db.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(end)), pebble.NoSync); err != nil {
@@ -319,10 +353,65 @@ func (l *Log) compactTopics(now time.Time) error {
 			continue
 		}
 		for _, p := range t.Partitions {
+			if l.closed.Load() {
+				return errors.Join(errs...)
+			}
 			if _, err := l.compactPartition(p, t.Settings, now.UnixMilli()); err != nil {
 				errs = append(errs, fmt.Errorf("compact %s/%d: %w", t.Name, p.Index, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cleanPass is when a pass compacted a partition up to end (unix ms).
+type cleanPass struct{ end, atMs int64 }
+
+// notePass records that a pass compacted [start, end) at nowMs; passes wholly below start are
+// forgotten.
+func (p *Partition) notePass(start, end, nowMs int64) {
+	i := 0
+	for i < len(p.cleanPasses) && p.cleanPasses[i].end <= start {
+		i++
+	}
+	p.cleanPasses = append(p.cleanPasses[i:], cleanPass{end, nowMs})
+}
+
+// tombstoneExpired reports whether the tombstone at off has been in the compacted part of
+// the partition for deleteRetentionMs: the delete horizon counts from the first pass that
+// compacted past it (KIP-534), never from the producer's timestamp. Passes are remembered in
+// memory: after a restart the horizon starts again, which keeps tombstones longer, never
+// shorter.
+func (p *Partition) tombstoneExpired(off, nowMs, deleteRetentionMs int64) bool {
+	for _, c := range p.cleanPasses {
+		if c.end > off {
+			return nowMs-c.atMs > deleteRetentionMs
+		}
+	}
+	return false
+}
+
+// dirtyEnough reports whether the bytes of p's batches in [cleaned, to) are at least ratio of
+// those in [start, to), reading only the index.
+func (l *Log) dirtyEnough(p *Partition, start, cleaned, to int64, ratio float64) (bool, error) {
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, start), UpperBound: dataKey(p.ID, to)})
+	if err != nil {
+		return false, err
+	}
+	var dirty, total int64
+	for valid := it.First(); valid; valid = it.Next() {
+		size, err := l.indexedBatchSize(it)
+		if err != nil {
+			it.Close()
+			return false, err
+		}
+		total += int64(size)
+		if dataKeyOffset(it.Key()) >= cleaned {
+			dirty += int64(size)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return false, err
+	}
+	return dirty > 0 && float64(dirty) >= ratio*float64(total), nil
 }

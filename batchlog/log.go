@@ -192,6 +192,9 @@ type Partition struct {
 	// cleanedTo: a compacted partition's batches below it were compacted by the last pass
 	// (compact.go); the retention goroutine's.
 	cleanedTo atomic.Int64
+	// cleanPasses: when passes compacted up to where (compact.go), for tombstones' delete
+	// horizon; the retention goroutine's.
+	cleanPasses []cleanPass
 }
 
 // HighWatermark is the offset after the last durable record.

@@ -124,7 +124,7 @@ const maxLong = "9223372036854775807"
 // Topic configs, in Kafka's names (TopicConfig).
 var defs = []*Def{
 	{Name: "cleanup.policy", Type: List, Default: "delete", Synonyms: []string{"log.cleanup.policy"},
-		Doc: "delete or compact or both; compaction itself is not performed yet (the policy is stored and reported)", valid: listOf("compact", "delete")},
+		Doc: "delete or compact or both: delete applies retention.ms and retention.bytes, compact keeps the latest record of each key", valid: listOf("compact", "delete")},
 	{Name: "compression.type", Type: String, Default: "producer", Synonyms: []string{"compression.type"},
 		Doc: "Inlet stores batches as the producer compressed them ('producer')", valid: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")},
 	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Synonyms: []string{"log.cleaner.delete.retention.ms"}, valid: atLeast(0)},

@@ -85,21 +85,30 @@ func ControlBatchType(batch []byte) (int16, error) {
 }
 
 // AppendRebuiltBatch appends a batch with orig's header (base offset, leader epoch,
-// attributes other than compression, last offset delta, timestamps, producer id, epoch and
-// base sequence) holding the records in raws, each a whole encoded record (Record.Raw) of
-// orig, uncompressed. Compaction writes what it keeps this way: the offsets, timestamps and
-// sequence range of the batch stay what they were, only records go.
-func AppendRebuiltBatch(dst, orig []byte, raws [][]byte) []byte {
+// attributes other than compression, last offset delta, first timestamp, producer id, epoch
+// and base sequence) holding recs, records of orig as ForEachRecord gave them (their Raw
+// bytes are copied), uncompressed. Compaction writes what it keeps this way: the offsets and
+// the sequence range of the batch stay what they were, only records go. The max timestamp is
+// that of the records kept (LogAppendTime batches keep theirs: it is the append time).
+func AppendRebuiltBatch(dst, orig []byte, recs []Record) []byte {
 	be := binary.BigEndian
 	start := len(dst)
 	dst = append(dst, orig[:RecordBatchOverhead]...)
-	for _, r := range raws {
-		dst = append(dst, r...)
+	var maxDelta int64
+	for i, r := range recs {
+		dst = append(dst, r.Raw...)
+		if i == 0 || r.TimestampDelta > maxDelta {
+			maxDelta = r.TimestampDelta
+		}
 	}
 	b := dst[start:]
+	attrs := be.Uint16(b[offAttributes:])
+	if attrs&attrLogAppendTime == 0 && len(recs) > 0 {
+		be.PutUint64(b[offMaxTimestamp:], uint64(int64(be.Uint64(b[offFirstTimestamp:]))+maxDelta))
+	}
 	be.PutUint32(b[offLength:], uint32(len(b)-logOverhead))
-	be.PutUint16(b[offAttributes:], be.Uint16(b[offAttributes:])&^attrCompressionMask)
-	be.PutUint32(b[offNumRecords:], uint32(len(raws)))
+	be.PutUint16(b[offAttributes:], attrs&^attrCompressionMask)
+	be.PutUint32(b[offNumRecords:], uint32(len(recs)))
 	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
 	return dst
 }
