@@ -244,7 +244,7 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 		if len(req.Appends) == 0 {
 			return nil
 		}
-		if err := l.submitRelocations(req); err != nil {
+		if err := l.submitRelocations(req, "compacting"); err != nil {
 			return err
 		}
 		if reqBytes > 0 {
@@ -326,20 +326,20 @@ func (l *Log) compactPartition(p *Partition, st topicconfig.Settings, nowMs int6
 	return rewritten, nil
 }
 
-// submitRelocations hands a request of relocations to the committer and waits until it is
-// durable.
-func (l *Log) submitRelocations(req *Request) error {
+// submitRelocations hands a request of relocations (copies forward, compacted batches) to the
+// committer and waits until it is durable; what names the work in errors.
+func (l *Log) submitRelocations(req *Request, what string) error {
 	done := make(chan struct{})
 	req.Done = func(*Request) { close(done) }
 	l.Submit(req)
 	select {
 	case <-done:
 	case <-l.stop:
-		return errors.New("batchlog: closed while compacting")
+		return fmt.Errorf("batchlog: closed while %s", what)
 	}
 	for i := range req.Appends {
 		if code := req.Appends[i].Err; code != 0 {
-			return fmt.Errorf("batchlog: compaction: error code %d", code)
+			return fmt.Errorf("batchlog: %s: error code %d", what, code)
 		}
 	}
 	return nil

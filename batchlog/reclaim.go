@@ -35,7 +35,6 @@ package batchlog
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -296,18 +295,8 @@ func (l *Log) relocate(live []liveEntry) error {
 			req.Appends = append(req.Appends, Append{Partition: e.p, Batch: buf[start:len(buf):len(buf)],
 				BaseOffset: e.base, Relocate: true})
 		}
-		done := make(chan struct{})
-		req.Done = func(*Request) { close(done) }
-		l.Submit(req)
-		select {
-		case <-done:
-		case <-l.stop:
-			return errors.New("batchlog: closed while copying batches forward")
-		}
-		for i := range req.Appends {
-			if code := req.Appends[i].Err; code != 0 {
-				return fmt.Errorf("batchlog: copying batches forward: error code %d", code)
-			}
+		if err := l.submitRelocations(req, "copying batches forward"); err != nil {
+			return err
 		}
 		l.relocatedBytes.Add(int64(bytes))
 	}

@@ -439,6 +439,22 @@ func (c *Coordinator) validate(t *txn, producerID int64, epoch int16) (*record, 
 	return r, wire.ErrNone
 }
 
+// operate runs fn on the transactional id's record, under its op lock, once the producer is
+// known to be its current one (validate).
+func (c *Coordinator) operate(id string, producerID int64, epoch int16, fn func(t *txn, r *record) int16) int16 {
+	t := c.get(id, false)
+	if t == nil {
+		return wire.ErrInvalidProducerIDMapping
+	}
+	t.op.Lock()
+	defer t.op.Unlock()
+	r, code := c.validate(t, producerID, epoch)
+	if code != wire.ErrNone {
+		return code
+	}
+	return fn(t, r)
+}
+
 // begin returns a copy of r made Ongoing.
 func (c *Coordinator) begin(r *record) *record {
 	n := r.clone()
@@ -452,84 +468,61 @@ func (c *Coordinator) begin(r *record) *record {
 // AddPartitions handles AddPartitionsToTxn: the partitions join the transaction, which
 // becomes Ongoing. The caller has already refused unknown partitions.
 func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition) int16 {
-	t := c.get(id, false)
-	if t == nil {
-		return wire.ErrInvalidProducerIDMapping
-	}
-	t.op.Lock()
-	defer t.op.Unlock()
-	r, code := c.validate(t, producerID, epoch)
-	if code != wire.ErrNone {
-		return code
-	}
-	if r.State == Ongoing && !slices.ContainsFunc(parts, func(tp TopicPartition) bool { return !r.hasPartition(tp) }) {
-		return wire.ErrNone // all added already
-	}
-	n := c.begin(r)
-	for _, tp := range parts {
-		if !n.hasPartition(tp) {
-			n.Partitions = append(n.Partitions, tp)
+	return c.operate(id, producerID, epoch, func(t *txn, r *record) int16 {
+		if r.State == Ongoing && !slices.ContainsFunc(parts, func(tp TopicPartition) bool { return !r.hasPartition(tp) }) {
+			return wire.ErrNone // all added already
 		}
-	}
-	return c.saveOr(t, n)
+		n := c.begin(r)
+		for _, tp := range parts {
+			if !n.hasPartition(tp) {
+				n.Partitions = append(n.Partitions, tp)
+			}
+		}
+		return c.saveOr(t, n)
+	})
 }
 
 // AddGroup handles AddOffsetsToTxn: the group's offsets may be committed in the transaction.
 func (c *Coordinator) AddGroup(id string, producerID int64, epoch int16, group string) int16 {
-	t := c.get(id, false)
-	if t == nil {
-		return wire.ErrInvalidProducerIDMapping
-	}
-	t.op.Lock()
-	defer t.op.Unlock()
-	r, code := c.validate(t, producerID, epoch)
-	if code != wire.ErrNone {
-		return code
-	}
-	if r.State == Ongoing && slices.Contains(r.Groups, group) {
-		return wire.ErrNone
-	}
-	n := c.begin(r)
-	n.Groups = append(n.Groups, group)
-	return c.saveOr(t, n)
+	return c.operate(id, producerID, epoch, func(t *txn, r *record) int16 {
+		if r.State == Ongoing && slices.Contains(r.Groups, group) {
+			return wire.ErrNone
+		}
+		n := c.begin(r)
+		n.Groups = append(n.Groups, group)
+		return c.saveOr(t, n)
+	})
 }
 
 // CommitOffsets handles TxnOffsetCommit's transactional side: the offsets are kept with the
 // transaction, durably, and applied to the group if it commits. The group must have been
 // added (AddOffsetsToTxn) in this transaction.
 func (c *Coordinator) CommitOffsets(id string, producerID int64, epoch int16, group string, offsets []PendingOffset) int16 {
-	t := c.get(id, false)
-	if t == nil {
-		return wire.ErrInvalidProducerIDMapping
-	}
-	t.op.Lock()
-	defer t.op.Unlock()
-	r, code := c.validate(t, producerID, epoch)
+	code := c.operate(id, producerID, epoch, func(t *txn, r *record) int16 {
+		if r.State != Ongoing || !slices.Contains(r.Groups, group) {
+			return wire.ErrInvalidTxnState
+		}
+		n := r.clone()
+		if n.Offsets == nil {
+			n.Offsets = map[string][]PendingOffset{}
+		}
+		now := c.cfg.Now().UnixNano()
+		for _, o := range offsets {
+			o.At = now
+			list := n.Offsets[group]
+			if i := slices.IndexFunc(list, func(p PendingOffset) bool { return p.Topic == o.Topic && p.Partition == o.Partition }); i >= 0 {
+				list[i] = o
+			} else {
+				list = append(list, o)
+			}
+			n.Offsets[group] = list
+		}
+		return c.saveOr(t, n)
+	})
 	if code == wire.ErrProducerFenced {
 		return wire.ErrInvalidProducerEpoch // the group coordinator's answer (GroupMetadata)
 	}
-	if code != wire.ErrNone {
-		return code
-	}
-	if r.State != Ongoing || !slices.Contains(r.Groups, group) {
-		return wire.ErrInvalidTxnState
-	}
-	n := r.clone()
-	if n.Offsets == nil {
-		n.Offsets = map[string][]PendingOffset{}
-	}
-	now := c.cfg.Now().UnixNano()
-	for _, o := range offsets {
-		o.At = now
-		list := n.Offsets[group]
-		if i := slices.IndexFunc(list, func(p PendingOffset) bool { return p.Topic == o.Topic && p.Partition == o.Partition }); i >= 0 {
-			list[i] = o
-		} else {
-			list = append(list, o)
-		}
-		n.Offsets[group] = list
-	}
-	return c.saveOr(t, n)
+	return code
 }
 
 func (c *Coordinator) saveOr(t *txn, n *record) int16 {
@@ -544,39 +537,31 @@ func (c *Coordinator) saveOr(t *txn, n *record) int16 {
 // completed is answered as it was; the other end after it, or an end with nothing open, is
 // INVALID_TXN_STATE.
 func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bool) int16 {
-	t := c.get(id, false)
-	if t == nil {
-		return wire.ErrInvalidProducerIDMapping
-	}
-	t.op.Lock()
-	defer t.op.Unlock()
-	r, code := c.validate(t, producerID, epoch)
-	if code != wire.ErrNone {
+	return c.operate(id, producerID, epoch, func(t *txn, r *record) int16 {
+		switch r.State {
+		case CompleteCommit:
+			if commit {
+				return wire.ErrNone
+			}
+			return wire.ErrInvalidTxnState
+		case CompleteAbort:
+			if !commit {
+				return wire.ErrNone
+			}
+			return wire.ErrInvalidTxnState
+		case Empty:
+			return wire.ErrInvalidTxnState
+		}
+		code := c.endLocked(t, r.clone(), commit)
+		switch {
+		case code != wire.ErrNone:
+		case commit:
+			c.commits.Add(1)
+		default:
+			c.aborts.Add(1)
+		}
 		return code
-	}
-	switch r.State {
-	case CompleteCommit:
-		if commit {
-			return wire.ErrNone
-		}
-		return wire.ErrInvalidTxnState
-	case CompleteAbort:
-		if !commit {
-			return wire.ErrNone
-		}
-		return wire.ErrInvalidTxnState
-	case Empty:
-		return wire.ErrInvalidTxnState
-	}
-	code = c.endLocked(t, r.clone(), commit)
-	switch {
-	case code != wire.ErrNone:
-	case commit:
-		c.commits.Add(1)
-	default:
-		c.aborts.Add(1)
-	}
-	return code
+	})
 }
 
 // endLocked ends the Ongoing transaction n (a copy of t's record, its epoch possibly bumped):
