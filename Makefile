@@ -26,9 +26,11 @@ test: setup
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/
 	scripts/franz-go-suite.sh
+	KILL_EVERY=2 KILLS=5 scripts/franz-go-suite.sh -test.run '^TestTxnEtl$$' -test.count 2
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
 
-# franz-go's kgo integration tests against a fresh node (exclusions and reasons in the script).
+# franz-go's kgo integration tests against a fresh node (make test runs TestTxnEtl a second
+# time with the node SIGKILLed 5 times behind HAProxy: KILL_EVERY in the script).
 franz-go-suite:
 	scripts/franz-go-suite.sh
 

@@ -10,8 +10,11 @@
 # new group would only slow the group tests down.
 #
 # KILL_EVERY=N (seconds) SIGKILLs the node every N to 2N seconds while the tests run and restarts
-# it on the same port and data directory (KILLS, default 4, bounds how many times); the run
-# fails if the node was never killed.
+# it on the same data directory (KILLS, default 4, bounds how many times); the run fails if the
+# node was never killed. The node then sits behind HAProxy in TCP mode, as in a deployment
+# (README, "Many nodes behind one address"), and advertises the proxy's address: HAProxy
+# retries a refused backend connection, so clients that reconnect while the node restarts
+# wait for it instead of failing their dial (the kgo tests take any such error as fatal).
 #
 # SUITE_LOG=FILE keeps the suite's whole output there (and the node's log in FILE.inlet).
 #
@@ -27,10 +30,15 @@ SKIP=${SKIP:-}
 
 work=$(mktemp -d)
 killer_pid=
+haproxy_pid=
 cleanup() {
 	if [[ -n $killer_pid ]]; then
 		kill "$killer_pid" 2>/dev/null || true
 		wait "$killer_pid" 2>/dev/null || true
+	fi
+	if [[ -n $haproxy_pid ]]; then
+		kill "$haproxy_pid" 2>/dev/null || true
+		wait "$haproxy_pid" 2>/dev/null || true
 	fi
 	if [[ -s $work/inlet.pid ]]; then
 		kill "$(cat "$work/inlet.pid")" 2>/dev/null || true
@@ -46,13 +54,34 @@ echo "franz-go $version: building the kgo test binary"
 $GO test -c -o "$work/kgo.test" github.com/twmb/franz-go/pkg/kgo
 $GO build -o "$work/inlet" ./cmd/inlet
 
-# A free loopback port.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Free loopback ports: the one the tests use, and the node's own behind HAProxy (KILL_EVERY).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+node_port=$port
+if [[ -n ${KILL_EVERY:-} ]]; then
+	node_port=$(free_port)
+	haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
+	cat >"$work/haproxy.cfg" <<CFG
+defaults
+    mode tcp
+    timeout connect 250ms
+    timeout client 120s
+    timeout server 120s
+    retries 20
+frontend kafka
+    bind 127.0.0.1:$port
+    default_backend inlet
+backend inlet
+    server n1 127.0.0.1:$node_port
+CFG
+	"$haproxy" -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
+	haproxy_pid=$!
+fi
 start_inlet() {
-	"$work/inlet" --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn --group-initial-rebalance-delay-ms 0 >>"$work/inlet.log" 2>&1 &
+	"$work/inlet" --listen "127.0.0.1:$node_port" --advertise "127.0.0.1:$port" --data-dir "$work/data" --log-level warn --group-initial-rebalance-delay-ms 0 >>"$work/inlet.log" 2>&1 &
 	echo $! >"$work/inlet.pid"
 	for _ in $(seq 50); do
-		if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
+		if (exec 3<>/dev/tcp/127.0.0.1/$node_port) 2>/dev/null; then break; fi
 		sleep 0.1
 	done
 }
@@ -70,7 +99,7 @@ if [[ -n ${KILL_EVERY:-} ]]; then
 		done
 	) &
 	killer_pid=$!
-	echo "KILL_EVERY=$KILL_EVERY: SIGKILL and restart the node every $KILL_EVERY to $((2 * KILL_EVERY)) s, at most ${KILLS:-4} times"
+	echo "KILL_EVERY=$KILL_EVERY: SIGKILL and restart the node every $KILL_EVERY to $((2 * KILL_EVERY)) s, at most ${KILLS:-4} times, behind HAProxy"
 fi
 
 echo "running the kgo suite against 127.0.0.1:$port${SKIP:+ (skipping $SKIP)}"
