@@ -127,7 +127,7 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 			r.Inspect()
 		}
 		for i := range r.Appends {
-			l.commitAppend(g, pg, &r.Appends[i])
+			l.commitAppend(g, pg, r, &r.Appends[i])
 		}
 	}
 	if every := l.store.metadataInterval(); withMetadata || every == 0 || s.forceMeta || time.Since(s.lastMeta) >= every {
@@ -197,7 +197,7 @@ func (l *Log) addMetadata(g group) {
 
 // commitAppend runs the idempotence check for one batch and, when it is new, assigns its
 // offsets and adds it to the group.
-func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
+func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
 	if a.Err != wire.ErrNone || a.Partition == nil {
 		return
 	}
@@ -251,7 +251,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, a *Append) {
 			return
 		}
 		if a.Transactional || st.TxnFirstOffset >= 0 {
-			if a.Err = l.checkTransactional(a, st); a.Err != wire.ErrNone {
+			if a.Err = l.checkTransactional(r.TransactionalID, a, st); a.Err != wire.ErrNone {
 				return
 			}
 		}

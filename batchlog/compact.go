@@ -89,16 +89,19 @@ func (l *Log) scanBatches(p *Partition, from, to int64, fn func(batch []byte) er
 		if len(buf) == 0 {
 			return nil
 		}
-		for b := buf; len(b) >= wire.RecordBatchOverhead; {
-			n := 12 + int(binary.BigEndian.Uint32(b[8:]))
-			if n > len(b) {
-				return errors.New("batchlog: compaction read a partial batch")
+		for b := buf; ; {
+			batch, rest, err := wire.NextBatch(b)
+			if err != nil {
+				return fmt.Errorf("batchlog: %s/%d: %w", p.Topic, p.Index, err)
 			}
-			if err := fn(b[:n]); err != nil {
+			if batch == nil {
+				break
+			}
+			if err := fn(batch); err != nil {
 				return err
 			}
-			from = wire.BatchLastOffset(b[:n]) + 1
-			b = b[n:]
+			from = wire.BatchLastOffset(batch) + 1
+			b = rest
 		}
 	}
 	return nil

@@ -230,10 +230,8 @@ type Append struct {
 	// no offset assigned and no producer window touched.
 	Relocate bool
 	// Transactional is the batch's transactional attribute: it opens the producer's
-	// transaction on the partition, or continues it (txn.go). TransactionalID is the
-	// produce request's.
-	Transactional   bool
-	TransactionalID string
+	// transaction on the partition, or continues it (txn.go).
+	Transactional bool
 	// Marker makes the append a transaction marker built by MarkerAppend (txn.go).
 	Marker Marker
 
@@ -248,6 +246,9 @@ type Append struct {
 // failures) are skipped by the committer and answered with that error.
 type Request struct {
 	Appends []Append
+	// TransactionalID is the produce request's, which its transactional batches are checked
+	// against (txn.go).
+	TransactionalID string
 	// Done is called once, from the completer goroutine, after the request's appends are
 	// durable (or refused). It must not block for long: it runs on the commit path.
 	Done func(*Request)

@@ -179,7 +179,7 @@ func abortedValue(a AbortedTxn) []byte {
 // transaction. A batch at a new epoch while a transaction is open is refused too: only the
 // coordinator's markers move an open transaction's epoch, and a window raised past them would
 // refuse the marker that ends it.
-func (l *Log) checkTransactional(a *Append, st *idem.State) int16 {
+func (l *Log) checkTransactional(transactionalID string, a *Append, st *idem.State) int16 {
 	if !a.Transactional {
 		if st.TxnFirstOffset >= 0 {
 			return wire.ErrInvalidTxnState
@@ -190,7 +190,7 @@ func (l *Log) checkTransactional(a *Append, st *idem.State) int16 {
 		return wire.ErrInvalidProducerEpoch
 	}
 	fn := l.verifyTxn.Load()
-	if fn == nil || !(*fn)(a.TransactionalID, a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
+	if fn == nil || !(*fn)(transactionalID, a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
 		return wire.ErrInvalidTxnState
 	}
 	return wire.ErrNone

@@ -63,6 +63,18 @@ func heartbeat(c *Coordinator, member string, gen int32, instance *string) int16
 	return c.Heartbeat(r)
 }
 
+// waitRebalance heartbeats as member until the group answers REBALANCE_IN_PROGRESS (5 s at most).
+func waitRebalance(t *testing.T, c *Coordinator, member string, gen int32, instance *string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for heartbeat(c, member, gen, instance) != wire.ErrRebalanceInProgress {
+		if time.Now().After(deadline) {
+			t.Fatal("heartbeat never reported the rebalance")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func syncReq(member string, gen int32, assign map[string][]byte) *kmsg.SyncGroupRequest {
 	r := kmsg.NewPtrSyncGroupRequest()
 	r.Version = 3
@@ -109,13 +121,7 @@ func TestGroupFencingErrorCodes(t *testing.T) {
 	inst := "i1"
 	bch := make(chan *kmsg.JoinGroupResponse, 1)
 	go func() { bch <- c.Join(joinReq("", &inst, session), "c", "/h", done, nil) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for heartbeat(c, a, 1, nil) != wire.ErrRebalanceInProgress {
-		if time.Now().After(deadline) {
-			t.Fatal("heartbeat never reported the rebalance")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRebalance(t, c, a, 1, nil)
 	r = c.Join(joinReq(a, nil, session), "c", "/h", done, nil)
 	rb := <-bch
 	if r.ErrorCode != 0 || rb.ErrorCode != 0 || r.Generation != 2 || rb.Generation != 2 {
@@ -309,13 +315,7 @@ func TestStableGroupSurvivesARestart(t *testing.T) {
 	bch := make(chan *kmsg.JoinGroupResponse, 1)
 	inst2 := "static-2"
 	go func() { bch <- c.Join(joinReq("", &inst2, 5*time.Second), "client", "/h", done, nil) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for heartbeat(c, a, 1, &inst) != wire.ErrRebalanceInProgress {
-		if time.Now().After(deadline) {
-			t.Fatal("heartbeat never reported the rebalance")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRebalance(t, c, a, 1, &inst)
 	c.Join(joinReq(a, &inst, 5*time.Second), "client", "/h", done, nil)
 	<-bch
 	c.Close()

@@ -45,6 +45,7 @@ func (s *Server) handleProduce(r *request) {
 	}
 	ps.resp.Reset()
 	ps.log.Appends = ps.log.Appends[:0]
+	ps.log.TransactionalID = ""
 	ps.where = ps.where[:0]
 	ps.acks = ps.req.Acks
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
@@ -132,8 +133,7 @@ func (s *Server) handleProduce(r *request) {
 				LogAppendTime: topic.Settings.LogAppendTime,
 				// The log opens the producer's transaction on the partition only if the
 				// transaction coordinator added it (batchlog's txn.go).
-				Transactional:   h.IsTransactional(),
-				TransactionalID: txnID,
+				Transactional: h.IsTransactional(),
 			})
 			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
 		}
@@ -148,6 +148,7 @@ func (s *Server) handleProduce(r *request) {
 		r.produceCommitted(&ps.log)
 		return
 	}
+	ps.log.TransactionalID = txnID
 	s.blog.Submit(&ps.log)
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
 	"errors"
 	"time"
 
@@ -160,13 +159,12 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 // batchesEnd is the offset after the last record of the stored batches in data.
 func batchesEnd(data []byte) int64 {
 	var end int64
-	for len(data) >= wire.RecordBatchOverhead {
-		n := 12 + int(binary.BigEndian.Uint32(data[8:]))
-		if n > len(data) {
-			break
+	for {
+		batch, rest, err := wire.NextBatch(data)
+		if batch == nil || err != nil {
+			return end
 		}
-		end = wire.BatchLastOffset(data[:n]) + 1
-		data = data[n:]
+		end = wire.BatchLastOffset(batch) + 1
+		data = rest
 	}
-	return end
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -116,13 +115,15 @@ func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) 
 		if len(buf) == 0 {
 			break
 		}
-		for b := buf; len(b) >= wire.RecordBatchOverhead; {
-			n := 12 + int(binary.BigEndian.Uint32(b[8:12]))
-			if n > len(b) {
-				return -1, -1, errors.New("stored batch truncated")
+		for b := buf; ; {
+			batch, rest, err := wire.NextBatch(b)
+			if err != nil {
+				return -1, -1, err
 			}
-			batch := b[:n]
-			b = b[n:]
+			if batch == nil {
+				break
+			}
+			b = rest
 			h, herr := wire.ParseBatchHeader(batch)
 			if herr != nil {
 				return -1, -1, herr

@@ -19,15 +19,13 @@ func init() {
 	register(api{key: listTransactionsKey, min: 0, max: 1, handle: handleListTransactions})
 }
 
-var txnStateNames = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"}
-
 func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	p := principal(r)
 	states := map[string]bool{}
 	for _, f := range req.StateFilters {
-		if !slices.Contains(txnStateNames, f) {
+		if !slices.Contains(txn.StateNames, f) {
 			resp.UnknownStateFilters = append(resp.UnknownStateFilters, f)
 			continue
 		}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"inlet/batchlog"
@@ -37,21 +36,24 @@ func (s *Server) offsetOfMaxTimestamp(p *batchlog.Partition, limit int64) (int64
 		if len(buf) == 0 {
 			break
 		}
-		for b := buf; len(b) >= wire.RecordBatchOverhead; {
-			n := 12 + int(binary.BigEndian.Uint32(b[8:12]))
-			if n > len(b) {
-				return -1, -1, errors.New("stored batch truncated")
+		for b := buf; ; {
+			batch, rest, err := wire.NextBatch(b)
+			if err != nil {
+				return -1, -1, err
 			}
-			h, herr := wire.ParseBatchHeader(b[:n])
+			if batch == nil {
+				break
+			}
+			h, herr := wire.ParseBatchHeader(batch)
 			if herr != nil {
 				return -1, -1, herr
 			}
 			if h.MaxTimestamp > bestTS && !h.IsControl() {
 				bestTS, bestOff = h.MaxTimestamp, h.BaseOffset
-				best = append(best[:0], b[:n]...)
+				best = append(best[:0], batch...)
 			}
 			from = h.BaseOffset + int64(h.LastOffsetDelta) + 1
-			b = b[n:]
+			b = rest
 		}
 	}
 	if best == nil {

@@ -52,9 +52,12 @@ const (
 	CompleteAbort
 )
 
-func (s State) String() string {
-	return [...]string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"}[s]
-}
+// StateNames are Kafka's names of every transaction state, in TransactionState's order: the
+// states here, then Dead and PrepareEpochFence, which this coordinator never enters
+// (ListTransactions takes all of them as filters).
+var StateNames = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"}
+
+func (s State) String() string { return StateNames[s] }
 
 // TopicPartition names a partition added to a transaction.
 type TopicPartition struct {
@@ -137,9 +140,8 @@ type Coordinator struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.RWMutex
-	txns  map[string]*txn
-	byPID map[int64]*txn
+	mu   sync.RWMutex
+	txns map[string]*txn
 	// pending: for each group, the transactions holding offsets of it not yet ended.
 	pending map[string]map[*txn]bool
 
@@ -179,7 +181,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, txns: map[string]*txn{}, byPID: map[int64]*txn{},
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, txns: map[string]*txn{},
 		pending: map[string]map[*txn]bool{}, stop: make(chan struct{})}
 	stored, err := cfg.Store.LoadTxns()
 	if err != nil {
@@ -192,7 +194,6 @@ func New(cfg Config) (*Coordinator, error) {
 		}
 		t := &txn{id: id, rec: r}
 		c.txns[id] = t
-		c.byPID[r.ProducerID] = t
 		c.indexPending(t, nil, r)
 	}
 	return c, nil
@@ -290,12 +291,8 @@ func (c *Coordinator) save(t *txn, r *record) error {
 		return err
 	}
 	c.mu.Lock()
-	if old := t.rec; old != nil && old.ProducerID != r.ProducerID && c.byPID[old.ProducerID] == t {
-		delete(c.byPID, old.ProducerID)
-	}
 	c.indexPending(t, t.rec, r)
 	t.rec = r
-	c.byPID[r.ProducerID] = t
 	c.mu.Unlock()
 	return nil
 }

@@ -282,6 +282,23 @@ func SetLogAppendTime(batch []byte, ts int64) {
 	be.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
 }
 
+// errBatchTruncated: a stored batch's Length runs past the bytes read.
+var errBatchTruncated = errors.New("wire: stored batch truncated")
+
+// NextBatch splits the first batch off b, stored batches back to back as a read of the log
+// returns them (each sized by its Length field). batch is nil when b holds no further batch
+// header; err is set when the first batch runs past the end of b.
+func NextBatch(b []byte) (batch, rest []byte, err error) {
+	if len(b) < RecordBatchOverhead {
+		return nil, nil, nil
+	}
+	n := logOverhead + int(binary.BigEndian.Uint32(b[offLength:]))
+	if n > len(b) {
+		return nil, nil, errBatchTruncated
+	}
+	return b[:n], b[n:], nil
+}
+
 // BatchLastOffset returns the offset of the last record of a stored batch: its base offset
 // plus its last offset delta. batch must hold a whole batch header; a shorter slice panics.
 func BatchLastOffset(batch []byte) int64 {

@@ -293,3 +293,22 @@ func TestSetLogAppendTime(t *testing.T) {
 		t.Fatal("restamping with the same time changed the batch")
 	}
 }
+
+// TestNextBatchSplitsStoredBatches: batches back to back come apart at their Length fields; a
+// short tail is the end, a Length past the bytes an error.
+func TestNextBatchSplitsStoredBatches(t *testing.T) {
+	a, b := validBatch(t), buildBatch(t, CompressionNone, testRecords(2, 7), nil)
+	batch, rest, err := NextBatch(append(append([]byte(nil), a...), b...))
+	if err != nil || !bytes.Equal(batch, a) || !bytes.Equal(rest, b) {
+		t.Fatalf("first: %d bytes, rest %d, %v", len(batch), len(rest), err)
+	}
+	if batch, _, err = NextBatch(rest); err != nil || !bytes.Equal(batch, b) {
+		t.Fatalf("second: %d bytes, %v", len(batch), err)
+	}
+	if batch, _, err = NextBatch(a[:RecordBatchOverhead-1]); batch != nil || err != nil {
+		t.Fatalf("a short tail: %d bytes, %v", len(batch), err)
+	}
+	if _, _, err = NextBatch(a[:len(a)-1]); err == nil {
+		t.Fatal("a truncated batch split without an error")
+	}
+}
