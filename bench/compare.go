@@ -35,6 +35,9 @@ type CompareOptions struct {
 	// KfakeBin is the kfake-broker binary; empty: build Root/bin/kfake-broker if a kfake
 	// target is measured.
 	KfakeBin string
+	// Consume adds the consume phase (consume.go) to every run; nil: none. Zero fields take
+	// their defaults.
+	Consume *ConsumeSettings
 }
 
 // ParsePeer parses `name=shell command`. The command runs under /bin/sh -c with {port} and
@@ -65,6 +68,14 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 		if !slices.Contains(BuiltinTargets, name) {
 			return nil, fmt.Errorf("unknown target %q (built-in: %s; others with --peer)", name, strings.Join(BuiltinTargets, ", "))
 		}
+	}
+	var consume *ConsumeSettings
+	if o.Consume != nil {
+		c, err := o.Consume.normalize(o.Load)
+		if err != nil {
+			return nil, err
+		}
+		consume = &c
 	}
 	if err := o.Env.prepare(); err != nil {
 		return nil, err
@@ -109,23 +120,40 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	for _, t := range targets {
 		f.Targets = append(f.Targets, Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
 	}
+	f.Consume = consume
 	f.Baseline = targets[0].Name
 	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
 		f.Baseline = TargetInlet
 	}
-	prog := newProgress(o.Env.Stderr, KindCompare, len(targets)*o.Repeat, perPointEstimate(o.Load, o.Env.Pause))
+	perPoint := perPointEstimate(o.Load, o.Env.Pause)
+	if consume != nil {
+		perPoint += consume.estimate()
+	}
+	prog := newProgress(o.Env.Stderr, KindCompare, len(targets)*o.Repeat, perPoint)
 	for rep := 1; rep <= o.Repeat && ctx.Err() == nil; rep++ {
 		for _, t := range targets {
 			if ctx.Err() != nil {
 				break
 			}
 			prog.begin("%s, repeat %d/%d", t.Name, rep, o.Repeat)
-			run := o.Env.measure(ctx, t, o.Load, 0)
+			var then func(*server, *Run)
+			if consume != nil {
+				then = func(srv *server, run *Run) {
+					if t.Name == TargetInletDiscard {
+						run.Consume = &ConsumeRun{Skipped: "stores nothing to read back"}
+						return
+					}
+					fmt.Fprintf(o.Env.Stderr, "bench %s:        produce run over; consume phase on the same broker (fill, catch-up, tail)\n", KindCompare)
+					run.Consume = o.Env.consume(ctx, srv, o.Load, *consume)
+				}
+			}
+			run := o.Env.measureThen(ctx, t, o.Load, 0, then)
 			run.Repeat = rep
 			if t.Name == TargetInlet || t.Name == TargetInletDiscard {
 				run.Workers = o.Workers
 			}
 			prog.end(&run)
+			prog.endConsume(run.Consume)
 			f.Runs = append(f.Runs, run)
 			o.Env.pause(ctx)
 		}

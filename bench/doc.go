@@ -14,6 +14,13 @@
 // broker it starts are signalled and measured together, and a terminal's Ctrl-C reaches the
 // harness only, which then stops the broker itself and writes what it measured so far.
 //
+// `bench compare --consume` adds a consume phase to every run, on the same broker after the
+// produce figures are read and before it is stopped (consume.go, consume_run.go): a flat-out
+// fill of a topic of its own, a catch-up read of all of it by directly assigned kgo consumers
+// (records/s and records per broker CPU-second), and a tail at a fixed rate that the same
+// consumers follow, each value stamped with its send time (end-to-end latency, broker cores).
+// The leader's ExitStats then include the phase; the produce figures do not.
+//
 // Runs are interleaved so that drift of the machine spreads over every point: a sweep goes
 // 1 2 4 8 16, 1 2 4 8 16, ...; a comparison A B C, A B C, .... The chaos run (chaos.go) kills
 // inlet with SIGKILL at gaps drawn uniformly from [0.5, 1.5] × --kill-every while the producers

@@ -38,6 +38,7 @@ var sectionHeadings = []struct{ kind, heading string }{
 	{KindSweep, "Throughput against event-loop workers"},
 	{KindLatency, "Ack latency against offered load"},
 	{KindCompare, "Inlet against other brokers"},
+	{sectionConsume, "Reading back: catch-up and tail"},
 	{KindChaos, "Chaos: kill -9 under load"},
 }
 
@@ -170,6 +171,9 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 	for _, h := range sectionHeadings {
 		var b strings.Builder
 		fs := byKind[h.kind]
+		if h.kind == sectionConsume {
+			fs = consumeFiles(byKind[KindCompare])
+		}
 		if len(fs) == 0 {
 			fmt.Fprintf(&b, "_No %s results yet: %s._\n", h.kind, howToRun(h.kind))
 			out = append(out, section{h.kind, h.heading, b.String()})
@@ -184,6 +188,8 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 			renderCompare(&b, fs, link, chartLink, charts)
 		case KindChaos:
 			renderChaos(&b, fs, link)
+		case sectionConsume:
+			renderConsume(&b, fs, link, chartLink, charts)
 		}
 		out = append(out, section{h.kind, h.heading, b.String()})
 	}
@@ -196,19 +202,26 @@ func howToRun(kind string) string {
 		return "run `make bench`"
 	case KindChaos:
 		return "run `make chaos`"
+	case sectionConsume:
+		return "run `bin/bench compare --consume`"
 	}
 	return "run `bin/bench " + kind + "`"
 }
 
 // groups splits files (oldest first) by label, newest group first, each group newest first.
 func groups(files []*File) [][]*File {
+	// The same load against different sets of brokers is a different comparison: an
+	// inlet-only run must not hide the newest run against the peers.
+	return groupsBy(files, func(f *File) string { return f.Label + "\x00" + strings.Join(targetNames(f), ",") })
+}
+
+// groupsBy is groups with the files of a group named by key.
+func groupsBy(files []*File, key func(*File) string) [][]*File {
 	idx := map[string]int{}
 	var out [][]*File
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
-		// The same load against different sets of brokers is a different comparison: an
-		// inlet-only run must not hide the newest run against the peers.
-		key := f.Label + "\x00" + strings.Join(targetNames(f), ",")
+		key := key(f)
 		g, ok := idx[key]
 		if !ok {
 			g = len(out)

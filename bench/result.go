@@ -53,6 +53,9 @@ type File struct {
 	Runs    []Run         `json:"runs,omitempty"`
 	Summary []Summary     `json:"summary,omitempty"`
 	Chaos   *ChaosOutcome `json:"chaos,omitempty"`
+	// Consume is how the consume phase of `bench compare --consume` ran (consume.go); nil
+	// without one. Each run's figures are in its Run.Consume.
+	Consume *ConsumeSettings `json:"consume,omitempty"`
 
 	// Name is the file's path relative to the repository root (results/...), set when the
 	// file is written or read; not stored.
@@ -96,6 +99,10 @@ type Run struct {
 	Exit               ExitStats `json:"exit"`
 
 	Loadgen *loadgen.Result `json:"loadgen,omitempty"`
+
+	// Consume is the consume phase on the same broker after the produce run (compare
+	// --consume); its figures do not enter the produce ones above.
+	Consume *ConsumeRun `json:"consume,omitempty"`
 }
 
 // ok reports whether the run's numbers count toward the medians.
@@ -124,6 +131,9 @@ type Summary struct {
 	// record. Absent when there is no baseline or it has no successful run.
 	RecordsPerSecRatio *float64 `json:"records_per_sec_ratio,omitempty"`
 	CPUPerRecordRatio  *float64 `json:"cpu_per_record_ratio,omitempty"`
+
+	// Consume is the medians of the point's consume phases; nil when it had none.
+	Consume *ConsumeSummary `json:"consume,omitempty"`
 }
 
 // ChaosOutcome is the outcome of a chaos run.
@@ -192,6 +202,7 @@ func summarize(runs []Run, baseline string) []Summary {
 		s.CPUSecondsPerMillion = med(func(r *Run) float64 { return r.CPUSecondsPerMillion })
 		s.PeakRSSBytes = med(func(r *Run) float64 { return float64(r.Server.PeakRSSBytes) })
 		s.WriteAmplification = med(func(r *Run) float64 { return r.WriteAmplification })
+		s.Consume = summarizeConsume(groups[k])
 		out = append(out, s)
 	}
 	if baseline != "" {
@@ -199,6 +210,14 @@ func summarize(runs []Run, baseline string) []Summary {
 		for i := range out {
 			if out[i].Target == baseline && out[i].Runs > out[i].Failed {
 				base = &out[i]
+				break
+			}
+		}
+		for i := range out {
+			// The consume figures have their own successes: a produce run with a failed
+			// record may still have read back well, and the other way round.
+			if out[i].Target == baseline && out[i].Consume.measured() {
+				consumeRatios(out, out[i].Consume)
 				break
 			}
 		}

@@ -249,6 +249,14 @@ func (e *Env) inletTarget(name string, load Load, storage string, workers int, e
 // measure runs t on a fresh data directory under one loadgen run and returns the run, with
 // every problem (an interrupted ctx included) in Run.Error.
 func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Run {
+	return e.measureThen(ctx, t, load, rate, nil)
+}
+
+// measureThen is measure, calling then (if not nil) on the running broker after the loadgen
+// run and the reading of its /proc figures, before the broker is stopped: a further phase on
+// the same broker (compare --consume) cannot move the produce figures. then is not called
+// when the broker is no longer running.
+func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64, then func(*server, *Run)) Run {
 	run := Run{Target: t.Name, Rate: rate, Started: time.Now().UTC()}
 	fail := func(format string, a ...any) Run {
 		msg := fmt.Sprintf(format, a...)
@@ -286,6 +294,9 @@ func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Ru
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
 	stats, serr := srv.stats(e.clkTck)
+	if then != nil && srv.running() {
+		then(srv, &run)
+	}
 	exit, xerr := srv.stop()
 	run.Exit = exit
 	if lerr != nil {

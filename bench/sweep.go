@@ -92,7 +92,16 @@ func writeSummaryTable(w io.Writer, f *File) {
 		}
 		rows = append(rows, row)
 	}
-	widths := make([]int, len(header))
+	writeAligned(w, rows)
+	writeConsumeTable(w, f)
+}
+
+// writeAligned prints rows as columns, the first left-aligned, the others right-aligned.
+func writeAligned(w io.Writer, rows [][]string) {
+	if len(rows) == 0 {
+		return
+	}
+	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
 		for i, c := range r {
 			widths[i] = max(widths[i], len([]rune(c)))

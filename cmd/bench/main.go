@@ -32,6 +32,7 @@ const usageText = `usage: bench <command> [flags]
 commands:
   sweep    throughput against inlet's --workers (fresh inlet per point)
   compare  the same load against inlet, inlet-discard, kfake, kfake-sync and --peer brokers
+           (--consume: then fill, catch-up read and tail on the same broker)
   latency  ack latency at offered loads (--rates fractions of --of, or records/s)
   chaos    SIGKILL and restart inlet under verified load
   profile  CPU and allocation profiles of inlet under the standard load
@@ -164,11 +165,28 @@ func run(ctx context.Context, cmd string, args []string) int {
 		repeat := c.fs.Int("repeat", 3, "rounds over all targets")
 		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
 		kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
+		consume := c.fs.Bool("consume", false, "after each produce run, on the same broker: fill a topic, read it back with --consumers (catch-up), then follow a --tail-rate tail")
+		var cs bench.ConsumeSettings
+		c.fs.Int64Var(&cs.FillRecords, "fill-records", bench.DefaultFillRecords, "--consume: records written flat out before the catch-up read")
+		c.fs.IntVar(&cs.Consumers, "consumers", bench.DefaultConsumers, "--consume: consumer clients, the partitions dealt round-robin among them")
+		c.fs.Float64Var(&cs.TailRate, "tail-rate", bench.DefaultTailRate, "--consume: records/s produced during the tail")
+		c.fs.DurationVar(&cs.TailDuration, "tail-duration", bench.DefaultTailDuration, "--consume: sending time of the tail")
+		c.fs.IntVar(&cs.TailProducers, "tail-producers", 0, "--consume: producers of the tail (0: --producers)")
+		c.fs.DurationVar(&cs.Timeout, "consume-timeout", bench.DefaultConsumeTimeout, "--consume: bound of the fill and of the catch-up read each")
 		if !c.parse(args) {
 			return 2
 		}
 		o := bench.CompareOptions{Env: c.env, Load: c.load, Repeat: *repeat, Storage: c.storage, Workers: *workers,
 			InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
+		if *consume {
+			o.Consume = &cs
+		} else {
+			for _, name := range []string{"fill-records", "consumers", "tail-rate", "tail-duration", "tail-producers", "consume-timeout"} {
+				if isSet(c.fs, name) {
+					return usage(cmd, fmt.Errorf("--%s is only used with --consume", name))
+				}
+			}
+		}
 		for t := range strings.SplitSeq(*targets, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				o.Targets = append(o.Targets, t)
@@ -302,6 +320,12 @@ func checkTxnFlags(c *common) error {
 		return fmt.Errorf("--txn-abort-fraction must be in [0, 1], got %v", c.load.TxnAbortFraction)
 	}
 	return nil
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func usage(cmd string, err error) int {

@@ -1,0 +1,444 @@
+package bench
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"inlet/loadgen"
+)
+
+// The consume phase of `bench compare --consume` runs on each target's broker after the produce
+// run has been measured (and its /proc figures read), before the broker is stopped
+// (consume_run.go):
+//
+//  1. fill: loadgen writes FillRecords records flat out to a topic of its own, with the
+//     produce run's load settings; every record must be acknowledged.
+//  2. catch-up: Consumers kgo clients, the partitions dealt round-robin among them and
+//     assigned directly (ConsumePartitions from the start offset, no group), read every
+//     partition up to the high watermark listed after the fill. Records/s run from just before
+//     the clients are created to the last record; the broker's CPU seconds over the same
+//     window give records per server CPU-second.
+//  3. tail: TailProducers clients produce at TailRate records/s (open loop, loadgen's
+//     settings) for TailDuration while the same consumers follow the end of the topic. Each
+//     value carries its intended send time (stamp layout below); a consumer takes the
+//     receive time when PollFetches returns, and the difference is the end-to-end latency.
+//     Every acknowledged record must be received once, no record may fail.
+//
+// Every phase ends by itself: the fill and the catch-up after Timeout each, the tail
+// DrainTimeout after sending stops.
+
+// Fetch settings of every consumer. They are kgo's defaults (FetchMaxWait is kgo's 5 s, not the
+// Java client's 500 ms), set explicitly so that a kgo upgrade cannot move a figure, recorded in
+// ConsumeSettings and printed in its Label.
+const (
+	consumeFetchMaxBytes          int32 = 50 << 20
+	consumeFetchMaxPartitionBytes int32 = 1 << 20
+	consumeFetchMinBytes          int32 = 1
+	consumeFetchMaxWait                 = 5 * time.Second
+)
+
+// Defaults of ConsumeSettings.
+const (
+	DefaultFillRecords    = 10_000_000
+	DefaultConsumers      = 4
+	DefaultTailRate       = 200_000
+	DefaultTailDuration   = 20 * time.Second
+	DefaultConsumeTimeout = 5 * time.Minute
+	// DefaultDrainTimeout bounds the wait, after the tail producers stop sending, for their
+	// acks and for the consumers to receive every acknowledged record.
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+// ConsumeSettings configure the consume phase; once filled in (normalize) they are stored in
+// File.Consume, so that a report states how every target was read.
+type ConsumeSettings struct {
+	// Topic is the phase's own topic (the produce run's topic + "-consume"), so that the
+	// produce run's records are not read.
+	Topic      string `json:"topic"`
+	Partitions int    `json:"partitions"`
+	RecordSize int    `json:"record_size"`
+
+	FillRecords int64 `json:"fill_records"`
+	Consumers   int   `json:"consumers"`
+
+	FetchMaxBytes          int32         `json:"fetch_max_bytes"`
+	FetchMaxPartitionBytes int32         `json:"fetch_max_partition_bytes"`
+	FetchMinBytes          int32         `json:"fetch_min_bytes"`
+	FetchMaxWait           time.Duration `json:"fetch_max_wait_ns"`
+	IsolationLevel         string        `json:"isolation_level"`
+
+	TailRate      float64       `json:"tail_rate"`
+	TailDuration  time.Duration `json:"tail_duration_ns"`
+	TailProducers int           `json:"tail_producers"`
+
+	// Timeout bounds the fill and the catch-up read each.
+	Timeout      time.Duration `json:"timeout_ns"`
+	DrainTimeout time.Duration `json:"drain_timeout_ns"`
+}
+
+// normalize fills the zero fields (the topic, partitions and record size from load) and
+// checks the rest.
+func (s ConsumeSettings) normalize(load Load) (ConsumeSettings, error) {
+	topic := load.Topic
+	if topic == "" {
+		topic = "bench"
+	}
+	setDefault(&s.Topic, topic+"-consume")
+	setDefault(&s.Partitions, load.Partitions)
+	setDefault(&s.Partitions, loadgen.DefaultPartitions)
+	setDefault(&s.RecordSize, load.RecordSize)
+	setDefault(&s.RecordSize, loadgen.DefaultRecordSize)
+	setDefault(&s.FillRecords, DefaultFillRecords)
+	setDefault(&s.Consumers, DefaultConsumers)
+	setDefault(&s.TailRate, DefaultTailRate)
+	setDefault(&s.TailDuration, DefaultTailDuration)
+	setDefault(&s.TailProducers, load.Producers)
+	setDefault(&s.TailProducers, loadgen.DefaultProducers)
+	setDefault(&s.Timeout, DefaultConsumeTimeout)
+	setDefault(&s.DrainTimeout, DefaultDrainTimeout)
+	s.FetchMaxBytes, s.FetchMaxPartitionBytes = consumeFetchMaxBytes, consumeFetchMaxPartitionBytes
+	s.FetchMinBytes, s.FetchMaxWait, s.IsolationLevel = consumeFetchMinBytes, consumeFetchMaxWait, "read_uncommitted"
+	switch {
+	case load.Transactional:
+		return s, errors.New("the consume phase needs non-transactional producers (its counts assume no aborted records)")
+	case load.ValueFormat != "" && load.ValueFormat != loadgen.FormatRaw:
+		return s, fmt.Errorf("the consume phase needs raw values, not %s (the tail's values carry a send time)", load.ValueFormat)
+	case s.RecordSize < stampSize:
+		return s, fmt.Errorf("the consume phase needs records of at least %d bytes (send time, producer, sequence), got %d", stampSize, s.RecordSize)
+	case s.FillRecords < 1:
+		return s, fmt.Errorf("fill records must be at least 1, got %d", s.FillRecords)
+	case s.Consumers < 1:
+		return s, fmt.Errorf("consumers must be at least 1, got %d", s.Consumers)
+	case s.TailRate < 0 || !finite(s.TailRate):
+		return s, fmt.Errorf("tail rate must be a positive number, got %v", s.TailRate)
+	case s.TailDuration < 0 || s.Timeout < 0 || s.DrainTimeout < 0:
+		return s, errors.New("durations must not be negative")
+	}
+	// A consumer without a partition would measure nothing.
+	s.Consumers = min(s.Consumers, s.Partitions)
+	return s, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Label describes the phase for the summary and the report: everything that must be equal for
+// two consume figures to compare.
+func (s ConsumeSettings) Label() string {
+	return fmt.Sprintf("fill %s records of %d bytes into %d partitions; %d consumers (assigned partitions, fetch max %s, %s a partition, min %d B, max wait %v, %s); tail %s records/s from %d producers for %v",
+		thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, s.Consumers, byteSize(s.FetchMaxBytes),
+		byteSize(s.FetchMaxPartitionBytes), s.FetchMinBytes, s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
+		s.TailProducers, s.TailDuration)
+}
+
+func byteSize(b int32) string {
+	if b >= 1<<20 && b%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
+	if b >= 1<<10 && b%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// A tail record's value is
+//
+//	bytes 0..7    send time, Unix nanoseconds, big endian
+//	bytes 8..11   producer index, big endian
+//	bytes 12..19  sequence number within that producer, big endian
+//	bytes 20..    padding up to the record size
+//
+// The send time is the record's intended time on the open-loop schedule (loadgen's rule), so a
+// producer held up by the broker shows as latency. Sender and receivers are in one process and
+// take their Unix nanoseconds as base + the monotonic time since base (stampNanos): a step of
+// the wall clock during the tail cannot make a latency.
+const stampSize = 20
+
+// putStamp writes the stamp of (sent, producer, seq) into the head of v.
+func putStamp(v []byte, sent int64, producer uint32, seq uint64) {
+	binary.BigEndian.PutUint64(v[0:8], uint64(sent))
+	binary.BigEndian.PutUint32(v[8:12], producer)
+	binary.BigEndian.PutUint64(v[12:20], seq)
+}
+
+// stampNanos is t in Unix nanoseconds, measured from base on the monotonic clock.
+func stampNanos(base time.Time, t time.Time) int64 { return base.UnixNano() + int64(t.Sub(base)) }
+
+// e2eMicros is the end-to-end latency of a tail record received at recv (Unix nanoseconds):
+// false for a value too short to hold a stamp or one sent before notBefore (the phase's start)
+// or after it was received, which no tail record can be.
+func e2eMicros(v []byte, notBefore, recv int64) (uint64, bool) {
+	if len(v) < stampSize {
+		return 0, false
+	}
+	sent := int64(binary.BigEndian.Uint64(v[0:8]))
+	if sent < notBefore || sent > recv {
+		return 0, false
+	}
+	return uint64(recv-sent) / 1e3, true
+}
+
+// splitPartitions deals partitions 0..n-1 round-robin over consumers clients.
+func splitPartitions(n, consumers int) [][]int32 {
+	out := make([][]int32, consumers)
+	for p := range n {
+		out[p%consumers] = append(out[p%consumers], int32(p))
+	}
+	return out
+}
+
+// catchup is one consumer's progress through its partitions during the catch-up read:
+// offsets [next, end) of each are still to come. It belongs to the consumer's goroutine.
+type catchup struct {
+	next, end map[int32]int64
+	remaining int // partitions with next < end
+	records   uint64
+	bytes     uint64
+}
+
+func newCatchup(parts []int32, start, end []int64) *catchup {
+	c := &catchup{next: map[int32]int64{}, end: map[int32]int64{}}
+	for _, p := range parts {
+		c.next[p], c.end[p] = start[p], end[p]
+		if start[p] < end[p] {
+			c.remaining++
+		}
+	}
+	return c
+}
+
+// observe counts a record of partition p at offset with a value of size bytes, when it is one
+// the catch-up still waits for; it returns whether it counted.
+func (c *catchup) observe(p int32, offset int64, size int) bool {
+	end, ok := c.end[p]
+	if !ok || offset < c.next[p] || offset >= end {
+		return false
+	}
+	c.records++
+	c.bytes += uint64(size)
+	c.next[p] = offset + 1
+	if offset+1 == end {
+		c.remaining--
+	}
+	return true
+}
+
+func (c *catchup) done() bool { return c.remaining == 0 }
+
+// unfinished describes the partitions still short of their end, for an error.
+func (c *catchup) unfinished() []string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(c.end)) {
+		if c.next[p] < c.end[p] {
+			out = append(out, fmt.Sprintf("partition %d at offset %d of %d", p, c.next[p], c.end[p]))
+		}
+	}
+	return out
+}
+
+// ConsumeRun is the consume phase of one run.
+type ConsumeRun struct {
+	// Skipped says why the phase did not run (inlet-discard keeps nothing to read).
+	Skipped string `json:"skipped,omitempty"`
+	// Error is why the phase has no figures; the phases that completed keep theirs.
+	Error   string         `json:"error,omitempty"`
+	Fill    *FillResult    `json:"fill,omitempty"`
+	Catchup *CatchupResult `json:"catchup,omitempty"`
+	Tail    *TailResult    `json:"tail,omitempty"`
+}
+
+// ok reports whether the phase's figures count toward the medians.
+func (c *ConsumeRun) ok() bool {
+	return c != nil && c.Skipped == "" && c.Error == "" && c.Catchup != nil && c.Tail != nil
+}
+
+// FillResult is loadgen's outcome of the fill.
+type FillResult struct {
+	Acked         uint64            `json:"acked"`
+	Failed        uint64            `json:"failed"`
+	Seconds       float64           `json:"seconds"`
+	RecordsPerSec float64           `json:"records_per_sec"`
+	Errors        map[string]uint64 `json:"errors,omitempty"`
+}
+
+// CatchupResult is the catch-up read. Seconds run from just before the consumer clients are
+// created (metadata, ListOffsets and the first fetch included) to the last record.
+type CatchupResult struct {
+	// Expected is the sum over partitions of high watermark minus start offset, listed after
+	// the fill; Records were read, Bytes their values.
+	Expected         uint64  `json:"expected"`
+	Records          uint64  `json:"records"`
+	Bytes            uint64  `json:"value_bytes"`
+	Seconds          float64 `json:"seconds"`
+	RecordsPerSec    float64 `json:"records_per_sec"`
+	MBPerSec         float64 `json:"mb_per_sec"`
+	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
+	// RecordsPerCPUSecond is Records / ServerCPUSeconds: read efficiency.
+	RecordsPerCPUSecond float64 `json:"records_per_cpu_second"`
+}
+
+// TailResult is the tail: a fixed offered rate produced while the consumers follow.
+type TailResult struct {
+	OfferedRate float64 `json:"offered_rate"`
+	Sent        uint64  `json:"sent"`
+	Acked       uint64  `json:"acked"`
+	Failed      uint64  `json:"failed"`
+	// Unresolved records were sent but neither acknowledged nor failed after the clients closed.
+	Unresolved uint64 `json:"unresolved"`
+	Received   uint64 `json:"received"`
+	// Malformed records were received without a plausible stamp.
+	Malformed uint64            `json:"malformed"`
+	Errors    map[string]uint64 `json:"errors,omitempty"`
+	// Seconds runs from the first intended send to the moment every acknowledged record was
+	// received (or the drain timeout); the CPU and the delivered rate are over it.
+	Seconds          float64 `json:"seconds"`
+	RecordsPerSec    float64 `json:"records_per_sec"` // received / Seconds
+	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
+	// ServerCPUCores is ServerCPUSeconds / Seconds: the broker's share of a core at this rate.
+	ServerCPUCores float64 `json:"server_cpu_cores"`
+	// E2E is per received record, from its intended send time to the PollFetches return that
+	// delivered it.
+	E2E          loadgen.LatencySummary    `json:"e2e"`
+	E2EHistogram []loadgen.HistogramBucket `json:"e2e_histogram,omitempty"`
+}
+
+// check returns why the tail's counts are wrong: every sent record must end acknowledged and
+// be received once, and nothing may fail.
+func (t *TailResult) check() error {
+	switch {
+	case t.Failed > 0:
+		return fmt.Errorf("%d records failed: %v", t.Failed, t.Errors)
+	case t.Unresolved > 0:
+		return fmt.Errorf("%d records neither acknowledged nor failed", t.Unresolved)
+	case t.Acked == 0:
+		return errors.New("nothing acknowledged")
+	case t.Malformed > 0:
+		return fmt.Errorf("%d records received without a valid send time", t.Malformed)
+	case t.Received < t.Acked:
+		return fmt.Errorf("%d of %d acknowledged records never received", t.Acked-t.Received, t.Acked)
+	case t.Received > t.Acked:
+		return fmt.Errorf("%d records received, more than the %d acknowledged", t.Received, t.Acked)
+	}
+	return nil
+}
+
+// fillCheck returns why a fill is not a complete, fully acknowledged set of want records.
+func fillCheck(res *loadgen.Result, want int64) error {
+	switch {
+	case res.Interrupted:
+		return fmt.Errorf("stopped with %d of %d records acknowledged", res.Acked, want)
+	case res.FlushTimedOut:
+		return fmt.Errorf("acks still outstanding %v after sending stopped", res.Settings.FlushTimeout)
+	case res.Failed > 0:
+		return fmt.Errorf("%d records failed: %v", res.Failed, res.Errors)
+	case res.Acked != uint64(want):
+		return fmt.Errorf("%d of %d records acknowledged", res.Acked, want)
+	}
+	return nil
+}
+
+// summarizeLatency is loadgen's summary of a histogram snapshot.
+func summarizeLatency(h *loadgen.HistogramSnapshot) loadgen.LatencySummary {
+	return loadgen.LatencySummary{Count: h.Total, MeanUs: h.Mean(), P50Us: h.Quantile(0.50), P90Us: h.Quantile(0.90),
+		P99Us: h.Quantile(0.99), P999Us: h.Quantile(0.999), MaxUs: h.Max}
+}
+
+// ConsumeSummary is the medians of the successful consume phases of one point.
+type ConsumeSummary struct {
+	Runs   int `json:"runs"`
+	Failed int `json:"failed_runs"`
+	// Skipped is the reason when every run of the point skipped the phase.
+	Skipped string `json:"skipped,omitempty"`
+
+	CatchupRecordsPerSec       float64 `json:"catchup_records_per_sec"`
+	CatchupMBPerSec            float64 `json:"catchup_mb_per_sec"`
+	CatchupRecordsPerCPUSecond float64 `json:"catchup_records_per_cpu_second"`
+	TailRecordsPerSec          float64 `json:"tail_records_per_sec"`
+	TailServerCPUCores         float64 `json:"tail_server_cpu_cores"`
+	TailP50Us                  float64 `json:"tail_e2e_p50_us"`
+	TailP99Us                  float64 `json:"tail_e2e_p99_us"`
+	TailP999Us                 float64 `json:"tail_e2e_p999_us"`
+	TailMaxUs                  float64 `json:"tail_e2e_max_us"`
+
+	// Ratios to the baseline's medians: catch-up records/s, catch-up records per CPU-second,
+	// and tail CPU (cores at the same offered rate).
+	CatchupRecordsPerSecRatio *float64 `json:"catchup_records_per_sec_ratio,omitempty"`
+	CatchupPerCPURatio        *float64 `json:"catchup_records_per_cpu_second_ratio,omitempty"`
+	TailCPURatio              *float64 `json:"tail_cpu_ratio,omitempty"`
+}
+
+func (c *ConsumeSummary) measured() bool { return c != nil && c.Skipped == "" && c.Runs > c.Failed }
+
+// summarizeConsume is the ConsumeSummary of runs, nil when none had a consume phase.
+func summarizeConsume(runs []*Run) *ConsumeSummary {
+	var ok []*ConsumeRun
+	c := &ConsumeSummary{}
+	skipped := map[string]bool{}
+	for _, r := range runs {
+		switch {
+		case r.Consume == nil:
+			continue
+		case r.Consume.Skipped != "":
+			skipped[r.Consume.Skipped] = true
+		case r.Consume.ok():
+			ok = append(ok, r.Consume)
+		}
+		c.Runs++
+	}
+	if c.Runs == 0 {
+		return nil
+	}
+	if len(ok) == 0 && len(skipped) > 0 {
+		c.Skipped = strings.Join(slices.Sorted(maps.Keys(skipped)), "; ")
+	}
+	c.Failed = c.Runs - len(ok)
+	med := func(f func(*ConsumeRun) float64) float64 {
+		xs := make([]float64, len(ok))
+		for i, r := range ok {
+			xs[i] = f(r)
+		}
+		m, _ := median(xs)
+		return m
+	}
+	c.CatchupRecordsPerSec = med(func(r *ConsumeRun) float64 { return r.Catchup.RecordsPerSec })
+	c.CatchupMBPerSec = med(func(r *ConsumeRun) float64 { return r.Catchup.MBPerSec })
+	c.CatchupRecordsPerCPUSecond = med(func(r *ConsumeRun) float64 { return r.Catchup.RecordsPerCPUSecond })
+	c.TailRecordsPerSec = med(func(r *ConsumeRun) float64 { return r.Tail.RecordsPerSec })
+	c.TailServerCPUCores = med(func(r *ConsumeRun) float64 { return r.Tail.ServerCPUCores })
+	c.TailP50Us = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.P50Us) })
+	c.TailP99Us = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.P99Us) })
+	c.TailP999Us = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.P999Us) })
+	c.TailMaxUs = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.MaxUs) })
+	return c
+}
+
+// consumeRatios sets the ratios of every measured consume summary to base's.
+func consumeRatios(out []Summary, base *ConsumeSummary) {
+	if !base.measured() {
+		return
+	}
+	for i := range out {
+		c := out[i].Consume
+		if !c.measured() {
+			continue
+		}
+		if r, ok := ratio(c.CatchupRecordsPerSec, base.CatchupRecordsPerSec); ok {
+			c.CatchupRecordsPerSecRatio = &r
+		}
+		if r, ok := ratio(c.CatchupRecordsPerCPUSecond, base.CatchupRecordsPerCPUSecond); ok {
+			c.CatchupPerCPURatio = &r
+		}
+		if r, ok := ratio(c.TailServerCPUCores, base.TailServerCPUCores); ok {
+			c.TailCPURatio = &r
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// sectionConsume is the BENCHMARKS.md section of the consume phases of compare files; it is
+// not a result kind of its own.
+const sectionConsume = "consume"
+
+// Chart file names of the consume section, in the charts directory.
+const (
+	chartConsumeCatchup = "consume-catchup.svg"
+	chartConsumeCPU     = "consume-catchup-cpu.svg"
+	chartConsumeTail    = "consume-tail-p99.svg"
+)
+
+// estimate guesses the phase's wall time for the progress line: a fill at 300,000 records/s,
+// a catch-up at 1,000,000, the tail and its drain.
+func (s ConsumeSettings) estimate() time.Duration {
+	return time.Duration(float64(s.FillRecords)/300e3*float64(time.Second)) +
+		time.Duration(float64(s.FillRecords)/1e6*float64(time.Second)) + s.TailDuration + 3*time.Second
+}
+
+func (p *progress) endConsume(c *ConsumeRun) {
+	switch {
+	case c == nil:
+	case c.Skipped != "":
+		fmt.Fprintf(p.w, "bench %s:        consume: skipped (%s)\n", p.kind, c.Skipped)
+	case c.Error != "":
+		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
+	default:
+		cu, t := c.Catchup, c.Tail
+		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
+			p.kind, thousands(float64(c.Fill.Acked)), thousands(c.Fill.RecordsPerSec), thousands(cu.RecordsPerSec), cu.MBPerSec,
+			thousands(cu.RecordsPerCPUSecond), thousands(t.RecordsPerSec), t.ServerCPUCores, micros(float64(t.E2E.P50Us)),
+			micros(float64(t.E2E.P99Us)), micros(float64(t.E2E.P999Us)), micros(float64(t.E2E.MaxUs)))
+	}
+}
+
+// writeConsumeTable prints the consume medians of f, if it has a consume phase.
+func writeConsumeTable(w io.Writer, f *File) {
+	if f.Consume == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nconsume: %s\n", f.Consume.Label())
+	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max"}
+	if f.Baseline != "" {
+		header = append(header, "rec/s ratio", "rec/CPU-s ratio", "tail CPU ratio")
+	}
+	rows := [][]string{header}
+	for _, s := range f.Summary {
+		c := s.Consume
+		if c == nil {
+			continue
+		}
+		row := []string{s.Target, consumeRunsText(c)}
+		if c.measured() {
+			row = append(row, thousands(c.CatchupRecordsPerSec), fixed(c.CatchupMBPerSec, 1), thousands(c.CatchupRecordsPerCPUSecond),
+				thousands(c.TailRecordsPerSec), fixed(c.TailServerCPUCores, 2)+" cores", micros(c.TailP50Us), micros(c.TailP99Us),
+				micros(c.TailP999Us), micros(c.TailMaxUs))
+		} else {
+			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
+		}
+		if f.Baseline != "" {
+			row = append(row, ratioText(c.CatchupRecordsPerSecRatio), ratioText(c.CatchupPerCPURatio), ratioText(c.TailCPURatio))
+		}
+		rows = append(rows, row)
+	}
+	writeAligned(w, rows)
+}
+
+func consumeRunsText(c *ConsumeSummary) string {
+	switch {
+	case c.Skipped != "":
+		return "n/a: " + c.Skipped
+	case c.Failed > 0:
+		return fmt.Sprintf("%d (%d failed)", c.Runs, c.Failed)
+	}
+	return fmt.Sprint(c.Runs)
+}
+
+// consumeFiles are the compare files with a consume phase.
+func consumeFiles(files []*File) []*File {
+	var out []*File
+	for _, f := range files {
+		if f.Consume != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// consumeCell wraps a cell that needs a measured consume summary.
+func consumeCell(f func(c *ConsumeSummary) string) func(s *Summary) string {
+	return func(s *Summary) string {
+		if !s.Consume.measured() {
+			return "–"
+		}
+		return f(s.Consume)
+	}
+}
+
+var consumeColumns = []column{
+	colTarget,
+	{"runs", "---:", func(s *Summary) string {
+		if s.Consume == nil {
+			return "–"
+		}
+		return consumeRunsText(s.Consume)
+	}},
+	{"catch-up records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return thousands(c.CatchupRecordsPerSec) })},
+	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupRecordsPerSecRatio) })},
+	{"catch-up MB/s", "---:", consumeCell(func(c *ConsumeSummary) string { return fixed(c.CatchupMBPerSec, 1) })},
+	{"records / server CPU-s", "---:", consumeCell(func(c *ConsumeSummary) string { return thousands(c.CatchupRecordsPerCPUSecond) })},
+	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupPerCPURatio) })},
+	{"tail records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return thousands(c.TailRecordsPerSec) })},
+	{"tail server CPU", "---:", consumeCell(func(c *ConsumeSummary) string { return fixed(c.TailServerCPUCores, 2) + " cores" })},
+	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.TailCPURatio) })},
+	{"e2e p50", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailP50Us) })},
+	{"e2e p99", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailP99Us) })},
+	{"e2e p99.9", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailP999Us) })},
+	{"e2e max", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailMaxUs) })},
+}
+
+const consumeNotes = "Each run's broker is the one the produce figures above were measured on: after the produce run " +
+	"(and its /proc reading) loadgen fills a topic of its own flat out with the same producer settings, every record " +
+	"acknowledged. Catch-up: the consumers (kgo clients, partitions assigned directly, no group) read every partition " +
+	"from its start offset to the high watermark listed after the fill; records/s run from just before the clients are " +
+	"created to the last record, and records / server CPU-s divide the records by the broker's utime+stime over the same " +
+	"window (read in 1/CLK_TCK steps, 10 ms: use a fill of millions of records). The fill was just written, so a durable " +
+	"broker serves the catch-up from the page cache: reads from disk are not measured. Tail: producers send at the fixed rate (open loop) while the same consumers follow the end; each value " +
+	"carries its intended send time and the end-to-end latency runs from it to the PollFetches return that delivered the " +
+	"record, so it includes linger, the produce round trip, the broker's fetch wake-up and the fetch. Tail server CPU is " +
+	"the broker's CPU seconds per wall second over the tail, from the first send to the last record received; every " +
+	"acknowledged record must be received once and none may fail, or the run counts as failed. The consumers and " +
+	"producers share the machine with the broker."
+
+func renderConsume(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+	gs := groupsBy(files, func(f *File) string {
+		return f.Label + "\x00" + f.Consume.Label() + "\x00" + strings.Join(targetNames(f), ",")
+	})
+	charted := 0
+	for gi, g := range gs {
+		if len(g[0].Targets) > 1 {
+			charted = gi
+			break
+		}
+	}
+	gs = append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
+	for gi, g := range gs {
+		f := g[0]
+		sum := summarize(f.Runs, f.Baseline)
+		fmt.Fprintf(b, "### %s: %s\n\n", f.Label, strings.Join(targetNames(f), ", "))
+		provenance(b, f, link)
+		fmt.Fprintf(b, "Consume phase: %s. Baseline: `%s`.\n\n", f.Consume.Label(), f.Baseline)
+		table(b, consumeColumns, sum)
+		var failures []string
+		for _, r := range f.Runs {
+			if c := r.Consume; c != nil && c.Skipped == "" && c.Error != "" {
+				failures = append(failures, fmt.Sprintf("- `%s`, repeat %d: %s", r.Target, r.Repeat, mdEscape(c.Error)))
+			}
+		}
+		if len(failures) > 0 {
+			fmt.Fprintf(b, "Failed consume phases:\n\n%s\n\n", strings.Join(failures, "\n"))
+		}
+		earlier(b, g[1:], link)
+		if gi != 0 {
+			continue
+		}
+		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
+		thr := barChart{Title: "Catch-up read records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
+		eff := barChart{Title: "Catch-up records per server CPU-second", Subtitle: sub, YLabel: "records / CPU-s (median)"}
+		lat := barChart{Title: fmt.Sprintf("Tail end-to-end p99 at %s records/s", thousands(f.Consume.TailRate)), Subtitle: sub,
+			YLabel: "e2e p99 (ms, median)", YFormat: func(v float64) string { return trimFloat(v) }}
+		for _, m := range sum {
+			if m.Consume == nil || m.Consume.Skipped != "" {
+				continue
+			}
+			tb, eb, lb := bar{Label: m.Target}, bar{Label: m.Target}, bar{Label: m.Target}
+			if m.Consume.measured() {
+				tb.Value, eb.Value, lb.Value = m.Consume.CatchupRecordsPerSec, m.Consume.CatchupRecordsPerCPUSecond, m.Consume.TailP99Us/1e3
+			}
+			for _, r := range f.Runs {
+				if r.Target == m.Target && r.Consume.ok() {
+					tb.Raw = append(tb.Raw, r.Consume.Catchup.RecordsPerSec)
+					eb.Raw = append(eb.Raw, r.Consume.Catchup.RecordsPerCPUSecond)
+					lb.Raw = append(lb.Raw, float64(r.Consume.Tail.E2E.P99Us)/1e3)
+				}
+			}
+			thr.Bars, eff.Bars, lat.Bars = append(thr.Bars, tb), append(eff.Bars, eb), append(lat.Bars, lb)
+		}
+		charts[chartConsumeCatchup], charts[chartConsumeCPU], charts[chartConsumeTail] = thr.svg(), eff.svg(), lat.svg()
+		fmt.Fprintf(b, "![%s](%s) ![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(chartConsumeCatchup), eff.Title,
+			chartLink(chartConsumeCPU), lat.Title, chartLink(chartConsumeTail))
+	}
+	b.WriteString(consumeNotes + " `inlet-discard` stores nothing and is not read.\n")
+}

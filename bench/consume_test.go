@@ -1,0 +1,394 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"inlet/loadgen"
+)
+
+// TestE2EMicrosFromStamp: a stamped value reads back its latency; a value too short for a
+// stamp, or stamped before the phase began or after it was received, is not a tail record.
+func TestE2EMicrosFromStamp(t *testing.T) {
+	v := make([]byte, 100)
+	putStamp(v, 5_000_000_000, 7, 42)
+	for _, tc := range []struct {
+		name            string
+		v               []byte
+		notBefore, recv int64
+		want            uint64
+		ok              bool
+	}{
+		{"latency in microseconds, truncated", v, 1_000_000_000, 5_002_345_999, 2345, true},
+		{"received at the send time", v, 0, 5_000_000_000, 0, true},
+		{"exactly a stamp long", v[:stampSize], 0, 5_000_001_000, 1, true},
+		{"shorter than a stamp", v[:stampSize-1], 0, 6_000_000_000, 0, false},
+		{"sent before the phase", v, 5_000_000_001, 6_000_000_000, 0, false},
+		{"received before it was sent", v, 0, 4_999_999_999, 0, false},
+		{"a loadgen value is no stamp", loadgen.NewValue(100, 3, 9), 1_000_000_000, 6_000_000_000, 0, false},
+	} {
+		got, ok := e2eMicros(tc.v, tc.notBefore, tc.recv)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %d, %t; want %d, %t", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	if p, s := v[8:12], v[12:20]; !bytes.Equal(p, []byte{0, 0, 0, 7}) || !bytes.Equal(s, []byte{0, 0, 0, 0, 0, 0, 0, 42}) {
+		t.Errorf("producer and sequence not in place: % x", v[:stampSize])
+	}
+}
+
+// TestStampNanosIsBasePlusElapsed: a stamp is base's Unix time plus the time since base (on
+// the monotonic clock when both readings have one).
+func TestStampNanosIsBasePlusElapsed(t *testing.T) {
+	base := time.Unix(100, 0)
+	if got := stampNanos(base, base.Add(1500*time.Microsecond)); got != 100_001_500_000 {
+		t.Fatalf("stampNanos = %d", got)
+	}
+}
+
+func TestSplitPartitionsDealsEachOnce(t *testing.T) {
+	for _, tc := range []struct{ n, consumers int }{{16, 4}, {16, 3}, {16, 1}, {2, 4}, {1, 1}} {
+		split := splitPartitions(tc.n, tc.consumers)
+		if len(split) != tc.consumers {
+			t.Fatalf("%d over %d: %d groups", tc.n, tc.consumers, len(split))
+		}
+		var all []int32
+		for _, g := range split {
+			if len(g) > tc.n/tc.consumers+1 || tc.n >= tc.consumers && len(g) < tc.n/tc.consumers {
+				t.Errorf("%d over %d: unbalanced %v", tc.n, tc.consumers, split)
+			}
+			all = append(all, g...)
+		}
+		slices.Sort(all)
+		for i, p := range all {
+			if p != int32(i) || len(all) != tc.n {
+				t.Fatalf("%d over %d: partitions %v, want each of 0..%d once", tc.n, tc.consumers, all, tc.n-1)
+			}
+		}
+	}
+}
+
+// TestCatchupCountsUpToHighWatermark: only records in [start, end) of the consumer's own
+// partitions count, each once; an empty partition is done from the start.
+func TestCatchupCountsUpToHighWatermark(t *testing.T) {
+	starts, ends := []int64{0, 5, 3, 0}, []int64{3, 7, 3, 9}
+	c := newCatchup([]int32{0, 1, 2}, starts, ends) // partition 2 is empty, 3 is someone else's
+	if c.done() {
+		t.Fatal("done before any record")
+	}
+	feed := []struct {
+		p      int32
+		offset int64
+		counts bool
+	}{
+		{0, 0, true}, {0, 1, true}, {0, 1, false}, // a re-delivered record
+		{1, 4, false}, // before the start offset
+		{3, 0, false}, // not this consumer's partition
+		{0, 2, true},
+		{1, 5, true}, {1, 6, true},
+		{1, 7, false}, // at the high watermark: a later record
+	}
+	for _, f := range feed {
+		if got := c.observe(f.p, f.offset, 10); got != f.counts {
+			t.Errorf("observe(%d, %d) = %t, want %t", f.p, f.offset, got, f.counts)
+		}
+		if f.p == 0 && f.offset == 2 && !slices.Equal(c.unfinished(), []string{"partition 1 at offset 5 of 7"}) {
+			t.Errorf("unfinished = %q", c.unfinished())
+		}
+	}
+	if !c.done() || c.records != 5 || c.bytes != 50 || len(c.unfinished()) != 0 {
+		t.Fatalf("done %t, %d records, %d bytes, unfinished %q; want done, 5, 50, none", c.done(), c.records, c.bytes, c.unfinished())
+	}
+	if !newCatchup([]int32{2}, starts, ends).done() {
+		t.Error("a consumer of only empty partitions is not done")
+	}
+}
+
+func TestTailCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		t    TailResult
+		want string // "" for no error
+	}{
+		{"every record once", TailResult{Sent: 10, Acked: 10, Received: 10}, ""},
+		{"a failed record", TailResult{Sent: 10, Acked: 9, Failed: 1, Received: 9, Errors: map[string]uint64{"boom": 1}}, "1 records failed"},
+		{"an unresolved record", TailResult{Sent: 10, Acked: 9, Unresolved: 1, Received: 9}, "neither acknowledged nor failed"},
+		{"nothing sent", TailResult{}, "nothing acknowledged"},
+		{"a record never received", TailResult{Sent: 10, Acked: 10, Received: 9}, "1 of 10 acknowledged records never received"},
+		{"a duplicate", TailResult{Sent: 10, Acked: 10, Received: 11}, "11 records received, more than the 10"},
+		{"a record without a stamp", TailResult{Sent: 10, Acked: 10, Received: 10, Malformed: 1}, "without a valid send time"},
+	} {
+		err := tc.t.check()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestFillCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  loadgen.Result
+		want string
+	}{
+		{"complete", loadgen.Result{Acked: 100}, ""},
+		{"interrupted", loadgen.Result{Acked: 40, Interrupted: true}, "stopped with 40 of 100"},
+		{"flush timed out", loadgen.Result{Acked: 40, FlushTimedOut: true}, "acks still outstanding"},
+		{"failed records", loadgen.Result{Acked: 99, Failed: 1}, "1 records failed"},
+		{"short", loadgen.Result{Acked: 99}, "99 of 100 records acknowledged"},
+	} {
+		err := fillCheck(&tc.res, 100)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestConsumeSettingsNormalize(t *testing.T) {
+	load := Load{Producers: 16, Partitions: 4, RecordSize: 100, Topic: "t"}
+	s, err := ConsumeSettings{Consumers: 8}.normalize(load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ConsumeSettings{Topic: "t-consume", Partitions: 4, RecordSize: 100, FillRecords: DefaultFillRecords,
+		Consumers:     4, // no more consumers than partitions
+		FetchMaxBytes: 50 << 20, FetchMaxPartitionBytes: 1 << 20, FetchMinBytes: 1, FetchMaxWait: 5 * time.Second,
+		IsolationLevel: "read_uncommitted", TailRate: DefaultTailRate, TailDuration: DefaultTailDuration, TailProducers: 16,
+		Timeout: DefaultConsumeTimeout, DrainTimeout: DefaultDrainTimeout}
+	if s != want {
+		t.Fatalf("normalized\n %+v\nwant\n %+v", s, want)
+	}
+	if l := s.Label(); !strings.Contains(l, "fetch max 50 MiB, 1 MiB a partition, min 1 B, max wait 5s") || !strings.Contains(l, "tail 200,000 records/s") {
+		t.Errorf("label %q does not state the fetch settings and the tail rate", l)
+	}
+	for _, tc := range []struct {
+		name string
+		load Load
+		s    ConsumeSettings
+		want string
+	}{
+		{"transactional", Load{Transactional: true, Idempotent: true}, ConsumeSettings{}, "non-transactional"},
+		{"avro", Load{ValueFormat: loadgen.FormatAvro}, ConsumeSettings{}, "raw values"},
+		{"records too small for a stamp", Load{RecordSize: stampSize - 1}, ConsumeSettings{}, "at least 20 bytes"},
+		{"negative fill", load, ConsumeSettings{FillRecords: -1}, "fill records"},
+		{"negative rate", load, ConsumeSettings{TailRate: -5}, "tail rate"},
+	} {
+		if _, err := tc.s.normalize(tc.load); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// consumeRun is a successful consume phase with the given figures.
+func consumeRun(catchupRate, perCPU, cores float64, p99 uint64) *ConsumeRun {
+	return &ConsumeRun{
+		Fill:    &FillResult{Acked: 1000, RecordsPerSec: 5000},
+		Catchup: &CatchupResult{Expected: 1000, Records: 1000, RecordsPerSec: catchupRate, MBPerSec: catchupRate / 1e4, RecordsPerCPUSecond: perCPU},
+		Tail: &TailResult{OfferedRate: 100, Sent: 100, Acked: 100, Received: 100, RecordsPerSec: 100, ServerCPUCores: cores,
+			E2E: loadgen.LatencySummary{Count: 100, P50Us: p99 / 2, P99Us: p99, P999Us: p99 + 1, MaxUs: p99 + 2}},
+	}
+}
+
+// consumeFile is a compare file with a consume phase: inlet twice, inlet-discard skipped,
+// kfake once measured and once failed, and a peer whose only phase failed.
+func consumeFile() *File {
+	f := sampleFile(KindCompare)
+	f.Baseline = TargetInlet
+	f.Targets = []Target{{Name: "inlet", Argv: []string{"bin/inlet"}}, {Name: "inlet-discard"}, {Name: "kfake"}, {Name: "klite"}}
+	s, _ := ConsumeSettings{FillRecords: 1000, TailRate: 100, TailDuration: time.Second}.normalize(Load{Producers: 16, Partitions: 16, RecordSize: 100})
+	f.Consume = &s
+	ok := func(target string, rep int, c *ConsumeRun) Run {
+		return Run{Target: target, Repeat: rep, RecordsPerSec: 1000, Acked: 1000, Consume: c}
+	}
+	f.Runs = []Run{
+		ok("inlet", 1, consumeRun(1_000_000, 2_000_000, 0.5, 10_000)),
+		ok("inlet-discard", 1, &ConsumeRun{Skipped: "stores nothing to read back"}),
+		ok("kfake", 1, consumeRun(500_000, 8_000_000, 0.25, 4_000)),
+		ok("klite", 1, &ConsumeRun{Error: "catch-up: 10 of 1000 records read in 5m0s"}),
+		ok("inlet", 2, consumeRun(3_000_000, 4_000_000, 1.5, 30_000)),
+		ok("inlet-discard", 2, &ConsumeRun{Skipped: "stores nothing to read back"}),
+		ok("kfake", 2, &ConsumeRun{Error: "tail: 1 of 100 acknowledged records never received", Tail: &TailResult{Acked: 100, Received: 99}}),
+		ok("klite", 2, &ConsumeRun{Error: "fill: 1 records failed"}),
+	}
+	f.Summary = summarize(f.Runs, f.Baseline)
+	return f
+}
+
+func TestSummarizeConsumeMediansAndRatios(t *testing.T) {
+	f := consumeFile()
+	by := map[string]*ConsumeSummary{}
+	for _, s := range f.Summary {
+		by[s.Target] = s.Consume
+	}
+	in := by["inlet"]
+	if in.Runs != 2 || in.Failed != 0 || in.CatchupRecordsPerSec != 2_000_000 || in.CatchupRecordsPerCPUSecond != 3_000_000 ||
+		in.TailServerCPUCores != 1 || in.TailP99Us != 20_000 || *in.CatchupRecordsPerSecRatio != 1 {
+		t.Errorf("inlet: %+v", in)
+	}
+	kf := by["kfake"]
+	if kf.Runs != 2 || kf.Failed != 1 || kf.CatchupRecordsPerSec != 500_000 || *kf.CatchupRecordsPerSecRatio != 0.25 ||
+		*kf.CatchupPerCPURatio != 8.0/3 || *kf.TailCPURatio != 0.25 {
+		t.Errorf("kfake: %+v", kf)
+	}
+	if d := by["inlet-discard"]; d.Skipped != "stores nothing to read back" || d.measured() || d.CatchupRecordsPerSecRatio != nil {
+		t.Errorf("inlet-discard: %+v", d)
+	}
+	if k := by["klite"]; k.Runs != 2 || k.Failed != 2 || k.measured() || k.TailCPURatio != nil {
+		t.Errorf("klite: %+v", k)
+	}
+	if s := summarize(sampleFile(KindCompare).Runs, "inlet"); s[0].Consume != nil {
+		t.Errorf("runs without a consume phase got a consume summary: %+v", s[0].Consume)
+	}
+}
+
+// TestConsumeFileRoundTrip: a compare file with a consume phase reads back equal, and a file
+// written before the phase existed still reads, without one.
+func TestConsumeFileRoundTrip(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "results")
+	f := consumeFile()
+	f.Runs[0].Consume.Tail.E2EHistogram = []loadgen.HistogramBucket{{LowUs: 9984, HighUs: 10015, Count: 100}}
+	if _, err := writeFile(root, dir, f); err != nil {
+		t.Fatal(err)
+	}
+	files, err := readFiles(root, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || !reflect.DeepEqual(files[0], f) {
+		t.Fatalf("round trip changed the file:\n got %+v\nwant %+v", files[0], f)
+	}
+	for _, old := range fixtureFiles(t) {
+		if old.Consume != nil {
+			t.Errorf("%s: a consume phase out of nowhere", old.Name)
+		}
+		for _, r := range old.Runs {
+			if r.Consume != nil {
+				t.Errorf("%s: run with a consume phase out of nowhere", old.Name)
+			}
+		}
+	}
+}
+
+func TestReportConsumeSection(t *testing.T) {
+	f := consumeFile()
+	f.Name = "results/compare-20250304-050607.json"
+	sections, charts := renderReport(append(fixtureFiles(t), f), "results", func(s string) string { return s })
+	body := sectionBody(t, sections, sectionConsume)
+	mustContain(t, "consume section", body,
+		"### idempotent, 16 producers, 100-byte records: inlet, inlet-discard, kfake, klite",
+		"Consume phase: fill 1,000 records of 100 bytes into 16 partitions; 4 consumers (assigned partitions, fetch max 50 MiB",
+		"| target | runs | catch-up records/s | vs baseline | catch-up MB/s | records / server CPU-s | vs baseline | tail records/s | tail server CPU | vs baseline | e2e p50 | e2e p99 | e2e p99.9 | e2e max |",
+		"| inlet | 2 | 2,000,000 | 1.00× | 200.0 | 3,000,000 | 1.00× | 100 | 1.00 cores | 1.00× | 10.00 ms | 20.00 ms | 20.00 ms | 20.00 ms |",
+		"| inlet-discard | n/a: stores nothing to read back | – |",
+		"| kfake | 2 (1 failed) | 500,000 | 0.25× | 50.0 | 8,000,000 | 2.67× | 100 | 0.25 cores | 0.25× | 2.00 ms | 4.00 ms |",
+		"| klite | 2 (2 failed) | – | – |",
+		"- `klite`, repeat 1: catch-up: 10 of 1000 records read in 5m0s",
+		"- `kfake`, repeat 2: tail: 1 of 100 acknowledged records never received",
+		"![Catch-up read records/s by broker](results/consume-catchup.svg)",
+	)
+	for _, c := range []string{chartConsumeCatchup, chartConsumeCPU, chartConsumeTail} {
+		b, ok := charts[c]
+		if !ok {
+			t.Errorf("no %s", c)
+			continue
+		}
+		checkSVG(t, b)
+		if strings.Contains(string(b), "inlet-discard") {
+			t.Errorf("%s has a bar for inlet-discard, which is not read", c)
+		}
+	}
+	// The compare section is unchanged by the consume phase.
+	mustContain(t, "compare section", sectionBody(t, sections, KindCompare), "| inlet | 2 | 1,000 | 1.00× |")
+
+	sections, charts = renderReport(fixtureFiles(t), "results", func(s string) string { return s })
+	mustContain(t, "empty consume section", sectionBody(t, sections, sectionConsume),
+		"_No consume results yet: run `bin/bench compare --consume`._")
+	if _, ok := charts[chartConsumeCatchup]; ok {
+		t.Error("a consume chart without consume results")
+	}
+}
+
+func TestWriteConsumeTable(t *testing.T) {
+	var b bytes.Buffer
+	writeSummaryTable(&b, consumeFile())
+	out := b.String()
+	mustContain(t, "summary", out, "\nconsume: fill 1,000 records", "tail CPU ratio",
+		"n/a: stores nothing to read back", "0.25 cores", "2 (2 failed)")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "kfake") && strings.Contains(line, "cores") &&
+			!(strings.Contains(line, "500,000") && strings.Contains(line, "0.25×") && strings.Contains(line, "2.67×")) {
+			t.Errorf("kfake consume line lacks its medians and ratios: %q", line)
+		}
+	}
+	b.Reset()
+	writeSummaryTable(&b, sampleFile(KindCompare))
+	if strings.Contains(b.String(), "consume") {
+		t.Errorf("a consume table without a consume phase:\n%s", b.String())
+	}
+}
+
+// TestCompareConsumeShort is the end-to-end check of `bench compare --consume` against freshly
+// built inlet and kfake-broker: a 1 s produce run, then a fill of 50,000 records read back by 3
+// consumers, and a 1 s tail at 5,000 records/s. It checks counts only, never timings. About
+// 15 s.
+func TestCompareConsumeShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: builds inlet and kfake-broker and runs for about 15 s")
+	}
+	root, err := FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	for _, pkg := range []string{"inlet/cmd/inlet", "inlet/cmd/kfake-broker"} {
+		build := exec.Command("go", "build", "-o", bins, pkg)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f, err := Compare(ctx, CompareOptions{
+		Env: Env{Root: root, ResultsDir: t.TempDir(), TmpDir: t.TempDir(), InletBin: filepath.Join(bins, "inlet"),
+			Command: "go test -run " + t.Name(), Stdout: &stdout, Stderr: &stderr},
+		Load:     Load{Producers: 4, Partitions: 8, RecordSize: 100, Idempotent: true, Duration: time.Second, MaxBufferedRecords: 2000},
+		Repeat:   1,
+		Targets:  []string{TargetInlet, TargetInletDiscard, TargetKfake},
+		KfakeBin: filepath.Join(bins, "kfake-broker"),
+		Consume:  &ConsumeSettings{FillRecords: 50_000, Consumers: 3, TailRate: 5_000, TailDuration: time.Second, Timeout: time.Minute},
+	})
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Consume == nil || f.Consume.Consumers != 3 || f.Consume.Topic != "bench-consume" {
+		t.Fatalf("consume settings %+v", f.Consume)
+	}
+	for _, r := range f.Runs {
+		c := r.Consume
+		switch {
+		case c == nil:
+			t.Errorf("%s: no consume phase", r.Target)
+		case r.Target == TargetInletDiscard:
+			if c.Skipped == "" {
+				t.Errorf("inlet-discard was read: %+v", c)
+			}
+		case !c.ok():
+			t.Errorf("%s: consume phase failed: %s", r.Target, c.Error)
+		case c.Fill.Acked != 50_000 || c.Catchup.Records != 50_000 || c.Catchup.Expected != 50_000:
+			t.Errorf("%s: fill %+v, catch-up %+v", r.Target, c.Fill, c.Catchup)
+		case c.Tail.Acked == 0 || c.Tail.Received != c.Tail.Acked || c.Tail.E2E.Count != c.Tail.Received:
+			t.Errorf("%s: tail %+v", r.Target, c.Tail)
+		}
+	}
+}
