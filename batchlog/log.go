@@ -95,6 +95,10 @@ type Options struct {
 	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
 	// the segments after it). 0 means the default, 100 ms; negative, with every group.
 	CheckpointInterval time.Duration
+	// FetchCacheBytes bounds the tail cache of the segments layout: the buffers of the groups
+	// written last, kept so that reads of recent data come from memory (readplan.go). 0 means
+	// the default, 64 MiB; negative, no cache.
+	FetchCacheBytes int64
 	// noRelocate keeps the reclaim pass from copying batches forward: it deletes only
 	// segments no live batch is in (BenchmarkMixedRetentionSpace compares).
 	noRelocate bool
@@ -408,6 +412,12 @@ func Open(opts Options) (*Log, error) {
 				ss.checkpointEvery = opts.CheckpointInterval
 			}
 			ss.obs = opts.Observer
+			switch {
+			case opts.FetchCacheBytes == 0:
+				ss.tail = &tailCache{limit: defaultFetchCacheBytes}
+			case opts.FetchCacheBytes > 0:
+				ss.tail = &tailCache{limit: int(opts.FetchCacheBytes)}
+			}
 			ss.log = opts.Logger
 			l.store, l.segs = ss, ss
 		case LayoutPebble:
@@ -1027,33 +1037,6 @@ func (l *Log) notify() {
 	l.notifyMu.Unlock()
 }
 
-// ReadBatches appends whole stored batches of p to dst, starting with the batch containing
-// offset and ending before limit (which the caller takes from HighWatermark, or the LSO), up
-// to maxBytes (see store.readBatches for includeFirst). ErrOffsetOutOfRange: retention moved
-// the log start past offset while the read ran.
-func (l *Log) ReadBatches(p *Partition, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
-	if offset >= limit {
-		return dst, nil
-	}
-	start := len(dst)
-	for attempt := 0; ; attempt++ {
-		out, err := l.store.readBatches(p.ID, offset, limit, maxBytes, includeFirst, dst[:start])
-		if !errors.Is(err, errSegmentGone) {
-			return out, err
-		}
-		if offset < p.LogStartOffset() {
-			// Retention removed what this read was after while it ran: as if it had come
-			// after.
-			return out, ErrOffsetOutOfRange
-		}
-		if attempt == 2 {
-			return out, err
-		}
-		// The batches were copied forward and their old segment reclaimed after this
-		// read's index snapshot was taken (reclaim.go): the index names the copies now.
-	}
-}
-
 // errSegmentGone: an index entry read names a segment that has been reclaimed since.
 var errSegmentGone = errors.New("batchlog: index names a reclaimed segment")
 
@@ -1108,7 +1091,7 @@ func (l *Log) Producers(p *Partition) ([]ProducerWindow, error) {
 	out := make([]ProducerWindow, 0, len(found))
 	for _, s := range found {
 		if s.base >= p.LogStartOffset() && l.db != nil {
-			buf, err := l.store.readBatches(p.ID, s.base, s.base+1, 1, true, nil)
+			buf, err := l.readStored(p, s.base)
 			if errors.Is(err, errSegmentGone) {
 				buf, err = nil, nil // reclaimed since the check: its time is unknown
 			}

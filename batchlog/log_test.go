@@ -212,9 +212,7 @@ func (s *gatedStore) gate(i int) chan struct{} {
 		time.Sleep(time.Millisecond)
 	}
 }
-func (s *gatedStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte) ([]byte, error) {
-	return dst, nil
-}
+func (s *gatedStore) planRead(uint32, int64, int64, int, bool, *ReadPlan) error { return nil }
 func (s *gatedStore) close() error                  { return nil }
 func (s *gatedStore) dropUnwritten()                {}
 func (g *gatedGroup) setData(uint32, int64, []byte) {}

@@ -164,6 +164,9 @@ func (s *segmentStore) dropUnwritten() {
 // resetAfterFailure makes the store's view of its files what is on disk, for a replay.
 func (s *segmentStore) resetAfterFailure() error {
 	s.dropUnwritten()
+	if s.tail != nil {
+		s.tail.reset()
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, seg := range s.segs {

@@ -165,7 +165,7 @@ func (l *Log) retainPartition(p *Partition, retentionMs, retentionBytes, nowMs i
 
 // batchMaxTimestamp reads the max timestamp of the stored batch at base.
 func (l *Log) batchMaxTimestamp(p *Partition, base int64) (int64, error) {
-	buf, err := l.store.readBatches(p.ID, base, base+1, 1, true, nil)
+	buf, err := l.readStored(p, base)
 	if err != nil {
 		return 0, err
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,6 +80,11 @@ type segmentStore struct {
 	buffered bool // never use O_DIRECT (Options.BufferedSegments)
 
 	obs Observer // Options.Observer: told of every fdatasync; nil: none
+
+	// tail holds the staging buffers of the groups written last (Options.FetchCacheBytes;
+	// nil: none); evicted is the completer's scratch for the buffers it pushes out.
+	tail    *tailCache
+	evicted [][]byte
 
 	checkpointEvery time.Duration // Options.CheckpointInterval; 0: every group
 }
@@ -576,7 +580,8 @@ func (g *segmentGroup) stageEntries() error {
 	default:
 	}
 	if cap(g.stage) < padded {
-		g.stage = alignedBuffer(padded)
+		// A power of two, so that a buffer the tail cache lets go of fits most later groups.
+		g.stage = alignedBuffer(stageSize(padded))
 	}
 	buf := g.stage[:padded]
 	w := 0
@@ -624,6 +629,18 @@ func (s *segmentStore) flushStaged() error {
 	}
 	for _, g := range batch {
 		g.durable = true
+		if s.tail != nil {
+			// The cache takes the buffer over: release will not recycle it.
+			s.evicted = s.tail.add(g.seg.id, g.start, g.stage, s.evicted[:0])
+			g.stage = nil
+			for _, b := range s.evicted {
+				select {
+				case s.stages <- b[:cap(b)]:
+				default:
+				}
+			}
+			clear(s.evicted)
+		}
 	}
 	clear(s.flushing)
 	return nil
@@ -642,6 +659,15 @@ func (s *segmentStore) fdatasync(seg *segment) error {
 		s.obs.Synced(time.Since(began))
 	}
 	return nil
+}
+
+// stageSize is the size of a new staging buffer for n bytes: the next power of two.
+func stageSize(n int) int {
+	size := blockSize
+	for size < n {
+		size <<= 1
+	}
+	return size
 }
 
 // alignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
@@ -739,41 +765,6 @@ func (g *segmentGroup) release() {
 	case g.s.free <- g:
 	default:
 	}
-}
-
-func (s *segmentStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
-	appended := 0
-	err := eachIndexedBatch(s.db, partition, offset, limit, func(v []byte) (bool, error) {
-		loc, err := parseBatchLoc(v)
-		if err != nil {
-			return false, err
-		}
-		segID, pos, n := loc.seg, loc.pos, loc.length
-		if (appended > 0 || !includeFirst) && appended+n > maxBytes {
-			return false, nil
-		}
-		seg := s.acquire(segID)
-		if seg == nil {
-			// Reclaimed after this read's index snapshot was taken: retention moved the log
-			// start past it meanwhile (Log.ReadBatches tells).
-			return false, fmt.Errorf("%w: segment %d", errSegmentGone, segID)
-		}
-		start := len(dst)
-		dst = slices.Grow(dst, n)[:start+n]
-		_, err = seg.f.ReadAt(dst[start:], pos)
-		seg.unref()
-		if err != nil {
-			dst = dst[:start]
-			return false, fmt.Errorf("batchlog: read segment %d at %d: %w", segID, pos, err)
-		}
-		if wire.BatchLastOffset(dst[start:]) < offset {
-			dst = dst[:start]
-			return true, nil
-		}
-		appended += n
-		return appended < maxBytes, nil
-	})
-	return dst, err
 }
 
 func (s *segmentStore) close() error {

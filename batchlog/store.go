@@ -5,7 +5,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"inlet/wire"
 )
 
 // store is the seam between the committer and the storage engine, in the manner of pebble's
@@ -15,11 +14,11 @@ import (
 type store interface {
 	// newGroup starts the write of one group; sizeHint is the bytes of record data it will hold.
 	newGroup(sizeHint int) group
-	// readBatches appends to dst the stored batches of partition, starting with the batch that
+	// planRead adds to plan the stored batches of partition, starting with the batch that
 	// contains offset, stopping before the first batch whose base offset is >= limit, and once
-	// at least maxBytes have been appended (the first batch is appended whatever its size when
-	// includeFirst is set; otherwise a batch that would pass maxBytes is left out).
-	readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error)
+	// they hold at least maxBytes (the first batch is added whatever its size when includeFirst
+	// is set; otherwise a batch that would pass maxBytes is left out); readplan.go.
+	planRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error
 	// metadataInterval is how often the committer must add the high watermarks and producer
 	// windows changed since the last time to a group; 0 means with every group. A store can
 	// allow more only if it rebuilds them after a crash from the record data written since
@@ -102,11 +101,11 @@ func (g *pebbleGroup) release() {
 	}
 }
 
-// eachIndexedBatch calls fn with the value of every data key of partition below limit,
+// eachIndexedBatch calls fn with the base offset and value of every data key of partition below limit,
 // starting with the batch that contains offset (the last one whose base offset is <= offset,
 // or the first one if none is), until fn returns false. Both layouts read through it; the
 // value is the batch itself (pebble layout) or its 16-byte segment index entry (segments).
-func eachIndexedBatch(db *pebble.DB, partition uint32, offset, limit int64, fn func(v []byte) (bool, error)) error {
+func eachIndexedBatch(db *pebble.DB, partition uint32, offset, limit int64, fn func(base int64, v []byte) (bool, error)) error {
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: dataKey(partition, 0), UpperBound: dataKey(partition, limit)})
 	if err != nil {
 		return err
@@ -121,30 +120,11 @@ func eachIndexedBatch(db *pebble.DB, partition uint32, offset, limit int64, fn f
 		if err != nil {
 			return err
 		}
-		if more, err := fn(v); err != nil || !more {
+		if more, err := fn(dataKeyOffset(it.Key()), v); err != nil || !more {
 			return err
 		}
 	}
 	return it.Error()
-}
-
-func (s *pebbleStore) readBatches(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, dst []byte) ([]byte, error) {
-	appended := 0
-	err := eachIndexedBatch(s.db, partition, offset, limit, func(v []byte) (bool, error) {
-		if len(v) < 61 {
-			panic("BUG: batchlog: stored batch shorter than a record batch header")
-		}
-		if wire.BatchLastOffset(v) < offset {
-			return true, nil
-		}
-		if (appended > 0 || !includeFirst) && appended+len(v) > maxBytes {
-			return false, nil
-		}
-		dst = append(dst, v...)
-		appended += len(v)
-		return appended < maxBytes, nil
-	})
-	return dst, err
 }
 
 func (s *pebbleStore) close() error { return s.db.Close() }
@@ -158,8 +138,8 @@ type discardStore struct{}
 type discardGroup struct{}
 
 func (discardStore) newGroup(int) group { return discardGroup{} }
-func (discardStore) readBatches(_ uint32, _, _ int64, _ int, _ bool, dst []byte) ([]byte, error) {
-	return dst, nil
+func (discardStore) planRead(uint32, int64, int64, int, bool, *ReadPlan) error {
+	return nil
 }
 func (discardStore) close() error                  { return nil }
 func (discardStore) dropUnwritten()                {}

@@ -43,7 +43,7 @@ func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error
 
 // fetchWait answers req once MinBytes are there, or MaxWaitMillis has passed; bytes is the
 // size of the record batches in the answer.
-func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, bytes int) {
+func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply, bytes int) {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var timer *time.Timer
 	defer func() {
@@ -70,26 +70,30 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *kmsg.Fetch
 		}
 		select {
 		case <-changed:
+			resp.release()
 		case <-s.drainCh:
+			resp.release()
 		case <-r.c.done:
 			return resp, bytes // the connection is gone: the reply will be dropped
 		case <-timer.C:
+			resp.release()
 			resp, bytes, _ = s.fetchOnce(req)
 			return resp, bytes
 		}
 	}
 }
 
-// fetchOnce builds a response from what is committed now. stop is set when a partition
-// reports an error, which Kafka answers at once instead of waiting out MaxWaitMillis.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, total int, stop bool) {
-	resp = req.ResponseKind().(*kmsg.FetchResponse)
+// fetchOnce builds a response from what is committed now, with the record batches located
+// but not read (fetchReply). stop is set when a partition reports an error, which Kafka
+// answers at once instead of waiting out MaxWaitMillis.
+func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchReply, total int, stop bool) {
+	resp = newFetchReply(s, req.ResponseKind().(*kmsg.FetchResponse))
 	resp.SessionID = 0
 	maxBytes := int(req.MaxBytes)
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = int(^uint32(0) >> 1)
 	}
-	for _, rt := range req.Topics {
+	for ti, rt := range req.Topics {
 		ot := kmsg.NewFetchResponseTopic()
 		ot.Topic = rt.Topic
 		ot.TopicID = rt.TopicID
@@ -128,21 +132,20 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 				// KIP-74: the first batch of the first partition with data is returned even
 				// when it is larger than the limits, so a consumer always makes progress.
 				includeFirst := total == 0
-				data, err := s.blog.ReadBatches(p, rp.FetchOffset, limit, partMax, includeFirst, op.RecordBatches)
+				plan := resp.plan(ti, len(ot.Partitions))
+				err := s.blog.PlanRead(p, rp.FetchOffset, limit, partMax, includeFirst, plan)
 				if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
 					// Retention moved the log start past the offset while it was read.
-					// An empty record set, not a null one (librdkafka rejects null).
-					op.ErrorCode, data, stop = wire.ErrOffsetOutOfRange, op.RecordBatches[:0], true
+					op.ErrorCode, stop = wire.ErrOffsetOutOfRange, true
 					op.LogStartOffset = p.LogStartOffset()
 				} else if err != nil {
 					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 					op.ErrorCode = wire.ErrUnknownServerError
 					stop = true
 				}
-				op.RecordBatches = data
-				total += len(data)
-				if req.IsolationLevel == readCommitted && len(data) > 0 {
-					for _, a := range p.AbortedTxns(rp.FetchOffset, batchesEnd(data)) {
+				total += plan.Bytes
+				if req.IsolationLevel == readCommitted && plan.Bytes > 0 {
+					for _, a := range p.AbortedTxns(rp.FetchOffset, plan.End) {
 						at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 						at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 						op.AbortedTransactions = append(op.AbortedTransactions, at)
@@ -154,17 +157,4 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, to
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, total, stop
-}
-
-// batchesEnd is the offset after the last record of the stored batches in data.
-func batchesEnd(data []byte) int64 {
-	var end int64
-	for {
-		batch, rest, err := wire.NextBatch(data)
-		if batch == nil || err != nil {
-			return end
-		}
-		end = wire.BatchLastOffset(batch) + 1
-		data = rest
-	}
 }

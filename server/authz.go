@@ -63,7 +63,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			return nil, nil
 		}
 		return nil, func(kresp kmsg.Response) {
-			resp := kresp.(*kmsg.FetchResponse)
+			resp := kresp.(*fetchReply).FetchResponse
 			for _, t := range denied {
 				rt := kmsg.NewFetchResponseTopic()
 				rt.Topic = t.Topic

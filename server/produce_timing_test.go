@@ -106,9 +106,11 @@ func produceFrame(topic string, partitions int, batch []byte) []byte {
 // on a Server wired by hand around a fresh batch log: run sends the frame and waits for its
 // reply. layout is a batchlog layout, or "discard"; withMetrics wires the request and commit
 // metrics in, as --metrics-listen does, and returns them (nil without); quotas are the
-// byte-rate quotas in force (nil: none).
+// byte-rate quotas in force (nil: none). The log's tail cache is small (4 MiB), so the
+// warm-up of a test fills it and the measured requests are in its steady state, where each
+// staging buffer the cache lets go of is reused for the next group.
 func producePath(tb testing.TB, layout string, withMetrics bool, quotas quota.Bounds, frame []byte) (run func(), m *metrics.Metrics) {
-	opts := batchlog.Options{Dir: tb.TempDir(), Layout: layout}
+	opts := batchlog.Options{Dir: tb.TempDir(), Layout: layout, FetchCacheBytes: 4 << 20}
 	if layout == "discard" {
 		opts.Layout, opts.Discard = "", true
 	}
