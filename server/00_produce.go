@@ -38,7 +38,7 @@ type respRef struct{ topic, partition int32 }
 
 func (s *Server) handleProduce(r *request) {
 	ps := &r.produce
-	frame := *r.buf
+	frame := r.frame()
 	if err := ps.req.Decode(frame[r.hdr.BodyOffset:], r.hdr.APIVersion); err != nil {
 		s.protocolError(r, "bad produce request", err)
 		return
@@ -142,7 +142,7 @@ func (s *Server) handleProduce(r *request) {
 	ps.resp.ThrottleMs = s.throttle(r, quota.Produce, len(frame))
 	if ps.acks == 0 {
 		// No reply is ever written, but the slot must be passed so later replies can go.
-		r.c.reply(r.seq, nil)
+		r.t.Skip()
 	}
 	if len(ps.log.Appends) == 0 {
 		r.produceCommitted(&ps.log)
@@ -186,7 +186,7 @@ func (r *request) produceCommitted(lr *batchlog.Request) {
 		return
 	}
 	out := newReply(r.hdr.CorrelationID, r.hdr.APIVersion >= 9, 64+32*len(lr.Appends))
-	out.b = ps.resp.AppendTo(out.b, r.hdr.APIVersion)
-	wire.PatchFrameLength(out.b)
+	out.B = ps.resp.AppendTo(out.B, r.hdr.APIVersion)
+	wire.PatchFrameLength(out.B)
 	s.finish(r, out)
 }

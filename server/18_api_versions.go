@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/transport"
 	"inlet/wire"
 )
 
@@ -22,13 +23,13 @@ func handleAPIVersions(s *Server, r *request, req kmsg.Request) (kmsg.Response, 
 }
 
 // apiVersionsUnsupported is the v0 reply to an ApiVersions version above 4.
-func apiVersionsUnsupported(correlationID int32) *outBuf {
+func apiVersionsUnsupported(correlationID int32) *transport.Out {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = wire.ErrUnsupportedVersion
 	resp.ApiKeys = SupportedAPIs()
 	out := newReply(correlationID, false, 1024)
-	out.b = resp.AppendTo(out.b)
-	wire.PatchFrameLength(out.b)
+	out.B = resp.AppendTo(out.B)
+	wire.PatchFrameLength(out.B)
 	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/transport"
 	"inlet/wire"
 )
 
@@ -56,7 +57,7 @@ func (s *Server) handle(r *request) {
 	if sec != nil && sec.user != "" && !s.currentPrincipal(r, sec) {
 		return
 	}
-	frame := *r.buf
+	frame := r.frame()
 	hdr, err := wire.ParseRequestHeader(frame)
 	if err != nil {
 		s.protocolError(r, "bad request header", err)
@@ -133,7 +134,7 @@ func (s *Server) handle(r *request) {
 // (a failed authentication, limits.go). The reply is queued before the close: gnet runs
 // AsyncWrite before Close, streamConn flushes before closing. While the delay runs r is in
 // flight (Shutdown waits for it) and the connection's later requests are dropped by handle.
-func (s *Server) finishAndClose(r *request, out *outBuf, delay time.Duration) {
+func (s *Server) finishAndClose(r *request, out *transport.Out, delay time.Duration) {
 	done := func() {
 		c := r.c
 		s.finish(r, out)
@@ -146,13 +147,13 @@ func (s *Server) finishAndClose(r *request, out *outBuf, delay time.Duration) {
 	time.AfterFunc(delay, done)
 }
 
-func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *outBuf {
+func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *transport.Out {
 	resp.SetVersion(hdr.APIVersion)
 	// ApiVersions responses always use header v0 (KIP-511), whatever the request's version.
 	flexible := resp.IsFlexible() && hdr.APIKey != apiVersionsKey
 	out := newReply(hdr.CorrelationID, flexible, 4096)
-	out.b = resp.AppendTo(out.b)
-	wire.PatchFrameLength(out.b)
+	out.B = resp.AppendTo(out.B)
+	wire.PatchFrameLength(out.B)
 	return out
 }
 
@@ -161,7 +162,7 @@ func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *outBuf {
 // minute (limits.go: a client that reconnects and repeats itself does not flood the log).
 func (s *Server) protocolError(r *request, what string, err error) {
 	s.badFrames.Add(1)
-	frame := *r.buf
+	frame := r.frame()
 	snippet := frame
 	if len(snippet) > 32 {
 		snippet = snippet[:32]

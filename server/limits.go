@@ -241,7 +241,7 @@ func (s *Server) reap(stop <-chan struct{}, done chan<- struct{}) {
 			idleConns = idleConns[:0]
 			if idle > 0 {
 				for c := range t.all {
-					if c.pending.Load() == 0 && now.UnixNano()-c.lastActive.Load() > int64(idle) {
+					if c.t.Pending() == 0 && now.UnixNano()-c.t.LastActive() > int64(idle) {
 						idleConns = append(idleConns, c)
 					}
 				}

@@ -13,9 +13,10 @@ import (
 // security.protocol: PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL).
 //
 // The first listener without TLS is served by gnet's event loops (the fast path); every other
-// listener — all TLS listeners, since gnet has no TLS — is served by a goroutine per
-// connection on net/crypto/tls (tls.go). Both feed the same conn: framing into pooled
-// buffers, the per-connection worker, ordered replies, so every API behaves the same on both.
+// listener — all TLS listeners, since gnet has no TLS — by a reader and a writer goroutine per
+// connection on net/crypto/tls: package transport's two back-ends. Both frame into the same
+// pooled buffers under the same budget, reply in order, and hand frames to the same endpoint
+// (conn.go) and per-connection worker, so every API behaves the same on both.
 type Listener struct {
 	Name       string
 	Address    string // host:port (port 0 picks one)

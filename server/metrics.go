@@ -8,13 +8,14 @@ import (
 // What the metrics' state collector reads at scrape time (metrics.Node). Request counts,
 // latencies, errors and bytes are counted as they happen instead, through Config.Metrics:
 // in conn.enqueue (a frame's arrival), handle (which API), release (a request done),
-// handleProduce's Done callback (produce error codes) and conn.reply (bytes out).
+// handleProduce's Done callback (produce error codes) and the transport's replies (bytes
+// out: transport.Config.Sent).
 
 var _ metrics.Node = (*Server)(nil)
 
 // InflightBudget is the budget's bytes held now and its limit.
 func (s *Server) InflightBudget() (used, limit int64) {
-	return s.budget.held(), s.cfg.InflightBudget
+	return s.tr.BudgetHeld(), s.cfg.InflightBudget
 }
 
 // OpenConnections counts open client connections by listener name.

@@ -16,9 +16,9 @@ import (
 	"inlet/quota"
 )
 
-// replyConn stands in for a gnet connection in benchmarks: replies are "written" by calling
-// the callback at once. Every other method of gnet.Conn panics (nil embedded interface); the
-// produce path must not need them.
+// replyConn stands in for a socket in benchmarks (a transport.Writer): replies are "written"
+// by calling the callback at once. Every other method of gnet.Conn panics (nil embedded
+// interface); the produce path must not need them.
 type replyConn struct {
 	gnet.Conn
 	written chan int
@@ -129,21 +129,17 @@ func producePath(tb testing.TB, layout string, withMetrics bool, quotas quota.Bo
 	tb.Cleanup(func() { blog.Close() })
 	s := &Server{cfg: Config{AutoCreateTopics: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, quotas: quota.NewManager()}
 	s.cfg.setDefaults()
-	s.log, s.blog, s.budget = s.cfg.Logger, blog, newBudget(s.cfg.InflightBudget)
+	s.log, s.blog = s.cfg.Logger, blog
 	s.quotas.Set(quotas)
 	if m != nil {
 		s.m = m.Requests
 	}
+	s.tr = s.newTransport()
 	rc := &replyConn{written: make(chan int, 1)}
-	c := newConn(s, rc, "bench")
+	c := s.newConn(s.tr.NewConn(rc, "bench", nil), nil)
 	return func() {
 		r := getRequest()
-		r.c, r.seq, r.size, r.want = c, c.nextSeq, int64(4+len(frame)), len(frame)
-		c.nextSeq++
-		s.budget.acquire(r.size)
-		s.inflight.Add(1)
-		r.buf = getBuf(len(frame))
-		copy(*r.buf, frame)
+		r.t, r.c = c.t.Inject(frame), c
 		s.arrived(r)
 		s.handle(r)
 		<-rc.written

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"inlet/auth"
+	"inlet/transport"
 	"inlet/wire"
 )
 
@@ -90,6 +91,7 @@ func (s *Server) completeAuth(r *request, sec *connSecurity, p *auth.Principal) 
 		sec.expiry = time.Now().Add(s.cfg.SessionLifetime)
 	}
 	r.c.saslPending.Store(false) // frames may now be as large as socket.request.max.bytes
+	r.c.t.SetMaxFrame(s.cfg.MaxRequestBytes)
 	s.authSucceeded(r.c.ip)
 	s.log.Debug("sasl authenticated", "remote", r.c.remote, "principal", p.Name, "mechanism", sec.mechanism)
 	return nil
@@ -101,7 +103,7 @@ func (s *Server) completeAuth(r *request, sec *connSecurity, p *auth.Principal) 
 func (s *Server) saslRawToken(r *request) {
 	c := r.c
 	sec := c.sec
-	resp, done, err := sec.exchange.Step(*r.buf)
+	resp, done, err := sec.exchange.Step(r.frame())
 	if err == nil && done {
 		err = s.completeAuth(r, sec, sec.exchange.Principal())
 	}
@@ -115,9 +117,9 @@ func (s *Server) saslRawToken(r *request) {
 	if done {
 		sec.raw, sec.exchange = false, nil
 	}
-	out := getOut(4 + len(resp))
-	out.b = append(out.b, 0, 0, 0, 0)
-	out.b = append(out.b, resp...)
-	wire.PatchFrameLength(out.b)
+	out := transport.GetOut(4 + len(resp))
+	out.B = append(out.B, 0, 0, 0, 0)
+	out.B = append(out.B, resp...)
+	wire.PatchFrameLength(out.B)
 	s.finish(r, out)
 }

@@ -1,10 +1,11 @@
 // Package server speaks the Kafka protocol on gnet event loops and hands requests to the batch
 // log. One file per API key (00_produce.go, 01_fetch.go, ...) in the manner of franz-go's kfake.
 //
-// Hot path (DESIGN.md): gnet loop frames a request and copies it once into a pooled buffer
-// (conn.go) -> the connection's worker decodes and validates it off the loop (00_produce.go) ->
-// the batch log's committer assigns offsets and commits a synced group (batchlog) -> the
-// completer's Done callback encodes the reply -> replies leave in request order (conn.go).
+// Hot path (DESIGN.md): a gnet loop frames a request and copies it once into a pooled buffer
+// (package transport) -> the connection's worker (conn.go) decodes and validates it off the
+// loop (00_produce.go) -> the batch log's committer assigns offsets and commits a synced group
+// (batchlog) -> the completer's Done callback encodes the reply -> replies leave in request
+// order (transport).
 package server
 
 import (
@@ -19,9 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
-
 	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
@@ -29,6 +27,7 @@ import (
 	"inlet/quota"
 	"inlet/schema"
 	"inlet/tenants"
+	"inlet/transport"
 	"inlet/txn"
 )
 
@@ -134,24 +133,18 @@ func (c *Config) setDefaults() {
 
 // Server is one Inlet node's Kafka listener.
 type Server struct {
-	gnet.BuiltinEventEngine
+	cfg  Config
+	log  *slog.Logger
+	blog *batchlog.Log
+	tr   *transport.Transport // framing, the in-flight budget, ordered replies, both back-ends
+	m    *metrics.Requests    // Config.Metrics; nil: none
 
-	cfg    Config
-	log    *slog.Logger
-	blog   *batchlog.Log
-	budget *budget
-	m      *metrics.Requests // Config.Metrics; nil: none
-
-	eng       gnet.Engine
-	booted    chan struct{}
-	bootErr   error // set by OnBoot before booted is closed
-	runErr    chan error
+	gnet      *transport.Gnet // serves gnetL; nil when every listener is a stream listener
 	addr      *net.TCPAddr
 	advHost   string
 	advPort   int32
 	draining  atomic.Bool
 	drainCh   chan struct{} // closed when draining starts: wakes long polls
-	inflight  atomic.Int64  // frames read (or being read) and not yet answered; see Shutdown
 	badFrames atomic.Int64
 
 	clock      atomic.Int64 // coarse unix nanoseconds, ticked by the reaper (limits.go)
@@ -171,9 +164,6 @@ type Server struct {
 
 	gnetL   *listener   // the listener gnet serves (nil: every listener is a stream listener)
 	streams []*listener // listeners served a goroutine per connection (tls.go)
-	streamW sync.WaitGroup
-	streamM sync.Mutex
-	live    map[*streamConn]struct{} // open stream connections, closed by Shutdown
 }
 
 // Start listens and serves until Shutdown. It returns once the listener is bound.
@@ -183,13 +173,11 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		blog:    blog,
-		budget:  newBudget(cfg.InflightBudget),
 		m:       cfg.Metrics,
-		booted:  make(chan struct{}),
-		runErr:  make(chan error, 1),
 		drainCh: make(chan struct{}),
 		quotas:  quota.NewManager(),
 	}
+	s.tr = s.newTransport()
 	if err := s.setupListeners(); err != nil {
 		return nil, err
 	}
@@ -216,33 +204,24 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		s.addr = s.streams[0].addr.(*net.TCPAddr)
 		return s, nil
 	}
-	opts := []gnet.Option{
-		gnet.WithMulticore(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReuseAddr(true),
-		gnet.WithLogger(gnetLogger{s.log}),
-	}
-	if cfg.Workers > 0 {
-		opts = append(opts, gnet.WithNumEventLoop(cfg.Workers))
-	}
-	go func() { s.runErr <- gnet.Run(s, "tcp://"+cfg.Listen, opts...) }()
-	select {
-	case <-s.booted:
-	case err := <-s.runErr:
+	var bootErr error // the advertised address's, from gnetBooted
+	g, err := s.tr.ServeGnet(&endpoint{s, s.gnetL}, transport.GnetConfig{
+		Addr:    cfg.Listen,
+		Workers: cfg.Workers,
+		Booted:  func(addr *net.TCPAddr) error { bootErr = s.gnetBooted(addr); return bootErr },
+	})
+	if err != nil {
 		s.stopReaper()
 		s.closeCoordinators()
-		return nil, fmt.Errorf("server: listen %s: %w", cfg.Listen, err)
+		if bootErr != nil {
+			return nil, bootErr
+		}
+		return nil, fmt.Errorf("server: %w", err)
 	}
-	if s.bootErr != nil {
-		<-s.runErr // OnBoot answered Shutdown: Run returns without serving
-		s.stopReaper()
-		s.closeCoordinators()
-		return nil, s.bootErr
-	}
+	s.gnet = g
 	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
 	if err := s.startStreams(); err != nil {
-		_ = s.eng.Stop(context.Background())
-		<-s.runErr
+		_ = g.Stop()
 		s.stopReaper()
 		s.closeCoordinators()
 		return nil, err
@@ -250,26 +229,30 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	return s, nil
 }
 
-// resolveAddr learns the bound port (the listen address may ask for port 0) from a duplicate
-// of the listener's descriptor, and settles the advertised address.
-func (s *Server) resolveAddr() error {
-	fd, err := s.eng.Dup()
-	if err != nil {
-		return fmt.Errorf("server: listener address: %w", err)
+// newTransport is the transport every listener of s shares: the in-flight budget, frames of 8
+// bytes (a request header's api key, version and correlation id) up to
+// socket.request.max.bytes (SASL listeners lower it per connection: newConn), activity stamped
+// with the reaper's clock (limits.go).
+func (s *Server) newTransport() *transport.Transport {
+	tc := transport.Config{
+		Budget:   s.cfg.InflightBudget,
+		MaxFrame: s.cfg.MaxRequestBytes,
+		MinFrame: minFrame,
+		Clock:    s.clock.Load,
+		Logger:   s.log,
 	}
-	defer unix.Close(fd)
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return fmt.Errorf("server: listener address: %w", err)
+	if s.m != nil {
+		tc.Sent = s.m.Sent
 	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	case *unix.SockaddrInet6:
-		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	default:
-		return fmt.Errorf("server: unexpected listener address %T", sa)
-	}
+	return transport.New(tc)
+}
+
+// gnetBooted records the bound address of the gnet listener and settles the advertised one.
+// The transport calls it before the event loops start, so no connection (Metadata reads
+// advHost and advPort without a lock) can be served before they are set: clients already
+// queued on the listener, as after a restart, are served the moment the loops start.
+func (s *Server) gnetBooted(addr *net.TCPAddr) error {
+	s.addr = addr
 	adv := s.cfg.Advertise
 	if adv == "" {
 		adv = s.addr.String()
@@ -283,6 +266,7 @@ func (s *Server) resolveAddr() error {
 		return fmt.Errorf("server: --advertise %q: bad port", adv)
 	}
 	s.advHost, s.advPort = host, int32(p)
+	s.gnetL.addr, s.gnetL.advHost, s.gnetL.advPort = s.addr, s.advHost, s.advPort
 	return nil
 }
 
@@ -296,15 +280,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.draining.CompareAndSwap(false, true) {
 		close(s.drainCh)
 	}
+	s.tr.Drain()
 	// Wait for the frames in flight. A polled counter rather than a WaitGroup: a loop may
 	// start a frame at the moment draining begins, and a WaitGroup forbids an Add from zero
 	// concurrent with Wait (the race detector reports it: crashtest's SIGTERM tests under
-	// -race). conn.frames counts a frame before it checks draining, and draining is set
+	// -race). The transport counts a frame before it checks draining, and Drain is called
 	// before the count is read here, so a frame is either waited for or never started.
 	var err error
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for err == nil && s.inflight.Load() > 0 {
+	for err == nil && s.tr.InFlight() > 0 {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
@@ -319,83 +304,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeCoordinators()
 	s.closeStreams()
 	s.stopReaper()
-	if s.gnetL == nil {
+	if s.gnet == nil {
 		return err
 	}
-	if stopErr := s.eng.Stop(context.Background()); stopErr != nil && err == nil && !errors.Is(stopErr, context.Canceled) {
+	if stopErr := s.gnet.Stop(); stopErr != nil && err == nil && !errors.Is(stopErr, context.Canceled) {
 		err = stopErr
 	}
-	<-s.runErr
 	return err
 }
 
 func (s *Server) stopReaper() {
 	close(s.reaperStop)
 	<-s.reaperDone
-}
-
-// OnBoot records the engine and settles the bound and advertised addresses. It runs before
-// the event loops start, so no connection (Metadata reads advHost and advPort without a lock)
-// can be served before they are set: clients already queued on the listener, as after a
-// restart, are served the moment the loops start.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
-	s.bootErr = s.resolveAddr()
-	if s.bootErr == nil {
-		s.gnetL.addr, s.gnetL.advHost, s.gnetL.advPort = s.addr, s.advHost, s.advPort
-	}
-	close(s.booted)
-	if s.bootErr != nil {
-		return gnet.Shutdown
-	}
-	return gnet.None
-}
-
-// OnOpen attaches the connection state; while draining, and over the connection limits,
-// new connections are closed at once (and get no context, so OnClose skips them).
-func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	if s.draining.Load() {
-		return nil, gnet.Close
-	}
-	remote := ""
-	if a := gc.RemoteAddr(); a != nil {
-		remote = a.String()
-	}
-	c := newConn(s, gc, remote)
-	if !s.admitConn(c, s.gnetL) {
-		return nil, gnet.Close
-	}
-	gc.SetContext(c)
-	return nil, gnet.None
-}
-
-// OnClose marks the connection closed; see conn for what of it may still run.
-func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
-	if c, ok := gc.Context().(*conn); ok {
-		c.markClosed()
-		s.dropConn(c)
-	}
-	return gnet.None
-}
-
-// OnTraffic frames requests; see conn.frames.
-func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
-	c, ok := gc.Context().(*conn)
-	if !ok {
-		return gnet.Close
-	}
-	return c.frames()
-}
-
-type gnetLogger struct{ l *slog.Logger }
-
-func (g gnetLogger) Debugf(string, ...any)    {}
-func (g gnetLogger) Infof(string, ...any)     {}
-func (g gnetLogger) Warnf(f string, a ...any) { g.l.Warn(fmt.Sprintf("gnet: "+f, a...)) }
-func (g gnetLogger) Errorf(f string, a ...any) {
-	g.l.Error(fmt.Sprintf("gnet: "+f, a...))
-}
-func (g gnetLogger) Fatalf(f string, a ...any) {
-	g.l.Error(fmt.Sprintf("gnet: "+f, a...))
-	panic(fmt.Sprintf("gnet: "+f, a...))
 }

@@ -65,18 +65,14 @@ func BenchmarkProduceValidation(b *testing.B) {
 			defer blog.Close()
 			s := &Server{cfg: Config{AutoCreateTopics: true, Schemas: mode.reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 			s.cfg.setDefaults()
-			s.log, s.blog, s.budget = s.cfg.Logger, blog, newBudget(s.cfg.InflightBudget)
+			s.log, s.blog = s.cfg.Logger, blog
+			s.tr = s.newTransport()
 			rc := &replyConn{written: make(chan int, 1)}
-			c := newConn(s, rc, "bench")
+			c := s.newConn(s.tr.NewConn(rc, "bench", nil), nil)
 			var errCode bool
 			run := func() {
 				r := getRequest()
-				r.c, r.seq, r.size = c, c.nextSeq, int64(4+len(frame))
-				c.nextSeq++
-				s.budget.acquire(r.size)
-				s.inflight.Add(1)
-				r.buf = getBuf(len(frame))
-				copy(*r.buf, frame)
+				r.t, r.c = c.t.Inject(frame), c
 				s.handle(r)
 				<-rc.written
 			}

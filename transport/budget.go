@@ -1,31 +1,32 @@
-package server
+package transport
 
 import "sync"
 
 // budget bounds the bytes of requests that have been read from sockets but not yet answered
 // (for produce: not yet committed), counted as the capacity of the buffers that hold them.
-// When it is exhausted the event loop that wants more room waits inside OnTraffic, so the
-// kernel's socket buffers fill and TCP pushes back on producers.
+// When it is exhausted the event loop (or stream reader) that wants more room waits inside its
+// read, so the kernel's socket buffers fill and TCP pushes back on producers. A stream reader
+// is a loop of one connection here: everything below said of a loop holds for it.
 //
-// A frame's buffer grows as its bytes arrive (Server.growFrame), and each growth takes its
+// A frame's buffer grows as its bytes arrive (Transport.growFrame), and each growth takes its
 // bytes from the budget before the buffer is allocated: a frame still arriving ("in transit")
 // holds what it has received, not what its length prefix declares.
 //
 // Only the loop that owns a frame in transit can complete it, so a loop must never wait for
 // budget that frames in transit hold: it would wait for itself (or for another loop that
 // waits for it). A loop therefore waits only while complete frames hold budget — those are
-// released by goroutines that never wait on a loop (the batch log's completer for produce,
-// connection workers for everything else). When the budget is exhausted and everything held
+// released (Request.Release) by the handler's goroutines, which must never wait on a loop (in
+// Inlet: the batch log's completer for produce, connection workers for everything else). When the budget is exhausted and everything held
 // is in transit, waiting could last forever (a client that declares a large frame and stops
 // sending holds its bytes until its connection goes), so the growth is decided at once:
 //   - the oldest frame in transit is admitted, over the limit if need be, so some frame
 //     always makes progress (and a single frame larger than the whole budget is served);
 //   - a frame whose bytes have all arrived is admitted: it is complete at once, and from then
 //     on released by others (the overshoot is what one loop has buffered, per loop);
-//   - any other frame is refused, and its connection closed (logged with the peer).
+//   - any other frame is refused, and its connection closed (Handler.Refused is told).
 //
 // Memory for request frames is thus bounded by the budget, plus the oldest frame in transit
-// (at most --max-request-bytes), plus what the loops have buffered. A workload whose frames in
+// (at most the largest frame a connection may send), plus what the loops have buffered. A workload whose frames in
 // transit at one moment exceed the budget gets refusals: size the budget above
 // (connections × the largest request).
 type budget struct {
@@ -35,8 +36,8 @@ type budget struct {
 	used    int64 // every held byte
 	partial int64 // bytes held by frames in transit
 
-	// Frames in transit, oldest first, linked through request.older/newer.
-	oldest, newest *request
+	// Frames in transit, oldest first, linked through Request.older/newer.
+	oldest, newest *Request
 }
 
 func newBudget(limit int64) *budget {
@@ -46,7 +47,7 @@ func newBudget(limit int64) *budget {
 }
 
 // begin puts r, a frame whose bytes are about to arrive, in transit.
-func (b *budget) begin(r *request) {
+func (b *budget) begin(r *Request) {
 	b.mu.Lock()
 	r.older, r.newer = b.newest, nil
 	if b.newest != nil {
@@ -60,7 +61,7 @@ func (b *budget) begin(r *request) {
 
 // grow takes n more bytes for r, a frame in transit (begin); arrived tells that every byte of
 // r is already buffered. It returns false, taking nothing, when r is refused (see budget).
-func (b *budget) grow(r *request, n int64, arrived bool) bool {
+func (b *budget) grow(r *Request, n int64, arrived bool) bool {
 	b.mu.Lock()
 	for b.used+n > b.limit && b.used > b.partial {
 		b.cond.Wait() // complete frames hold budget: released by others
@@ -78,7 +79,7 @@ func (b *budget) grow(r *request, n int64, arrived bool) bool {
 
 // complete takes r out of transit (all its bytes have arrived, or its connection has gone):
 // from now on its bytes are released by someone other than a loop.
-func (b *budget) complete(r *request) {
+func (b *budget) complete(r *Request) {
 	b.mu.Lock()
 	if r.older != nil {
 		r.older.newer = r.newer
@@ -100,7 +101,7 @@ func (b *budget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	if b.used < 0 || b.partial > b.used {
-		panic("BUG: server: in-flight budget released more than acquired")
+		panic("BUG: transport: in-flight budget released more than acquired")
 	}
 	b.mu.Unlock()
 	b.cond.Broadcast()

@@ -1,8 +1,10 @@
-package server
+package transport
 
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/panjf2000/gnet/v2"
 )
 
 // Size-classed byte-slice pools (powers of two from 1 KiB to 16 MiB), in the manner of gnet's
@@ -56,4 +58,42 @@ func putBuf(b *[]byte) {
 	}
 	*b = (*b)[:0]
 	classPools[c].Put(b)
+}
+
+// Out is a reply frame on its way to the socket: B is the bytes to write, appended to by the
+// handler (AppendX(dst) style). Reply takes it over; its written callback (bound once, when
+// the pool makes it) returns it to the pool, so queuing a reply allocates no closure.
+type Out struct {
+	B       []byte
+	written gnet.AsyncCallback
+}
+
+var outPool sync.Pool
+
+func init() {
+	outPool.New = func() any {
+		ob := new(Out)
+		ob.written = func(gnet.Conn, error) error { putOut(ob); return nil }
+		return ob
+	}
+}
+
+// maxPooledReply keeps the occasional huge fetch reply from being pinned by the pool.
+const maxPooledReply = 1 << 20
+
+// GetOut returns an empty pooled reply buffer with room for at least sizeHint bytes.
+func GetOut(sizeHint int) *Out {
+	ob := outPool.Get().(*Out)
+	if cap(ob.B) < sizeHint {
+		ob.B = make([]byte, 0, sizeHint)
+	}
+	ob.B = ob.B[:0]
+	return ob
+}
+
+func putOut(ob *Out) {
+	if cap(ob.B) > maxPooledReply {
+		ob.B = nil
+	}
+	outPool.Put(ob)
 }

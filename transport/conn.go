@@ -1,0 +1,433 @@
+package transport
+
+import (
+	"encoding/binary"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Writer is what reply ordering needs of a socket: the three calls that are safe from any
+// goroutine and after the connection has closed (see the package comment). gnet.Conn satisfies
+// it; so does streamConn, whose callbacks get a nil gnet.Conn (none here looks at it).
+type Writer interface {
+	AsyncWrite(buf []byte, cb gnet.AsyncCallback) error
+	AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error
+	Close() error
+}
+
+// Conn is one client connection; see the package comment for who owns what of it.
+type Conn struct {
+	t      *Transport
+	h      Handler // nil for a connection made by NewConn
+	w      Writer  // replies and close: nothing else of the socket is touched off its owner
+	state  any     // Handler.Open's answer
+	remote string  // the peer's address, copied at open (the socket's may be gone later)
+
+	maxFrame   atomic.Int64
+	gone       atomic.Bool   // set by markClosed, before anything else it does
+	done       chan struct{} // closed by markClosed
+	lastActive atomic.Int64  // Config.Clock when bytes last arrived or a reply was queued
+	pending    atomic.Int64  // frames read whole whose slots are not yet filled
+
+	// Owned by the loop (stream connections: by their reader goroutine).
+	nextSeq uint64
+	partial *Request // a frame whose bytes have not all arrived yet
+
+	wmu      sync.Mutex
+	writeSeq uint64
+	slots    []slot // slots[i] holds the reply of request writeSeq+i
+	outs     []*Out // scratch for reply
+}
+
+type slot struct {
+	ready bool
+	out   *Out // nil: nothing to write
+}
+
+func (t *Transport) newConn(w Writer, remote string, h Handler) *Conn {
+	c := &Conn{t: t, h: h, w: w, remote: remote, done: make(chan struct{})}
+	c.maxFrame.Store(int64(t.cfg.MaxFrame))
+	c.lastActive.Store(t.now())
+	return c
+}
+
+// NewConn is a connection no back-end serves, with state as its State: its requests are made
+// by Inject and its replies go to w (benchmarks and tests of a handler).
+func (t *Transport) NewConn(w Writer, remote string, state any) *Conn {
+	c := t.newConn(w, remote, nil)
+	c.state = state
+	return c
+}
+
+// State is what Handler.Open returned for c.
+func (c *Conn) State() any { return c.state }
+
+// Remote is the peer's address as it was when the connection opened.
+func (c *Conn) Remote() string { return c.remote }
+
+// SetMaxFrame sets the largest frame c may send from its next length prefix on (Inlet: before
+// SASL authentication, sasl.server.max.receive.size). Safe from any goroutine.
+func (c *Conn) SetMaxFrame(n int) { c.maxFrame.Store(int64(n)) }
+
+// MaxFrame is the largest frame c may send now.
+func (c *Conn) MaxFrame() int { return int(c.maxFrame.Load()) }
+
+// Close closes the connection; replies already queued are written first (gnet runs writes
+// queued before a Close first; a stream connection flushes them). Later replies are dropped.
+// Safe from any goroutine, and after the connection has closed.
+func (c *Conn) Close() { _ = c.w.Close() }
+
+// Gone tells whether the connection has closed (markClosed has begun).
+func (c *Conn) Gone() bool { return c.gone.Load() }
+
+// Done is closed when the connection has closed: it wakes a handler's long polls.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// LastActive is Config.Clock when bytes last arrived on c or a reply was queued for it.
+func (c *Conn) LastActive() int64 { return c.lastActive.Load() }
+
+// Pending counts c's requests read whole whose reply slots are not filled yet: a connection
+// with none and no activity for a while is idle.
+func (c *Conn) Pending() int64 { return c.pending.Load() }
+
+// Request is one framed request; pooled. Its Conn and frame are valid until Release.
+type Request struct {
+	c    *Conn
+	seq  uint64
+	buf  *[]byte // the frame without its length prefix
+	size int64   // bytes held against the budget (the capacity of buf)
+
+	// replied: the slot is filled (Reply or Skip). Release checks it.
+	replied bool
+
+	// Assembly, owned by the loop (or stream reader) until the frame is complete: the frame's
+	// declared length and the bytes of it copied into buf so far. buf grows as bytes arrive
+	// (growFrame), so a declared size costs nothing until the bytes are there.
+	want, filled int
+	older, newer *Request // neighbours in the budget's list of frames in transit
+}
+
+var requestPool = sync.Pool{New: func() any { return new(Request) }}
+
+// Bytes is the frame without its length prefix; it aliases a pooled buffer, valid until
+// Release.
+func (r *Request) Bytes() []byte { return *r.buf }
+
+// Conn is the connection r arrived on.
+func (r *Request) Conn() *Conn { return r.c }
+
+// Size is the bytes r holds against the budget until Release.
+func (r *Request) Size() int64 { return r.size }
+
+// Reply fills r's slot with out, which the transport owns from now on, and writes every reply
+// that is now next in order; out nil: nothing is written. Exactly once per request, Reply or
+// Skip, from any goroutine.
+func (r *Request) Reply(out *Out) {
+	if r.replied {
+		panic("BUG: transport: a request's reply slot filled twice")
+	}
+	r.replied = true
+	r.c.reply(r.seq, out)
+}
+
+// Skip fills r's slot with nothing (an acks=0 produce): later replies may go.
+func (r *Request) Skip() { r.Reply(nil) }
+
+// Release returns r's buffer and budget, and r to the pool. Its slot must be filled already
+// (Reply or Skip). Exactly once per request: every request passes here or, if its connection
+// closed before it was whole, through markClosed.
+func (r *Request) Release() {
+	if r.c == nil {
+		panic("BUG: transport: a request released twice")
+	}
+	if !r.replied {
+		panic("BUG: transport: a request released before its reply slot was filled")
+	}
+	r.release()
+}
+
+func (r *Request) release() {
+	t := r.c.t
+	t.budget.release(r.size)
+	if r.buf != nil {
+		putBuf(r.buf)
+	}
+	r.buf, r.c, r.replied, r.size = nil, nil, false, 0
+	requestPool.Put(r)
+	t.inflight.Add(-1)
+}
+
+// Inject makes a complete request of frame on c, a connection made by NewConn, as if it had
+// been read: it takes budget (waiting while complete frames hold it), a sequence slot and a
+// pooled buffer, and counts in InFlight (benchmarks and tests of a handler).
+func (c *Conn) Inject(frame []byte) *Request {
+	t := c.t
+	r := requestPool.Get().(*Request)
+	r.c, r.seq = c, c.nextSeq
+	c.nextSeq++
+	r.size = int64(bufCap(len(frame)))
+	r.want, r.filled = len(frame), len(frame)
+	t.budget.acquire(r.size)
+	t.inflight.Add(1)
+	r.buf = getBuf(len(frame))
+	copy(*r.buf, frame)
+	c.pending.Add(1)
+	return r
+}
+
+// source is the inbound bytes framing reads: gnet.Conn's calls of the same names (on its
+// loop), or a sliceSource (stream connections, tests).
+type source interface {
+	InboundBuffered() int
+	Peek(n int) ([]byte, error)
+	Discard(n int) (int, error)
+	Read(p []byte) (int, error)
+}
+
+// sliceSource is a source over bytes already read; what framing leaves of them (part of a
+// length prefix) is the caller's to keep for the next read.
+type sliceSource struct{ b []byte }
+
+func (s *sliceSource) InboundBuffered() int { return len(s.b) }
+
+func (s *sliceSource) Peek(n int) ([]byte, error) {
+	if len(s.b) < n {
+		return nil, io.ErrShortBuffer
+	}
+	return s.b[:n], nil
+}
+
+func (s *sliceSource) Discard(n int) (int, error) {
+	n = min(n, len(s.b))
+	s.b = s.b[n:]
+	return n, nil
+}
+
+func (s *sliceSource) Read(p []byte) (int, error) {
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+// action is what framing leaves its back-end to do.
+type action int
+
+const (
+	more      action = iota // every whole frame is handed on; wait for more bytes
+	drained                 // draining: no frame is started (src may hold more)
+	closeConn               // a bad length prefix, a refused frame, or Handler.Frame said so
+)
+
+// feed copies every complete frame out of src (and what has arrived of an incomplete one
+// into its own buffer, so src never has to hold a large frame) and hands it to the handler.
+// It runs on the goroutine that owns c's framing; it may wait for budget, which is how
+// backpressure reaches TCP.
+//
+// While draining no new frame is started, but a frame already started is read to its end:
+// it holds an in-flight count that a drain waits for (crashtest's
+// TestSigtermFinishesPartialRequest).
+func (c *Conn) feed(src source) action {
+	t := c.t
+	c.lastActive.Store(t.now())
+	for {
+		if r := c.partial; r != nil {
+			for r.filled < r.want {
+				avail := src.InboundBuffered()
+				if avail == 0 {
+					return more
+				}
+				if !t.growFrame(r, avail) {
+					return closeConn
+				}
+				n, _ := src.Read((*r.buf)[r.filled:])
+				r.filled += n
+			}
+			c.partial = nil
+			t.budget.complete(r)
+			c.pending.Add(1)
+			if !c.h.Frame(r) {
+				return closeConn
+			}
+			continue
+		}
+		if t.draining.Load() {
+			return drained
+		}
+		if src.InboundBuffered() < 4 {
+			return more
+		}
+		p, err := src.Peek(4)
+		if err != nil {
+			return more
+		}
+		// Checked before anything is allocated (kafka-proxy's MaxRequestSize).
+		size := int(int32(binary.BigEndian.Uint32(p)))
+		if maxFrame := c.MaxFrame(); size < t.cfg.MinFrame || size > maxFrame {
+			c.h.Refused(c, FrameSize, size, maxFrame)
+			return closeConn
+		}
+		// Count the frame before checking draining once more (Drain is set before the count is
+		// read): either a drain waits for this frame or it is never started.
+		t.inflight.Add(1)
+		if t.draining.Load() {
+			t.inflight.Add(-1)
+			return drained
+		}
+		_, _ = src.Discard(4)
+		c.partial = t.startFrame(c, size)
+	}
+}
+
+// startFrame begins assembling a frame of size bytes (its length prefix already consumed).
+// Its buffer starts small and grows as bytes arrive (growFrame).
+func (t *Transport) startFrame(c *Conn, size int) *Request {
+	r := requestPool.Get().(*Request)
+	r.c, r.seq = c, c.nextSeq
+	c.nextSeq++
+	r.want, r.filled, r.size = size, 0, 0
+	t.budget.begin(r)
+	return r
+}
+
+// A frame whose bytes have not all arrived starts in a buffer of initialFrameBuf (gnet
+// delivers a socket read of up to 64 KiB at a time) and grows by frameGrowth when full.
+// Each growth copies what has arrived, so the factor trades copying for how much a slow
+// frame holds beyond its bytes: with 16, a 1 MiB produce request arriving in 64 KiB reads is
+// copied once more in part (64 KiB, about 6%; doubling copies 94%, and measured 0.91x the
+// records/s and 1.20x the CPU per record in one bench compare run:
+// results/before-after/compare-frame-growth-20261130-110904.txt), and a frame holds at most
+// 16 times what has arrived. What it holds is counted in the budget either way, so the factor
+// does not change the memory bound.
+const (
+	initialFrameBuf = 64 << 10
+	frameGrowth     = 16
+)
+
+// growFrame makes room in r's buffer for more of the frame when it is full, avail being the
+// bytes waiting to be copied: to what has arrived, at least frameGrowth times the buffer, at
+// most the frame. The added capacity is taken from the budget first, which may wait there
+// (budget.go). It returns false when the budget is exhausted by frames in transit alone; the
+// caller then closes the connection (its partial frame is dropped by markClosed).
+func (t *Transport) growFrame(r *Request, avail int) bool {
+	have := 0
+	if r.buf != nil {
+		have = len(*r.buf)
+	}
+	if r.filled < have {
+		return true
+	}
+	n := min(r.want, max(frameGrowth*have, r.filled+avail, initialFrameBuf))
+	if !t.budget.grow(r, int64(bufCap(n))-r.size, r.filled+avail >= r.want) {
+		r.c.h.Refused(r.c, Budget, r.want, int(t.cfg.Budget))
+		return false
+	}
+	nb := getBuf(n)
+	if r.buf != nil {
+		copy(*nb, (*r.buf)[:r.filled])
+		putBuf(r.buf)
+	}
+	r.buf = nb
+	return true
+}
+
+// reply fills the slot of request seq (out == nil: nothing to write) and writes every reply
+// that is now next in order.
+func (c *Conn) reply(seq uint64, out *Out) {
+	c.wmu.Lock()
+	i := int(seq - c.writeSeq)
+	for len(c.slots) <= i {
+		c.slots = append(c.slots, slot{})
+	}
+	c.slots[i] = slot{ready: true, out: out}
+	n := 0
+	for n < len(c.slots) && c.slots[n].ready {
+		n++
+	}
+	if n == 0 {
+		c.wmu.Unlock()
+		return
+	}
+	// Writes are queued to the socket while wmu is held, so they reach it in order.
+	outs := c.outs[:0]
+	for _, sl := range c.slots[:n] {
+		if sl.out != nil {
+			outs = append(outs, sl.out)
+		}
+	}
+	c.outs = outs
+	copy(c.slots, c.slots[n:])
+	for j := len(c.slots) - n; j < len(c.slots); j++ {
+		c.slots[j] = slot{}
+	}
+	c.slots = c.slots[:len(c.slots)-n]
+	c.writeSeq += uint64(n)
+	c.pending.Add(-int64(n))
+	c.lastActive.Store(c.t.now())
+	if c.gone.Load() || len(outs) == 0 {
+		for _, o := range outs {
+			putOut(o)
+		}
+		clear(c.outs)
+		c.wmu.Unlock()
+		return
+	}
+	if sent := c.t.cfg.Sent; sent != nil {
+		n := 0
+		for _, o := range outs {
+			n += len(o.B)
+		}
+		sent(n)
+	}
+	var err error
+	var multi []*Out
+	if len(outs) == 1 {
+		err = c.w.AsyncWrite(outs[0].B, outs[0].written)
+	} else {
+		// Several replies became writable at once (an earlier slow one finished): one writev.
+		multi = append([]*Out(nil), outs...)
+		bs := make([][]byte, len(multi))
+		for j, o := range multi {
+			bs[j] = o.B
+		}
+		err = c.w.AsyncWritev(bs, func(gnet.Conn, error) error {
+			for _, o := range multi {
+				putOut(o)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		// The loop is gone (shutdown); the callback will not run.
+		for _, o := range outs {
+			putOut(o)
+		}
+	}
+	clear(c.outs)
+	c.wmu.Unlock()
+}
+
+// markClosed runs once when the connection has closed, on the goroutine that owns its framing
+// (its loop in OnClose, or its stream reader as it ends). What may still run for it: see the
+// package comment. The back-end calls Handler.Closed after it.
+func (c *Conn) markClosed() {
+	c.gone.Store(true)
+	close(c.done)
+	// gone is set before wmu is taken: a reply holding wmu now may still queue its write (the
+	// socket drops it), and every later one sees gone and drops its output.
+	c.wmu.Lock()
+	for _, sl := range c.slots {
+		if sl.out != nil {
+			putOut(sl.out)
+		}
+	}
+	c.slots = nil
+	c.wmu.Unlock()
+	if r := c.partial; r != nil {
+		c.partial = nil
+		c.t.budget.complete(r)
+		r.release()
+	}
+}
