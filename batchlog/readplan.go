@@ -228,12 +228,12 @@ const defaultFetchCacheBytes = 64 << 20
 // the read lock, so a buffer is never reused while it is read.
 type tailCache struct {
 	limit int
-	// hits and misses count the reads copyOut served and could not (FetchCacheStats).
+	// hits and misses count the reads copyOut served and could not (Stats).
 	hits, misses atomic.Int64
-	mu    sync.RWMutex
-	ents  []tailEntry // ents[head:] are cached, oldest first
-	head  int
-	bytes int
+	mu           sync.RWMutex
+	ents         []tailEntry // ents[head:] are cached, oldest first
+	head         int
+	bytes        int
 }
 
 type tailEntry struct {
@@ -291,15 +291,6 @@ func (c *tailCache) copyOut(dst []byte, seg uint32, pos int64) bool {
 	copy(dst, e.buf[pos-e.start:])
 	c.hits.Add(1)
 	return true
-}
-
-// FetchCacheStats is how many batch reads the tail cache served and how many went to the
-// segment files (both 0 without one).
-func (l *Log) FetchCacheStats() (hits, misses int64) {
-	if l.segs == nil || l.segs.tail == nil {
-		return 0, 0
-	}
-	return l.segs.tail.hits.Load(), l.segs.tail.misses.Load()
 }
 
 // reset drops every cached buffer (the files are being reset after a failure).

@@ -77,7 +77,8 @@ func TestFetchCacheReadsMatchTheFiles(t *testing.T) {
 		return out
 	}
 	cached := read(l)
-	hits, misses := l.FetchCacheStats()
+	st := l.Stats()
+	hits, misses := st.FetchCacheHits, st.FetchCacheMisses
 	if hits == 0 || misses == 0 {
 		t.Fatalf("cache hits %d, misses %d: want both", hits, misses)
 	}
@@ -85,8 +86,8 @@ func TestFetchCacheReadsMatchTheFiles(t *testing.T) {
 	l = openLayoutOpts(t, dir, LayoutSegments, Options{FetchCacheBytes: -1})
 	defer l.Close()
 	fromDisk := read(l)
-	if hits, misses := l.FetchCacheStats(); hits != 0 || misses != 0 {
-		t.Fatalf("no cache, yet %d hits and %d misses", hits, misses)
+	if st := l.Stats(); st.FetchCacheHits != 0 || st.FetchCacheMisses != 0 {
+		t.Fatalf("no cache, yet %d hits and %d misses", st.FetchCacheHits, st.FetchCacheMisses)
 	}
 	for i := range cached {
 		if !bytes.Equal(cached[i], fromDisk[i]) {

@@ -26,6 +26,9 @@ type Stats struct {
 	// stall under way included.
 	WriteStalls    int64
 	WriteStallTime time.Duration
+	// FetchCacheHits and FetchCacheMisses count the batch reads the tail cache served and
+	// those that went to the segment files; FetchCacheBytes is what it holds now (readplan.go).
+	FetchCacheHits, FetchCacheMisses, FetchCacheBytes int64
 	// Pebble is the metadata store's own metrics (compaction debt, levels, WAL and its fsync
 	// latency); nil when nothing is stored (discard).
 	Pebble *pebble.Metrics
@@ -46,6 +49,12 @@ func (l *Log) Stats() Stats {
 	st.CompactedBatchesRewritten, st.CompactedBatchesDropped = l.compacted.rewritten.Load(), l.compacted.dropped.Load()
 	if l.db != nil {
 		st.Pebble = l.db.Metrics()
+	}
+	if ss := l.segs; ss != nil && ss.tail != nil {
+		st.FetchCacheHits, st.FetchCacheMisses = ss.tail.hits.Load(), ss.tail.misses.Load()
+		ss.tail.mu.RLock()
+		st.FetchCacheBytes = int64(ss.tail.bytes)
+		ss.tail.mu.RUnlock()
 	}
 	if ss := l.segs; ss != nil {
 		// Under the read lock every segment in the map is open: reclaimSegments takes a

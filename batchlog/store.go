@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-
 )
 
 // store is the seam between the committer and the storage engine, in the manner of pebble's

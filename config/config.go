@@ -42,6 +42,7 @@ type File struct {
 	Storage           yaml.Node `yaml:"storage"`
 	SegmentBytes      yaml.Node `yaml:"segment_bytes"`
 	SegmentIO         yaml.Node `yaml:"segment_io"`
+	FetchCache        yaml.Node `yaml:"fetch_cache"`
 	Workers           yaml.Node `yaml:"workers"`
 	NodeID            yaml.Node `yaml:"node_id"`
 	DefaultPartitions yaml.Node `yaml:"default_partitions"`
@@ -99,7 +100,7 @@ const (
 // name (cmd/inlet's test checks that every flag has a key and every key a flag).
 var FlagKeys = map[string]Kind{
 	"listen": String, "advertise": String, "data_dir": String, "storage": String,
-	"segment_bytes": Size, "segment_io": String, "workers": Int, "node_id": Int, "default_partitions": Int,
+	"segment_bytes": Size, "segment_io": String, "fetch_cache": SizeOrZero, "workers": Int, "node_id": Int, "default_partitions": Int,
 	"auto_create_topics": Bool, "max_request_bytes": Size, "max_message_bytes": Size,
 	"inflight_budget": Size, "max_group_bytes": Size, "min_free_bytes": SizeOrZero, "log_level": String,
 	"cpu_profile": String, "mem_profile": String, "registry_listen": String,

@@ -70,6 +70,8 @@ var (
 	compactPassDesc  = desc("compaction_passes_total", "Compaction passes run over partitions of compacted topics (those below min.cleanable.dirty.ratio are not counted).")
 	compactBatchDesc = desc("compaction_batches_total", "Batches compaction changed: rewritten with fewer records, or dropped with none left.", "action")
 	compactRecDesc   = desc("compaction_records_removed_total", "Records compaction removed: superseded by a later record of their key, tombstones past delete.retention.ms, aborted transactions' records.")
+	fetchCacheDesc   = desc("fetch_cache_reads_total", "Batch reads of fetches and other readers, by where they were served from: hit (the tail cache of recently written data) or miss (the segment files).", "result")
+	fetchCacheBytes  = desc("fetch_cache_bytes", "Bytes the tail cache holds (--fetch-cache bounds them).")
 	suspendDesc      = desc("writes_suspended", "1 while a full disk has suspended writes (appends answered KAFKA_STORAGE_ERROR), else 0.")
 
 	stallsDesc     = desc("pebble_write_stalls_total", "Times Pebble delayed writes (memtables or L0 files waiting for flushes and compactions).")
@@ -88,7 +90,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{budgetUsedDesc, budgetLimitDesc, connsDesc, refusalsDesc, protoErrDesc,
-		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, segFilesDesc, segBytesDesc, relocDesc, suspendDesc, compactPassDesc, compactBatchDesc, compactRecDesc,
+		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, segFilesDesc, segBytesDesc, relocDesc, fetchCacheDesc, fetchCacheBytes, suspendDesc, compactPassDesc, compactBatchDesc, compactRecDesc,
 		stallsDesc, stallTimeDesc, debtDesc, compactDesc, compactNowDesc, flushesDesc, memtableDesc, readAmpDesc,
 		l0FilesDesc, diskDesc, walWrittenDesc, walFsyncDesc} {
 		ch <- d
@@ -141,6 +143,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(segFilesDesc, float64(st.SegmentFiles))
 	gauge(segBytesDesc, float64(st.SegmentBytes))
 	counter(relocDesc, float64(st.RelocatedBytes))
+	counter(fetchCacheDesc, float64(st.FetchCacheHits), "hit")
+	counter(fetchCacheDesc, float64(st.FetchCacheMisses), "miss")
+	gauge(fetchCacheBytes, float64(st.FetchCacheBytes))
 	suspended := 0.0
 	if st.WritesSuspended {
 		suspended = 1

@@ -78,8 +78,10 @@ func init() {
 	}
 }
 
-// maxPooledReply keeps the occasional huge fetch reply from being pinned by the pool.
-const maxPooledReply = 1 << 20
+// maxPooledReply keeps the occasional huge fetch reply from being pinned by the pool. A
+// fetch reply of a few partitions at their default 1 MiB each is pooled: a fresh one costs
+// its zeroing (a quarter of the broker's CPU in a catch-up read; profiles/README.md).
+const maxPooledReply = 8 << 20
 
 // GetOut returns an empty pooled reply buffer with room for at least sizeHint bytes.
 func GetOut(sizeHint int) *Out {

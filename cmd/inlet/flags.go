@@ -16,16 +16,16 @@ import (
 // with '_' for '-'); config_test.go keeps the two lists in step. Flags named after a Kafka
 // broker config carry its name and default.
 type options struct {
-	listen, advertise, dataDir, storage, segmentBytes, segmentIO *string
-	workers, nodeID, defaultPartitions                           *int
-	autoCreate                                                   *bool
-	maxRequest, maxMessage, budget, groupBytes, minFreeBytes     *string
-	logLevel, cpuProfile, memProfile, registryListen             *string
-	sessionLifetime                                              *time.Duration
-	config                                                       *string
-	version                                                      *bool
-	metricsListen                                                *string
-	pprof                                                        *bool
+	listen, advertise, dataDir, storage, segmentBytes, segmentIO, fetchCache *string
+	workers, nodeID, defaultPartitions                                       *int
+	autoCreate                                                               *bool
+	maxRequest, maxMessage, budget, groupBytes, minFreeBytes                 *string
+	logLevel, cpuProfile, memProfile, registryListen                         *string
+	sessionLifetime                                                          *time.Duration
+	config                                                                   *string
+	version                                                                  *bool
+	metricsListen                                                            *string
+	pprof                                                                    *bool
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
@@ -43,6 +43,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		dataDir:           fs.String("data-dir", "./data", "data directory (Pebble, and segments/ for record data)"),
 		storage:           fs.String("storage", "segments", "segments (record data in append-only segment files, index and metadata in Pebble), pebble (record data as Pebble values), or discard (acknowledge without storing: a benchmark ceiling only)"),
 		segmentBytes:      fs.String("segment-bytes", "256MiB", "size at which a new segment file is started (--storage segments)"),
+		fetchCache:        fs.String("fetch-cache", "64MiB", "memory kept of the data written last, so consumers reading near the end are served without reading the disk (--storage segments; 0: none)"),
 		segmentIO:         fs.String("segment-io", "direct", "how segment files are written: direct (O_DIRECT from a staging buffer, where the file system allows it) or buffered (the same staged writes through the page cache)"),
 		workers:           fs.Int("workers", runtime.NumCPU(), "gnet event loops"),
 		nodeID:            fs.Int("node-id", 1, "broker node id"),

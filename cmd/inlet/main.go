@@ -49,7 +49,10 @@ func main() {
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
 		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs),
-		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes)}
+		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes), FetchCacheBytes: mustSizeOrZero("fetch-cache", *o.fetchCache)}
+	if opts.FetchCacheBytes == 0 {
+		opts.FetchCacheBytes = -1 // --fetch-cache 0: none (0 is the log's default size)
+	}
 	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
