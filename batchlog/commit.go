@@ -216,7 +216,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
 		// where it is, nothing assigned. The relocated key goes in the same group as the
 		// copy's index entry.
 		end := wire.BatchLastOffset(a.Batch) + 1
-		g.setData(p.ID, a.BaseOffset, a.Batch)
+		g.setData(p.ID, a.BaseOffset, a.Batch, true)
 		if end > p.relocatedBelow.Load() {
 			p.relocatedBelow.Store(end)
 			var k [highKeyLen]byte
@@ -273,7 +273,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
 		a.AppendTime = time.Now().UnixMilli()
 		wire.SetLogAppendTime(a.Batch, a.AppendTime)
 	}
-	g.setData(p.ID, base, a.Batch)
+	g.setData(p.ID, base, a.Batch, false)
 	a.BaseOffset = base
 	pg.records += int(a.NumRecords)
 	pg.bytes += len(a.Batch)

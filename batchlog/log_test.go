@@ -215,7 +215,7 @@ func (s *gatedStore) gate(i int) chan struct{} {
 func (s *gatedStore) planRead(uint32, int64, int64, int, bool, *ReadPlan) error { return nil }
 func (s *gatedStore) close() error                                              { return nil }
 func (s *gatedStore) dropUnwritten()                                            {}
-func (g *gatedGroup) setData(uint32, int64, []byte)                             {}
+func (g *gatedGroup) setData(uint32, int64, []byte, bool)                       {}
 func (g *gatedGroup) set(_, _ []byte)                                           {}
 func (g *gatedGroup) del([]byte)                                                {}
 func (g *gatedGroup) apply() error {

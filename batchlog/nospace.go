@@ -167,6 +167,7 @@ func (s *segmentStore) resetAfterFailure() error {
 	if s.tail != nil {
 		s.tail.reset()
 	}
+	s.recent.forgetAll()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, seg := range s.segs {

@@ -131,45 +131,58 @@ func (l *Log) readStored(p *Partition, base int64) ([]byte, error) {
 	return l.AppendPlanned(nil, &plan)
 }
 
-// planRead of the segment layout: the index entries, and a reference on each segment.
+// planRead of the segment layout: the index entries (from the recent index when it has
+// them, recent.go), and a reference on each segment.
 func (s *segmentStore) planRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error {
 	plan.End = limit
+	add := func(base int64, loc batchLoc) (bool, error) {
+		return s.planBatch(plan, base, loc, offset, maxBytes, includeFirst)
+	}
+	if ok, err := s.recent.each(partition, offset, limit, add); ok || err != nil {
+		return err
+	}
 	return eachIndexedBatch(s.db, partition, offset, limit, func(base int64, v []byte) (bool, error) {
 		loc, err := parseBatchLoc(v)
 		if err != nil {
 			return false, err
 		}
-		if (plan.Bytes > 0 || !includeFirst) && plan.Bytes+loc.length > maxBytes {
-			plan.End = base
-			return false, nil
-		}
-		seg := s.acquire(loc.seg)
-		if seg == nil {
-			// Reclaimed after this read's index snapshot was taken: retention moved the log
-			// start past it meanwhile, or reclaim copied it forward (PlanRead tells).
-			return false, fmt.Errorf("%w: segment %d", errSegmentGone, loc.seg)
-		}
-		if base < offset {
-			// The batch the index finds for offset may end before it (compaction leaves
-			// gaps): then it is not returned. Only its header is read to tell.
-			last, err := s.lastOffset(seg, loc)
-			if err != nil {
-				seg.unref()
-				return false, err
-			}
-			if last < offset {
-				seg.unref()
-				return true, nil
-			}
-		}
-		plan.spans = append(plan.spans, span{seg: seg, pos: loc.pos, n: loc.length})
-		plan.Bytes += loc.length
-		if plan.Bytes >= maxBytes {
-			plan.End = base + 1 // at least; the next batch starts at or after it
-			return false, nil
-		}
-		return true, nil
+		return add(base, loc)
 	})
+}
+
+// planBatch adds the batch at base, stored at loc, to plan, unless it ends before offset or
+// would pass maxBytes; more: the next batch may be added too.
+func (s *segmentStore) planBatch(plan *ReadPlan, base int64, loc batchLoc, offset int64, maxBytes int, includeFirst bool) (more bool, err error) {
+	if (plan.Bytes > 0 || !includeFirst) && plan.Bytes+loc.length > maxBytes {
+		plan.End = base
+		return false, nil
+	}
+	seg := s.acquire(loc.seg)
+	if seg == nil {
+		// Reclaimed after this read's index snapshot was taken: retention moved the log
+		// start past it meanwhile, or reclaim copied it forward (PlanRead tells).
+		return false, fmt.Errorf("%w: segment %d", errSegmentGone, loc.seg)
+	}
+	if base < offset {
+		// The batch the index finds for offset may end before it (compaction leaves
+		// gaps): then it is not returned. Only its header is read to tell.
+		last, err := s.lastOffset(seg, loc)
+		if err != nil {
+			seg.unref()
+			return false, err
+		}
+		if last < offset {
+			seg.unref()
+			return true, nil
+		}
+	}
+	plan.spans = append(plan.spans, span{seg: seg, pos: loc.pos, n: loc.length})
+	plan.Bytes += loc.length
+	if plan.Bytes >= maxBytes {
+		plan.End = base + 1 // at least; the next batch starts at or after it
+		return false, nil
+	}
+	return true, nil
 }
 
 // lastOffset reads the last offset of the batch at loc from its header.

@@ -86,6 +86,9 @@ type segmentStore struct {
 	tail    *tailCache
 	evicted [][]byte
 
+	// recent holds the index entries of each partition's last batches (recent.go).
+	recent recentIndex
+
 	checkpointEvery time.Duration // Options.CheckpointInterval; 0: every group
 }
 
@@ -491,10 +494,13 @@ type segmentGroup struct {
 	// previous such group, so its end is a checkpoint (carriesMetadata).
 	metadata bool
 	empty    bool // no entries, nothing staged (stageEntries)
+	// dropped lists the partitions whose index entries the group deletes.
+	dropped []uint32
 }
 
 type indexEntry struct {
 	partition uint32
+	relocated bool // see setData
 	base      int64
 	pos       int64
 	length    uint32
@@ -514,21 +520,28 @@ func (s *segmentStore) newGroup(int) group {
 	g.batches = g.batches[:0]
 	g.headers = g.headers[:0]
 	g.index = g.index[:0]
+	g.dropped = g.dropped[:0]
 	g.meta = s.db.NewBatch()
 	return g
 }
 
-func (g *segmentGroup) setData(partition uint32, base int64, batch []byte) {
+func (g *segmentGroup) setData(partition uint32, base int64, batch []byte, relocated bool) {
 	g.headers = binary.BigEndian.AppendUint32(g.headers, partition)
 	crc := crc32.Update(crc32.Checksum(g.headers[len(g.headers)-4:], castagnoli), castagnoli, batch[:21])
 	g.headers = binary.BigEndian.AppendUint32(g.headers, crc)
 	g.batches = append(g.batches, batch)
-	g.index = append(g.index, indexEntry{partition: partition, base: base, length: uint32(len(batch))})
+	g.index = append(g.index, indexEntry{partition: partition, relocated: relocated, base: base, length: uint32(len(batch))})
 }
 
 func (g *segmentGroup) set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
 
-func (g *segmentGroup) del(key []byte) { _ = g.meta.Delete(key, nil) }
+func (g *segmentGroup) del(key []byte) {
+	if len(key) == dataKeyLen && key[0] == kindData {
+		// A batch compaction emptied: the recent index forgets the partition (recent.go).
+		g.dropped = append(g.dropped, binary.BigEndian.Uint32(key[1:]))
+	}
+	_ = g.meta.Delete(key, nil)
+}
 
 func (g *segmentGroup) carriesMetadata() { g.metadata = true }
 
@@ -747,7 +760,18 @@ func (g *segmentGroup) commitIndex() error {
 	if g.seg != nil && g.metadata {
 		_ = g.meta.Set(metaCheckpoint, appendCheckpoint(v[:0], g.seg.id, g.end), nil)
 	}
-	return g.meta.Commit(pebble.NoSync)
+	if err := g.meta.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	// The recent index learns the entries once Pebble holds them, before the high watermark
+	// that lets readers at them moves.
+	for _, p := range g.dropped {
+		g.s.recent.forget(p)
+	}
+	for _, e := range g.index {
+		g.s.recent.add(e.partition, e.base, batchLoc{seg: g.seg.id, pos: e.pos, length: int(e.length)}, e.relocated)
+	}
+	return nil
 }
 
 func (g *segmentGroup) release() {

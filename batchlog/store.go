@@ -31,7 +31,9 @@ type store interface {
 
 // group is one atomic, synced write.
 type group interface {
-	setData(partition uint32, baseOffset int64, batch []byte)
+	// setData stores a batch; relocated: one already stored, moved or rewritten (reclaim,
+	// compaction), not a new append.
+	setData(partition uint32, baseOffset int64, batch []byte, relocated bool)
 	set(key, value []byte)
 	del(key []byte)
 	// apply makes the group visible to the engine and starts its sync, without waiting for it.
@@ -71,7 +73,7 @@ func (s *pebbleStore) newGroup(sizeHint int) group {
 	return g
 }
 
-func (g *pebbleGroup) setData(partition uint32, baseOffset int64, batch []byte) {
+func (g *pebbleGroup) setData(partition uint32, baseOffset int64, batch []byte, _ bool) {
 	// SetDeferred writes the key and value straight into the batch representation: one copy
 	// of the record data into the batch, none through an intermediate key buffer.
 	op := g.b.SetDeferred(dataKeyLen, len(batch))
@@ -140,15 +142,15 @@ func (discardStore) newGroup(int) group { return discardGroup{} }
 func (discardStore) planRead(uint32, int64, int64, int, bool, *ReadPlan) error {
 	return nil
 }
-func (discardStore) close() error                  { return nil }
-func (discardStore) dropUnwritten()                {}
-func (discardGroup) setData(uint32, int64, []byte) {}
-func (discardGroup) set(_, _ []byte)               {}
-func (discardGroup) del([]byte)                    {}
-func (discardGroup) apply() error                  { return nil }
-func (discardGroup) wait() error                   { return nil }
-func (discardGroup) release()                      {}
-func (discardGroup) carriesMetadata()              {}
+func (discardStore) close() error                        { return nil }
+func (discardStore) dropUnwritten()                      {}
+func (discardGroup) setData(uint32, int64, []byte, bool) {}
+func (discardGroup) set(_, _ []byte)                     {}
+func (discardGroup) del([]byte)                          {}
+func (discardGroup) apply() error                        { return nil }
+func (discardGroup) wait() error                         { return nil }
+func (discardGroup) release()                            {}
+func (discardGroup) carriesMetadata()                    {}
 func (discardStore) metadataInterval() time.Duration {
 	return 0
 }

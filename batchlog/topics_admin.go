@@ -140,6 +140,11 @@ func (l *Log) DeleteTopic(name string) error {
 		if err := b.Commit(pebble.Sync); err != nil {
 			return fmt.Errorf("batchlog: delete topic %q: %w", name, err)
 		}
+		if l.segs != nil {
+			for id := range ids {
+				l.segs.recent.forget(id)
+			}
+		}
 	}
 	delete(l.topics, name)
 	return nil
@@ -204,5 +209,11 @@ func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptio
 		_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID, cut), nil)
 	}
 	_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID, start), nil)
-	return b.Commit(opts)
+	if err := b.Commit(opts); err != nil {
+		return err
+	}
+	if l.segs != nil {
+		l.segs.recent.forget(p.ID)
+	}
+	return nil
 }

@@ -230,7 +230,7 @@ func (l *Log) commitMarker(g group, pg *pendingGroup, a *Append) {
 	base := l.assignOffsets(p, a)
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
 	wire.SetPartitionLeaderEpoch(a.Batch, p.LeaderEpoch())
-	g.setData(p.ID, base, a.Batch)
+	g.setData(p.ID, base, a.Batch, false)
 	a.BaseOffset = base
 	pg.records++
 	pg.bytes += len(a.Batch)
