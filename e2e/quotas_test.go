@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/quota"
 	"inlet/server"
@@ -310,5 +311,66 @@ func TestSendingWhileThrottledIsClosed(t *testing.T) {
 	}
 	if took := time.Since(began); took > 5*time.Second {
 		t.Fatalf("bob's produce took %v while alice was throttled", took)
+	}
+}
+
+// TestThrottledFetchOfADeniedTopic: a fetch that arrives while its user is over the
+// consumer_byte_rate is answered empty at once, and the topics outside the user's prefixes in
+// it are still answered TOPIC_AUTHORIZATION_FAILED (that answer is built on a different
+// response than a served fetch's; it took the node down before).
+func TestThrottledFetchOfADeniedTopic(t *testing.T) {
+	b := startBroker(t, func(c *server.Config) {
+		c.Users = tenantUsers(t)
+		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Quotas = quota.Bounds{"alice": {quota.ConsumerByteRate: 1024}}
+	})
+	b.createTopic("alice.q", 1)
+	b.createTopic("bob.q", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := saslClient(t, b, "alice", "alice-secret")
+	value := make([]byte, 100000) // past the burst Kafka's quota windows allow
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "alice.q", Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The second fetch goes on another connection of the same user: the first connection is
+	// muted for its throttle, so only another one reaches the handler while the user is over.
+	other := saslClient(t, b, "alice", "alice-secret")
+	fetch := func(cl *kgo.Client) *kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxWaitMillis, req.MaxBytes = 11, 0, 1<<20
+		for _, topic := range []string{"alice.q", "bob.q"} {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.PartitionMaxBytes = 1 << 20
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	codes := func(resp *kmsg.FetchResponse) map[string]int16 {
+		out := map[string]int16{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				out[rt.Topic] = rp.ErrorCode
+			}
+		}
+		return out
+	}
+	first := fetch(cl) // 100 KB read at 1 KiB/s: the user is over its quota for a minute
+	if c := codes(first); c["alice.q"] != 0 || c["bob.q"] != kerr.TopicAuthorizationFailed.Code || len(first.Topics[0].Partitions[0].RecordBatches) == 0 {
+		t.Fatalf("first fetch: codes %v, %d record bytes", c, len(first.Topics[0].Partitions[0].RecordBatches))
+	}
+	second := fetch(other)
+	if second.ThrottleMillis == 0 {
+		t.Fatal("the second fetch was not throttled")
+	}
+	if c := codes(second); c["bob.q"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("throttled fetch: codes %v, want bob.q TOPIC_AUTHORIZATION_FAILED", c)
 	}
 }

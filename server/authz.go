@@ -63,7 +63,10 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			return nil, nil
 		}
 		return nil, func(kresp kmsg.Response) {
-			resp := kresp.(*fetchReply).FetchResponse
+			resp, ok := kresp.(*kmsg.FetchResponse) // a throttled fetch's empty answer
+			if !ok {
+				resp = kresp.(*fetchReply).FetchResponse
+			}
 			for _, t := range denied {
 				rt := kmsg.NewFetchResponseTopic()
 				rt.Topic = t.Topic
