@@ -41,12 +41,14 @@ type CompareOptions struct {
 }
 
 // ParsePeer parses `name=shell command`. The command runs under /bin/sh -c with {port} and
-// {dir} replaced by the loopback port to listen on and a fresh data directory.
+// {dir} replaced by the loopback port to listen on and a fresh data directory, and
+// {partitions} by the partition count of the run's load (for a broker's default partition
+// count: bench scale changes it from point to point).
 func ParsePeer(s string) (Target, error) {
 	name, cmd, ok := strings.Cut(s, "=")
 	name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
 	if !ok || name == "" || cmd == "" {
-		return Target{}, fmt.Errorf("peer %q: want name='command with {port} and {dir}'", s)
+		return Target{}, fmt.Errorf("peer %q: want name='command with {port}, {dir} and optionally {partitions}'", s)
 	}
 	if !strings.Contains(cmd, "{port}") {
 		return Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
@@ -64,10 +66,8 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	if o.Repeat < 1 {
 		return nil, errors.New("need at least one repeat")
 	}
-	for _, name := range o.Targets {
-		if !slices.Contains(BuiltinTargets, name) {
-			return nil, fmt.Errorf("unknown target %q (built-in: %s; others with --peer)", name, strings.Join(BuiltinTargets, ", "))
-		}
+	if err := checkTargetNames(o.Targets); err != nil {
+		return nil, err
 	}
 	var consume *ConsumeSettings
 	if o.Consume != nil {
@@ -80,36 +80,9 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	if err := o.Env.prepare(); err != nil {
 		return nil, err
 	}
-	var targets []Target
-	for _, name := range o.Targets {
-		switch name {
-		case TargetInlet:
-			targets = append(targets, o.Env.inletTarget(name, o.Load, o.Storage, o.Workers, o.InletArgs))
-		case TargetInletDiscard:
-			targets = append(targets, o.Env.inletTarget(name, o.Load, "discard", o.Workers, o.InletArgs))
-		case TargetKfake, TargetKfakeSync:
-			if o.KfakeBin == "" {
-				bin, err := o.Env.build("kfake-broker", "inlet/cmd/kfake-broker")
-				if err != nil {
-					return nil, err
-				}
-				o.KfakeBin = bin
-			}
-			argv := []string{o.KfakeBin, "--listen", "127.0.0.1:{port}", "--default-partitions", strconv.Itoa(o.Load.Partitions)}
-			if name == TargetKfakeSync {
-				argv = append(argv, "--data-dir", "{dir}", "--sync")
-			}
-			targets = append(targets, Target{Name: name, Argv: argv})
-		}
-	}
-	for _, p := range o.Peers {
-		if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == p.Name }) {
-			return nil, fmt.Errorf("two targets named %q", p.Name)
-		}
-		targets = append(targets, p)
-	}
-	if len(targets) == 0 {
-		return nil, errors.New("no targets")
+	targets, err := o.targets(strconv.Itoa(o.Load.Partitions))
+	if err != nil {
+		return nil, err
 	}
 
 	label := o.Load.label()
@@ -163,4 +136,53 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	}
 	writeSummaryTable(o.Env.Stdout, f)
 	return f, nil
+}
+
+// checkTargetNames refuses a name that is not a built-in target.
+func checkTargetNames(names []string) error {
+	for _, name := range names {
+		if !slices.Contains(BuiltinTargets, name) {
+			return fmt.Errorf("unknown target %q (built-in: %s; others with --peer)", name, strings.Join(BuiltinTargets, ", "))
+		}
+	}
+	return nil
+}
+
+// targets are the commands of o.Targets and o.Peers, in that order; partitions is the
+// brokers' --default-partitions, a count or {partitions} (replaced per run). It builds the
+// kfake-broker binary once if a kfake target needs it and none was given. o.Env must be
+// prepared.
+func (o *CompareOptions) targets(partitions string) ([]Target, error) {
+	var targets []Target
+	for _, name := range o.Targets {
+		switch name {
+		case TargetInlet:
+			targets = append(targets, o.Env.inletTargetWith(name, partitions, o.Storage, o.Workers, o.InletArgs))
+		case TargetInletDiscard:
+			targets = append(targets, o.Env.inletTargetWith(name, partitions, "discard", o.Workers, o.InletArgs))
+		case TargetKfake, TargetKfakeSync:
+			if o.KfakeBin == "" {
+				bin, err := o.Env.build("kfake-broker", "inlet/cmd/kfake-broker")
+				if err != nil {
+					return nil, err
+				}
+				o.KfakeBin = bin
+			}
+			argv := []string{o.KfakeBin, "--listen", "127.0.0.1:{port}", "--default-partitions", partitions}
+			if name == TargetKfakeSync {
+				argv = append(argv, "--data-dir", "{dir}", "--sync")
+			}
+			targets = append(targets, Target{Name: name, Argv: argv})
+		}
+	}
+	for _, p := range o.Peers {
+		if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == p.Name }) {
+			return nil, fmt.Errorf("two targets named %q", p.Name)
+		}
+		targets = append(targets, p)
+	}
+	if len(targets) == 0 {
+		return nil, errors.New("no targets")
+	}
+	return targets, nil
 }

@@ -21,8 +21,14 @@
 // consumers follow, each value stamped with its send time (end-to-end latency, broker cores).
 // The leader's ExitStats then include the phase; the produce figures do not.
 //
+// `bench scale` (scale.go, scale_report.go) runs comparisons along one load dimension at a time
+// (partitions, topics, producers, record size, compression) from a base point, a fresh broker
+// per run; a built-in target's --default-partitions and a peer's {partitions} follow each
+// point, and a point whose broker outgrew inlet's in-flight budget plus 256 MiB, or that failed
+// a record, is flagged.
+//
 // Runs are interleaved so that drift of the machine spreads over every point: a sweep goes
-// 1 2 4 8 16, 1 2 4 8 16, ...; a comparison A B C, A B C, .... The chaos run (chaos.go) kills
+// 1 2 4 8 16, 1 2 4 8 16, ...; a comparison A B C, A B C, ...; a scale point A B, A B, .... The chaos run (chaos.go) kills
 // inlet with SIGKILL at gaps drawn uniformly from [0.5, 1.5] × --kill-every while the producers
 // send, restarts it on the same directory and port, and fails unless loadgen's read-back
 // verification passes.

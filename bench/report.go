@@ -39,6 +39,7 @@ var sectionHeadings = []struct{ kind, heading string }{
 	{KindLatency, "Ack latency against offered load"},
 	{KindCompare, "Inlet against other brokers"},
 	{sectionConsume, "Reading back: catch-up and tail"},
+	{KindScale, "Scale curves"},
 	{KindChaos, "Chaos: kill -9 under load"},
 }
 
@@ -190,6 +191,8 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 			renderChaos(&b, fs, link)
 		case sectionConsume:
 			renderConsume(&b, fs, link, chartLink, charts)
+		case KindScale:
+			renderScale(&b, fs, link, chartLink, charts)
 		}
 		out = append(out, section{h.kind, h.heading, b.String()})
 	}
@@ -204,6 +207,8 @@ func howToRun(kind string) string {
 		return "run `make chaos`"
 	case sectionConsume:
 		return "run `bin/bench compare --consume`"
+	case KindScale:
+		return "run `bin/bench scale --peer ...`"
 	}
 	return "run `bin/bench " + kind + "`"
 }

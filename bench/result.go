@@ -24,7 +24,11 @@ const (
 	KindCompare = "compare"
 	KindLatency = "latency"
 	KindChaos   = "chaos"
+	KindScale   = "scale"
 )
+
+// resultKinds are the kinds readFiles reads.
+var resultKinds = []string{KindSweep, KindCompare, KindLatency, KindChaos, KindScale}
 
 // File is one invocation of a measuring subcommand, written to results/<kind>-<time>.json.
 // It keeps every run, failed ones included, and the medians computed from them.
@@ -56,6 +60,9 @@ type File struct {
 	// Consume is how the consume phase of `bench compare --consume` ran (consume.go); nil
 	// without one. Each run's figures are in its Run.Consume.
 	Consume *ConsumeSettings `json:"consume,omitempty"`
+	// Scale is what `bench scale` measured (scale.go); each run names its point in
+	// Run.Dimension and Run.Point.
+	Scale *ScaleSettings `json:"scale,omitempty"`
 
 	// Name is the file's path relative to the repository root (results/...), set when the
 	// file is written or read; not stored.
@@ -71,6 +78,10 @@ type Run struct {
 	Argv    []string  `json:"server_argv"`
 	DataFS  string    `json:"data_fs"` // file system of the data directory
 	Started time.Time `json:"started"`
+	// Dimension and Point place a run of bench scale: the load parameter changed from the
+	// base ("partitions") and its value at this run ("1000").
+	Dimension string `json:"dimension,omitempty"`
+	Point     string `json:"point,omitempty"`
 	// Error is why the run produced no numbers (or numbers to distrust: a non-clean stop).
 	Error string `json:"error,omitempty"`
 
@@ -108,13 +119,16 @@ type Run struct {
 // ok reports whether the run's numbers count toward the medians.
 func (r *Run) ok() bool { return r.Error == "" && r.Acked > 0 }
 
-// Summary is the medians of the successful runs of one point (target, workers, rate).
+// Summary is the medians of the successful runs of one point (target, workers, rate, and
+// for bench scale dimension and point).
 type Summary struct {
-	Target  string  `json:"target"`
-	Workers int     `json:"workers,omitempty"`
-	Rate    float64 `json:"rate,omitempty"`
-	Runs    int     `json:"runs"`
-	Failed  int     `json:"failed_runs"`
+	Dimension string  `json:"dimension,omitempty"`
+	Point     string  `json:"point,omitempty"`
+	Target    string  `json:"target"`
+	Workers   int     `json:"workers,omitempty"`
+	Rate      float64 `json:"rate,omitempty"`
+	Runs      int     `json:"runs"`
+	Failed    int     `json:"failed_runs"`
 
 	RecordsPerSec        float64 `json:"records_per_sec"`
 	MBPerSec             float64 `json:"mb_per_sec"`
@@ -134,6 +148,12 @@ type Summary struct {
 
 	// Consume is the medians of the point's consume phases; nil when it had none.
 	Consume *ConsumeSummary `json:"consume,omitempty"`
+
+	// Scale points only (summarizeScale): the median of the broker's CPU seconds, the
+	// highest peak RSS of any run, and the failed records of all runs, failed ones included.
+	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	MaxPeakRSSBytes int64   `json:"max_peak_rss_bytes,omitempty"`
+	FailedRecords   uint64  `json:"failed_records,omitempty"`
 }
 
 // ChaosOutcome is the outcome of a chaos run.
@@ -160,15 +180,16 @@ type ChaosOutcome struct {
 // the ratios to baseline's medians when baseline is not empty.
 func summarize(runs []Run, baseline string) []Summary {
 	type key struct {
-		target  string
-		workers int
-		rate    float64
+		dimension, point string
+		target           string
+		workers          int
+		rate             float64
 	}
 	var order []key
 	groups := map[key][]*Run{}
 	for i := range runs {
 		r := &runs[i]
-		k := key{r.Target, r.Workers, r.Rate}
+		k := key{r.Dimension, r.Point, r.Target, r.Workers, r.Rate}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -176,7 +197,7 @@ func summarize(runs []Run, baseline string) []Summary {
 	}
 	out := make([]Summary, 0, len(order))
 	for _, k := range order {
-		s := Summary{Target: k.target, Workers: k.workers, Rate: k.rate}
+		s := Summary{Dimension: k.dimension, Point: k.point, Target: k.target, Workers: k.workers, Rate: k.rate}
 		var ok []*Run
 		for _, r := range groups[k] {
 			if r.ok() {
@@ -308,7 +329,7 @@ func readFiles(root, dir string) ([]*File, error) {
 		var probe struct {
 			Kind string `json:"kind"`
 		}
-		if json.Unmarshal(b, &probe) != nil || !slices.Contains([]string{KindSweep, KindCompare, KindLatency, KindChaos}, probe.Kind) {
+		if json.Unmarshal(b, &probe) != nil || !slices.Contains(resultKinds, probe.Kind) {
 			continue
 		}
 		f := new(File)
@@ -346,6 +367,10 @@ var runCSVHeader = []string{"file", "date", "git_commit", "git_dirty", "kind", "
 	"producers", "idempotent", "record_size", "rate", "duration_s", "records_per_sec", "mb_per_sec", "p50_us", "p99_us",
 	"p999_us", "cpu_s_per_million", "peak_rss_bytes", "write_amplification", "error"}
 
+// scaleCSVHeader is the header of results/scale.csv: runCSVHeader and where the run lies.
+var scaleCSVHeader = append(slices.Clone(runCSVHeader), "dimension", "point", "partitions", "topics", "compression",
+	"failed_records", "cpu_seconds")
+
 // chaosCSVHeader is the header of results/chaos.csv: one row per chaos run.
 var chaosCSVHeader = []string{"file", "date", "git_commit", "git_dirty", "label", "producers", "idempotent", "duration_s",
 	"kill_every_s", "kills", "acked", "lost", "duplicates", "verdict", "ok"}
@@ -370,20 +395,28 @@ func csvRows(f *File) (header []string, rows [][]string) {
 			acked, lost, dups, c.Verdict, strconv.FormatBool(c.OK))
 		return chaosCSVHeader, [][]string{row}
 	}
+	header = runCSVHeader
+	if f.Kind == KindScale {
+		header = scaleCSVHeader
+	}
 	for _, r := range f.Runs {
-		var producers, idem, size, dur string
+		var producers, idem, size, dur, partitions, topics, compression string
 		if r.Loadgen != nil {
 			s := r.Loadgen.Settings
 			producers, idem, size = strconv.Itoa(s.Producers), strconv.FormatBool(s.Idempotent), strconv.Itoa(s.RecordSize)
 			dur = fmtFloat(s.Duration.Seconds())
+			partitions, topics, compression = strconv.Itoa(s.Partitions), strconv.Itoa(max(s.Topics, 1)), s.Compression
 		}
 		row := append(slices.Clone(common), f.Kind, f.Label, r.Target, strconv.Itoa(r.Workers), strconv.Itoa(r.Repeat),
 			producers, idem, size, fmtFloat(r.Rate), dur, fmtFloat(r.RecordsPerSec), fmtFloat(r.MBPerSec),
 			u64(r.P50Us), u64(r.P99Us), u64(r.P999Us), fmtFloat(r.CPUSecondsPerMillion),
 			strconv.FormatInt(r.Server.PeakRSSBytes, 10), fmtFloat(r.WriteAmplification), r.Error)
+		if f.Kind == KindScale {
+			row = append(row, r.Dimension, r.Point, partitions, topics, compression, u64(r.Failed), fmtFloat(r.Server.CPUSeconds))
+		}
 		rows = append(rows, row)
 	}
-	return runCSVHeader, rows
+	return header, rows
 }
 
 // appendCSV appends f's rows to dir/<kind>.csv, writing the header first if the file is new.

@@ -36,10 +36,15 @@ type Load struct {
 	Transactional    bool
 	TxnRecords       int
 	TxnAbortFraction float64
+	// Compression is loadgen's producer compression; empty: benchCompression.
+	Compression string
+	// Topics above 1 spreads the records over that many topics "<Topic>-0000"... of
+	// Partitions partitions each (loadgen's Config.Topics); 0 and 1: the single Topic.
+	Topics int
 }
 
 // Linger and compression of every bench run: librdkafka's and the Java client's linger, and
-// no compression (kgo would use snappy otherwise).
+// no compression (kgo would use snappy otherwise) unless a Load names one (bench scale).
 const (
 	benchLinger      = 5 * time.Millisecond
 	benchCompression = "none"
@@ -50,15 +55,20 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 	if topic == "" {
 		topic = "bench"
 	}
+	compression := l.Compression
+	if compression == "" {
+		compression = benchCompression
+	}
 	cfg := loadgen.Config{
 		Brokers:            []string{addr},
 		Topic:              topic,
+		Topics:             l.Topics,
 		Partitions:         l.Partitions,
 		Producers:          l.Producers,
 		Idempotent:         l.Idempotent,
 		RecordSize:         l.RecordSize,
 		Linger:             benchLinger,
-		Compression:        benchCompression,
+		Compression:        compression,
 		MaxBufferedRecords: l.MaxBufferedRecords,
 		Duration:           l.Duration,
 		Rate:               rate,
@@ -95,6 +105,12 @@ func (l Load) label() string {
 	}
 	if !l.Idempotent && l.MaxInFlight > 0 {
 		label += fmt.Sprintf(", %d in flight", l.MaxInFlight)
+	}
+	if l.Topics > 1 {
+		label += fmt.Sprintf(", %d topics", l.Topics)
+	}
+	if l.Compression != "" && l.Compression != benchCompression {
+		label += ", " + l.Compression + " compression"
 	}
 	return label
 }
@@ -235,8 +251,14 @@ func (e *Env) finish(f *File) error {
 
 // inletTarget is the inlet command with the bench's standard flags.
 func (e *Env) inletTarget(name string, load Load, storage string, workers int, extra []string) Target {
+	return e.inletTargetWith(name, strconv.Itoa(load.Partitions), storage, workers, extra)
+}
+
+// inletTargetWith is inletTarget with --default-partitions given as text: a count, or
+// {partitions} for a target measured at several partition counts (bench scale).
+func (e *Env) inletTargetWith(name, partitions, storage string, workers int, extra []string) Target {
 	argv := []string{e.InletBin, "--listen", "127.0.0.1:{port}", "--data-dir", "{dir}",
-		"--default-partitions", strconv.Itoa(load.Partitions)}
+		"--default-partitions", partitions}
 	if storage != "" {
 		argv = append(argv, "--storage", storage)
 	}
@@ -257,6 +279,7 @@ func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Ru
 // the same broker (compare --consume) cannot move the produce figures. then is not called
 // when the broker is no longer running.
 func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64, then func(*server, *Run)) Run {
+	t = t.withPartitions(load.Partitions)
 	run := Run{Target: t.Name, Rate: rate, Started: time.Now().UTC()}
 	fail := func(format string, a ...any) Run {
 		msg := fmt.Sprintf(format, a...)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,7 +25,9 @@ const (
 )
 
 // Target is a broker to measure: a name and the command that starts it. Every argument has
-// {port} and {dir} replaced by the port to listen on (loopback) and a fresh data directory.
+// {port} and {dir} replaced by the port to listen on (loopback) and a fresh data directory,
+// and {partitions} by the partition count of the load (withPartitions, when a run is measured:
+// a broker's default partition count that follows the load, as bench scale needs).
 type Target struct {
 	Name string   `json:"name"`
 	Argv []string `json:"argv"`
@@ -35,6 +38,18 @@ func (t Target) argv(port int, dir string) []string {
 	out := make([]string, len(t.Argv))
 	for i, a := range t.Argv {
 		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// withPartitions returns t with {partitions} replaced by n in every argument.
+func (t Target) withPartitions(n int) Target {
+	if !slices.ContainsFunc(t.Argv, func(a string) bool { return strings.Contains(a, "{partitions}") }) {
+		return t
+	}
+	out := Target{Name: t.Name, Argv: make([]string, len(t.Argv))}
+	for i, a := range t.Argv {
+		out.Argv[i] = strings.ReplaceAll(a, "{partitions}", strconv.Itoa(n))
 	}
 	return out
 }

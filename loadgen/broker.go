@@ -82,6 +82,91 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions i
 	}
 }
 
+// ensureTopics is ensureTopic for several topics at once: one CreateTopics request for all of
+// them (or, refused, one Metadata request that allows auto-creation), then a wait until every
+// topic has partitions. It returns their partition count, which must be the same for all: the
+// figures of a run are per topic of that count.
+func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int) (n int, how string, err error) {
+	adm := kadm.NewClient(cl)
+	var createErr error
+	created, existing := 0, 0
+	resps, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, topics...)
+	if err == nil {
+		for _, topic := range topics {
+			resp, ok := resps[topic]
+			switch {
+			case !ok:
+				err = fmt.Errorf("%q not in the response", topic)
+			case resp.Err == nil:
+				created++
+				continue
+			case errors.Is(resp.Err, kerr.TopicAlreadyExists):
+				existing++
+				continue
+			case resp.ErrMessage != "":
+				err = fmt.Errorf("%q: %w (%s)", topic, resp.Err, resp.ErrMessage)
+			default:
+				err = fmt.Errorf("%q: %w", topic, resp.Err)
+			}
+			break
+		}
+	}
+	how = fmt.Sprintf("%d created, %d existing", created, existing)
+	if err != nil {
+		createErr = fmt.Errorf("create %d topics: %w", len(topics), err)
+		req := kmsg.NewPtrMetadataRequest()
+		for _, topic := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+		}
+		req.AllowAutoTopicCreation = true
+		if _, err := req.RequestWith(ctx, cl); err != nil {
+			return 0, "", fmt.Errorf("%w; auto-creating them: %w", createErr, err)
+		}
+		how = fmt.Sprintf("auto-created or existing; %v", createErr)
+	}
+
+	deadline := time.Now().Add(topicReadyTimeout)
+	for {
+		details, err := adm.ListTopics(ctx, topics...)
+		if err == nil {
+			n = 0
+			for _, topic := range topics {
+				d, ok := details[topic]
+				switch {
+				case !ok:
+					err = fmt.Errorf("%q: not in metadata", topic)
+				case d.Err != nil:
+					err = fmt.Errorf("%q: %w", topic, d.Err)
+				case len(d.Partitions) == 0:
+					err = fmt.Errorf("%q: no partitions", topic)
+				case n == 0:
+					n = len(d.Partitions)
+					continue
+				case len(d.Partitions) != n:
+					// Not worth a retry: an existing topic keeps its count.
+					return 0, "", fmt.Errorf("topics %q and %q have %d and %d partitions; a run over several topics needs one count",
+						topics[0], topic, n, len(d.Partitions))
+				default:
+					continue
+				}
+				break
+			}
+			if err == nil {
+				return n, how, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if createErr != nil {
+				err = fmt.Errorf("%w; then: %w", createErr, err)
+			}
+			return 0, "", fmt.Errorf("%d topics not ready: %w", len(topics), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // endOffsets returns the high watermark of every partition of topic.
 func endOffsets(ctx context.Context, adm *kadm.Client, topic string, partitions int) ([]int64, error) {
 	listed, err := adm.ListEndOffsets(ctx, topic)

@@ -91,6 +91,12 @@ type Config struct {
 	// Partitions is used when the topic is created (with kadm, before producing). An existing
 	// topic keeps its partition count; Result.Partitions reports the one used.
 	Partitions int `json:"partitions"`
+	// Topics above 1 spreads the records over that many topics, named by TopicNames
+	// ("<Topic>-0000", "<Topic>-0001", ...), each with Partitions partitions and all created
+	// before producing; producer i sends its record n to topic (i+n) mod Topics, and the
+	// partitioner picks the partition within it. 0 and 1 are the single topic Topic. Verify
+	// reads back one topic only and is refused with several.
+	Topics int `json:"topics,omitempty"`
 	// Producers is the number of producers, each its own kgo.Client with its own connection.
 	Producers int `json:"producers"`
 	// Idempotent selects kgo's idempotent producer; false sets kgo.DisableIdempotentWrite.
@@ -179,6 +185,10 @@ func (c Config) normalize() (Config, error) {
 	switch {
 	case c.Partitions < 1 || int64(c.Partitions) > math.MaxInt32:
 		return c, fmt.Errorf("partitions must be in [1, %d], got %d", math.MaxInt32, c.Partitions)
+	case c.Topics < 0:
+		return c, fmt.Errorf("topics must not be negative, got %d", c.Topics)
+	case c.Topics > 1 && c.Verify:
+		return c, fmt.Errorf("verification reads back a single topic; it cannot check a run over %d topics", c.Topics)
 	case c.Producers < 1 || int64(c.Producers) > math.MaxUint32:
 		// The producer index is a uint32 in every record value.
 		return c, fmt.Errorf("producers must be in [1, %d], got %d", uint32(math.MaxUint32), c.Producers)
@@ -232,6 +242,19 @@ func (c Config) normalize() (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// TopicNames are the topics of the run: Topic alone, or with Topics above 1 "<Topic>-0000" and
+// on, four digits at least so that the names sort in order.
+func (c Config) TopicNames() []string {
+	if c.Topics <= 1 {
+		return []string{c.Topic}
+	}
+	names := make([]string, c.Topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%04d", c.Topic, i)
+	}
+	return names
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -343,7 +366,8 @@ func (c Config) plainMaxInFlight() int {
 type Settings struct {
 	Brokers            []string      `json:"brokers"`
 	Topic              string        `json:"topic"`
-	Partitions         int           `json:"partitions"` // after Run: the topic's actual count
+	Topics             int           `json:"topics,omitempty"` // above 1: TopicNames, Topic their prefix
+	Partitions         int           `json:"partitions"`       // after Run: the topic's actual count (each topic's)
 	Producers          int           `json:"producers"`
 	Idempotent         bool          `json:"idempotent"`
 	Acks               string        `json:"acks"`
@@ -420,6 +444,9 @@ func (c Config) settings() Settings {
 	if c.Idempotent {
 		s.MaxInFlight = idempotentMaxInFlight
 	}
+	if c.Topics > 1 {
+		s.Topics = c.Topics
+	}
 	if c.Transactional {
 		runID := c.TxnRunID
 		if runID == "" {
@@ -468,7 +495,12 @@ func (s Settings) Write(w io.Writer) error {
 	if s.Linger == 0 {
 		linger = "none"
 	}
-	_, err := fmt.Fprintf(w, `loadgen: %d producers (one kgo client each), topic %q, %d partitions, brokers %s
+	topics := fmt.Sprintf("topic %q, %d partitions", s.Topic, s.Partitions)
+	if s.Topics > 1 {
+		names := Config{Topic: s.Topic, Topics: s.Topics}.TopicNames()
+		topics = fmt.Sprintf("%d topics %q..%q, %d partitions each", s.Topics, names[0], names[len(names)-1], s.Partitions)
+	}
+	_, err := fmt.Fprintf(w, `loadgen: %d producers (one kgo client each), %s, brokers %s
   franz-go               %s
   idempotent             %t
   acks                   %s
@@ -487,7 +519,7 @@ func (s Settings) Write(w io.Writer) error {
   rate                   %s
   stop                   %s (flush timeout %v)
   verify                 %t
-`, s.Producers, s.Topic, s.Partitions, strings.Join(s.Brokers, ","), s.FranzGo, s.Idempotent, s.Acks,
+`, s.Producers, topics, strings.Join(s.Brokers, ","), s.FranzGo, s.Idempotent, s.Acks,
 		s.MaxInFlight, s.RecordSize, s.Key, format, linger, s.BatchMaxBytes, s.Compression, s.MaxBufferedRecords,
 		s.MaxBufferedBytes, s.Partitioner, s.RecordRetries, s.DeliveryTimeout, s.ProduceTimeout, rate, stop,
 		s.FlushTimeout, s.Verify)

@@ -145,3 +145,40 @@ func TestValueFormatSettings(t *testing.T) {
 		t.Errorf("settings output lacks %q:\n%s", want, b.String())
 	}
 }
+
+// Topics 0 and 1 are today's single topic, unchanged in the settings and their printout;
+// several topics are named in order and cannot be verified.
+func TestSeveralTopics(t *testing.T) {
+	for _, n := range []int{0, 1} {
+		c := Config{Topic: "bench", Topics: n}
+		s, err := c.Settings()
+		if err != nil || s.Topics != 0 || len(c.TopicNames()) != 1 || c.TopicNames()[0] != "bench" {
+			t.Fatalf("topics %d: settings topics %d, names %v, %v", n, s.Topics, c.TopicNames(), err)
+		}
+		var b strings.Builder
+		_ = s.Write(&b)
+		if !strings.HasPrefix(b.String(), `loadgen: 16 producers (one kgo client each), topic "bench", 16 partitions, brokers`) {
+			t.Errorf("single-topic line changed: %s", b.String())
+		}
+	}
+	c := Config{Topic: "bench", Topics: 1000, Partitions: 1}
+	names := c.TopicNames()
+	if len(names) != 1000 || names[0] != "bench-0000" || names[999] != "bench-0999" {
+		t.Fatalf("names %v ... %v", names[0], names[len(names)-1])
+	}
+	s, err := c.Settings()
+	if err != nil || s.Topics != 1000 {
+		t.Fatalf("settings %+v, %v", s, err)
+	}
+	var b strings.Builder
+	_ = s.Write(&b)
+	if want := `1000 topics "bench-0000".."bench-0999", 1 partitions each`; !strings.Contains(b.String(), want) {
+		t.Errorf("printout lacks %q:\n%s", want, b.String())
+	}
+	if _, err := (Config{Topics: 2, Verify: true}).Settings(); err == nil || !strings.Contains(err.Error(), "single topic") {
+		t.Errorf("verify over two topics: %v", err)
+	}
+	if _, err := (Config{Topics: -1}).Settings(); err == nil {
+		t.Error("negative topics accepted")
+	}
+}

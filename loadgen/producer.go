@@ -15,6 +15,9 @@ type producer struct {
 	index  uint32
 	client *kgo.Client
 	topic  string
+	// topics, when a run has several (Config.Topics), replace topic: record n goes to
+	// topics[(index+n) mod len(topics)], so the producers start on different topics.
+	topics []string
 	start  time.Time // the run's start; latencies and intended send times are relative to it
 
 	// interval is the time between intended sends in nanoseconds, 0 for flat out; phase offsets
@@ -135,7 +138,7 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 		sr.buf = p.vals.put(sr.buf, p.index, seq)
 		sr.seq = seq
 		sr.intended = intended
-		sr.rec = kgo.Record{Topic: p.topic, Value: sr.buf, Context: sr}
+		sr.rec = kgo.Record{Topic: p.topicOf(seq), Value: sr.buf, Context: sr}
 		p.client.Produce(ctx, &sr.rec, p.promise)
 		if p.txn != nil && p.txnDue(seq) {
 			p.txnEnd(ctx, seq+1)
@@ -145,6 +148,14 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 		timer.Stop()
 	}
 	p.sent = seq
+}
+
+// topicOf is the topic of record seq: the topic, or with several topics[(index+seq) mod n].
+func (p *producer) topicOf(seq uint64) string {
+	if n := uint64(len(p.topics)); n > 1 {
+		return p.topics[(uint64(p.index)+seq)%n]
+	}
+	return p.topic
 }
 
 // roundTripHook records produce request round trips into the producer's histogram.

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,21 @@ func TestSentRecordIsANeverEndingContext(t *testing.T) {
 func TestQuotaIsCappedByBitmapCapacity(t *testing.T) {
 	if p := newProducer(0, nil, "t", newValues(FormatRaw, 12, 0), 1<<62); p.quota != BitmapCapacity {
 		t.Fatalf("quota %d", p.quota)
+	}
+}
+
+// With several topics each producer cycles through all of them, starting at its own index.
+func TestTopicOfCyclesFromProducerIndex(t *testing.T) {
+	p := newProducer(2, nil, "t", newValues(FormatRaw, 40, 0), 10)
+	if p.topicOf(7) != "t" {
+		t.Fatalf("single topic: %q", p.topicOf(7))
+	}
+	p.topics = []string{"t-0", "t-1", "t-2"}
+	var got []string
+	for seq := range uint64(4) {
+		got = append(got, p.topicOf(seq))
+	}
+	if strings.Join(got, " ") != "t-2 t-0 t-1 t-2" {
+		t.Fatalf("topics %v", got)
 	}
 }

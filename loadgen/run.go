@@ -134,14 +134,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer admin.Close()
 	adm := kadm.NewClient(admin)
 
-	partitions, how, err := ensureTopic(ctx, admin, cfg.Topic, cfg.Partitions)
+	var partitions int
+	var how string
+	if cfg.Topics > 1 {
+		names := cfg.TopicNames()
+		partitions, how, err = ensureTopics(ctx, admin, names, cfg.Partitions)
+		if err == nil && cfg.Live != nil {
+			fmt.Fprintf(cfg.Live, "%d topics %q..%q: %d partitions each (%s)\n", len(names), names[0], names[len(names)-1], partitions, how)
+		}
+	} else {
+		partitions, how, err = ensureTopic(ctx, admin, cfg.Topic, cfg.Partitions)
+		if err == nil && cfg.Live != nil {
+			fmt.Fprintf(cfg.Live, "topic %q: %d partitions (%s)\n", cfg.Topic, partitions, how)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	res.Settings.Partitions, res.Topic = partitions, how
-	if cfg.Live != nil {
-		fmt.Fprintf(cfg.Live, "topic %q: %d partitions (%s)\n", cfg.Topic, partitions, how)
-	}
 	// Verification reads from where this run starts: the topic may hold earlier runs.
 	var startOffsets []int64
 	if cfg.Verify {
@@ -182,6 +192,10 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 		}
 	}
 	vals := newValues(cfg.ValueFormat, cfg.RecordSize, cfg.SchemaID)
+	var topics []string
+	if cfg.Topics > 1 {
+		topics = cfg.TopicNames() // shared, read only
+	}
 	// Records is spread evenly, the first Records%Producers producers taking one more.
 	for i := range producers {
 		quota := uint64(BitmapCapacity)
@@ -193,6 +207,7 @@ func startProducers(ctx context.Context, cfg Config) ([]*producer, error) {
 		}
 		// The hook is bound before the client exists: kgo takes hooks as options.
 		p := newProducer(uint32(i), nil, cfg.Topic, vals, quota)
+		p.topics = topics
 		opts := append(cfg.producerOpts(i), kgo.WithHooks(roundTripHook{p}))
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {

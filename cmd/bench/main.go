@@ -4,6 +4,8 @@
 //	bench sweep    throughput against inlet's --workers
 //	bench compare  inlet against kfake and other brokers, alternating
 //	bench latency  ack latency against offered load (open loop)
+//	bench scale    throughput and broker cost along partitions, topics, producers, record size
+//	               and compression, inlet against --peer brokers at each point
 //	bench chaos    kill -9 and restart inlet under verified load
 //	bench profile  CPU and allocation profiles of inlet under load
 //	bench report   render BENCHMARKS.md and the charts from results/*.json
@@ -18,12 +20,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"inlet/bench"
+	"inlet/config"
 	"inlet/loadgen"
 )
 
@@ -34,6 +38,8 @@ commands:
   compare  the same load against inlet, inlet-discard, kfake, kfake-sync and --peer brokers
            (--consume: then fill, catch-up read and tail on the same broker)
   latency  ack latency at offered loads (--rates fractions of --of, or records/s)
+  scale    throughput and broker CPU/RSS along one load dimension at a time (--dimension),
+           inlet against --peer brokers alternating at each point
   chaos    SIGKILL and restart inlet under verified load
   profile  CPU and allocation profiles of inlet under the standard load
   report   render BENCHMARKS.md and results/*.svg from results/*.json
@@ -200,6 +206,67 @@ func run(ctx context.Context, cmd string, args []string) int {
 			o.Peers = append(o.Peers, t)
 		}
 		f, err := bench.Compare(ctx, o)
+		return exitFile(cmd, f, err)
+
+	case "scale":
+		c := newCommon(cmd, 10*time.Second)
+		dims := c.fs.String("dimension", "all", "dimensions to measure, comma-separated: "+strings.Join(bench.ScaleDimensions, ", ")+", or all")
+		pointHelp := map[string]string{
+			bench.DimPartitions:  "partition counts of the one topic",
+			bench.DimTopics:      "topic counts, one partition each",
+			bench.DimProducers:   "producer counts (one client and connection each)",
+			bench.DimRecordSize:  "record value sizes in bytes",
+			bench.DimCompression: "producer compressions (" + strings.Join(loadgen.Compressions, ", ") + ")",
+		}
+		pointFlags := map[string]*string{}
+		for _, d := range bench.ScaleDimensions {
+			pointFlags[d] = c.fs.String(d+"-points", strings.Join(bench.DefaultScalePoints[d], ","), "comma-separated "+pointHelp[d])
+		}
+		targets := c.fs.String("targets", bench.TargetInlet, "built-in targets to measure ('' for none): "+strings.Join(bench.BuiltinTargets, ", "))
+		var peers stringList
+		c.fs.Var(&peers, "peer", "another broker, repeatable: name='shell command with {port}, {dir} and {partitions}' ({partitions}: the point's partition count)")
+		repeat := c.fs.Int("repeat", 2, "rounds over all targets at each point")
+		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+		kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
+		rssLimit := c.fs.String("rss-limit", "", "flag a point whose broker peak RSS is above this (default: inlet's --inflight-budget, from --inlet-arg or 256MiB, plus 256MiB)")
+		if !c.parse(args) {
+			return 2
+		}
+		ds, err := bench.ParseDimensions(*dims)
+		if err != nil {
+			return usage(cmd, fmt.Errorf("--dimension: %w", err))
+		}
+		o := bench.ScaleOptions{Env: c.env, Base: c.load, Dimensions: ds, Points: map[string][]string{}, Repeat: *repeat,
+			Storage: c.storage, Workers: *workers, InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
+		for _, d := range bench.ScaleDimensions {
+			if !slices.Contains(ds, d) {
+				if isSet(c.fs, d+"-points") {
+					return usage(cmd, fmt.Errorf("--%s-points given, but --dimension does not measure %s", d, d))
+				}
+				continue
+			}
+			if o.Points[d], err = bench.ParsePoints(d, *pointFlags[d]); err != nil {
+				return usage(cmd, fmt.Errorf("--%s-points: %w", d, err))
+			}
+		}
+		if *rssLimit != "" {
+			if o.RSSLimitBytes, err = config.ParseSize(*rssLimit); err != nil {
+				return usage(cmd, fmt.Errorf("--rss-limit: %w", err))
+			}
+		}
+		for t := range strings.SplitSeq(*targets, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				o.Targets = append(o.Targets, t)
+			}
+		}
+		for _, p := range peers {
+			t, err := bench.ParsePeer(p)
+			if err != nil {
+				return usage(cmd, err)
+			}
+			o.Peers = append(o.Peers, t)
+		}
+		f, err := bench.Scale(ctx, o)
 		return exitFile(cmd, f, err)
 
 	case "latency":
