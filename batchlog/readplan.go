@@ -153,27 +153,38 @@ func (s *segmentStore) planRead(partition uint32, offset, limit int64, maxBytes 
 // planBatch adds the batch at base, stored at loc, to plan, unless it ends before offset or
 // would pass maxBytes; more: the next batch may be added too.
 func (s *segmentStore) planBatch(plan *ReadPlan, base int64, loc batchLoc, offset int64, maxBytes int, includeFirst bool) (more bool, err error) {
+	var seg *segment
+	acquire := func() error {
+		if seg = s.acquire(loc.seg); seg == nil {
+			// Reclaimed after this read's index snapshot was taken: retention moved the log
+			// start past it meanwhile, or reclaim copied it forward (PlanRead tells).
+			return fmt.Errorf("%w: segment %d", errSegmentGone, loc.seg)
+		}
+		return nil
+	}
+	if base < offset {
+		// The batch the index finds for offset may end before it (compaction leaves gaps):
+		// then it is not returned, and does not count against maxBytes (as in the Pebble
+		// layout). Only its header is read to tell.
+		if err := acquire(); err != nil {
+			return false, err
+		}
+		last, err := s.lastOffset(seg, loc)
+		if err != nil || last < offset {
+			seg.unref()
+			return err == nil, err
+		}
+	}
 	if (plan.Bytes > 0 || !includeFirst) && plan.Bytes+loc.length > maxBytes {
+		if seg != nil {
+			seg.unref()
+		}
 		plan.End = base
 		return false, nil
 	}
-	seg := s.acquire(loc.seg)
 	if seg == nil {
-		// Reclaimed after this read's index snapshot was taken: retention moved the log
-		// start past it meanwhile, or reclaim copied it forward (PlanRead tells).
-		return false, fmt.Errorf("%w: segment %d", errSegmentGone, loc.seg)
-	}
-	if base < offset {
-		// The batch the index finds for offset may end before it (compaction leaves
-		// gaps): then it is not returned. Only its header is read to tell.
-		last, err := s.lastOffset(seg, loc)
-		if err != nil {
-			seg.unref()
+		if err := acquire(); err != nil {
 			return false, err
-		}
-		if last < offset {
-			seg.unref()
-			return true, nil
 		}
 	}
 	plan.spans = append(plan.spans, span{seg: seg, pos: loc.pos, n: loc.length})

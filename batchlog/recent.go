@@ -101,14 +101,18 @@ func (r *recentIndex) forgetAll() {
 // each calls fn with the entries of partition from the one that contains offset (the last
 // whose base is <= offset) while their base is below limit, until fn returns false, and
 // reports whether the ring could answer: false when it holds nothing at or below offset.
+// The entries are copied out first: fn may read the disk, and the completer must not wait on
+// that for the ring's lock.
 func (r *recentIndex) each(partition uint32, offset, limit int64, fn func(base int64, loc batchLoc) (bool, error)) (bool, error) {
 	ring := r.ring(partition, false)
 	if ring == nil {
 		return false, nil
 	}
+	var ents [recentEntries]recentEntry
+	n := 0
 	ring.mu.RLock()
-	defer ring.mu.RUnlock()
 	if ring.n == 0 || ring.ents[ring.head].base > offset {
+		ring.mu.RUnlock()
 		return false, nil
 	}
 	i := 0
@@ -116,10 +120,15 @@ func (r *recentIndex) each(partition uint32, offset, limit int64, fn func(base i
 		i++
 	}
 	for ; i < ring.n; i++ {
-		e := &ring.ents[(ring.head+i)%recentEntries]
+		e := ring.ents[(ring.head+i)%recentEntries]
 		if e.base >= limit {
 			break
 		}
+		ents[n] = e
+		n++
+	}
+	ring.mu.RUnlock()
+	for _, e := range ents[:n] {
 		if more, err := fn(e.base, e.loc); err != nil || !more {
 			return true, err
 		}

@@ -73,6 +73,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				for _, pt := range t.Partitions {
 					rp := kmsg.NewFetchResponseTopicPartition()
 					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+					rp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null set
 					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
