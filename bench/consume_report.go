@@ -132,8 +132,9 @@ const consumeNotes = "Each run's broker is the one the produce figures above wer
 	"acknowledged. Catch-up: the consumers (kgo clients, partitions assigned directly, no group) read every partition " +
 	"from its start offset to the high watermark listed after the fill; records/s run from just before the clients are " +
 	"created to the last record, and records / server CPU-s divide the records by the broker's utime+stime over the same " +
-	"window (read in 1/CLK_TCK steps, 10 ms: use a fill of millions of records). The fill was just written, so a durable " +
-	"broker serves the catch-up from the page cache: reads from disk are not measured. Tail: producers send at the fixed rate (open loop) while the same consumers follow the end; each value " +
+	"window (read in 1/CLK_TCK steps, 10 ms: use a fill of millions of records). The fill was just written: a broker that " +
+	"writes through the page cache may serve the whole catch-up from memory, while Inlet writes its segments with " +
+	"O_DIRECT and reads all but the last --fetch-cache bytes (64 MiB) from the disk. Tail: producers send at the fixed rate (open loop) while the same consumers follow the end; each value " +
 	"carries its intended send time and the end-to-end latency runs from it to the PollFetches return that delivered the " +
 	"record, so it includes linger, the produce round trip, the broker's fetch wake-up and the fetch. Tail server CPU is " +
 	"the broker's CPU seconds per wall second over the tail, from the first send to the last record received; every " +
