@@ -193,17 +193,9 @@ func run(ctx context.Context, cmd string, args []string) int {
 				}
 			}
 		}
-		for t := range strings.SplitSeq(*targets, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				o.Targets = append(o.Targets, t)
-			}
-		}
-		for _, p := range peers {
-			t, err := bench.ParsePeer(p)
-			if err != nil {
-				return usage(cmd, err)
-			}
-			o.Peers = append(o.Peers, t)
+		var err error
+		if o.Targets, o.Peers, err = parseTargets(*targets, peers); err != nil {
+			return usage(cmd, err)
 		}
 		f, err := bench.Compare(ctx, o)
 		return exitFile(cmd, f, err)
@@ -254,17 +246,8 @@ func run(ctx context.Context, cmd string, args []string) int {
 				return usage(cmd, fmt.Errorf("--rss-limit: %w", err))
 			}
 		}
-		for t := range strings.SplitSeq(*targets, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				o.Targets = append(o.Targets, t)
-			}
-		}
-		for _, p := range peers {
-			t, err := bench.ParsePeer(p)
-			if err != nil {
-				return usage(cmd, err)
-			}
-			o.Peers = append(o.Peers, t)
+		if o.Targets, o.Peers, err = parseTargets(*targets, peers); err != nil {
+			return usage(cmd, err)
 		}
 		f, err := bench.Scale(ctx, o)
 		return exitFile(cmd, f, err)
@@ -418,4 +401,21 @@ func exit(cmd string, err error) int {
 		return 1
 	}
 	return 0
+}
+
+// parseTargets reads --targets (comma-separated built-in names) and the --peer values.
+func parseTargets(targets string, peers []string) (names []string, parsed []bench.Target, err error) {
+	for t := range strings.SplitSeq(targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			names = append(names, t)
+		}
+	}
+	for _, p := range peers {
+		t, err := bench.ParsePeer(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		parsed = append(parsed, t)
+	}
+	return names, parsed, nil
 }
