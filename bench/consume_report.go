@@ -142,17 +142,9 @@ const consumeNotes = "Each run's broker is the one the produce figures above wer
 	"producers share the machine with the broker."
 
 func renderConsume(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	gs := groupsBy(files, func(f *File) string {
+	gs := chartedFirst(groupsBy(files, func(f *File) string {
 		return f.Label + "\x00" + f.Consume.Label() + "\x00" + strings.Join(targetNames(f), ",")
-	})
-	charted := 0
-	for gi, g := range gs {
-		if len(g[0].Targets) > 1 {
-			charted = gi
-			break
-		}
-	}
-	gs = append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
+	}))
 	for gi, g := range gs {
 		f := g[0]
 		sum := summarize(f.Runs, f.Baseline)

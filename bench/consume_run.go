@@ -392,11 +392,6 @@ func (e *Env) tail(ctx context.Context, srv *server, load Load, s ConsumeSetting
 	return t, nil
 }
 
-// tailPacingQuantum is the shortest sleep of a tail producer, loadgen's pacingQuantum: the
-// records that fall due during a sleep go together, each late by at most the quantum, and the
-// lateness is in its latency because the stamp is the intended time.
-const tailPacingQuantum = 200 * time.Microsecond
-
 // tailProducer is one kgo client of the tail, with loadgen's producer settings. Its lifecycle
 // (send, then finish) runs on one goroutine; kgo's promise goroutine calls onResult.
 type tailProducer struct {
@@ -484,36 +479,23 @@ func startTailProducers(ctx context.Context, addr string, load Load, s ConsumeSe
 }
 
 // send produces on the open-loop schedule phase + seq*interval (nanoseconds since base) until
-// stop is set. A producer behind schedule (kgo blocked it on a full buffer) sends at once; the
+// stop is set, paced as loadgen paces (loadgen.Pacer). A producer behind schedule (kgo blocked it on a full buffer) sends at once; the
 // delay stays in the latency because the stamp is the intended time.
 func (p *tailProducer) send(ctx context.Context, base time.Time, phase time.Duration, interval float64, stop *atomic.Bool, stopped <-chan struct{}) {
-	var timer *time.Timer
+	pacer := loadgen.Pacer{Start: base}
+	defer pacer.Stop()
 	baseNanos := base.UnixNano()
 	seq := uint64(0)
 	for ; !stop.Load(); seq++ {
 		intended := phase + time.Duration(float64(seq)*interval)
-		if wait := intended - time.Since(base); wait > 0 {
-			wait = max(wait, tailPacingQuantum)
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			select {
-			case <-timer.C:
-			case <-stopped:
-				timer.Stop()
-				p.sent = seq
-				return
-			}
+		if !pacer.Wait(intended, stopped) {
+			p.sent = seq
+			return
 		}
 		tr := p.free.Get().(*tailRecord)
 		putStamp(tr.buf, baseNanos+int64(intended), p.index, seq)
 		tr.rec = kgo.Record{Topic: p.topic, Value: tr.buf, Context: tr}
 		p.client.Produce(ctx, &tr.rec, p.promise)
-	}
-	if timer != nil {
-		timer.Stop()
 	}
 	p.sent = seq
 }

@@ -453,9 +453,9 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 		"%s\n", chart.Title, chartLink(chartLatency), columnNotes)
 }
 
-func renderCompare(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	gs := groups(files)
-	// The charts show the newest comparison of several brokers (or, with none, the newest).
+// chartedFirst moves the group the charts show to the front: the newest comparison of several
+// brokers (or, with none, the newest); the rest stay newest first.
+func chartedFirst(gs [][]*File) [][]*File {
 	charted := 0
 	for gi, g := range gs {
 		if len(g[0].Targets) > 1 {
@@ -463,9 +463,12 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 			break
 		}
 	}
-	// It comes first; the rest stay newest first.
-	gs = append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
-	charted = 0
+	return append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
+}
+
+func renderCompare(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+	gs := chartedFirst(groups(files))
+	charted := 0
 	for gi, g := range gs {
 		f := g[0]
 		sum := summarize(f.Runs, f.Baseline)

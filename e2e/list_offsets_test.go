@@ -81,4 +81,12 @@ func TestListOffsetsFindsOffsetsByTimestamp(t *testing.T) {
 			})
 		}
 	}
+	// v7's MAX_TIMESTAMP (-3, KIP-734): the record with the largest timestamp, the last of
+	// the out-of-order batch; none in an empty partition.
+	for partition, want := range [][2]int64{{17, 6000}, {-1, -1}} {
+		resp := rc.roundTrip(listOffsetsReq(7, topic, int32(partition), -3)).(*kmsg.ListOffsetsResponse)
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != want[0] || p.Timestamp != want[1] {
+			t.Errorf("partition %d, max timestamp: error %d, offset %d at %d, want %d at %d", partition, p.ErrorCode, p.Offset, p.Timestamp, want[0], want[1])
+		}
+	}
 }

@@ -53,8 +53,50 @@ type producer struct {
 	promise func(*kgo.Record, error) // onResult, bound once so Produce does not allocate it
 }
 
-// pacingQuantum is the shortest sleep of an open-loop producer (see send).
+// pacingQuantum is the shortest sleep of an open-loop producer (see Pacer).
 const pacingQuantum = 200 * time.Microsecond
+
+// Pacer holds an open-loop sender to its schedule: Wait sleeps while the sender is ahead of a
+// record's intended send time (measured from Start), and not at all when it is behind (kgo
+// blocked it, or a sleep overshot), so the delay stays in the latency of the late records,
+// which is measured from the intended time.
+//
+// A sleep per record (every 23 µs per producer at 700k records/s) cost the load generator
+// about 0.35 µs more CPU per record in timer wake-ups (scripts/loadgen-cpu-ab.sh), CPU the
+// broker shares on a small machine. Sleeping at least pacingQuantum sends the records that
+// fell due meanwhile together; each is late by at most the quantum, and that lateness is
+// counted in its latency.
+type Pacer struct {
+	Start time.Time
+	timer *time.Timer
+}
+
+// Wait sleeps until intended after Start if that is ahead; false: stopped was closed first.
+func (p *Pacer) Wait(intended time.Duration, stopped <-chan struct{}) bool {
+	wait := intended - time.Since(p.Start)
+	if wait <= 0 {
+		return true
+	}
+	wait = max(wait, pacingQuantum)
+	if p.timer == nil {
+		p.timer = time.NewTimer(wait)
+	} else {
+		p.timer.Reset(wait)
+	}
+	select {
+	case <-p.timer.C:
+		return true
+	case <-stopped:
+		return false
+	}
+}
+
+// Stop releases the pacer's timer.
+func (p *Pacer) Stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
 
 // sentRecord is a kgo.Record with what onResult needs to account for it. It reaches onResult as
 // the record's Context, which kgo carries untouched: a context whose Done is nil is never
@@ -96,35 +138,16 @@ func newProducer(index uint32, client *kgo.Client, topic string, vals *values, q
 // (flush, commit or abort) after TxnRecords records; the transaction still open when sending
 // stops is ended by finish.
 func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan struct{}) {
-	var timer *time.Timer
+	pacer := Pacer{Start: p.start}
+	defer pacer.Stop()
 	seq := uint64(0)
 	for ; seq < p.quota && !stop.Load(); seq++ {
 		var intended time.Duration
 		if p.interval > 0 {
 			intended = p.phase + time.Duration(float64(seq)*p.interval)
-			// Open loop: sleep only while ahead of schedule. A producer behind schedule (kgo
-			// blocked it, or a sleep overshot) sends at once, and the delay stays in the
-			// latency of the late records because it is measured from intended.
-			if wait := intended - time.Since(p.start); wait > 0 {
-				// A sleep per record (every 23 µs per producer at 700k records/s) cost the
-				// load generator about 0.35 µs more CPU per record in timer wake-ups
-				// (scripts/loadgen-cpu-ab.sh), CPU the broker shares on a small machine.
-				// Sleeping at least pacingQuantum sends the records that fell due meanwhile
-				// together; each is late by at most the quantum, and that lateness is
-				// counted in its latency.
-				wait = max(wait, pacingQuantum)
-				if timer == nil {
-					timer = time.NewTimer(wait)
-				} else {
-					timer.Reset(wait)
-				}
-				select {
-				case <-timer.C:
-				case <-stopped:
-					timer.Stop()
-					p.sent = seq
-					return
-				}
+			if !pacer.Wait(intended, stopped) {
+				p.sent = seq
+				return
 			}
 		} else {
 			// Flat out there is no schedule; the clock starts before Produce, so time spent
@@ -143,9 +166,6 @@ func (p *producer) send(ctx context.Context, stop *atomic.Bool, stopped <-chan s
 		if p.txn != nil && p.txnDue(seq) {
 			p.txnEnd(ctx, seq+1)
 		}
-	}
-	if timer != nil {
-		timer.Stop()
 	}
 	p.sent = seq
 }

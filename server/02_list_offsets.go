@@ -91,66 +91,79 @@ const readCommitted = 1
 
 var errStopScan = errors.New("found")
 
-// offsetForTimestamp scans the partition's batches from the log start for the first record
-// whose timestamp is >= target. Batches whose max timestamp is below the target are skipped
-// without decoding. It answers (-1, -1) when no record qualifies, as Kafka does.
-func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) (int64, int64, error) {
+// scanBatches calls fn with each stored batch of p from the log start below limit, and its
+// header, until fn says stop or fails. The batch is valid only during the call: the scan reads
+// 4 MiB at a time into one buffer. Retention moving the log start past the scan makes it go on
+// from the new log start.
+func (s *Server) scanBatches(p *batchlog.Partition, limit int64, fn func(batch []byte, h wire.BatchHeader) (stop bool, err error)) error {
 	const chunk = 4 << 20
-	var (
-		buf     []byte
-		scratch []byte
-		err     error
-	)
+	var buf []byte
+	var err error
 	for from := p.LogStartOffset(); from < limit; {
 		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
 		if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
-			// Retention moved the log start past from while it was read: go on from the
-			// new log start (which only grows, so the scan ends).
+			// The log start only grows, so the scan ends.
 			from = max(from, p.LogStartOffset())
 			continue
 		}
 		if err != nil {
-			return -1, -1, err
+			return err
 		}
 		if len(buf) == 0 {
-			break
+			return nil
 		}
 		for b := buf; ; {
 			batch, rest, err := wire.NextBatch(b)
 			if err != nil {
-				return -1, -1, err
+				return err
 			}
 			if batch == nil {
 				break
 			}
 			b = rest
-			h, herr := wire.ParseBatchHeader(batch)
-			if herr != nil {
-				return -1, -1, herr
+			h, err := wire.ParseBatchHeader(batch)
+			if err != nil {
+				return err
 			}
 			from = h.BaseOffset + int64(h.LastOffsetDelta) + 1
-			if h.MaxTimestamp < target {
-				continue
-			}
-			if h.TimestampType() == 1 {
-				// LogAppendTime: every record carries the batch's max timestamp.
-				return h.BaseOffset, h.MaxTimestamp, nil
-			}
-			var foundOff, foundTS int64
-			scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
-				if ts := h.FirstTimestamp + rec.TimestampDelta; ts >= target {
-					foundOff, foundTS = h.BaseOffset+int64(rec.OffsetDelta), ts
-					return errStopScan
-				}
-				return nil
-			})
-			if errors.Is(err, errStopScan) {
-				return foundOff, foundTS, nil
-			}
-			if err != nil {
-				return -1, -1, err
+			if stop, err := fn(batch, h); stop || err != nil {
+				return err
 			}
 		}
 	}
-	return -1, -1, nil
+	return nil
+}
+
+// offsetForTimestamp scans the partition's batches from the log start for the first record
+// whose timestamp is >= target. Batches whose max timestamp is below the target are skipped
+// without decoding. It answers (-1, -1) when no record qualifies, as Kafka does.
+func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) (int64, int64, error) {
+	var scratch []byte
+	foundOff, foundTS := int64(-1), int64(-1)
+	err := s.scanBatches(p, limit, func(batch []byte, h wire.BatchHeader) (bool, error) {
+		if h.MaxTimestamp < target {
+			return false, nil
+		}
+		if h.TimestampType() == 1 {
+			// LogAppendTime: every record carries the batch's max timestamp.
+			foundOff, foundTS = h.BaseOffset, h.MaxTimestamp
+			return true, nil
+		}
+		var err error
+		scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
+			if ts := h.FirstTimestamp + rec.TimestampDelta; ts >= target {
+				foundOff, foundTS = h.BaseOffset+int64(rec.OffsetDelta), ts
+				return errStopScan
+			}
+			return nil
+		})
+		if errors.Is(err, errStopScan) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return -1, -1, err
+	}
+	return foundOff, foundTS, nil
 }

@@ -24,7 +24,6 @@ type fetchReply struct {
 	log   *slog.Logger
 	plans []fetchPlan // in the order the partitions are encoded
 	next  int         // the plan the encoder reaches next
-	bytes int         // the planned bytes
 }
 
 type fetchPlan struct {
@@ -55,7 +54,7 @@ func (r *fetchReply) release() {
 		r.plans[i].plan.Release()
 	}
 	r.plans = r.plans[:0]
-	r.next, r.bytes = 0, 0
+	r.next = 0
 	r.FetchResponse, r.blog, r.log = nil, nil, nil
 	fetchReplies.Put(r)
 }

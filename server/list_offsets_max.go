@@ -15,46 +15,19 @@ const listMaxTimestamp = -3
 // max timestamp, so only the winning batch is decoded; a LogAppendTime batch stamps every
 // record with its max timestamp, so its first record is the answer.
 func (s *Server) offsetOfMaxTimestamp(p *batchlog.Partition, limit int64) (int64, int64, error) {
-	const chunk = 4 << 20
 	var (
-		buf             []byte
-		err             error
 		best            []byte
 		bestTS, bestOff int64 = -1, -1
 	)
-	for from := p.LogStartOffset(); from < limit; {
-		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
-		if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
-			// Retention moved the log start past from while it was read: go on from the
-			// new log start (which only grows, so the scan ends).
-			from = max(from, p.LogStartOffset())
-			continue
+	err := s.scanBatches(p, limit, func(batch []byte, h wire.BatchHeader) (bool, error) {
+		if h.MaxTimestamp > bestTS && !h.IsControl() {
+			bestTS, bestOff = h.MaxTimestamp, h.BaseOffset
+			best = append(best[:0], batch...)
 		}
-		if err != nil {
-			return -1, -1, err
-		}
-		if len(buf) == 0 {
-			break
-		}
-		for b := buf; ; {
-			batch, rest, err := wire.NextBatch(b)
-			if err != nil {
-				return -1, -1, err
-			}
-			if batch == nil {
-				break
-			}
-			h, herr := wire.ParseBatchHeader(batch)
-			if herr != nil {
-				return -1, -1, herr
-			}
-			if h.MaxTimestamp > bestTS && !h.IsControl() {
-				bestTS, bestOff = h.MaxTimestamp, h.BaseOffset
-				best = append(best[:0], batch...)
-			}
-			from = h.BaseOffset + int64(h.LastOffsetDelta) + 1
-			b = rest
-		}
+		return false, nil
+	})
+	if err != nil {
+		return -1, -1, err
 	}
 	if best == nil {
 		return -1, -1, nil
