@@ -616,6 +616,9 @@ func (l *Log) recover() error {
 		if err := l.replaySegments(l.segs, byID); err != nil {
 			return err
 		}
+		if err := l.checkSegmentsHoldMetadata(l.segs, byID); err != nil {
+			return err
+		}
 	}
 	if err := l.loadTxnState(byID); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -155,10 +156,17 @@ func openSegmentStore(fs segfs.FS, dir string, db *pebble.DB, segBytes int64, bu
 	}
 	s := &segmentStore{fs: fs, dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
 		free: make(chan *segmentGroup, 4), stages: make(chan []byte, 4), buffered: buffered}
-	if err := fs.MkdirAll(s.dir); err != nil {
-		return nil, err
-	}
 	names, err := fs.List(s.dir)
+	if errors.Is(err, iofs.ErrNotExist) {
+		// A node's first start, or a directory lost with every segment in it: Pebble says
+		// which. Data the catalog names is never served as empty; nothing is changed.
+		if what, err := catalogNamesData(db); err != nil {
+			return nil, err
+		} else if what != "" {
+			return nil, fmt.Errorf("batchlog: %s is missing, but the metadata names %s: the segment files are gone; start-up stopped, nothing changed", s.dir, what)
+		}
+		err = segfs.MkdirAllSynced(fs, s.dir)
+	}
 	if err != nil {
 		return nil, err
 	}

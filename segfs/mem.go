@@ -19,7 +19,10 @@ import (
 // writes are checked for alignment as O_DIRECT checks them. Every call can be made to fail
 // (Inject), so tests reach the store's error paths: ENOSPC on a write, EIO on a read or sync.
 //
-// Paths are cleaned with path.Clean; directories exist once made with MkdirAll.
+// Directories are names in their parents like files: one made with Mkdir survives a crash
+// only if its parent was synced since (and the parent survives), as on a file system with
+// strict POSIX crash semantics; the roots "/" and "." always exist. Paths are cleaned with
+// path.Clean.
 type MemFS struct {
 	// crashMu is held shared by every call that changes the file system and exclusively by
 	// Crash, so a crash falls between calls, never inside one.
@@ -42,10 +45,11 @@ const (
 	OpSync
 	OpRemove
 	OpSyncDir
+	OpMkdir
 )
 
 func (o Op) String() string {
-	return [...]string{"create", "open", "read", "write", "truncate", "sync", "remove", "syncdir"}[o]
+	return [...]string{"create", "open", "read", "write", "truncate", "sync", "remove", "syncdir", "mkdir"}[o]
 }
 
 type memDir struct {
@@ -53,7 +57,12 @@ type memDir struct {
 	synced map[string]*memNode // names as of the last SyncDir
 }
 
+func newMemDir() *memDir {
+	return &memDir{files: map[string]*memNode{}, synced: map[string]*memNode{}}
+}
+
 type memNode struct {
+	dir    bool // a directory's name in its parent; its entries are in MemFS.dirs
 	mu     sync.Mutex
 	data   []byte
 	synced []byte  // contents as of the last Datasync
@@ -70,6 +79,9 @@ type memOp struct {
 // NewCrashableMem returns an empty MemFS, which reports 1 TiB free.
 func NewCrashableMem() *MemFS {
 	m := &MemFS{dirs: map[string]*memDir{}}
+	for _, root := range []string{"/", "."} {
+		m.dirs[root] = newMemDir()
+	}
 	m.free.Store(1 << 40)
 	return m
 }
@@ -141,9 +153,9 @@ func (m *MemFS) Crash(mode CrashMode, rng *rand.Rand, during func()) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := NewCrashableMem()
-	for dirName, d := range m.dirs {
-		nd := &memDir{files: map[string]*memNode{}, synced: map[string]*memNode{}}
-		if mode == ProcessKill {
+	if mode == ProcessKill {
+		for dirName, d := range m.dirs {
+			nd := newMemDir()
 			clones := map[*memNode]*memNode{}
 			for name, n := range d.files {
 				clones[n] = n.killClone()
@@ -156,15 +168,30 @@ func (m *MemFS) Crash(mode CrashMode, rng *rand.Rand, during func()) *MemFS {
 				nd.synced[name] = clones[n]
 			}
 			out.dirs[dirName] = nd
-			continue
 		}
-		names := slices.Sorted(maps.Keys(d.synced))
-		for _, name := range names {
-			nd.files[name] = d.synced[name].crashClone(mode, rng)
+		return out
+	}
+	// From the roots down: a directory is there after the crash if its name was synced in a
+	// parent that is there.
+	var keep func(dirName string)
+	keep = func(dirName string) {
+		d := m.dirs[dirName]
+		nd := newMemDir()
+		out.dirs[dirName] = nd
+		if d == nil {
+			return // removed, its removal not synced: it comes back empty
+		}
+		for _, name := range slices.Sorted(maps.Keys(d.synced)) {
+			n := d.synced[name]
+			nd.files[name] = n.crashClone(mode, rng)
+			if n.dir {
+				keep(path.Join(dirName, name))
+			}
 		}
 		nd.synced = maps.Clone(nd.files)
-		out.dirs[dirName] = nd
 	}
+	keep("/")
+	keep(".")
 	return out
 }
 
@@ -199,7 +226,7 @@ func (n *memNode) crashClone(mode CrashMode, rng *rand.Rand) *memNode {
 			}
 		}
 	}
-	return &memNode{data: data, synced: slices.Clone(data)}
+	return &memNode{dir: n.dir, data: data, synced: slices.Clone(data)}
 }
 
 // killClone copies n as a process kill leaves it: its data whole, its synced state and
@@ -207,7 +234,7 @@ func (n *memNode) crashClone(mode CrashMode, rng *rand.Rand) *memNode {
 func (n *memNode) killClone() *memNode {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c := &memNode{data: slices.Clone(n.data), synced: slices.Clone(n.synced)}
+	c := &memNode{dir: n.dir, data: slices.Clone(n.data), synced: slices.Clone(n.synced)}
 	for _, op := range n.ops {
 		c.ops = append(c.ops, memOp{off: op.off, data: slices.Clone(op.data), truncate: op.truncate})
 	}
@@ -238,6 +265,9 @@ func (m *MemFS) Files() map[string][]byte {
 	out := map[string][]byte{}
 	for dirName, d := range m.dirs {
 		for name, n := range d.files {
+			if n.dir {
+				continue
+			}
 			n.mu.Lock()
 			out[path.Join(dirName, name)] = slices.Clone(n.data)
 			n.mu.Unlock()
@@ -272,6 +302,9 @@ func (m *MemFS) node(name string) (*memNode, error) {
 	if d == nil || d.files[base] == nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
+	if d.files[base].dir {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("is a directory")}
+	}
 	return d.files[base], nil
 }
 
@@ -283,15 +316,23 @@ func (m *MemFS) dirOf(name string) (d *memDir, base, clean string) {
 	return m.dirs[path.Clean(dir)], base, clean
 }
 
-func (m *MemFS) MkdirAll(dir string) error {
+func (m *MemFS) Mkdir(dir string) error {
 	m.crashMu.RLock()
 	defer m.crashMu.RUnlock()
+	if err := m.check(OpMkdir, dir); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	dir = path.Clean(dir)
-	if m.dirs[dir] == nil {
-		m.dirs[dir] = &memDir{files: map[string]*memNode{}, synced: map[string]*memNode{}}
+	parent, base, dir := m.dirOf(dir)
+	if m.dirs[dir] != nil || parent != nil && parent.files[base] != nil {
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: fs.ErrExist}
 	}
+	if parent == nil {
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: fs.ErrNotExist}
+	}
+	parent.files[base] = &memNode{dir: true}
+	m.dirs[dir] = newMemDir()
 	return nil
 }
 
@@ -353,6 +394,12 @@ func (m *MemFS) Remove(name string) error {
 	d, base, name := m.dirOf(name)
 	if d == nil || d.files[base] == nil {
 		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	}
+	if d.files[base].dir {
+		if len(m.dirs[name].files) > 0 {
+			return &fs.PathError{Op: "remove", Path: name, Err: errors.New("directory not empty")}
+		}
+		delete(m.dirs, name)
 	}
 	delete(d.files, base)
 	return nil

@@ -1,23 +1,27 @@
 // Package segfs is the file system under the log's segment files: the few calls the segment
-// store makes (create, open for direct writes, pwritev, pread, fdatasync, truncate, remove, a
-// directory sync), on the operating system (OS) or in memory with the semantics of a power
-// loss (NewCrashableMem), so that tests can crash the log and keep only what it synced.
+// store makes (mkdir, create, open for direct writes, pwritev, pread, fdatasync, truncate,
+// remove, a directory sync), on the operating system (OS) or in memory with the semantics of a
+// power loss (NewCrashableMem), so that tests can crash the log and keep only what it synced.
 //
 // The segment store reaches the disk through nothing else; Pebble, which holds the index and
-// metadata, has its own (pebble's vfs.FS).
+// metadata, has its own (pebble's vfs.FS). MkdirAllSynced is the one way Inlet makes a
+// directory, on either.
 package segfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
 
 // FS is what the segment store needs of a file system.
 type FS interface {
-	MkdirAll(dir string) error
+	Dirs
 	// List returns the names (not paths) in dir.
 	List(dir string) ([]string, error)
 	// Create creates name, which must not exist yet, for reading and writing. The new name
@@ -31,10 +35,62 @@ type FS interface {
 	OpenDirect(name string) (File, error)
 	// Remove unlinks name; the removal is durable only after SyncDir of its directory.
 	Remove(name string) error
-	// SyncDir makes dir's entries durable: names created and removed in it.
-	SyncDir(dir string) error
 	// FreeBytes is the space left on dir's file system for an unprivileged writer.
 	FreeBytes(dir string) (int64, error)
+}
+
+// Dirs is what MkdirAllSynced needs of a file system.
+type Dirs interface {
+	// Mkdir makes one directory. It answers an error matching fs.ErrExist where something
+	// exists by that name, and one matching fs.ErrNotExist where the parent does not exist.
+	// The new name is durable only after SyncDir of its parent.
+	Mkdir(dir string) error
+	// SyncDir makes dir's entries durable: names created and removed in it.
+	SyncDir(dir string) error
+}
+
+// MkdirAllSynced makes dir and every missing parent, and makes them durable: it syncs the
+// parent of each directory it made, and the parent of dir even where dir existed (a start-up
+// after a process that made it and died before that sync would otherwise build on an entry
+// the disk may not have). Nothing made inside dir can survive a power loss unless dir's own
+// entry does, so every directory Inlet writes into is made through here (Pebble syncs its own
+// directory's parents the same way when it creates it).
+func MkdirAllSynced(fsys Dirs, dir string) error {
+	dir = filepath.Clean(dir)
+	made, err := mkdirChain(fsys, dir)
+	if err != nil {
+		return err
+	}
+	if len(made) == 0 {
+		made = []string{dir} // existed: its entry in its parent is synced all the same
+	}
+	for _, d := range made {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("segfs: sync %s after making %s: %w", filepath.Dir(d), d, err)
+		}
+	}
+	return nil
+}
+
+// mkdirChain makes dir and its missing parents, and returns those it made, outermost first.
+func mkdirChain(fsys Dirs, dir string) ([]string, error) {
+	err := fsys.Mkdir(dir)
+	switch {
+	case err == nil:
+		return []string{dir}, nil
+	case errors.Is(err, fs.ErrExist):
+		return nil, nil
+	case !errors.Is(err, fs.ErrNotExist) || filepath.Dir(dir) == dir:
+		return nil, err
+	}
+	made, err := mkdirChain(fsys, filepath.Dir(dir))
+	if err != nil {
+		return nil, err
+	}
+	if err := fsys.Mkdir(dir); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	return append(made, dir), nil
 }
 
 // File is an open segment file.
@@ -65,7 +121,7 @@ type osFS struct{}
 
 type osFile struct{ *os.File }
 
-func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+func (osFS) Mkdir(dir string) error { return os.Mkdir(dir, 0o755) }
 
 func (osFS) List(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)

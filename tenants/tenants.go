@@ -22,6 +22,7 @@ import (
 
 	"inlet/auth"
 	"inlet/quota"
+	"inlet/segfs"
 )
 
 // Kind is the kind of name a prefix scopes.
@@ -292,7 +293,7 @@ func (s *Store) write(st *State) error {
 		return err
 	}
 	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := segfs.MkdirAllSynced(segfs.OS, dir); err != nil {
 		return fmt.Errorf("tenants: %w", err)
 	}
 	tmp, err := os.CreateTemp(dir, ".tenants-*.json")
@@ -310,21 +311,12 @@ func (s *Store) write(st *State) error {
 		err = os.Rename(tmp.Name(), s.path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = segfs.OS.SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("tenants: write %s: %w", s.path, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func (st *State) clone() *State {
