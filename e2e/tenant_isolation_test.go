@@ -444,7 +444,11 @@ func isoProbes(nodeID int32) []isoProbe {
 		p(3, 0, "metadata v0 of their topic", metadata(false)),
 		p(3, 4, "metadata v4 of their topic", metadata(false)),
 		p(3, -1, "metadata of every topic", metadata(true)),
-		p(3, 0, "metadata v0 of every topic", func(isoNames) kmsg.Request { r := kmsg.NewPtrMetadataRequest(); r.Topics = []kmsg.MetadataRequestTopic{}; return r }),
+		p(3, 0, "metadata v0 of every topic", func(isoNames) kmsg.Request {
+			r := kmsg.NewPtrMetadataRequest()
+			r.Topics = []kmsg.MetadataRequestTopic{}
+			return r
+		}),
 		p(8, -1, "offset commit of a.g on their topic", offsetCommit(aliceGroup)),
 		p(8, 0, "offset commit v0 of a.g on their topic", offsetCommit(aliceGroup)),
 		p(8, 2, "offset commit v2 of a.g on their topic", offsetCommit(aliceGroup)),
@@ -929,4 +933,185 @@ func isoSnapshot(t *testing.T, addr string) []isoState {
 	add("the users", version(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), 0))
 	add("the quotas", version(kmsg.NewPtrDescribeClientQuotasRequest(), 1))
 	return out
+}
+
+// TestOffsetAPIsCheckEachTopic: one OffsetCommit, TxnOffsetCommit, OffsetFetch or
+// OffsetDelete naming alice's topic and bob's serves alice's partitions as before
+// (committed, fetched, deleted) and answers bob's TOPIC_AUTHORIZATION_FAILED per partition
+// (Kafka's READ on each topic), storing and deleting nothing of them.
+func TestOffsetAPIsCheckEachTopic(t *testing.T) {
+	b := startBroker(t, func(c *server.Config) {
+		c.Users = isolationUsers(t)
+		c.SuperUsers = []string{"chief"}
+		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+	})
+	addr := b.srv.ListenerAddr("sasl")
+	b.createTopic("a.mine", 1)
+	b.createTopic("b.secret", 3)
+	alice := loginRaw(t, addr, "alice", isoAlicePW)
+	chief := loginRaw(t, addr, "chief", "chief-secret")
+	// chief's view of a.g: "topic/partition@offset" for every committed offset.
+	committed := func() string {
+		t.Helper()
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Version = 8
+		of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "a.g"}}
+		var out []string
+		for _, rt := range chief.roundTrip(of).(*kmsg.OffsetFetchResponse).Groups[0].Topics {
+			for _, rp := range rt.Partitions {
+				out = append(out, fmt.Sprintf("%s/%d@%d", rt.Topic, rp.Partition, rp.Offset))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	// codes flattens per-partition answers to "topic/partition:code".
+	type answer struct {
+		topic     string
+		partition int32
+		code      int16
+	}
+	expect := func(what string, got []answer, mineWant int16) {
+		t.Helper()
+		n := 0
+		for _, a := range got {
+			want := int16(29) // TOPIC_AUTHORIZATION_FAILED
+			if a.topic == "a.mine" {
+				want = mineWant
+			}
+			if a.code != want {
+				t.Errorf("%s: %s/%d answered %d, want %d", what, a.topic, a.partition, a.code, want)
+			}
+			n++
+		}
+		if n != 7 {
+			t.Errorf("%s: %d partitions answered, want 7 (a.mine/0 and b.secret/0-5)", what, n)
+		}
+	}
+
+	for _, v := range []int16{0, 8} {
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Version, oc.Group, oc.Generation, oc.RetentionTimeMillis = v, "a.g", -1, -1
+		oc.Topics = []kmsg.OffsetCommitRequestTopic{
+			{Topic: "b.secret", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 9, LeaderEpoch: -1}}},
+			{Topic: "a.mine", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3 + int64(v), LeaderEpoch: -1}}},
+		}
+		for _, i := range parts(6)[1:] {
+			oc.Topics[0].Partitions = append(oc.Topics[0].Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: i, Offset: 9, LeaderEpoch: -1})
+		}
+		var got []answer
+		for _, rt := range alice.roundTrip(oc).(*kmsg.OffsetCommitResponse).Topics {
+			for _, rp := range rt.Partitions {
+				got = append(got, answer{rt.Topic, rp.Partition, rp.ErrorCode})
+			}
+		}
+		expect(fmt.Sprintf("OffsetCommit v%d", v), got, 0)
+		if c, want := committed(), fmt.Sprintf("a.mine/0@%d", 3+v); c != want {
+			t.Fatalf("after OffsetCommit v%d a.g holds %q, want %q", v, c, want)
+		}
+	}
+
+	// An offset of a.g on b.secret that an operator committed: alice may neither see it nor
+	// delete it.
+	hidden := kmsg.NewPtrOffsetCommitRequest()
+	hidden.Version, hidden.Group, hidden.Generation = 8, "a.g", -1
+	hidden.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "b.secret", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, LeaderEpoch: -1}}}}
+	if rp := chief.roundTrip(hidden).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0]; rp.ErrorCode != 0 {
+		t.Fatalf("chief commits a.g on b.secret: %d", rp.ErrorCode)
+	}
+	for _, v := range []int16{1, 7, 8} {
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Version, of.Group = v, "a.g"
+		named := []kmsg.OffsetFetchRequestTopic{{Topic: "a.mine", Partitions: []int32{0}}, {Topic: "b.secret", Partitions: parts(6)}}
+		of.Topics = named
+		if v == 8 {
+			of.Topics = nil
+			of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "a.g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "a.mine", Partitions: []int32{0}}, {Topic: "b.secret", Partitions: parts(6)}}}, {Group: "a.g"}}
+		}
+		resp := alice.roundTrip(of).(*kmsg.OffsetFetchResponse)
+		var got []answer
+		var all []string // the null-topics answer (v8's second group)
+		if v < 8 {
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					got = append(got, answer{rt.Topic, rp.Partition, rp.ErrorCode})
+					if rt.Topic == "a.mine" && rp.Offset != 11 || rt.Topic == "b.secret" && rp.Offset != -1 {
+						t.Errorf("OffsetFetch v%d: %s/%d at %d", v, rt.Topic, rp.Partition, rp.Offset)
+					}
+				}
+			}
+		} else {
+			for _, rt := range resp.Groups[0].Topics {
+				for _, rp := range rt.Partitions {
+					got = append(got, answer{rt.Topic, rp.Partition, rp.ErrorCode})
+					if rt.Topic == "a.mine" && rp.Offset != 11 || rt.Topic == "b.secret" && rp.Offset != -1 {
+						t.Errorf("OffsetFetch v8: %s/%d at %d", rt.Topic, rp.Partition, rp.Offset)
+					}
+				}
+			}
+			for _, rt := range resp.Groups[1].Topics {
+				for _, rp := range rt.Partitions {
+					all = append(all, fmt.Sprintf("%s/%d@%d", rt.Topic, rp.Partition, rp.Offset))
+				}
+			}
+			if s := strings.Join(all, " "); s != "a.mine/0@11" {
+				t.Errorf("OffsetFetch v8 of every topic of a.g answers %q, want only a.mine/0@11", s)
+			}
+		}
+		expect(fmt.Sprintf("OffsetFetch v%d", v), got, 0)
+	}
+
+	// A transaction of alice's commits a.mine's offset, not b.secret's.
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.Version, ip.TransactionalID, ip.TransactionTimeoutMillis, ip.ProducerID, ip.ProducerEpoch = 4, kmsg.StringPtr("a.txn"), 60000, -1, -1
+	ipr := alice.roundTrip(ip).(*kmsg.InitProducerIDResponse)
+	if ipr.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %d", ipr.ErrorCode)
+	}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.Version, ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = 3, "a.txn", ipr.ProducerID, ipr.ProducerEpoch, "a.g"
+	if code := alice.roundTrip(ao).(*kmsg.AddOffsetsToTxnResponse).ErrorCode; code != 0 {
+		t.Fatalf("AddOffsetsToTxn: %d", code)
+	}
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.Version, tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = 3, "a.txn", "a.g", ipr.ProducerID, ipr.ProducerEpoch, -1
+	tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "a.mine", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 20, LeaderEpoch: -1}}}, {Topic: "b.secret"}}
+	for _, i := range parts(6) {
+		tc.Topics[1].Partitions = append(tc.Topics[1].Partitions, kmsg.TxnOffsetCommitRequestTopicPartition{Partition: i, Offset: 21, LeaderEpoch: -1})
+	}
+	var got []answer
+	for _, rt := range alice.roundTrip(tc).(*kmsg.TxnOffsetCommitResponse).Topics {
+		for _, rp := range rt.Partitions {
+			got = append(got, answer{rt.Topic, rp.Partition, rp.ErrorCode})
+		}
+	}
+	expect("TxnOffsetCommit", got, 0)
+	et := kmsg.NewPtrEndTxnRequest()
+	et.Version, et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = 3, "a.txn", ipr.ProducerID, ipr.ProducerEpoch, true
+	if code := alice.roundTrip(et).(*kmsg.EndTxnResponse).ErrorCode; code != 0 {
+		t.Fatalf("EndTxn: %d", code)
+	}
+	if c, want := committed(), "a.mine/0@20 b.secret/0@5"; c != want {
+		t.Fatalf("after the transaction a.g holds %q, want %q", c, want)
+	}
+
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "a.g"
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "a.mine", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}, {Topic: "b.secret"}}
+	for _, i := range parts(6) {
+		od.Topics[1].Partitions = append(od.Topics[1].Partitions, kmsg.OffsetDeleteRequestTopicPartition{Partition: i})
+	}
+	odr := alice.roundTrip(od).(*kmsg.OffsetDeleteResponse)
+	if odr.ErrorCode != 0 {
+		t.Fatalf("OffsetDelete: group error %d", odr.ErrorCode)
+	}
+	got = got[:0]
+	for _, rt := range odr.Topics {
+		for _, rp := range rt.Partitions {
+			got = append(got, answer{rt.Topic, rp.Partition, rp.ErrorCode})
+		}
+	}
+	expect("OffsetDelete", got, 0)
+	if c, want := committed(), "b.secret/0@5"; c != want {
+		t.Fatalf("after OffsetDelete a.g holds %q, want %q", c, want)
+	}
 }
