@@ -18,6 +18,14 @@ import (
 // Metadata lists only the principal's topics when asked for all of them (KafkaApis filters
 // by DESCRIBE permission), and answers TOPIC_AUTHORIZATION_FAILED for named topics outside
 // its prefixes without creating them.
+//
+// The rule every case keeps: an answer about a name outside the prefixes never depends on
+// whether it exists (Kafka checks authorization before the metadata cache), so the entry is
+// taken out before the handler can look it up. The group and transaction APIs that also name
+// topics (OffsetCommit, OffsetFetch, OffsetDelete here; TxnOffsetCommit and
+// AddPartitionsToTxn in their files) check each topic as well as the group or id.
+// TestTenantLearnsNothingOutsideItsPrefix (e2e) asks every served API about another
+// tenant's resources and about names that exist nowhere and compares the answers.
 
 func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	switch req := kreq.(type) {
