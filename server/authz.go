@@ -542,14 +542,20 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 
 	case *kmsg.DescribeLogDirsRequest:
-		// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes.
+		// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes,
+		// and not the volume's total and usable bytes (KIP-827's -1, unknown): how they
+		// move tells how much the other tenants write.
 		if req.Topics != nil {
 			req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
 		}
+		cluster := allowsCluster(p)
 		return nil, func(kresp kmsg.Response) {
 			resp := kresp.(*kmsg.DescribeLogDirsResponse)
 			for i := range resp.Dirs {
 				resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.AllowsTopicString(t.Topic) })
+				if !cluster {
+					resp.Dirs[i].TotalBytes, resp.Dirs[i].UsableBytes = -1, -1
+				}
 			}
 		}
 
