@@ -35,9 +35,17 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		}
 		code = s.groups.CheckTxnCommit(req.Group, member, req.InstanceID, generation)
 	}
+	// KafkaApis.handleTxnOffsetCommitRequest: without WRITE on the transactional id or READ
+	// on the group every partition carries that error; otherwise a topic the principal may
+	// not read is TOPIC_AUTHORIZATION_FAILED before it is looked up (its existence and
+	// partition count stay hidden) and nothing of it is committed.
+	denied := code == wire.ErrTransactionalIDAuthorizationFailed || code == wire.ErrGroupAuthorizationFailed
 	codes := map[txn.TopicPartition]int16{}
 	var offsets []txn.PendingOffset
 	for _, rt := range req.Topics {
+		if denied {
+			break
+		}
 		t, ok := s.blog.Topic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			tp := txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}

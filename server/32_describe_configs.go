@@ -204,6 +204,10 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	levels := s.brokerLevels()
+	// super.users names the principals that may act on every tenant: only they (and
+	// unrestricted connections) see it; others get it as Kafka gives a sensitive config,
+	// with no value.
+	hideSuperUsers := principal(r) != nil && !s.isSuperUser(r)
 	for _, rr := range req.Resources {
 		or := kmsg.NewDescribeConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
@@ -239,8 +243,12 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 			if rr.ConfigNames != nil && !want[e.name] {
 				continue
 			}
+			if hideSuperUsers && e.name == "super.users" {
+				e.value, e.synonyms = nil, sensitiveSynonyms(e.synonyms)
+			}
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.Value, c.ReadOnly = e.name, e.value, e.readOnly
+			c.IsSensitive = hideSuperUsers && e.name == "super.users"
 			c.Source = kmsg.ConfigSource(e.source)
 			c.IsDefault = e.source == sourceDefault
 			if req.IncludeSynonyms {
@@ -255,6 +263,16 @@ func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		resp.Resources = append(resp.Resources, or)
 	}
 	return resp, nil
+}
+
+// sensitiveSynonyms is syns without their values.
+func sensitiveSynonyms(syns []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	out := make([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, len(syns))
+	for i, sy := range syns {
+		sy.Value = nil
+		out[i] = sy
+	}
+	return out
 }
 
 // msString is a duration setting in Kafka's milliseconds; a negative one (none) is 0.

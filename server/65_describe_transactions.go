@@ -8,7 +8,8 @@ import (
 
 // DescribeTransactions v0 (KIP-664): each transactional id's state, producer id and epoch,
 // timeout, start time and partitions. An id never initialised is TRANSACTIONAL_ID_NOT_FOUND;
-// one outside the principal's prefixes TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// one outside the principal's prefixes TRANSACTIONAL_ID_AUTHORIZATION_FAILED; partitions of
+// topics outside them are left out.
 const describeTransactionsKey = 65
 
 func init() {
@@ -33,6 +34,11 @@ func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			st.ProducerID, st.ProducerEpoch = d.ProducerID, d.Epoch
 			at := map[string]int{} // topic -> its index in st.Topics
 			for _, tp := range d.Partitions {
+				if p != nil && !p.AllowsTopicString(tp.Topic) {
+					// KafkaApis.handleDescribeTransactionsRequest lists only the partitions
+					// of topics the principal may describe.
+					continue
+				}
 				if i, ok := at[tp.Topic]; ok {
 					st.Topics[i].Partitions = append(st.Topics[i].Partitions, tp.Partition)
 					continue

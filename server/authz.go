@@ -18,6 +18,14 @@ import (
 // Metadata lists only the principal's topics when asked for all of them (KafkaApis filters
 // by DESCRIBE permission), and answers TOPIC_AUTHORIZATION_FAILED for named topics outside
 // its prefixes without creating them.
+//
+// The rule every case keeps: an answer about a name outside the prefixes never depends on
+// whether it exists (Kafka checks authorization before the metadata cache), so the entry is
+// taken out before the handler can look it up. The group and transaction APIs that also name
+// topics (OffsetCommit, OffsetFetch, OffsetDelete here; TxnOffsetCommit and
+// AddPartitionsToTxn in their files) check each topic as well as the group or id.
+// TestTenantLearnsNothingOutsideItsPrefix (e2e) asks every served API about another
+// tenant's resources and about names that exist nowhere and compares the answers.
 
 func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	switch req := kreq.(type) {
@@ -41,8 +49,17 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.MetadataResponse)
 			out := resp.Topics[:0]
 			for _, t := range resp.Topics {
-				if emptied || (t.Topic != nil && !p.AllowsTopicString(*t.Topic)) {
+				if emptied || all && t.Topic != nil && !p.AllowsTopicString(*t.Topic) {
 					continue
+				}
+				if t.Topic != nil && !p.AllowsTopicString(*t.Topic) {
+					// Asked by topic id (v12), which the handler resolved: Kafka answers
+					// TOPIC_AUTHORIZATION_FAILED with the id and no name ("topic IDs are not
+					// considered sensitive").
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.TopicID, mt.ErrorCode = t.TopicID, wire.ErrTopicAuthorizationFailed
+					mt.AuthorizedOperations = authorizedOperationsOmitted
+					t = mt
 				}
 				out = append(out, t)
 			}
@@ -141,22 +158,32 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			keptNames = append(keptNames, n)
 		}
 		req.TopicNames = keptNames
+		var deniedIDs [][16]byte
 		kept := req.Topics[:0]
 		for _, t := range req.Topics {
-			// v6 by id only: the handler resolves the name; refuse ids for restricted
-			// principals rather than resolve them here.
-			if t.Topic == nil || !p.AllowsTopicString(*t.Topic) {
-				name := ""
-				if t.Topic != nil {
-					name = *t.Topic
+			name := t.Topic
+			if name == nil {
+				// v6 by id: resolved here; an unknown id is left to the handler
+				// (UNKNOWN_TOPIC_ID), a known one of a topic the principal may not delete
+				// is TOPIC_AUTHORIZATION_FAILED with the id and no name, as Kafka answers.
+				for _, tp := range s.blog.Topics() {
+					if tp.ID == t.TopicID {
+						name = &tp.Name
+						break
+					}
 				}
-				denied = append(denied, name)
+				if name != nil && !p.AllowsTopicString(*name) {
+					deniedIDs = append(deniedIDs, t.TopicID)
+					continue
+				}
+			} else if !p.AllowsTopicString(*name) {
+				denied = append(denied, *name)
 				continue
 			}
 			kept = append(kept, t)
 		}
 		req.Topics = kept
-		if len(denied) == 0 {
+		if len(denied) == 0 && len(deniedIDs) == 0 {
 			return nil, nil
 		}
 		return nil, func(kresp kmsg.Response) {
@@ -165,6 +192,11 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 				rt := kmsg.NewDeleteTopicsResponseTopic()
 				n := name
 				rt.Topic, rt.ErrorCode = &n, wire.ErrTopicAuthorizationFailed
+				resp.Topics = append(resp.Topics, rt)
+			}
+			for _, id := range deniedIDs {
+				rt := kmsg.NewDeleteTopicsResponseTopic()
+				rt.TopicID, rt.ErrorCode = id, wire.ErrTopicAuthorizationFailed
 				resp.Topics = append(resp.Topics, rt)
 			}
 		}
@@ -316,6 +348,10 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			return resp, nil
 		}
 	case *kmsg.OffsetCommitRequest:
+		// KafkaApis.handleOffsetCommitRequest: READ on the group, then READ on each topic;
+		// a topic it may not read is TOPIC_AUTHORIZATION_FAILED per partition, checked before
+		// the topic is looked up (so whether it exists, and its partition count, stay
+		// hidden) and never reaches the coordinator (nothing is stored for it).
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 			for _, t := range req.Topics {
@@ -330,31 +366,121 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			}
 			return resp, nil
 		}
-	case *kmsg.OffsetFetchRequest:
-		if req.Version < 8 && !p.AllowsGroup(req.Group) {
-			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
+		var denied []kmsg.OffsetCommitRequestTopic
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		add := func(resp *kmsg.OffsetCommitResponse) {
+			for _, t := range denied {
+				rt := kmsg.NewOffsetCommitResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewOffsetCommitResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+		if len(req.Topics) == 0 {
+			// As Kafka: nothing authorized is left, so the coordinator is not asked.
+			resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+			add(resp)
 			return resp, nil
 		}
-		if req.Version >= 8 {
-			var denied []kmsg.OffsetFetchRequestGroup
-			req.Groups, denied = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.AllowsGroup(g.Group) })
-			if len(denied) > 0 {
-				return nil, func(kresp kmsg.Response) {
-					resp := kresp.(*kmsg.OffsetFetchResponse)
-					for _, g := range denied {
-						rg := kmsg.NewOffsetFetchResponseGroup()
-						rg.Group, rg.ErrorCode = g.Group, wire.ErrGroupAuthorizationFailed
-						resp.Groups = append(resp.Groups, rg)
+		return nil, func(kresp kmsg.Response) { add(kresp.(*kmsg.OffsetCommitResponse)) }
+
+	case *kmsg.OffsetFetchRequest:
+		// KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; named topics it may not
+		// describe are TOPIC_AUTHORIZATION_FAILED per partition (offset -1) without being
+		// looked up; asked for every topic (null topics), only topics it may describe are
+		// returned. v8 does the same per group.
+		if req.Version < 8 {
+			if !p.AllowsGroup(req.Group) {
+				resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+				resp.ErrorCode = wire.ErrGroupAuthorizationFailed
+				return resp, nil
+			}
+			var denied []kmsg.OffsetFetchRequestTopic
+			req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+			return nil, func(kresp kmsg.Response) {
+				resp := kresp.(*kmsg.OffsetFetchResponse)
+				resp.Topics, _ = splitAllowed(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.AllowsTopicString(t.Topic) })
+				for _, t := range denied {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, i := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						md := ""
+						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = i, -1, -1, &md, wire.ErrTopicAuthorizationFailed
+						rt.Partitions = append(rt.Partitions, rp)
 					}
+					resp.Topics = append(resp.Topics, rt)
 				}
 			}
 		}
+		var deniedGroups []kmsg.OffsetFetchRequestGroup
+		req.Groups, deniedGroups = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.AllowsGroup(g.Group) })
+		deniedTopics := make([][]kmsg.OffsetFetchRequestGroupTopic, len(req.Groups)) // by the kept group's index
+		for i := range req.Groups {
+			req.Groups[i].Topics, deniedTopics[i] = splitAllowed(req.Groups[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return p.AllowsTopicString(t.Topic) })
+		}
+		kept := len(req.Groups)
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.OffsetFetchResponse)
+			// The handler answers one group per request group, in order.
+			for i := 0; i < kept && i < len(resp.Groups); i++ {
+				rg := &resp.Groups[i]
+				rg.Topics, _ = splitAllowed(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return p.AllowsTopicString(t.Topic) })
+				for _, t := range deniedTopics[i] {
+					rt := kmsg.NewOffsetFetchResponseGroupTopic()
+					rt.Topic = t.Topic
+					for _, pi := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+						md := ""
+						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = pi, -1, -1, &md, wire.ErrTopicAuthorizationFailed
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					rg.Topics = append(rg.Topics, rt)
+				}
+			}
+			for _, g := range deniedGroups {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = g.Group, wire.ErrGroupAuthorizationFailed
+				resp.Groups = append(resp.Groups, rg)
+			}
+		}
+
 	case *kmsg.OffsetDeleteRequest:
+		// KafkaApis.handleOffsetDeleteRequest: DELETE on the group (a group error is the
+		// top-level error), READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition,
+		// never looked up, never deleted).
 		if !p.AllowsGroup(req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
+		}
+		var denied []kmsg.OffsetDeleteRequestTopic
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		if len(denied) == 0 {
+			return nil, nil
+		}
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.OffsetDeleteResponse)
+			if resp.ErrorCode != wire.ErrNone {
+				return // Kafka answers a group error alone
+			}
+			for _, t := range denied {
+				rt := kmsg.NewOffsetDeleteResponseTopic()
+				rt.Topic = t.Topic
+				for _, pt := range t.Partitions {
+					rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
 		}
 	case *kmsg.DescribeGroupsRequest:
 		var denied []string
@@ -416,14 +542,20 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 
 	case *kmsg.DescribeLogDirsRequest:
-		// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes.
+		// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes,
+		// and not the volume's total and usable bytes (KIP-827's -1, unknown): how they
+		// move tells how much the other tenants write.
 		if req.Topics != nil {
 			req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
 		}
+		cluster := allowsCluster(p)
 		return nil, func(kresp kmsg.Response) {
 			resp := kresp.(*kmsg.DescribeLogDirsResponse)
 			for i := range resp.Dirs {
 				resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.AllowsTopicString(t.Topic) })
+				if !cluster {
+					resp.Dirs[i].TotalBytes, resp.Dirs[i].UsableBytes = -1, -1
+				}
 			}
 		}
 
