@@ -278,9 +278,9 @@ func (s ConsumeSettings) Label() string {
 		producers = fmt.Sprintf("producers with the %s partitioner, linger %s, batches up to %s, %s buffered records each",
 			s.Partitioner, linger, byteSize(s.BatchMaxBytes), thousands(float64(s.MaxBufferedRecords)))
 	}
-	return fmt.Sprintf("%sfill %s records of %d bytes into %d partitions (%s); %d consumers (assigned partitions, fetch max %s, %s a partition, min %d B, max wait %v, %s); tail %s records/s from %d producers for %v",
+	return fmt.Sprintf("%sfill %s records of %d bytes into %d partitions (%s); %d consumers (assigned partitions, fetch max %s, %s a partition, min %s, max wait %v, %s); tail %s records/s from %d producers for %v",
 		s.shapeText(), thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, producers, s.Consumers, byteSize(s.FetchMaxBytes),
-		byteSize(s.FetchMaxPartitionBytes), s.FetchMinBytes, s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
+		byteSize(s.FetchMaxPartitionBytes), byteSize(s.FetchMinBytes), s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
 		s.TailProducers, s.TailDuration)
 }
 

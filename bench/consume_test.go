@@ -444,7 +444,8 @@ func TestWriteConsumeTable(t *testing.T) {
 }
 
 // TestCompareConsumeShort is the end-to-end check of `bench compare --consume` against freshly
-// built inlet and kfake-broker: a 1 s produce run, then a fill of 50,000 records read back by 3
+// built inlet and kfake-broker: a 1 s produce run, then a fill of 50,000 records in the pinned
+// shape (4 producers each writing one of the 8 partitions, so 4 stay empty) read back by 3
 // consumers, and a 1 s tail at 5,000 records/s. It checks counts only, never timings. About
 // 15 s.
 func TestCompareConsumeShort(t *testing.T) {
@@ -473,13 +474,14 @@ func TestCompareConsumeShort(t *testing.T) {
 		Repeat:   1,
 		Targets:  []string{TargetInlet, TargetInletDiscard, TargetKfake},
 		KfakeBin: filepath.Join(bins, "kfake-broker"),
-		Consume:  &ConsumeSettings{FillRecords: 50_000, Consumers: 3, TailRate: 5_000, TailDuration: time.Second, Timeout: time.Minute},
+		Consume: &ConsumeSettings{Shape: ShapePinned, FillRecords: 50_000, Consumers: 3, TailRate: 5_000, TailDuration: time.Second,
+			Timeout: time.Minute},
 	})
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Consume == nil || f.Consume.Consumers != 3 || f.Consume.Topic != "bench-consume" {
+	if f.Consume == nil || f.Consume.Consumers != 3 || f.Consume.Topic != "bench-consume" || f.Consume.Shape != ShapePinned {
 		t.Fatalf("consume settings %+v", f.Consume)
 	}
 	for _, r := range f.Runs {
