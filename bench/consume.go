@@ -17,14 +17,15 @@ import (
 // (consume_run.go):
 //
 //  1. fill: loadgen writes FillRecords records flat out to a topic of its own, with the
-//     produce run's load settings; every record must be acknowledged.
+//     produce run's load settings but the phase's own partitioner, linger, batch size and
+//     buffer (the shape's, ConsumeShapes); every record must be acknowledged.
 //  2. catch-up: Consumers kgo clients, the partitions dealt round-robin among them and
 //     assigned directly (ConsumePartitions from the start offset, no group), read every
 //     partition up to the high watermark listed after the fill. Records/s run from just before
 //     the clients are created to the last record; the broker's CPU seconds over the same
 //     window give records per server CPU-second.
-//  3. tail: TailProducers clients produce at TailRate records/s (open loop, loadgen's
-//     settings) for TailDuration while the same consumers follow the end of the topic. Each
+//  3. tail: TailProducers clients produce at TailRate records/s (open loop, the fill's
+//     producer settings) for TailDuration while the same consumers follow the end of the topic. Each
 //     value carries its intended send time (stamp layout below); a consumer takes the
 //     receive time when PollFetches returns, and the difference is the end-to-end latency.
 //     Every acknowledged record must be received once, no record may fail.
@@ -32,15 +33,66 @@ import (
 // Every phase ends by itself: the fill and the catch-up after Timeout each, the tail
 // DrainTimeout after sending stops.
 
-// Fetch settings of every consumer. They are kgo's defaults (FetchMaxWait is kgo's 5 s, not the
-// Java client's 500 ms), set explicitly so that a kgo upgrade cannot move a figure, recorded in
-// ConsumeSettings and printed in its Label.
+// ConsumeShape is a named set of the consume phase's producer and fetch settings
+// (`bench compare --consume-shape`); a zero field is taken from the default shape.
+type ConsumeShape struct {
+	Name, Description string
+	// Producers of the fill and the tail (loadgen's Config fields).
+	Partitioner        string
+	Linger             time.Duration
+	BatchMaxBytes      int32
+	MaxBufferedRecords int
+	// Every consumer's fetch settings (kgo's options of the same names).
+	FetchMaxBytes          int32
+	FetchMaxPartitionBytes int32
+	FetchMinBytes          int32
+	FetchMaxWait           time.Duration
+}
+
+// Names of ConsumeShapes, and ShapeCustom for settings that match none.
 const (
-	consumeFetchMaxBytes          int32 = 50 << 20
-	consumeFetchMaxPartitionBytes int32 = 1 << 20
-	consumeFetchMinBytes          int32 = 1
-	consumeFetchMaxWait                 = 5 * time.Second
+	ShapeDefault = "default"
+	ShapePinned  = "pinned"
+	ShapeCustom  = "custom"
 )
+
+// ConsumeShapes are the shapes --consume-shape names, the default first.
+//
+// The default's producers are the produce run's (loadgen's uniform partitioner, bench's 5 ms
+// linger, kgo's batch size and the run's --max-buffered-records, which its zero
+// MaxBufferedRecords stands for); its fetch settings are kgo's defaults (FetchMaxWait is kgo's
+// 5 s, not the Java client's 500 ms), set explicitly so that a kgo upgrade cannot move a figure.
+//
+// "pinned" is the shape of issue 24's side-by-side run: each producer writes one partition and
+// buffers little, so every partition is a stream of large batches of one producer id, and the
+// consumers fetch 10 MiB a partition and wait at most the Java client's 500 ms.
+var ConsumeShapes = []ConsumeShape{
+	{Name: ShapeDefault, Description: "producers as in the produce run (uniform partitioner, linger 5ms, batches up to 1,000,012 B, --max-buffered-records); fetches of kgo's defaults (50 MiB, 1 MiB a partition, min 1 B, max wait 5s)",
+		Partitioner: loadgen.DefaultPartitioner, Linger: benchLinger, BatchMaxBytes: loadgen.DefaultBatchMaxBytes,
+		FetchMaxBytes: 50 << 20, FetchMaxPartitionBytes: 1 << 20, FetchMinBytes: 1, FetchMaxWait: 5 * time.Second},
+	{Name: ShapePinned, Description: "producer i writes only partition i (per-producer partitioner), linger 5ms, batches up to 1 MiB, 10,000 buffered records; fetches of 50 MiB, 10 MiB a partition, min 1 B, max wait 500ms",
+		Partitioner: loadgen.PerProducerPartitioner, Linger: 5 * time.Millisecond, BatchMaxBytes: 1 << 20, MaxBufferedRecords: 10_000,
+		FetchMaxBytes: 50 << 20, FetchMaxPartitionBytes: 10 << 20, FetchMinBytes: 1, FetchMaxWait: 500 * time.Millisecond},
+}
+
+// consumeShape is the shape called name.
+func consumeShape(name string) (ConsumeShape, bool) {
+	for _, sh := range ConsumeShapes {
+		if sh.Name == name {
+			return sh, true
+		}
+	}
+	return ConsumeShape{}, false
+}
+
+// ConsumeShapeNames are the names of ConsumeShapes.
+func ConsumeShapeNames() []string {
+	var names []string
+	for _, sh := range ConsumeShapes {
+		names = append(names, sh.Name)
+	}
+	return names
+}
 
 // Defaults of ConsumeSettings.
 const (
@@ -63,8 +115,19 @@ type ConsumeSettings struct {
 	Partitions int    `json:"partitions"`
 	RecordSize int    `json:"record_size"`
 
+	// Shape is the ConsumeShapes name whose settings these are, or ShapeCustom; normalize
+	// sets it from the settings, so it is true of every recorded run. Empty in files written
+	// before the producer settings were recorded (their producers were the produce run's).
+	Shape string `json:"shape,omitempty"`
+
 	FillRecords int64 `json:"fill_records"`
-	Consumers   int   `json:"consumers"`
+	// Producers of the fill and of the tail: loadgen's Config fields of the same names.
+	Partitioner        string        `json:"partitioner,omitempty"`
+	Linger             time.Duration `json:"linger_ns,omitempty"`
+	BatchMaxBytes      int32         `json:"batch_max_bytes,omitempty"`
+	MaxBufferedRecords int           `json:"max_buffered_records,omitempty"`
+
+	Consumers int `json:"consumers"`
 
 	FetchMaxBytes          int32         `json:"fetch_max_bytes"`
 	FetchMaxPartitionBytes int32         `json:"fetch_max_partition_bytes"`
@@ -81,9 +144,23 @@ type ConsumeSettings struct {
 	DrainTimeout time.Duration `json:"drain_timeout_ns"`
 }
 
-// normalize fills the zero fields (the topic, partitions and record size from load) and
-// checks the rest.
+// normalize fills the zero fields (the topic, partitions and record size from load; the
+// producer and fetch settings from the shape Shape names, then from the default shape),
+// checks the rest and names the shape the result matches.
 func (s ConsumeSettings) normalize(load Load) (ConsumeSettings, error) {
+	def := ConsumeShapes[0]
+	def.MaxBufferedRecords = load.MaxBufferedRecords
+	setDefault(&def.MaxBufferedRecords, loadgen.DefaultMaxBufferedRecords)
+	if s.Shape != "" {
+		sh, ok := consumeShape(s.Shape)
+		if !ok {
+			return s, fmt.Errorf("consume shape %q is not one of %s", s.Shape, strings.Join(ConsumeShapeNames(), ", "))
+		}
+		s.fillShape(sh)
+	}
+	s.fillShape(def)
+	s.Partitioner = strings.ToLower(s.Partitioner)
+
 	topic := load.Topic
 	if topic == "" {
 		topic = "bench"
@@ -101,8 +178,7 @@ func (s ConsumeSettings) normalize(load Load) (ConsumeSettings, error) {
 	setDefault(&s.TailProducers, loadgen.DefaultProducers)
 	setDefault(&s.Timeout, DefaultConsumeTimeout)
 	setDefault(&s.DrainTimeout, DefaultDrainTimeout)
-	s.FetchMaxBytes, s.FetchMaxPartitionBytes = consumeFetchMaxBytes, consumeFetchMaxPartitionBytes
-	s.FetchMinBytes, s.FetchMaxWait, s.IsolationLevel = consumeFetchMinBytes, consumeFetchMaxWait, "read_uncommitted"
+	s.IsolationLevel = "read_uncommitted"
 	switch {
 	case load.Transactional:
 		return s, errors.New("the consume phase needs non-transactional producers (its counts assume no aborted records)")
@@ -118,10 +194,69 @@ func (s ConsumeSettings) normalize(load Load) (ConsumeSettings, error) {
 		return s, fmt.Errorf("tail rate must be a positive number, got %v", s.TailRate)
 	case s.TailDuration < 0 || s.Timeout < 0 || s.DrainTimeout < 0:
 		return s, errors.New("durations must not be negative")
+	case s.FetchMaxBytes < 1 || s.FetchMaxPartitionBytes < 1 || s.FetchMinBytes < 1:
+		return s, fmt.Errorf("fetch sizes must be at least 1 byte, got max %d, a partition %d, min %d", s.FetchMaxBytes, s.FetchMaxPartitionBytes, s.FetchMinBytes)
+	case s.FetchMaxPartitionBytes > s.FetchMaxBytes:
+		// kgo would lower it to the fetch's maximum without a word, and the record would lie.
+		return s, fmt.Errorf("fetch max partition bytes %d above fetch max bytes %d", s.FetchMaxPartitionBytes, s.FetchMaxBytes)
+	case s.FetchMaxBytes > consumeMaxBrokerReadBytes:
+		return s, fmt.Errorf("fetch max bytes %d above the consumers' largest response, %d (kgo's BrokerMaxReadBytes)", s.FetchMaxBytes, consumeMaxBrokerReadBytes)
+	case s.FetchMaxWait < 10*time.Millisecond:
+		// kgo's lower bound.
+		return s, fmt.Errorf("fetch max wait must be at least 10ms, got %v", s.FetchMaxWait)
+	case s.FetchMaxWait%time.Millisecond != 0:
+		return s, fmt.Errorf("fetch max wait %v is not whole milliseconds (the request carries milliseconds)", s.FetchMaxWait)
+	}
+	// The producer settings are loadgen's to check.
+	if _, err := s.producerConfig(load, "127.0.0.1:0", 0).Settings(); err != nil {
+		return s, fmt.Errorf("the consume phase's producers: %w", err)
 	}
 	// A consumer without a partition would measure nothing.
 	s.Consumers = min(s.Consumers, s.Partitions)
+	s.Shape = ShapeCustom
+	for _, sh := range ConsumeShapes {
+		if sh.Name == ShapeDefault {
+			sh = def
+		}
+		if s.hasShape(sh) {
+			s.Shape = sh.Name
+			break
+		}
+	}
 	return s, nil
+}
+
+// consumeMaxBrokerReadBytes is kgo's default BrokerMaxReadBytes, the largest response a
+// consumer reads: a fetch may not ask for more.
+const consumeMaxBrokerReadBytes = 100 << 20
+
+// fillShape sets the zero producer and fetch settings of s to sh's.
+func (s *ConsumeSettings) fillShape(sh ConsumeShape) {
+	setDefault(&s.Partitioner, sh.Partitioner)
+	setDefault(&s.Linger, sh.Linger)
+	setDefault(&s.BatchMaxBytes, sh.BatchMaxBytes)
+	setDefault(&s.MaxBufferedRecords, sh.MaxBufferedRecords)
+	setDefault(&s.FetchMaxBytes, sh.FetchMaxBytes)
+	setDefault(&s.FetchMaxPartitionBytes, sh.FetchMaxPartitionBytes)
+	setDefault(&s.FetchMinBytes, sh.FetchMinBytes)
+	setDefault(&s.FetchMaxWait, sh.FetchMaxWait)
+}
+
+// hasShape reports whether the producer and fetch settings of s are sh's.
+func (s ConsumeSettings) hasShape(sh ConsumeShape) bool {
+	return s.Partitioner == sh.Partitioner && s.Linger == sh.Linger && s.BatchMaxBytes == sh.BatchMaxBytes &&
+		s.MaxBufferedRecords == sh.MaxBufferedRecords && s.FetchMaxBytes == sh.FetchMaxBytes &&
+		s.FetchMaxPartitionBytes == sh.FetchMaxPartitionBytes && s.FetchMinBytes == sh.FetchMinBytes &&
+		s.FetchMaxWait == sh.FetchMaxWait
+}
+
+// producerConfig is loadgen's config of the phase's producers (the fill's and the tail's):
+// the produce run's load with the phase's topic and producer settings, at rate (0: flat out).
+func (s ConsumeSettings) producerConfig(load Load, addr string, rate float64) loadgen.Config {
+	cfg := load.config(addr, rate)
+	cfg.Topic, cfg.Partitions, cfg.Duration = s.Topic, s.Partitions, 0
+	cfg.Partitioner, cfg.Linger, cfg.BatchMaxBytes, cfg.MaxBufferedRecords = s.Partitioner, s.Linger, s.BatchMaxBytes, s.MaxBufferedRecords
+	return cfg
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -132,14 +267,33 @@ func setDefault[T comparable](v *T, def T) {
 }
 
 // Label describes the phase for the summary and the report: everything that must be equal for
-// two consume figures to compare.
+// two consume figures to compare, the shape's name first.
 func (s ConsumeSettings) Label() string {
-	return fmt.Sprintf("fill %s records of %d bytes into %d partitions; %d consumers (assigned partitions, fetch max %s, %s a partition, min %d B, max wait %v, %s); tail %s records/s from %d producers for %v",
-		thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, s.Consumers, byteSize(s.FetchMaxBytes),
-		byteSize(s.FetchMaxPartitionBytes), s.FetchMinBytes, s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
+	producers := "the produce run's producers" // a file from before the settings were recorded
+	if s.Partitioner != "" {
+		linger := s.Linger.String()
+		if s.Linger == loadgen.NoLinger {
+			linger = "none"
+		}
+		producers = fmt.Sprintf("producers with the %s partitioner, linger %s, batches up to %s, %s buffered records each",
+			s.Partitioner, linger, byteSize(s.BatchMaxBytes), thousands(float64(s.MaxBufferedRecords)))
+	}
+	return fmt.Sprintf("%sfill %s records of %d bytes into %d partitions (%s); %d consumers (assigned partitions, fetch max %s, %s a partition, min %s, max wait %v, %s); tail %s records/s from %d producers for %v",
+		s.shapeText(), thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, producers, s.Consumers, byteSize(s.FetchMaxBytes),
+		byteSize(s.FetchMaxPartitionBytes), byteSize(s.FetchMinBytes), s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
 		s.TailProducers, s.TailDuration)
 }
 
+// shapeText is `shape NAME: ` for Label, or nothing for a file that did not record one.
+func (s ConsumeSettings) shapeText() string {
+	if s.Shape == "" {
+		return ""
+	}
+	return "shape " + s.Shape + ": "
+}
+
+// byteSize is b in MiB or KiB when it is a whole number of them, else in bytes with
+// thousands separators.
 func byteSize(b int32) string {
 	if b >= 1<<20 && b%(1<<20) == 0 {
 		return fmt.Sprintf("%d MiB", b>>20)
@@ -147,7 +301,7 @@ func byteSize(b int32) string {
 	if b >= 1<<10 && b%(1<<10) == 0 {
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
-	return fmt.Sprintf("%d B", b)
+	return thousands(float64(b)) + " B"
 }
 
 // A tail record's value is

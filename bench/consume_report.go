@@ -128,13 +128,14 @@ var consumeColumns = []column{
 }
 
 const consumeNotes = "Each run's broker is the one the produce figures above were measured on: after the produce run " +
-	"(and its /proc reading) loadgen fills a topic of its own flat out with the same producer settings, every record " +
-	"acknowledged. Catch-up: the consumers (kgo clients, partitions assigned directly, no group) read every partition " +
+	"(and its /proc reading) loadgen fills a topic of its own flat out with the same load but the consume phase's own " +
+	"partitioner, linger, batch size and buffer (its shape: `default` keeps the produce run's, `pinned` has producer i write " +
+	"only partition i), every record acknowledged. Catch-up: the consumers (kgo clients, partitions assigned directly, no group) read every partition " +
 	"from its start offset to the high watermark listed after the fill; records/s run from just before the clients are " +
 	"created to the last record, and records / server CPU-s divide the records by the broker's utime+stime over the same " +
 	"window (read in 1/CLK_TCK steps, 10 ms: use a fill of millions of records). The fill was just written: a broker that " +
 	"writes through the page cache may serve the whole catch-up from memory, while Inlet writes its segments with " +
-	"O_DIRECT and reads all but the last --fetch-cache bytes (64 MiB) from the disk. Tail: producers send at the fixed rate (open loop) while the same consumers follow the end; each value " +
+	"O_DIRECT and reads all but the last --fetch-cache bytes (64 MiB) from the disk. Tail: producers with the fill's settings send at the fixed rate (open loop) while the same consumers follow the end; each value " +
 	"carries its intended send time and the end-to-end latency runs from it to the PollFetches return that delivered the " +
 	"record, so it includes linger, the produce round trip, the broker's fetch wake-up and the fetch. Tail server CPU is " +
 	"the broker's CPU seconds per wall second over the tail, from the first send to the last record received; every " +
@@ -148,7 +149,11 @@ func renderConsume(b *strings.Builder, files []*File, link, chartLink func(strin
 	for gi, g := range gs {
 		f := g[0]
 		sum := summarize(f.Runs, f.Baseline)
-		fmt.Fprintf(b, "### %s: %s\n\n", f.Label, strings.Join(targetNames(f), ", "))
+		shape := ""
+		if f.Consume.Shape != "" {
+			shape = ", consume shape " + f.Consume.Shape
+		}
+		fmt.Fprintf(b, "### %s%s: %s\n\n", f.Label, shape, strings.Join(targetNames(f), ", "))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Consume phase: %s. Baseline: `%s`.\n\n", f.Consume.Label(), f.Baseline)
 		table(b, consumeColumns, sum)

@@ -27,8 +27,8 @@ func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSett
 	base := time.Now()
 
 	// 1. Fill, bounded by Timeout (loadgen still waits up to its flush timeout for acks).
-	cfg := load.config(srv.addr(), 0)
-	cfg.Topic, cfg.Partitions, cfg.Records, cfg.Duration = s.Topic, s.Partitions, s.FillRecords, 0
+	cfg := s.producerConfig(load, srv.addr(), 0)
+	cfg.Records = s.FillRecords
 	cfg.Live = e.Live
 	fillCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	res, err := loadgen.Run(fillCtx, cfg)
@@ -428,8 +428,8 @@ func (*tailRecord) Value(any) any               { return nil }
 // startTailProducers creates the tail's clients and opens their connections (and gets their
 // producer ids) before the schedule starts.
 func startTailProducers(ctx context.Context, addr string, load Load, s ConsumeSettings) ([]*tailProducer, error) {
-	cfg := load.config(addr, s.TailRate)
-	cfg.Topic, cfg.Partitions, cfg.Producers = s.Topic, s.Partitions, s.TailProducers
+	cfg := s.producerConfig(load, addr, s.TailRate)
+	cfg.Producers = s.TailProducers
 	pad := loadgen.Padding(s.RecordSize)
 	var producers []*tailProducer
 	closeAll := func() {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"inlet/loadgen"
 )
 
@@ -157,7 +159,9 @@ func TestConsumeSettingsNormalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ConsumeSettings{Topic: "t-consume", Partitions: 4, RecordSize: 100, FillRecords: DefaultFillRecords,
+	want := ConsumeSettings{Topic: "t-consume", Partitions: 4, RecordSize: 100, Shape: ShapeDefault, FillRecords: DefaultFillRecords,
+		// The produce run's producer settings: loadgen's partitioner and buffer, bench's linger.
+		Partitioner: "uniform", Linger: 5 * time.Millisecond, BatchMaxBytes: 1_000_012, MaxBufferedRecords: 100_000,
 		Consumers:     4, // no more consumers than partitions
 		FetchMaxBytes: 50 << 20, FetchMaxPartitionBytes: 1 << 20, FetchMinBytes: 1, FetchMaxWait: 5 * time.Second,
 		IsolationLevel: "read_uncommitted", TailRate: DefaultTailRate, TailDuration: DefaultTailDuration, TailProducers: 16,
@@ -165,9 +169,9 @@ func TestConsumeSettingsNormalize(t *testing.T) {
 	if s != want {
 		t.Fatalf("normalized\n %+v\nwant\n %+v", s, want)
 	}
-	if l := s.Label(); !strings.Contains(l, "fetch max 50 MiB, 1 MiB a partition, min 1 B, max wait 5s") || !strings.Contains(l, "tail 200,000 records/s") {
-		t.Errorf("label %q does not state the fetch settings and the tail rate", l)
-	}
+	mustContain(t, "label", s.Label(), "shape default: fill 10,000,000 records",
+		"(producers with the uniform partitioner, linger 5ms, batches up to 1,000,012 B, 100,000 buffered records each)",
+		"fetch max 50 MiB, 1 MiB a partition, min 1 B, max wait 5s", "tail 200,000 records/s")
 	for _, tc := range []struct {
 		name string
 		load Load
@@ -179,10 +183,98 @@ func TestConsumeSettingsNormalize(t *testing.T) {
 		{"records too small for a stamp", Load{RecordSize: stampSize - 1}, ConsumeSettings{}, "at least 20 bytes"},
 		{"negative fill", load, ConsumeSettings{FillRecords: -1}, "fill records"},
 		{"negative rate", load, ConsumeSettings{TailRate: -5}, "tail rate"},
+		{"unknown shape", load, ConsumeSettings{Shape: "wide"}, `consume shape "wide" is not one of default, pinned`},
+		{"unknown partitioner", load, ConsumeSettings{Partitioner: "hash"}, `producers: partitioner "hash"`},
+		{"batch below kgo's minimum", load, ConsumeSettings{BatchMaxBytes: 511}, "producers: batch max bytes"},
+		{"partition fetch above the fetch", load, ConsumeSettings{FetchMaxBytes: 1 << 20, FetchMaxPartitionBytes: 2 << 20}, "above fetch max bytes"},
+		{"fetch above kgo's read limit", load, ConsumeSettings{FetchMaxBytes: 101 << 20}, "BrokerMaxReadBytes"},
+		{"max wait below kgo's minimum", load, ConsumeSettings{FetchMaxWait: 9 * time.Millisecond}, "at least 10ms"},
+		{"max wait not in milliseconds", load, ConsumeSettings{FetchMaxWait: 10*time.Millisecond + 1}, "whole milliseconds"},
+		{"negative fetch size", load, ConsumeSettings{FetchMinBytes: -1}, "at least 1 byte"},
 	} {
 		if _, err := tc.s.normalize(tc.load); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestConsumeShapes: the pinned preset sets the producer and fetch settings of issue 24's
+// conditions; a setting given beside a preset overrides it and makes the shape custom; the
+// shape is named from the settings, so the same settings given one by one are the preset; the
+// default shape's buffer follows the produce run's --max-buffered-records.
+func TestConsumeShapes(t *testing.T) {
+	load := Load{Producers: 16, Partitions: 16, RecordSize: 100}
+	s, err := ConsumeSettings{Shape: ShapePinned}.normalize(load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Shape != ShapePinned || s.Partitioner != loadgen.PerProducerPartitioner || s.Linger != 5*time.Millisecond ||
+		s.BatchMaxBytes != 1<<20 || s.MaxBufferedRecords != 10_000 || s.FetchMaxBytes != 50<<20 ||
+		s.FetchMaxPartitionBytes != 10<<20 || s.FetchMinBytes != 1 || s.FetchMaxWait != 500*time.Millisecond || s.Consumers != 4 {
+		t.Fatalf("pinned: %+v", s)
+	}
+	mustContain(t, "pinned label", s.Label(), "shape pinned: fill 10,000,000 records of 100 bytes into 16 partitions (producers with the per-producer partitioner, linger 5ms, batches up to 1 MiB, 10,000 buffered records each); 4 consumers (assigned partitions, fetch max 50 MiB, 10 MiB a partition, min 1 B, max wait 500ms")
+
+	byHand, err := ConsumeSettings{Partitioner: "Per-Producer", BatchMaxBytes: 1 << 20, MaxBufferedRecords: 10_000,
+		FetchMaxPartitionBytes: 10 << 20, FetchMaxWait: 500 * time.Millisecond}.normalize(load)
+	if err != nil || byHand != s {
+		t.Fatalf("pinned given setting by setting:\n %+v, %v\nwant\n %+v", byHand, err, s)
+	}
+
+	custom, err := ConsumeSettings{Shape: ShapePinned, FetchMaxWait: time.Second, Linger: loadgen.NoLinger}.normalize(load)
+	if err != nil || custom.Shape != ShapeCustom || custom.FetchMaxWait != time.Second || custom.Partitioner != loadgen.PerProducerPartitioner {
+		t.Fatalf("pinned with a longer max wait: %+v, %v", custom, err)
+	}
+	mustContain(t, "custom label", custom.Label(), "shape custom: ", "linger none", "max wait 1s")
+
+	buffered := load
+	buffered.MaxBufferedRecords = 2000
+	def, err := ConsumeSettings{Shape: ShapeDefault}.normalize(buffered)
+	if err != nil || def.Shape != ShapeDefault || def.MaxBufferedRecords != 2000 {
+		t.Fatalf("default shape under --max-buffered-records 2000: %+v, %v", def, err)
+	}
+	if c, err := (ConsumeSettings{MaxBufferedRecords: 3000}).normalize(buffered); err != nil || c.Shape != ShapeCustom {
+		t.Fatalf("default shape with its own buffer: %+v, %v", c, err)
+	}
+
+	// A file written before the shape was recorded: the produce run's producers, no shape.
+	old := def
+	old.Shape, old.Partitioner, old.Linger, old.BatchMaxBytes, old.MaxBufferedRecords = "", "", 0, 0, 0
+	if l := old.Label(); !strings.HasPrefix(l, "fill 10,000,000 records of 100 bytes into 16 partitions (the produce run's producers); ") {
+		t.Errorf("label of an old file: %q", l)
+	}
+}
+
+// TestConsumeProducersUseTheShape: the fill's and the tail's loadgen config carry the shape's
+// producer settings, and producer i's kgo client (as loadgen builds it) sends to partition i
+// mod the partition count. kgo.NewClient does not connect.
+func TestConsumeProducersUseTheShape(t *testing.T) {
+	load := Load{Producers: 16, Partitions: 16, RecordSize: 100, Idempotent: true, Duration: time.Minute, MaxBufferedRecords: 2000}
+	s, err := ConsumeSettings{Shape: ShapePinned}.normalize(load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.producerConfig(load, "127.0.0.1:1", 500)
+	if cfg.Topic != "bench-consume" || cfg.Partitions != 16 || cfg.Duration != 0 || cfg.Rate != 500 || !cfg.Idempotent ||
+		cfg.Partitioner != loadgen.PerProducerPartitioner || cfg.Linger != 5*time.Millisecond || cfg.BatchMaxBytes != 1<<20 ||
+		cfg.MaxBufferedRecords != 10_000 {
+		t.Fatalf("producer config %+v", cfg)
+	}
+	for _, i := range []int{0, 5, 21} {
+		opts, err := cfg.ProducerOpts(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part := cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner)
+		got := part.ForTopic(cfg.Topic).Partition(&kgo.Record{}, 16)
+		if buffered := cl.OptValue(kgo.MaxBufferedRecords); got != i%16 || buffered != int64(10_000) {
+			t.Errorf("producer %d: partition %d, %v buffered records; want %d, 10000", i, got, buffered, i%16)
+		}
+		cl.Close()
 	}
 }
 
@@ -280,11 +372,27 @@ func TestConsumeFileRoundTrip(t *testing.T) {
 func TestReportConsumeSection(t *testing.T) {
 	f := consumeFile()
 	f.Name = "results/compare-20250304-050607.json"
-	sections, charts := renderReport(append(fixtureFiles(t), f), "results", func(s string) string { return s })
+	// The same load read in the pinned shape, and in the shape of a file from before shapes
+	// were recorded: three groups, each saying how it was read.
+	pinned := consumeFile()
+	pinned.Name, pinned.Started = "results/compare-20250304-060000.json", f.Started.Add(time.Hour)
+	ps, err := ConsumeSettings{Shape: ShapePinned, FillRecords: 1000, TailRate: 100, TailDuration: time.Second}.normalize(Load{Producers: 16, Partitions: 16, RecordSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned.Consume = &ps
+	old := consumeFile()
+	old.Name, old.Started = "results/compare-20250304-040000.json", f.Started.Add(-time.Hour)
+	old.Consume.Shape, old.Consume.Partitioner, old.Consume.Linger, old.Consume.BatchMaxBytes, old.Consume.MaxBufferedRecords = "", "", 0, 0, 0
+	sections, charts := renderReport(append(fixtureFiles(t), f, pinned, old), "results", func(s string) string { return s })
 	body := sectionBody(t, sections, sectionConsume)
 	mustContain(t, "consume section", body,
+		"### idempotent, 16 producers, 100-byte records, consume shape default: inlet, inlet-discard, kfake, klite",
+		"Consume phase: shape default: fill 1,000 records of 100 bytes into 16 partitions (producers with the uniform partitioner, linger 5ms, batches up to 1,000,012 B, 100,000 buffered records each); 4 consumers (assigned partitions, fetch max 50 MiB, 1 MiB a partition, min 1 B, max wait 5s",
+		"### idempotent, 16 producers, 100-byte records, consume shape pinned: inlet, inlet-discard, kfake, klite",
+		"Consume phase: shape pinned: fill 1,000 records of 100 bytes into 16 partitions (producers with the per-producer partitioner, linger 5ms, batches up to 1 MiB, 10,000 buffered records each); 4 consumers (assigned partitions, fetch max 50 MiB, 10 MiB a partition, min 1 B, max wait 500ms",
 		"### idempotent, 16 producers, 100-byte records: inlet, inlet-discard, kfake, klite",
-		"Consume phase: fill 1,000 records of 100 bytes into 16 partitions; 4 consumers (assigned partitions, fetch max 50 MiB",
+		"Consume phase: fill 1,000 records of 100 bytes into 16 partitions (the produce run's producers); 4 consumers (assigned partitions, fetch max 50 MiB, 1 MiB a partition",
 		"| target | runs | catch-up records/s | vs baseline | catch-up MB/s | records / server CPU-s | vs baseline | tail records/s | tail server CPU | vs baseline | e2e p50 | e2e p99 | e2e p99.9 | e2e max |",
 		"| inlet | 2 | 2,000,000 | 1.00× | 200.0 | 3,000,000 | 1.00× | 100 | 1.00 cores | 1.00× | 10.00 ms | 20.00 ms | 20.00 ms | 20.00 ms |",
 		"| inlet-discard | n/a: stores nothing to read back | – |",
@@ -320,7 +428,7 @@ func TestWriteConsumeTable(t *testing.T) {
 	var b bytes.Buffer
 	writeSummaryTable(&b, consumeFile())
 	out := b.String()
-	mustContain(t, "summary", out, "\nconsume: fill 1,000 records", "tail CPU ratio",
+	mustContain(t, "summary", out, "\nconsume: shape default: fill 1,000 records", "tail CPU ratio",
 		"n/a: stores nothing to read back", "0.25 cores", "2 (2 failed)")
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "kfake") && strings.Contains(line, "cores") &&
@@ -336,7 +444,8 @@ func TestWriteConsumeTable(t *testing.T) {
 }
 
 // TestCompareConsumeShort is the end-to-end check of `bench compare --consume` against freshly
-// built inlet and kfake-broker: a 1 s produce run, then a fill of 50,000 records read back by 3
+// built inlet and kfake-broker: a 1 s produce run, then a fill of 50,000 records in the pinned
+// shape (4 producers each writing one of the 8 partitions, so 4 stay empty) read back by 3
 // consumers, and a 1 s tail at 5,000 records/s. It checks counts only, never timings. About
 // 15 s.
 func TestCompareConsumeShort(t *testing.T) {
@@ -365,13 +474,14 @@ func TestCompareConsumeShort(t *testing.T) {
 		Repeat:   1,
 		Targets:  []string{TargetInlet, TargetInletDiscard, TargetKfake},
 		KfakeBin: filepath.Join(bins, "kfake-broker"),
-		Consume:  &ConsumeSettings{FillRecords: 50_000, Consumers: 3, TailRate: 5_000, TailDuration: time.Second, Timeout: time.Minute},
+		Consume: &ConsumeSettings{Shape: ShapePinned, FillRecords: 50_000, Consumers: 3, TailRate: 5_000, TailDuration: time.Second,
+			Timeout: time.Minute},
 	})
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Consume == nil || f.Consume.Consumers != 3 || f.Consume.Topic != "bench-consume" {
+	if f.Consume == nil || f.Consume.Consumers != 3 || f.Consume.Topic != "bench-consume" || f.Consume.Shape != ShapePinned {
 		t.Fatalf("consume settings %+v", f.Consume)
 	}
 	for _, r := range f.Runs {

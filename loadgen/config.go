@@ -81,7 +81,17 @@ var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 //     on this 2-core machine, 16 idempotent producers reached 1.3 M records/s with it and
 //     2.4 M with this default, at 1.3 and 0.7 us of loadgen CPU a record
 //     (scripts/partitioner-ab.sh, BENCHMARKS.md "loadgen's own cost").
-var Partitioners = []string{"roundrobin", "sticky", "uniform"}
+//   - "per-producer": producer i writes only partition i mod the topic's partition count (of
+//     every topic it writes), the shape of one writer per partition (a keyed stream, a
+//     connector task): each producer builds one batch per linger window, as large as its rate
+//     allows, and each partition's batches come from one producer id. With fewer producers
+//     than partitions the partitions above the producer count stay empty; with more, several
+//     producers share a partition. kgo.ManualPartitioner with every record's Partition set
+//     to i would be the same.
+var Partitioners = []string{"roundrobin", "sticky", "uniform", PerProducerPartitioner}
+
+// PerProducerPartitioner is the Partitioners name of one partition per producer.
+const PerProducerPartitioner = "per-producer"
 
 // Config describes one load run. The zero value of every field except Idempotent selects a
 // default; the zero Idempotent is false, plain (non-idempotent) producers.
@@ -238,7 +248,7 @@ func (c Config) normalize() (Config, error) {
 	if _, err := compressionCodec(c.Compression); err != nil {
 		return c, err
 	}
-	if _, err := partitioner(c.Partitioner); err != nil {
+	if _, err := partitioner(c.Partitioner, 0); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -280,8 +290,11 @@ func compressionCodec(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("compression %q is not one of %s", name, strings.Join(Compressions, ", "))
 }
 
-func partitioner(name string) (kgo.Partitioner, error) {
+// partitioner is the partitioner name gives producer index.
+func partitioner(name string, index int) (kgo.Partitioner, error) {
 	switch name {
+	case PerProducerPartitioner:
+		return perProducerPartitioner(index), nil
 	case "roundrobin":
 		return kgo.RoundRobinPartitioner(), nil
 	case "sticky":
@@ -290,6 +303,15 @@ func partitioner(name string) (kgo.Partitioner, error) {
 		return kgo.UniformBytesPartitioner(64<<10, true, true, nil), nil
 	}
 	return nil, fmt.Errorf("partitioner %q is not one of %s", name, strings.Join(Partitioners, ", "))
+}
+
+// perProducerPartitioner sends every record of producer index to partition index mod n, n the
+// partition count of the record's topic as kgo last saw it in the metadata. It is consistent
+// (a record never moves to another partition), like kgo.ManualPartitioner.
+func perProducerPartitioner(index int) kgo.Partitioner {
+	return kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int {
+		return func(_ *kgo.Record, n int) int { return index % n }
+	})
 }
 
 // The kgo settings Run pins that the Config does not expose, stated here so they are printed
@@ -318,7 +340,7 @@ func (c Config) TransactionalID(index int) string {
 // set explicitly, and each appears in Settings.
 func (c Config) producerOpts(index int) []kgo.Opt {
 	codec, _ := compressionCodec(c.Compression) // checked by normalize
-	part, _ := partitioner(c.Partitioner)
+	part, _ := partitioner(c.Partitioner, index)
 	linger := c.Linger
 	if linger == NoLinger {
 		linger = 0

@@ -1,11 +1,13 @@
 package loadgen
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -180,5 +182,80 @@ func TestSeveralTopics(t *testing.T) {
 	}
 	if _, err := (Config{Topics: -1}).Settings(); err == nil {
 		t.Error("negative topics accepted")
+	}
+}
+
+// TestPerProducerPartitionerPinsEachProducer: producer i's records all go to partition i mod
+// the partition count, whatever the record, and the name is accepted in any case.
+func TestPerProducerPartitionerPinsEachProducer(t *testing.T) {
+	for _, tc := range []struct{ index, n, want int }{{0, 16, 0}, {3, 16, 3}, {15, 16, 15}, {16, 16, 0}, {19, 16, 3}, {5, 1, 0}, {4, 3, 1}} {
+		part, err := partitioner(PerProducerPartitioner, tc.index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := part.ForTopic("t")
+		for _, r := range []*kgo.Record{{}, {Key: []byte("k")}, {Partition: 7}} {
+			if got := tp.Partition(r, tc.n); got != tc.want {
+				t.Errorf("producer %d of %d partitions: partition %d, want %d", tc.index, tc.n, got, tc.want)
+			}
+			if !tp.RequiresConsistency(r) {
+				t.Errorf("producer %d: a record may move to another partition", tc.index)
+			}
+		}
+	}
+	if s, err := (Config{Partitioner: "Per-Producer"}).Settings(); err != nil || s.Partitioner != PerProducerPartitioner {
+		t.Fatalf("settings %+v, %v", s, err)
+	}
+}
+
+// TestPerProducerRunAgainstKfake runs 5 idempotent producers with the per-producer
+// partitioner into 3 partitions of franz-go's kfake and reads every record back: each carries
+// (in its value) a producer index that maps to its partition, so partitions 0 and 1 hold two
+// producers' records and partition 2 one producer's.
+func TestPerProducerRunAgainstKfake(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const producers, partitions, records = 5, 3, 1500
+	res, err := Run(ctx, Config{Brokers: c.ListenAddrs(), Topic: "pinned", Partitions: partitions, Producers: producers,
+		Idempotent: true, Records: records, Partitioner: PerProducerPartitioner, FlushTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Acked != records || res.Failed != 0 {
+		t.Fatalf("acked %d failed %d", res.Acked, res.Failed)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("pinned"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dec := NewValueDecoder(DefaultRecordSize)
+	perPartition := map[int32]int{}
+	for n := 0; n < records; {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records: %v", n, records, err)
+		}
+		fetches.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch partition %d: %v", p, err) })
+		fetches.EachRecord(func(r *kgo.Record) {
+			n++
+			perPartition[r.Partition]++
+			producer, _, err := dec.Decode(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int32(producer)%partitions != r.Partition {
+				t.Fatalf("producer %d's record in partition %d", producer, r.Partition)
+			}
+		})
+	}
+	if want := map[int32]int{0: 600, 1: 600, 2: 300}; !reflect.DeepEqual(perPartition, want) {
+		t.Errorf("records per partition %v, want %v", perPartition, want)
 	}
 }

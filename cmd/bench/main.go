@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -179,6 +180,7 @@ func run(ctx context.Context, cmd string, args []string) int {
 		c.fs.DurationVar(&cs.TailDuration, "tail-duration", bench.DefaultTailDuration, "--consume: sending time of the tail")
 		c.fs.IntVar(&cs.TailProducers, "tail-producers", 0, "--consume: producers of the tail (0: --producers)")
 		c.fs.DurationVar(&cs.Timeout, "consume-timeout", bench.DefaultConsumeTimeout, "--consume: bound of the fill and of the catch-up read each")
+		addShapeFlags(c.fs, &cs)
 		if !c.parse(args) {
 			return 2
 		}
@@ -187,7 +189,7 @@ func run(ctx context.Context, cmd string, args []string) int {
 		if *consume {
 			o.Consume = &cs
 		} else {
-			for _, name := range []string{"fill-records", "consumers", "tail-rate", "tail-duration", "tail-producers", "consume-timeout"} {
+			for _, name := range append([]string{"fill-records", "consumers", "tail-rate", "tail-duration", "tail-producers", "consume-timeout"}, shapeFlags...) {
 				if isSet(c.fs, name) {
 					return usage(cmd, fmt.Errorf("--%s is only used with --consume", name))
 				}
@@ -345,6 +347,69 @@ func run(ctx context.Context, cmd string, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "bench: unknown command %q\n\n%s", cmd, usageText)
 	return 2
+}
+
+// shapeFlags are the flags of addShapeFlags.
+var shapeFlags = []string{"consume-shape", "fill-partitioner", "fill-linger", "fill-batch-max-bytes", "fill-max-buffered-records",
+	"fetch-max-bytes", "fetch-max-partition-bytes", "fetch-max-wait", "fetch-min-bytes"}
+
+// addShapeFlags adds the flags of the consume phase's shape to fs: a preset (--consume-shape)
+// and each of its settings, which override the preset's. Unset, a setting stays zero and takes
+// the preset's value (bench.ConsumeSettings.normalize), so the defaults are today's shape.
+func addShapeFlags(fs *flag.FlagSet, cs *bench.ConsumeSettings) {
+	var shapes []string
+	for _, sh := range bench.ConsumeShapes {
+		shapes = append(shapes, sh.Name+": "+sh.Description)
+	}
+	fs.StringVar(&cs.Shape, "consume-shape", bench.ShapeDefault, "--consume: preset of the producer and fetch settings below, which override it; "+
+		strings.Join(shapes, "; "))
+	fs.StringVar(&cs.Partitioner, "fill-partitioner", "", "--consume: partitioner of the fill's and the tail's producers: "+
+		strings.Join(loadgen.Partitioners, ", ")+" ("+loadgen.PerProducerPartitioner+": producer i writes only partition i mod --partitions; default: the shape's)")
+	fs.Func("fill-linger", "--consume: linger of the fill's and the tail's producers, 0 for none (default: the shape's, 5ms)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return err
+		case d < 0:
+			return fmt.Errorf("%q is negative", v)
+		case d == 0:
+			d = loadgen.NoLinger
+		}
+		cs.Linger = d
+		return nil
+	})
+	fs.Func("fill-batch-max-bytes", "--consume: batch max bytes of the fill's and the tail's producers, e.g. 1MiB (default: the shape's)", sizeFlag(&cs.BatchMaxBytes))
+	fs.Func("fill-max-buffered-records", "--consume: records each producer of the fill and the tail buffers (default: the shape's; default shape: --max-buffered-records)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a positive count", v)
+		}
+		cs.MaxBufferedRecords = n
+		return nil
+	})
+	fs.Func("fetch-max-bytes", "--consume: the consumers' FetchMaxBytes, e.g. 50MiB (default: the shape's)", sizeFlag(&cs.FetchMaxBytes))
+	fs.Func("fetch-max-partition-bytes", "--consume: the consumers' FetchMaxPartitionBytes, e.g. 10MiB (default: the shape's)", sizeFlag(&cs.FetchMaxPartitionBytes))
+	fs.Func("fetch-min-bytes", "--consume: the consumers' FetchMinBytes (default: the shape's, 1)", sizeFlag(&cs.FetchMinBytes))
+	fs.Func("fetch-max-wait", "--consume: the consumers' FetchMaxWait, at least 10ms (default: the shape's)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%q is not a positive duration", v)
+		}
+		cs.FetchMaxWait = d
+		return nil
+	})
+}
+
+// sizeFlag parses a positive size (config.ParseSize: 1048576, 1MiB, 64KiB) into *dst.
+func sizeFlag(dst *int32) func(string) error {
+	return func(v string) error {
+		n, err := config.ParseSize(v)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return fmt.Errorf("%q is not a size in [1, %d] bytes", v, math.MaxInt32)
+		}
+		*dst = int32(n)
+		return nil
+	}
 }
 
 // checkTxnFlags refuses transaction flags without --transactional, and --transactional with

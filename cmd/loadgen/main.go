@@ -49,7 +49,7 @@ func run() int {
 	flag.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", loadgen.DefaultMaxBufferedRecords,
 		"records each producer buffers before Produce blocks")
 	flag.StringVar(&cfg.Partitioner, "partitioner", loadgen.DefaultPartitioner,
-		"partitioner: "+strings.Join(loadgen.Partitioners, ", "))
+		"partitioner: "+strings.Join(loadgen.Partitioners, ", ")+" ("+loadgen.PerProducerPartitioner+": producer i writes only partition i mod the partition count)")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long (0: no limit; when only --records is given: none)")
 	flag.Int64Var(&cfg.Records, "records", 0, "stop after this many records in total")
 	flag.Float64Var(&cfg.Rate, "rate", 0, "records per second over all producers, open loop (0: flat out)")
