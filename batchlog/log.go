@@ -620,6 +620,12 @@ func (l *Log) recover() error {
 	if err := l.loadTxnState(byID); err != nil {
 		return err
 	}
+	// Windows on partitions of deleted topics (a checkpoint wrote one back after the deletion,
+	// before DeleteTopic dropped windows from memory): an open transaction there would never
+	// end nor expire.
+	if n := l.forgetWindows(func(k producerKey) bool { return byID[k.partition] == nil }); n > 0 {
+		l.log.Info("batchlog: dropped producer windows of deleted partitions", "windows", n)
+	}
 	l.windowsCountFromNow()
 	return nil
 }
@@ -684,7 +690,8 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 	}
 	err = l.scan([]byte{kindCleaned}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 8 {
-			return fmt.Errorf("batchlog: corrupt compacted-to key %x", k)
+			l.skipBadKey("compacted-to mark", k, errors.New("wrong length")) // the next pass redoes the work
+			return nil
 		}
 		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
 			p.cleanedTo.Store(int64(binary.BigEndian.Uint64(v)))

@@ -80,7 +80,30 @@ type Config struct {
 	// UNKNOWN_TOPIC_OR_PARTITION.
 	PartitionExists func(topic string, partition int32) bool
 	Logger          *slog.Logger
+
+	// OffsetsRetention is offsets.retention.minutes (default 7 days, KIP-211): the offsets of
+	// an Empty group expire this long after the later of the group becoming Empty and their
+	// commit; a group without a protocol type (only simple commits) counts from each commit,
+	// a Stable consumer group's offsets of topics it no longer subscribes to likewise. An
+	// Empty group left without offsets is removed.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10 min):
+	// how often expiry runs, from New on; negative: never (tests call ExpireOffsets).
+	OffsetsRetentionCheckInterval time.Duration
+	// PendingTxnOffset reports whether an open transaction holds an offset of the group for
+	// the partition (txn.Coordinator.PendingOffset): such an offset does not expire, and a
+	// group with one is not removed. Nil: none.
+	PendingTxnOffset func(group, topic string, partition int32) bool
+	PendingTxnGroup  func(group string) bool
+	// Now is the clock of commit times, state times and expiry (time.Now when nil).
+	Now func() time.Time
 }
+
+// Kafka's defaults of offsets.retention.minutes and offsets.retention.check.interval.ms.
+const (
+	DefaultOffsetsRetention              = 7 * 24 * time.Hour
+	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute
+)
 
 // Store keeps offsets and group records durable (batchlog.Log implements it).
 type Store interface {
@@ -100,6 +123,9 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+
+	stop chan struct{} // closed by Close: ends the expiry loop
+	done sync.WaitGroup
 }
 
 type protocol struct {
@@ -142,6 +168,9 @@ type group struct {
 	pending      map[string]bool   // member ids handed out with MEMBER_ID_REQUIRED
 	timerSeq     uint64            // invalidates stale rebalance/sync timers
 	offsets      map[batchlog.OffsetKey]batchlog.CommittedOffset
+	// stateMs is when the group entered its state (unix ms; 0: unknown), stored in its record:
+	// an Empty group's offsets expire from it (GroupMetadata.currentStateTimestamp).
+	stateMs int64
 	// committedAt orders the commits of each offset (unix ns) for those of transactions,
 	// applied when they commit: a later plain commit wins over them. Offsets loaded at
 	// start-up count from their commit time.
@@ -165,7 +194,16 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 	if cfg.PartitionExists == nil {
 		cfg.PartitionExists = func(string, int32) bool { return true }
 	}
-	c := &Coordinator{cfg: cfg, store: store, log: cfg.Logger, groups: map[string]*group{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OffsetsRetention <= 0 {
+		cfg.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if cfg.OffsetsRetentionCheckInterval == 0 {
+		cfg.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
+	c := &Coordinator{cfg: cfg, store: store, log: cfg.Logger, groups: map[string]*group{}, stop: make(chan struct{})}
 	stored, err := store.LoadGroups()
 	if err != nil {
 		return nil, err
@@ -174,16 +212,25 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 		g := c.newGroup(name)
 		g.protocolType = sg.Record.ProtocolType
 		g.generation = sg.Record.Generation
+		g.stateMs = sg.Record.StateMs
 		g.offsets = sg.Offsets
 		g.restoreMembers(sg.Record)
 		c.groups[name] = g
 	}
+	if every := cfg.OffsetsRetentionCheckInterval; every > 0 {
+		c.done.Add(1)
+		go c.expireLoop(every)
+	}
 	return c, nil
 }
 
-// Close stops every timer's effect; waiting requests are released by their callers.
+// Close stops every timer's effect and the expiry loop; waiting requests are released by
+// their callers.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.stop)
+	}
 	c.closed = true
 	gs := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {
@@ -200,6 +247,7 @@ func (c *Coordinator) Close() {
 		g.timerSeq++
 		g.mu.Unlock()
 	}
+	c.done.Wait()
 }
 
 func (c *Coordinator) isClosed() bool {
@@ -229,8 +277,25 @@ func newMemberID(clientID string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	u := hex.EncodeToString(b[:])
-	// Kafka's member ids are clientId + "-" + a random UUID.
+	// Kafka's member ids are clientId + "-" + a random UUID. The client id is cut so that the
+	// member id is a string the protocol carries (37 bytes of dash and UUID).
+	clientID = wire.CleanString(clientID, wire.MaxStringLength-37)
 	return clientID + "-" + u[0:8] + "-" + u[8:12] + "-" + u[12:16] + "-" + u[16:20] + "-" + u[20:]
+}
+
+// validJoinNames checks the strings of a JoinGroup that the group's record keeps (the group
+// id is checked apart, for its own error code): INVALID_REQUEST otherwise, as Kafka closes a
+// connection whose request holds a string it cannot read (wire.ValidName).
+func validJoinNames(req *kmsg.JoinGroupRequest) bool {
+	if !wire.ValidName(req.MemberID) || !wire.ValidName(req.ProtocolType) || req.InstanceID != nil && !wire.ValidName(*req.InstanceID) {
+		return false
+	}
+	for _, p := range req.Protocols {
+		if !wire.ValidName(p.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // ---- JoinGroup ----
@@ -245,9 +310,15 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
 	fail := func(code int16) *kmsg.JoinGroupResponse { resp.ErrorCode = code; return resp }
-	if req.Group == "" {
+	if req.Group == "" || !wire.ValidName(req.Group) {
 		return fail(wire.ErrInvalidGroupID)
 	}
+	if !validJoinNames(req) {
+		return fail(wire.ErrInvalidRequest)
+	}
+	// The client id comes from the request header (at most MaxStringLength bytes, any bytes):
+	// kept only to be shown, it is made valid UTF-8 for the group's record.
+	clientID = wire.CleanString(clientID, wire.MaxStringLength)
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 	if session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout {
 		return fail(wire.ErrInvalidSessionTimeout)
@@ -625,6 +696,7 @@ func (g *group) completeJoin() {
 	g.timerSeq++
 	if len(g.members) == 0 || g.leader == "" {
 		g.state = Empty
+		g.stateMs = g.c.cfg.Now().UnixMilli()
 		g.protocol = ""
 		g.leader = ""
 		g.persist()
@@ -716,7 +788,7 @@ func (g *group) persist() {
 	if g.c.isClosed() {
 		return
 	}
-	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
+	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation, StateMs: g.stateMs}
 	if g.state == Stable {
 		rec.Protocol, rec.Leader = g.protocol, g.leader
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {
