@@ -95,7 +95,7 @@ func fitsOffsetKey(group, topic string) bool {
 
 func parseOffsetKey(k []byte) (group string, key OffsetKey, err error) {
 	bad := fmt.Errorf("batchlog: corrupt offset key %s", quoteKey(k))
-	if len(k) < 3 {
+	if len(k) < 3 || k[0] != kindOffset {
 		return "", key, bad
 	}
 	gl := int(binary.BigEndian.Uint16(k[1:]))
