@@ -81,14 +81,15 @@ type Config struct {
 	PartitionExists func(topic string, partition int32) bool
 	Logger          *slog.Logger
 
-	// OffsetsRetention is offsets.retention.minutes (default 7 days, KIP-211): the offsets of
+	// OffsetsRetention is offsets.retention.minutes (default 7 days, KIP-211; negative:
+	// never): the offsets of
 	// an Empty group expire this long after the later of the group becoming Empty and their
 	// commit; a group without a protocol type (only simple commits) counts from each commit,
 	// a Stable consumer group's offsets of topics it no longer subscribes to likewise. An
 	// Empty group left without offsets is removed.
 	OffsetsRetention time.Duration
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10 min):
-	// how often expiry runs, from New on; negative: never (tests call ExpireOffsets).
+	// how often expiry runs, from Start on; negative: never (tests call ExpireOffsets).
 	OffsetsRetentionCheckInterval time.Duration
 	// PendingTxnOffset reports whether an open transaction holds an offset of the group for
 	// the partition (txn.Coordinator.PendingOffset): such an offset does not expire, and a
@@ -197,7 +198,7 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.OffsetsRetention <= 0 {
+	if cfg.OffsetsRetention == 0 {
 		cfg.OffsetsRetention = DefaultOffsetsRetention
 	}
 	if cfg.OffsetsRetentionCheckInterval == 0 {
@@ -217,11 +218,16 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 		g.restoreMembers(sg.Record)
 		c.groups[name] = g
 	}
-	if every := cfg.OffsetsRetentionCheckInterval; every > 0 {
+	return c, nil
+}
+
+// Start runs offset expiry every OffsetsRetentionCheckInterval, the first time at once,
+// until Close.
+func (c *Coordinator) Start() {
+	if every := c.cfg.OffsetsRetentionCheckInterval; every > 0 {
 		c.done.Add(1)
 		go c.expireLoop(every)
 	}
-	return c, nil
 }
 
 // Close stops every timer's effect and the expiry loop; waiting requests are released by

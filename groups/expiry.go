@@ -46,6 +46,9 @@ func (c *Coordinator) expireLoop(every time.Duration) {
 // ExpireOffsets removes the offsets expired at now and the groups left empty by it, durably,
 // and returns how many offsets and groups it removed.
 func (c *Coordinator) ExpireOffsets(now time.Time) (offsets, groups int) {
+	if c.cfg.OffsetsRetention < 0 {
+		return 0, 0
+	}
 	c.mu.Lock()
 	gs := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {
