@@ -315,3 +315,36 @@ func TestStartupSkipsABadMetadataKey(t *testing.T) {
 		t.Fatalf("the good offset after the start: %d %q", off, md)
 	}
 }
+
+// TestExpiryConfigsAreBrokerConfigs: offsets.retention.minutes and
+// transactional.id.expiration.ms are set by their flags and shown by DescribeConfigs of the
+// broker, with Kafka's defaults when not set.
+func TestExpiryConfigsAreBrokerConfigs(t *testing.T) {
+	describe := func(n *inlet) map[string]string {
+		rc := dialRaw(t, n.addr())
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(3)
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+		r.ConfigNames = []string{"offsets.retention.minutes", "transactional.id.expiration.ms"}
+		req.Resources = append(req.Resources, r)
+		resp := rc.roundTrip(req).(*kmsg.DescribeConfigsResponse)
+		out := map[string]string{}
+		for _, res := range resp.Resources {
+			for _, c := range res.Configs {
+				if c.Value != nil {
+					out[c.Name] = *c.Value
+				}
+			}
+		}
+		return out
+	}
+	def := describe(startInlet(t))
+	if def["offsets.retention.minutes"] != "10080" || def["transactional.id.expiration.ms"] != "604800000" {
+		t.Errorf("defaults: %v", def)
+	}
+	set := describe(startInlet(t, "--offsets-retention-minutes", "60", "--transactional-id-expiration-ms", "3600000"))
+	if set["offsets.retention.minutes"] != "60" || set["transactional.id.expiration.ms"] != "3600000" {
+		t.Errorf("set by flags: %v", set)
+	}
+}

@@ -23,7 +23,8 @@
 // commits of one group are ordered. JoinGroup and SyncGroup block the connection's worker on
 // a per-member channel, as Kafka parks the request in a delayed operation. Timers (session
 // expiry, rebalance and sync deadlines) take the group's lock and check that they are still
-// current. Lock order: Coordinator.mu before group.mu; neither is held while a request waits.
+// current. Lock order: Coordinator.mu is never held while taking a group.mu (a group.mu holder
+// may take it, to remove the group); neither is held while a request waits.
 package groups
 
 import (
