@@ -215,6 +215,11 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 		g.protocolType = sg.Record.ProtocolType
 		g.generation = sg.Record.Generation
 		g.stateMs = sg.Record.StateMs
+		if g.stateMs == 0 {
+			// Saved while it had members (whom only a Stable record brings back), or before
+			// state times were kept: it is Empty from this start on.
+			g.stateMs = cfg.Now().UnixMilli()
+		}
 		g.offsets = sg.Offsets
 		g.restoreMembers(sg.Record)
 		c.groups[name] = g
@@ -795,7 +800,10 @@ func (g *group) persist() {
 	if g.c.isClosed() {
 		return
 	}
-	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation, StateMs: g.stateMs}
+	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
+	if g.state == Empty {
+		rec.StateMs = g.stateMs // when it emptied; otherwise a restart empties it (New)
+	}
 	if g.state == Stable {
 		rec.Protocol, rec.Leader = g.protocol, g.leader
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {

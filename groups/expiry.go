@@ -25,9 +25,10 @@ import (
 // with no members, no offsets and no pending transactional offsets is removed (Dead), with its
 // record: a later group of that name starts at generation 0, as in Kafka.
 //
-// Both times are stored (the offset's commit time in its value, the state time in the group
-// record), so expiry goes on across restarts; a record written before the state time was kept
-// counts from the commits, as Kafka does for its old record versions.
+// Both times are stored (the offset's commit time in its value, the time an Empty group
+// emptied in its record), so expiry goes on across restarts. A group whose record was saved
+// while it had members that a restart does not bring back (any state but Stable), or before
+// state times were kept, is Empty from that start-up on.
 
 func (c *Coordinator) expireLoop(every time.Duration) {
 	defer c.done.Done()

@@ -306,3 +306,26 @@ func TestMemberIDFromLongClientIDFitsTheProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupRestartedWithoutItsMembersCountsFromTheRestart: a group saved while it had members
+// that a restart does not bring back (here mid-rebalance) is Empty from the start-up on: its
+// offsets expire offsets.retention.minutes after that, not after an older commit.
+func TestGroupRestartedWithoutItsMembersCountsFromTheRestart(t *testing.T) {
+	n := newNode(t, Config{})
+	commitCode(t, n.c, commitReq("cg", -1, "", "t", 0))
+	r := joinReq("", nil, 30*time.Second)
+	r.Version, r.Group = 3, "cg"
+	if jr := n.c.Join(r, "c", "/h", nil, nil); jr.ErrorCode != 0 {
+		t.Fatalf("join: %d", jr.ErrorCode) // CompletingRebalance: saved without its member
+	}
+	n.clk.advance(6 * 24 * time.Hour)
+	n.restart()
+	n.clk.advance(week - time.Millisecond)
+	if o, g := n.expire(); o != 0 || g != 0 {
+		t.Fatalf("%d offsets, %d groups expired less than a week after the restart", o, g)
+	}
+	n.clk.advance(time.Millisecond)
+	if o, g := n.expire(); o != 1 || g != 1 {
+		t.Fatalf("a week after the restart: %d offsets, %d groups, want 1, 1", o, g)
+	}
+}
