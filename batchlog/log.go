@@ -620,12 +620,6 @@ func (l *Log) recover() error {
 	if err := l.loadTxnState(byID); err != nil {
 		return err
 	}
-	// Windows on partitions of deleted topics (a checkpoint wrote one back after the deletion,
-	// before DeleteTopic dropped windows from memory): an open transaction there would never
-	// end nor expire.
-	if n := l.forgetWindows(func(k producerKey) bool { return byID[k.partition] == nil }); n > 0 {
-		l.log.Info("batchlog: dropped producer windows of deleted partitions", "windows", n)
-	}
 	l.windowsCountFromNow()
 	return nil
 }
