@@ -42,9 +42,9 @@ type GroupRecord struct {
 	Protocol     string              `json:"protocol,omitempty"`
 	Leader       string              `json:"leader,omitempty"`
 	Members      []GroupMemberRecord `json:"members,omitempty"`
-	// StateMs is when the group entered its state (unix ms; Kafka's currentStateTimestamp):
-	// an Empty group's offsets expire offsets.retention.minutes after it. 0: not known (a
-	// record written before it was kept).
+	// StateMs is when an Empty group became Empty (unix ms; Kafka's currentStateTimestamp):
+	// its offsets expire offsets.retention.minutes after it. 0 in the record of a group with
+	// members, and in records written before it was kept.
 	StateMs int64 `json:"state_ms,omitempty"`
 }
 

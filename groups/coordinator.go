@@ -83,11 +83,10 @@ type Config struct {
 	Logger          *slog.Logger
 
 	// OffsetsRetention is offsets.retention.minutes (default 7 days, KIP-211; negative:
-	// never): the offsets of
-	// an Empty group expire this long after the later of the group becoming Empty and their
-	// commit; a group without a protocol type (only simple commits) counts from each commit,
-	// a Stable consumer group's offsets of topics it no longer subscribes to likewise. An
-	// Empty group left without offsets is removed.
+	// never): the offsets of an Empty group expire this long after the later of the group
+	// becoming Empty and their commit; a group without a protocol type (only simple commits)
+	// counts from each commit, a Stable consumer group's offsets of topics it no longer
+	// subscribes to likewise. An Empty group left without offsets is removed (expiry.go).
 	OffsetsRetention time.Duration
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10 min):
 	// how often expiry runs, from Start on; negative: never (tests call ExpireOffsets).
@@ -170,8 +169,8 @@ type group struct {
 	pending      map[string]bool   // member ids handed out with MEMBER_ID_REQUIRED
 	timerSeq     uint64            // invalidates stale rebalance/sync timers
 	offsets      map[batchlog.OffsetKey]batchlog.CommittedOffset
-	// stateMs is when the group entered its state (unix ms; 0: unknown), stored in its record:
-	// an Empty group's offsets expire from it (GroupMetadata.currentStateTimestamp).
+	// stateMs is when the group last became Empty (unix ms), stored in its record while it is
+	// Empty: its offsets expire from it (GroupMetadata.currentStateTimestamp).
 	stateMs int64
 	// committedAt orders the commits of each offset (unix ns) for those of transactions,
 	// applied when they commit: a later plain commit wins over them. Offsets loaded at
