@@ -564,6 +564,10 @@ func (l *Log) recover() error {
 	if v, ok, err := get(metaProducerIDBlock); err != nil {
 		return err
 	} else if ok {
+		if len(v) != 8 {
+			// Not skipped: ids below it may have been handed out.
+			return fmt.Errorf("batchlog: corrupt producer id block key %s", quoteKey(metaProducerIDBlock))
+		}
 		// Ids below the persisted block end may have been handed out before the crash.
 		l.nextPID = int64(binary.BigEndian.Uint64(v))
 		l.pidBlockEnd = l.nextPID
@@ -571,6 +575,9 @@ func (l *Log) recover() error {
 	if v, ok, err := get(metaPartitionSeq); err != nil {
 		return err
 	} else if ok {
+		if len(v) != 4 {
+			return fmt.Errorf("batchlog: corrupt partition id counter key %s", quoteKey(metaPartitionSeq))
+		}
 		l.partSeq = binary.BigEndian.Uint32(v)
 	}
 
