@@ -49,6 +49,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateProduceBatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzForEachRecord$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzControlBatchType$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzCleanString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzOffsetKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./batchlog/
+	$(GO) test -run '^$$' -fuzz '^FuzzCommittedOffset$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./batchlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/

@@ -72,7 +72,8 @@ func (l *Log) loadBrokerConfigs(get func([]byte) ([]byte, bool, error)) error {
 		}
 		var m map[string]string
 		if err := json.Unmarshal(v, &m); err != nil {
-			return fmt.Errorf("batchlog: dynamic broker configs: %w", err)
+			l.skipBadKey("dynamic broker config", key, err) // Kafka's defaults stand
+			continue
 		}
 		l.brokerConfigs[level] = m
 	}

@@ -1,6 +1,10 @@
 package batchlog
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+)
 
 // Key layout. Every key starts with a one-byte kind so the kinds never interleave and each can
 // be scanned alone at startup. Integers are big-endian so byte order is numeric order.
@@ -92,4 +96,22 @@ func prefixEnd(prefix []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// quoteKey names a stored key in an error or a log line: its hex, cut after 64 bytes.
+func quoteKey(k []byte) string {
+	if len(k) <= 64 {
+		return hex.EncodeToString(k)
+	}
+	return hex.EncodeToString(k[:64]) + "...(" + strconv.Itoa(len(k)) + " bytes)"
+}
+
+// skipBadKey logs a metadata key that does not decode and is skipped at start-up. Only keys
+// that are not record data are skipped: committed offsets, group and transactional-id
+// records, dynamic broker configs and compacted-to marks (the next compaction pass redoes
+// the work). A bad key of a partition's log state (high watermarks, log starts, producer
+// windows, the batch index, the aborted-transaction index) still stops start-up: skipping it
+// would change what a reader sees of the records.
+func (l *Log) skipBadKey(what string, k []byte, err error) {
+	l.log.Error("batchlog: skipping a stored "+what+" that does not decode", "key", quoteKey(k), "err", err)
 }

@@ -564,6 +564,10 @@ func (l *Log) recover() error {
 	if v, ok, err := get(metaProducerIDBlock); err != nil {
 		return err
 	} else if ok {
+		if len(v) != 8 {
+			// Not skipped: ids below it may have been handed out.
+			return fmt.Errorf("batchlog: corrupt producer id block key %s", quoteKey(metaProducerIDBlock))
+		}
 		// Ids below the persisted block end may have been handed out before the crash.
 		l.nextPID = int64(binary.BigEndian.Uint64(v))
 		l.pidBlockEnd = l.nextPID
@@ -571,6 +575,9 @@ func (l *Log) recover() error {
 	if v, ok, err := get(metaPartitionSeq); err != nil {
 		return err
 	} else if ok {
+		if len(v) != 4 {
+			return fmt.Errorf("batchlog: corrupt partition id counter key %s", quoteKey(metaPartitionSeq))
+		}
 		l.partSeq = binary.BigEndian.Uint32(v)
 	}
 
@@ -687,7 +694,8 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 	}
 	err = l.scan([]byte{kindCleaned}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 8 {
-			return fmt.Errorf("batchlog: corrupt compacted-to key %x", k)
+			l.skipBadKey("compacted-to mark", k, errors.New("wrong length")) // the next pass redoes the work
+			return nil
 		}
 		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
 			p.cleanedTo.Store(int64(binary.BigEndian.Uint64(v)))

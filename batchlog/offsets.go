@@ -42,6 +42,10 @@ type GroupRecord struct {
 	Protocol     string              `json:"protocol,omitempty"`
 	Leader       string              `json:"leader,omitempty"`
 	Members      []GroupMemberRecord `json:"members,omitempty"`
+	// StateMs is when an Empty group became Empty (unix ms; Kafka's currentStateTimestamp):
+	// its offsets expire offsets.retention.minutes after it. 0 in the record of a group with
+	// members, and in records written before it was kept.
+	StateMs int64 `json:"state_ms,omitempty"`
 }
 
 // GroupMemberRecord is one member of a stable group.
@@ -62,6 +66,14 @@ type GroupProtocolRecord struct {
 	Metadata []byte `json:"metadata"`
 }
 
+// maxKeyName is the longest group id or topic name the offset key's u16 lengths hold. The
+// protocol's own limit (wire.MaxStringLength, checked where names arrive) is half of it; the
+// codec refuses anything longer rather than write a key it cannot read back.
+const maxKeyName = 1<<16 - 1
+
+// ErrNameTooLong is returned for a group id or topic name the offset key cannot hold.
+var ErrNameTooLong = errors.New("batchlog: name too long for an offset key")
+
 func groupPrefix(group string) []byte {
 	k := make([]byte, 0, 3+len(group))
 	k = append(k, kindOffset)
@@ -69,6 +81,7 @@ func groupPrefix(group string) []byte {
 	return append(k, group...)
 }
 
+// offsetKey encodes a committed offset's key; group and topic must fit (fitsOffsetKey).
 func offsetKey(group, topic string, partition int32) []byte {
 	k := groupPrefix(group)
 	k = binary.BigEndian.AppendUint16(k, uint16(len(topic)))
@@ -76,9 +89,13 @@ func offsetKey(group, topic string, partition int32) []byte {
 	return binary.BigEndian.AppendUint32(k, uint32(partition))
 }
 
+func fitsOffsetKey(group, topic string) bool {
+	return len(group) <= maxKeyName && len(topic) <= maxKeyName
+}
+
 func parseOffsetKey(k []byte) (group string, key OffsetKey, err error) {
-	bad := fmt.Errorf("batchlog: corrupt offset key %x", k)
-	if len(k) < 3 {
+	bad := fmt.Errorf("batchlog: corrupt offset key %s", quoteKey(k))
+	if len(k) < 3 || k[0] != kindOffset {
 		return "", key, bad
 	}
 	gl := int(binary.BigEndian.Uint16(k[1:]))
@@ -96,22 +113,42 @@ func parseOffsetKey(k []byte) (group string, key OffsetKey, err error) {
 	return group, key, nil
 }
 
-// MaxGroupNameLength keeps group ids within the key encoding's u16 length.
-const MaxGroupNameLength = 1<<16 - 1
+const committedOffsetLen = 8 + 4 + 8
+
+func appendCommittedOffset(v []byte, o CommittedOffset) []byte {
+	v = binary.BigEndian.AppendUint64(v, uint64(o.Offset))
+	v = binary.BigEndian.AppendUint32(v, uint32(o.LeaderEpoch))
+	v = binary.BigEndian.AppendUint64(v, uint64(o.CommitTime))
+	return append(v, o.Metadata...)
+}
+
+func parseCommittedOffset(v []byte) (CommittedOffset, error) {
+	if len(v) < committedOffsetLen {
+		return CommittedOffset{}, errors.New("batchlog: corrupt committed offset")
+	}
+	return CommittedOffset{
+		Offset:      int64(binary.BigEndian.Uint64(v)),
+		LeaderEpoch: int32(binary.BigEndian.Uint32(v[8:])),
+		CommitTime:  int64(binary.BigEndian.Uint64(v[12:])),
+		Metadata:    string(v[committedOffsetLen:]),
+	}, nil
+}
 
 // CommitOffsets stores offsets of one group durably (one synced Pebble batch).
 func (l *Log) CommitOffsets(group string, offsets map[OffsetKey]CommittedOffset) error {
 	if l.db == nil || len(offsets) == 0 {
 		return nil
 	}
+	for k := range offsets {
+		if !fitsOffsetKey(group, k.Topic) {
+			return ErrNameTooLong
+		}
+	}
 	b := l.db.NewBatch()
 	defer b.Close()
 	var v []byte
 	for k, o := range offsets {
-		v = binary.BigEndian.AppendUint64(v[:0], uint64(o.Offset))
-		v = binary.BigEndian.AppendUint32(v, uint32(o.LeaderEpoch))
-		v = binary.BigEndian.AppendUint64(v, uint64(o.CommitTime))
-		v = append(v, o.Metadata...)
+		v = appendCommittedOffset(v[:0], o)
 		_ = b.Set(offsetKey(group, k.Topic, k.Partition), v, nil)
 	}
 	return b.Commit(pebble.Sync)
@@ -121,6 +158,11 @@ func (l *Log) CommitOffsets(group string, offsets map[OffsetKey]CommittedOffset)
 func (l *Log) DeleteOffsets(group string, keys []OffsetKey) error {
 	if l.db == nil || len(keys) == 0 {
 		return nil
+	}
+	for _, k := range keys {
+		if !fitsOffsetKey(group, k.Topic) {
+			return ErrNameTooLong
+		}
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
@@ -134,6 +176,9 @@ func (l *Log) DeleteOffsets(group string, keys []OffsetKey) error {
 func (l *Log) DeleteGroup(group string) error {
 	if l.db == nil {
 		return nil
+	}
+	if !fitsOffsetKey(group, "") {
+		return ErrNameTooLong
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
@@ -163,7 +208,9 @@ type StoredGroup struct {
 	Offsets map[OffsetKey]CommittedOffset
 }
 
-// LoadGroups reads every stored group record and committed offset.
+// LoadGroups reads every stored group record and committed offset. A key or value that does
+// not decode is not record data: it is logged, named, and skipped (the group starts without
+// that offset or record) rather than stopping start-up.
 func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 	out := map[string]*StoredGroup{}
 	if l.db == nil {
@@ -178,10 +225,12 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 		return g
 	}
 	err := l.scan([]byte{kindGroup}, func(k, v []byte) error {
-		g := get(string(k[1:]))
-		if err := json.Unmarshal(v, &g.Record); err != nil {
-			return fmt.Errorf("batchlog: group record %q: %w", k[1:], err)
+		var rec GroupRecord
+		if err := json.Unmarshal(v, &rec); err != nil {
+			l.skipBadKey("group record", k, err)
+			return nil
 		}
+		get(string(k[1:])).Record = rec
 		return nil
 	})
 	if err != nil {
@@ -189,18 +238,14 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 	}
 	err = l.scan([]byte{kindOffset}, func(k, v []byte) error {
 		group, key, err := parseOffsetKey(k)
-		if err != nil {
-			return err
+		if err == nil {
+			var o CommittedOffset
+			if o, err = parseCommittedOffset(v); err == nil {
+				get(group).Offsets[key] = o
+				return nil
+			}
 		}
-		if len(v) < 20 {
-			return errors.New("batchlog: corrupt committed offset")
-		}
-		get(group).Offsets[key] = CommittedOffset{
-			Offset:      int64(binary.BigEndian.Uint64(v)),
-			LeaderEpoch: int32(binary.BigEndian.Uint32(v[8:])),
-			CommitTime:  int64(binary.BigEndian.Uint64(v[12:])),
-			Metadata:    string(v[20:]),
-		}
+		l.skipBadKey("committed offset", k, err)
 		return nil
 	})
 	return out, err
@@ -226,4 +271,12 @@ func (l *Log) LoadTxns() (map[string][]byte, error) {
 		return nil
 	})
 	return out, err
+}
+
+// DeleteTxn forgets a transactional id (transactional.id.expiration.ms), synced.
+func (l *Log) DeleteTxn(id string) error {
+	if l.db == nil {
+		return nil
+	}
+	return l.db.Delete(append([]byte{kindTxn}, id...), pebble.Sync)
 }

@@ -98,7 +98,53 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 //
 // In the segment layout the record bytes stay in their segment files until retention's
 // reclamation finds a segment no live partition references (reclaimSegments).
+//
+// The producer windows of its partitions go from the committer's memory too, open
+// transactions included: no marker can reach a deleted partition, so a window left there
+// would never end its transaction, never expire, and be written back by the next checkpoint.
 func (l *Log) DeleteTopic(name string) error {
+	ids, err := l.deleteTopic(name)
+	if err != nil {
+		return err
+	}
+	l.dropWindowsOf(ids)
+	return nil
+}
+
+// dropWindowsOf has the committer forget the producer windows on the partitions ids (of a
+// deleted topic) and delete their keys with the next metadata group, and waits for it.
+func (l *Log) dropWindowsOf(ids map[uint32]bool) {
+	if len(ids) == 0 || l.closed.Load() {
+		return
+	}
+	done := make(chan struct{})
+	l.Submit(&Request{
+		Inspect: func() { l.forgetWindows(func(k producerKey) bool { return ids[k.partition] }) },
+		Done:    func(*Request) { close(done) },
+	})
+	select {
+	case <-done:
+	case <-l.stop:
+	}
+}
+
+// forgetWindows drops the windows drop selects, on the committer (or before it starts):
+// their keys are deleted with the next group that carries metadata.
+func (l *Log) forgetWindows(drop func(producerKey) bool) int {
+	s := &l.scratch
+	n := 0
+	for k := range l.producers {
+		if drop(k) {
+			delete(l.producers, k)
+			delete(s.touched, k)
+			s.expired = append(s.expired, k)
+			n++
+		}
+	}
+	return n
+}
+
+func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 	// retainMu first: no retention or reclaim pass (which copies batches forward and writes
 	// their keys) runs while the topic's keys go.
 	l.retainMu.Lock()
@@ -107,15 +153,17 @@ func (l *Log) DeleteTopic(name string) error {
 	defer l.topicsMu.Unlock()
 	t, ok := l.topics[name]
 	if !ok {
-		return ErrUnknownTopic
+		return nil, ErrUnknownTopic
+	}
+	ids := map[uint32]bool{}
+	for _, p := range t.Partitions {
+		ids[p.ID] = true
 	}
 	if l.db != nil {
 		b := l.db.NewBatch()
 		defer b.Close()
 		_ = b.Delete(topicKey(name), nil)
-		ids := map[uint32]bool{}
 		for _, p := range t.Partitions {
-			ids[p.ID] = true
 			_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID+1, 0), nil)
 			var k [highKeyLen]byte
 			putHighKey(k[:], p.ID)
@@ -135,10 +183,10 @@ func (l *Log) DeleteTopic(name string) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := b.Commit(pebble.Sync); err != nil {
-			return fmt.Errorf("batchlog: delete topic %q: %w", name, err)
+			return nil, fmt.Errorf("batchlog: delete topic %q: %w", name, err)
 		}
 		if l.segs != nil {
 			for id := range ids {
@@ -147,7 +195,7 @@ func (l *Log) DeleteTopic(name string) error {
 		}
 	}
 	delete(l.topics, name)
-	return nil
+	return ids, nil
 }
 
 // ErrOffsetOutOfRange is returned by DeleteRecords for an offset past the high watermark.

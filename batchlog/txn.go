@@ -278,6 +278,12 @@ func (l *Log) loadTxnState(byID map[uint32]*Partition) error {
 	for _, p := range byID {
 		p.txn.ongoing = nil
 	}
+	// Windows on partitions of deleted topics (stored by a checkpoint after the deletion, or
+	// brought back from Pebble by a rebuild before their deletes were written): an open
+	// transaction there would never end nor expire. Their keys go with the next metadata group.
+	if n := l.forgetWindows(func(k producerKey) bool { return byID[k.partition] == nil }); n > 0 {
+		l.log.Info("batchlog: dropped producer windows of deleted partitions", "windows", n)
+	}
 	for k, st := range l.producers {
 		if st.TxnFirstOffset < 0 {
 			continue

@@ -70,6 +70,8 @@ type File struct {
 	GroupInitialRebalanceDelay   yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
 	ProducerIDExpirationMs       yaml.Node `yaml:"producer_id_expiration_ms"`
 	LogRetentionCheckIntervalMs  yaml.Node `yaml:"log_retention_check_interval_ms"`
+	OffsetsRetentionMinutes      yaml.Node `yaml:"offsets_retention_minutes"`
+	TransactionalIDExpirationMs  yaml.Node `yaml:"transactional_id_expiration_ms"`
 
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
@@ -110,6 +112,7 @@ var FlagKeys = map[string]Kind{
 	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
 	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
 	"metrics_listen": String, "pprof": Bool,
+	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 }
 
 // Listener is one Kafka listener.

@@ -23,7 +23,8 @@
 // commits of one group are ordered. JoinGroup and SyncGroup block the connection's worker on
 // a per-member channel, as Kafka parks the request in a delayed operation. Timers (session
 // expiry, rebalance and sync deadlines) take the group's lock and check that they are still
-// current. Lock order: Coordinator.mu before group.mu; neither is held while a request waits.
+// current. Lock order: Coordinator.mu is never held while taking a group.mu (a group.mu holder
+// may take it, to remove the group); neither is held while a request waits.
 package groups
 
 import (
@@ -80,7 +81,30 @@ type Config struct {
 	// UNKNOWN_TOPIC_OR_PARTITION.
 	PartitionExists func(topic string, partition int32) bool
 	Logger          *slog.Logger
+
+	// OffsetsRetention is offsets.retention.minutes (default 7 days, KIP-211; negative:
+	// never): the offsets of an Empty group expire this long after the later of the group
+	// becoming Empty and their commit; a group without a protocol type (only simple commits)
+	// counts from each commit, a Stable consumer group's offsets of topics it no longer
+	// subscribes to likewise. An Empty group left without offsets is removed (expiry.go).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10 min):
+	// how often expiry runs, from Start on; negative: never (tests call ExpireOffsets).
+	OffsetsRetentionCheckInterval time.Duration
+	// PendingTxnOffset reports whether an open transaction holds an offset of the group for
+	// the partition (txn.Coordinator.PendingOffset): such an offset does not expire, and a
+	// group with one is not removed. Nil: none.
+	PendingTxnOffset func(group, topic string, partition int32) bool
+	PendingTxnGroup  func(group string) bool
+	// Now is the clock of commit times, state times and expiry (time.Now when nil).
+	Now func() time.Time
 }
+
+// Kafka's defaults of offsets.retention.minutes and offsets.retention.check.interval.ms.
+const (
+	DefaultOffsetsRetention              = 7 * 24 * time.Hour
+	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute
+)
 
 // Store keeps offsets and group records durable (batchlog.Log implements it).
 type Store interface {
@@ -100,6 +124,9 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+
+	stop chan struct{} // closed by Close: ends the expiry loop
+	done sync.WaitGroup
 }
 
 type protocol struct {
@@ -142,6 +169,9 @@ type group struct {
 	pending      map[string]bool   // member ids handed out with MEMBER_ID_REQUIRED
 	timerSeq     uint64            // invalidates stale rebalance/sync timers
 	offsets      map[batchlog.OffsetKey]batchlog.CommittedOffset
+	// stateMs is when the group last became Empty (unix ms), stored in its record while it is
+	// Empty: its offsets expire from it (GroupMetadata.currentStateTimestamp).
+	stateMs int64
 	// committedAt orders the commits of each offset (unix ns) for those of transactions,
 	// applied when they commit: a later plain commit wins over them. Offsets loaded at
 	// start-up count from their commit time.
@@ -165,7 +195,16 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 	if cfg.PartitionExists == nil {
 		cfg.PartitionExists = func(string, int32) bool { return true }
 	}
-	c := &Coordinator{cfg: cfg, store: store, log: cfg.Logger, groups: map[string]*group{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OffsetsRetention == 0 {
+		cfg.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if cfg.OffsetsRetentionCheckInterval == 0 {
+		cfg.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
+	c := &Coordinator{cfg: cfg, store: store, log: cfg.Logger, groups: map[string]*group{}, stop: make(chan struct{})}
 	stored, err := store.LoadGroups()
 	if err != nil {
 		return nil, err
@@ -174,6 +213,12 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 		g := c.newGroup(name)
 		g.protocolType = sg.Record.ProtocolType
 		g.generation = sg.Record.Generation
+		g.stateMs = sg.Record.StateMs
+		if g.stateMs == 0 {
+			// Saved while it had members (whom only a Stable record brings back), or before
+			// state times were kept: it is Empty from this start on.
+			g.stateMs = cfg.Now().UnixMilli()
+		}
 		g.offsets = sg.Offsets
 		g.restoreMembers(sg.Record)
 		c.groups[name] = g
@@ -181,9 +226,22 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Close stops every timer's effect; waiting requests are released by their callers.
+// Start runs offset expiry every OffsetsRetentionCheckInterval, the first time at once,
+// until Close.
+func (c *Coordinator) Start() {
+	if every := c.cfg.OffsetsRetentionCheckInterval; every > 0 {
+		c.done.Add(1)
+		go c.expireLoop(every)
+	}
+}
+
+// Close stops every timer's effect and the expiry loop; waiting requests are released by
+// their callers.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.stop)
+	}
 	c.closed = true
 	gs := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {
@@ -200,6 +258,7 @@ func (c *Coordinator) Close() {
 		g.timerSeq++
 		g.mu.Unlock()
 	}
+	c.done.Wait()
 }
 
 func (c *Coordinator) isClosed() bool {
@@ -229,8 +288,25 @@ func newMemberID(clientID string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	u := hex.EncodeToString(b[:])
-	// Kafka's member ids are clientId + "-" + a random UUID.
+	// Kafka's member ids are clientId + "-" + a random UUID. The client id is cut so that the
+	// member id is a string the protocol carries (37 bytes of dash and UUID).
+	clientID = wire.CleanString(clientID, wire.MaxStringLength-37)
 	return clientID + "-" + u[0:8] + "-" + u[8:12] + "-" + u[12:16] + "-" + u[16:20] + "-" + u[20:]
+}
+
+// validJoinNames checks the strings of a JoinGroup that the group's record keeps (the group
+// id is checked apart, for its own error code): INVALID_REQUEST otherwise, as Kafka closes a
+// connection whose request holds a string it cannot read (wire.ValidName).
+func validJoinNames(req *kmsg.JoinGroupRequest) bool {
+	if !wire.ValidName(req.MemberID) || !wire.ValidName(req.ProtocolType) || req.InstanceID != nil && !wire.ValidName(*req.InstanceID) {
+		return false
+	}
+	for _, p := range req.Protocols {
+		if !wire.ValidName(p.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // ---- JoinGroup ----
@@ -245,9 +321,15 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
 	fail := func(code int16) *kmsg.JoinGroupResponse { resp.ErrorCode = code; return resp }
-	if req.Group == "" {
+	if req.Group == "" || !wire.ValidName(req.Group) {
 		return fail(wire.ErrInvalidGroupID)
 	}
+	if !validJoinNames(req) {
+		return fail(wire.ErrInvalidRequest)
+	}
+	// The client id comes from the request header (at most MaxStringLength bytes, any bytes):
+	// kept only to be shown, it is made valid UTF-8 for the group's record.
+	clientID = wire.CleanString(clientID, wire.MaxStringLength)
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 	if session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout {
 		return fail(wire.ErrInvalidSessionTimeout)
@@ -625,6 +707,7 @@ func (g *group) completeJoin() {
 	g.timerSeq++
 	if len(g.members) == 0 || g.leader == "" {
 		g.state = Empty
+		g.stateMs = g.c.cfg.Now().UnixMilli()
 		g.protocol = ""
 		g.leader = ""
 		g.persist()
@@ -717,6 +800,9 @@ func (g *group) persist() {
 		return
 	}
 	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
+	if g.state == Empty {
+		rec.StateMs = g.stateMs // when it emptied; otherwise a restart empties it (New)
+	}
 	if g.state == Stable {
 		rec.Protocol, rec.Leader = g.protocol, g.leader
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {

@@ -34,7 +34,7 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 		}
 		return resp
 	}
-	if req.Group == "" {
+	if req.Group == "" || !wire.ValidName(req.Group) {
 		return all(wire.ErrInvalidGroupID)
 	}
 	generation := req.Generation
@@ -53,7 +53,7 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 	if code := g.commitAllowed(req, generation); code != wire.ErrNone {
 		return all(code)
 	}
-	now := time.Now().UnixMilli()
+	now := c.cfg.Now().UnixMilli()
 	batch := map[batchlog.OffsetKey]batchlog.CommittedOffset{}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetCommitResponseTopic()
@@ -424,7 +424,7 @@ func (c *Coordinator) RemoveTopic(topic string) {
 // a member id, instance id and generation, when given, must be the group's current ones. The
 // offsets themselves wait in the transaction until it commits (ApplyTxnOffsets).
 func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, generation int32) int16 {
-	if name == "" {
+	if name == "" || !wire.ValidName(name) {
 		return wire.ErrInvalidGroupID
 	}
 	g := c.get(name, true)

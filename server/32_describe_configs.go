@@ -81,6 +81,8 @@ func (s *Server) staticBrokerConfigs() map[string]string {
 		"connection.failed.authentication.delay.ms": msString(s.cfg.FailedAuthenticationDelay),
 		"super.users":                               superUsersString(s.cfg.SuperUsers),
 		"producer.id.expiration.ms":                 idleMs(s.blog.ProducerIDExpiration()),
+		"offsets.retention.minutes":                 retentionMinutes(s.cfg.OffsetsRetention),
+		"transactional.id.expiration.ms":            txnIDExpirationMs(s.cfg.TransactionalIDExpiration),
 		"log.retention.check.interval.ms":           idleMs(s.blog.RetentionCheckInterval()),
 		// One node: every replication factor and ISR minimum is 1.
 		"default.replication.factor":               "1",

@@ -72,6 +72,14 @@ type Config struct {
 	// none (what tests want).
 	GroupInitialRebalanceDelay time.Duration
 
+	// OffsetsRetention is offsets.retention.minutes: an Empty group's committed offsets
+	// expire this long after it emptied (groups.Config.OffsetsRetention). Default 7 days;
+	// negative: never.
+	OffsetsRetention time.Duration
+	// TransactionalIDExpiration is transactional.id.expiration.ms: a transactional id with no
+	// transaction open and no change this long is forgotten. Default 7 days; negative: never.
+	TransactionalIDExpiration time.Duration
+
 	// Metrics, when set, counts requests, their latency, errors and bytes (metrics.go); nil:
 	// nothing is counted and each hook costs one nil check.
 	Metrics *metrics.Requests

@@ -24,6 +24,7 @@ func (s *Server) startTxns() error {
 	c, err := txn.New(txn.Config{
 		Store:        s.blog,
 		MaxTimeout:   transactionMaxTimeout,
+		IDExpiration: s.cfg.TransactionalIDExpiration,
 		WriteMarkers: s.writeMarkers,
 		CommitOffsets: func(group string, offsets []txn.PendingOffset) error {
 			now := time.Now().UnixMilli()
@@ -44,6 +45,7 @@ func (s *Server) startTxns() error {
 	s.txns = c
 	s.blog.VerifyTransactionalWrites(c.Verify)
 	c.Start()
+	s.groups.Start() // offset expiry asks the transaction coordinator about pending offsets
 	return nil
 }
 

@@ -59,6 +59,7 @@ var brokerDefs = []*BrokerDef{
 	{Name: "sasl.server.max.receive.size", Type: Int, Default: "524288", Doc: "The maximum receive size allowed before and during initial SASL authentication."},
 	{Name: "socket.request.max.bytes", Type: Int, Default: "104857600", Doc: "The maximum number of bytes in a socket request."},
 	{Name: "super.users", Type: String, Default: "", Doc: "List of users that will have super user access to all resources. Principals separated by semicolons, e.g. User:admin;User:ops."},
+	{Name: "transactional.id.expiration.ms", Type: Int, Default: "604800000", Doc: "The time in ms that the transaction coordinator will wait without receiving any transaction status updates for the current transaction before expiring its transactional id. Transactional IDs will not expire while a the transaction is still ongoing."},
 	{Name: "transaction.state.log.min.isr", Type: Int, Default: "2", Doc: "The minimum number of replicas that must acknowledge a write to transaction topic in order to be considered successful."},
 	{Name: "transaction.state.log.replication.factor", Type: Short, Default: "3", Doc: "The replication factor for the transaction topic."},
 }

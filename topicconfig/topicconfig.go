@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Type is Kafka's ConfigDef.Type as DescribeConfigs v3+ reports it (ConfigType in the
@@ -48,6 +49,11 @@ type Def struct {
 
 // Validate checks a value for this config, as ConfigDef.parse and its validators do.
 func (d *Def) Validate(v string) error {
+	if !utf8.ValidString(v) {
+		// Kafka reads the value as UTF-8; the stored record is JSON, which would not give
+		// other bytes back.
+		return fmt.Errorf("Invalid value %q for configuration %s: not UTF-8", v, d.Name)
+	}
 	switch d.Type {
 	case Boolean:
 		if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {

@@ -27,14 +27,15 @@ package txn
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"inlet/batchlog"
 	"inlet/wire"
@@ -113,6 +114,7 @@ func (r *record) hasPartition(tp TopicPartition) bool { return slices.Contains(r
 // Store keeps transaction records durable (batchlog.Log implements it).
 type Store interface {
 	SaveTxn(id string, v []byte) error
+	DeleteTxn(id string) error
 	LoadTxns() (map[string][]byte, error)
 	AllocateProducerID() (int64, error)
 }
@@ -131,9 +133,25 @@ type Config struct {
 	// CheckInterval is how often timeouts and unfinished completions are looked at
 	// (transaction.abort.timed.out.transaction.cleanup.interval.ms; 1 s when zero).
 	CheckInterval time.Duration
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// IDExpiration is transactional.id.expiration.ms (default 7 days): a transactional id
+	// with no transaction open (Empty, CompleteCommit, CompleteAbort) and no change for this
+	// long is forgotten, its record deleted (TransactionStateManager.removeExpiredTransactionalIds).
+	// The time of the last change is stored in the record, so it counts across restarts.
+	// Negative: never.
+	IDExpiration time.Duration
+	// IDExpirationCheckInterval is transactions.remove.expired.transaction.cleanup.interval.ms
+	// (default 1 hour): how often the sweep looks for expired ids.
+	IDExpirationCheckInterval time.Duration
+	Logger                    *slog.Logger
+	Now                       func() time.Time
 }
+
+// Kafka's defaults of transactional.id.expiration.ms and
+// transactions.remove.expired.transaction.cleanup.interval.ms.
+const (
+	DefaultIDExpiration              = 7 * 24 * time.Hour
+	DefaultIDExpirationCheckInterval = time.Hour
+)
 
 // Coordinator serves every transactional id of the node.
 type Coordinator struct {
@@ -164,6 +182,9 @@ type txn struct {
 	// rec is the published state, replaced whole under Coordinator.mu; nil until the first
 	// InitProducerId has been saved.
 	rec *record
+	// gone: the id expired and left the map (set under op and mu). An operation that took
+	// t from the map before then and waited for op starts again from the map.
+	gone bool
 }
 
 // New loads the stored transactions and completes those a crash left half-ended; Run starts
@@ -174,6 +195,12 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = time.Second
+	}
+	if cfg.IDExpiration == 0 {
+		cfg.IDExpiration = DefaultIDExpiration
+	}
+	if cfg.IDExpirationCheckInterval <= 0 {
+		cfg.IDExpirationCheckInterval = DefaultIDExpirationCheckInterval
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -190,7 +217,10 @@ func New(cfg Config) (*Coordinator, error) {
 	for id, v := range stored {
 		r := new(record)
 		if err := json.Unmarshal(v, r); err != nil {
-			return nil, fmt.Errorf("txn: record of %q: %w", id, err)
+			// Not record data: the id starts again as a new one (its producer's next
+			// InitProducerId gets a new producer id) rather than the node not starting.
+			c.log.Error("txn: skipping a stored transactional id record that does not decode", "transactional_id", quote(id), "err", err)
+			continue
 		}
 		t := &txn{id: id, rec: r}
 		c.txns[id] = t
@@ -206,6 +236,8 @@ func (c *Coordinator) Start() {
 	go func() {
 		defer c.done.Done()
 		c.sweep()
+		c.ExpireIDs(c.cfg.Now())
+		lastExpiry := time.Now()
 		tick := time.NewTicker(c.cfg.CheckInterval)
 		defer tick.Stop()
 		for {
@@ -214,6 +246,10 @@ func (c *Coordinator) Start() {
 				return
 			case <-tick.C:
 				c.sweep()
+				if time.Since(lastExpiry) >= c.cfg.IDExpirationCheckInterval {
+					c.ExpireIDs(c.cfg.Now())
+					lastExpiry = time.Now()
+				}
 			}
 		}
 	}()
@@ -334,17 +370,37 @@ func (c *Coordinator) get(id string, create bool) *txn {
 	return t
 }
 
+// lock returns the id's txn with its op lock held (nil when it does not exist and create is
+// not set): one that expired while the caller waited for op is looked up again.
+func (c *Coordinator) lock(id string, create bool) *txn {
+	for {
+		t := c.get(id, create)
+		if t == nil {
+			return nil
+		}
+		t.op.Lock()
+		if !t.gone {
+			return t
+		}
+		t.op.Unlock()
+	}
+}
+
 // InitProducerID handles InitProducerId with a transactional id
 // (TransactionCoordinator.handleInitProducerId): a new id gets a producer id at epoch 0; an
 // existing one gets its epoch bumped, fencing the previous producer, after its open
 // transaction, if any, is aborted. producerID and epoch are v3+'s (KIP-360): -1, or the
 // caller's current ones. Past epoch 32766 a new producer id starts again at epoch 0.
 func (c *Coordinator) InitProducerID(id string, timeoutMs int32, producerID int64, epoch int16) (int64, int16, int16) {
+	if !wire.ValidName(id) {
+		// Kafka cannot read a longer string; a name that is not UTF-8 would not survive its
+		// record.
+		return -1, -1, wire.ErrInvalidRequest
+	}
 	if timeoutMs <= 0 || int64(timeoutMs) > c.cfg.MaxTimeout.Milliseconds() {
 		return -1, -1, wire.ErrInvalidTransactionTimeout
 	}
-	t := c.get(id, true)
-	t.op.Lock()
+	t := c.lock(id, true)
 	defer t.op.Unlock()
 	r := c.current(t)
 	if r == nil {
@@ -439,11 +495,10 @@ func (c *Coordinator) validate(t *txn, producerID int64, epoch int16) (*record, 
 // operate runs fn on the transactional id's record, under its op lock, once the producer is
 // known to be its current one (validate).
 func (c *Coordinator) operate(id string, producerID int64, epoch int16, fn func(t *txn, r *record) int16) int16 {
-	t := c.get(id, false)
+	t := c.lock(id, false)
 	if t == nil {
 		return wire.ErrInvalidProducerIDMapping
 	}
-	t.op.Lock()
 	defer t.op.Unlock()
 	r, code := c.validate(t, producerID, epoch)
 	if code != wire.ErrNone {
@@ -481,6 +536,9 @@ func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, pa
 
 // AddGroup handles AddOffsetsToTxn: the group's offsets may be committed in the transaction.
 func (c *Coordinator) AddGroup(id string, producerID int64, epoch int16, group string) int16 {
+	if !wire.ValidName(group) {
+		return wire.ErrInvalidGroupID
+	}
 	return c.operate(id, producerID, epoch, func(t *txn, r *record) int16 {
 		if r.State == Ongoing && slices.Contains(r.Groups, group) {
 			return wire.ErrNone
@@ -495,6 +553,15 @@ func (c *Coordinator) AddGroup(id string, producerID int64, epoch int16, group s
 // transaction, durably, and applied to the group if it commits. The group must have been
 // added (AddOffsetsToTxn) in this transaction.
 func (c *Coordinator) CommitOffsets(id string, producerID int64, epoch int16, group string, offsets []PendingOffset) int16 {
+	if !wire.ValidName(group) {
+		return wire.ErrInvalidGroupID
+	}
+	for _, o := range offsets {
+		if !utf8.ValidString(o.Metadata) {
+			// The record is JSON, which would not give these bytes back.
+			return wire.ErrInvalidRequest
+		}
+	}
 	code := c.operate(id, producerID, epoch, func(t *txn, r *record) int16 {
 		if r.State != Ongoing || !slices.Contains(r.Groups, group) {
 			return wire.ErrInvalidTxnState
@@ -644,6 +711,71 @@ func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
 		}
 	}
 	return false
+}
+
+// PendingGroup reports whether an open transaction holds offsets of group not yet committed:
+// offset expiry keeps such a group.
+func (c *Coordinator) PendingGroup(group string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.pending[group]) > 0
+}
+
+// ExpireIDs forgets the transactional ids with no transaction open and no change for
+// IDExpiration at now, deleting their records, and returns how many it forgot.
+func (c *Coordinator) ExpireIDs(now time.Time) int {
+	exp := c.cfg.IDExpiration
+	if exp < 0 {
+		return 0
+	}
+	cutoff := now.UnixMilli() - exp.Milliseconds()
+	expired := func(r *record) bool {
+		return r != nil && (r.State == Empty || r.State == CompleteCommit || r.State == CompleteAbort) && r.UpdateMs <= cutoff
+	}
+	c.mu.RLock()
+	var todo []*txn
+	for _, t := range c.txns {
+		if expired(t.rec) {
+			todo = append(todo, t)
+		}
+	}
+	c.mu.RUnlock()
+	n := 0
+	for _, t := range todo {
+		select {
+		case <-c.stop:
+			return n
+		default:
+		}
+		t.op.Lock()
+		if r := c.current(t); !t.gone && expired(r) {
+			if err := c.cfg.Store.DeleteTxn(t.id); err != nil {
+				c.log.Error("txn: delete expired transactional id", "transactional_id", t.id, "err", err)
+			} else {
+				c.mu.Lock()
+				if c.txns[t.id] == t {
+					delete(c.txns, t.id)
+				}
+				c.indexPending(t, r, &record{})
+				t.gone = true
+				c.mu.Unlock()
+				n++
+			}
+		}
+		t.op.Unlock()
+	}
+	if n > 0 {
+		c.log.Info("txn: expired transactional ids (transactional.id.expiration.ms)", "ids", n)
+	}
+	return n
+}
+
+// quote names an id in a log line, cut after 256 bytes.
+func quote(id string) string {
+	if len(id) > 256 {
+		return id[:256] + "...(" + strconv.Itoa(len(id)) + " bytes)"
+	}
+	return id
 }
 
 // Description is one transactional id as DescribeTransactions and ListTransactions show it.

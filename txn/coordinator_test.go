@@ -32,6 +32,16 @@ func (s *memStore) SaveTxn(id string, v []byte) error {
 	return nil
 }
 
+func (s *memStore) DeleteTxn(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail {
+		return errors.New("disk gone")
+	}
+	delete(s.recs, id)
+	return nil
+}
+
 func (s *memStore) LoadTxns() (map[string][]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -32,6 +32,7 @@ type options struct {
 	maxConnectionsPerIPOverrides, saslMaxReceive, superUsers  *string
 	failedAuthDelayMs, groupInitialRebalanceDelayMs           *int
 	producerIDExpirationMs, logRetentionCheckIntervalMs       *int
+	offsetsRetentionMinutes, transactionalIDExpirationMs      *int
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -74,6 +75,8 @@ func newFlags() (*flag.FlagSet, *options) {
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
 		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire (0: never, neither)"),
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
+		offsetsRetentionMinutes:      fs.Int("offsets-retention-minutes", 10080, "Kafka's offsets.retention.minutes: an empty consumer group's committed offsets expire this long after it became empty (offsets of simple commits: after their commit), and the group with them (0: never)"),
+		transactionalIDExpirationMs:  fs.Int("transactional-id-expiration-ms", 604800000, "Kafka's transactional.id.expiration.ms: a transactional id with no transaction open and no activity this long is forgotten (0: never)"),
 	}
 	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller
 	return fs, o

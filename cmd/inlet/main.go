@@ -107,6 +107,8 @@ func main() {
 		SaslServerMaxReceiveSize:     int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
 		FailedAuthenticationDelay:    msFlag(*o.failedAuthDelayMs),
 		GroupInitialRebalanceDelay:   msFlag(*o.groupInitialRebalanceDelayMs),
+		OffsetsRetention:             minutesFlag(*o.offsetsRetentionMinutes),
+		TransactionalIDExpiration:    msFlag(*o.transactionalIDExpirationMs),
 		Metrics:                      mon.requests(),
 	}, blog)
 	if err != nil {
@@ -204,6 +206,14 @@ func msFlag(ms int) time.Duration {
 		return -1
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// minutesFlag is a flag in minutes (0 or less: never, -1).
+func minutesFlag(m int) time.Duration {
+	if m <= 0 {
+		return -1
+	}
+	return time.Duration(m) * time.Minute
 }
 
 func usage(f string, a ...any) {
