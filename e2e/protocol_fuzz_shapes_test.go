@@ -185,11 +185,11 @@ func fuzzPark(rng *rand.Rand, addr string) (replied int64) {
 		f := fetchReq(servedVersion(rng, 1), parkTopic, 0, 0, math.MaxInt32, math.MaxInt32, math.MaxInt32, 1<<20)
 		stream = append(stream, frameReq(f, "fuzz-park", int32(i))...)
 	}
-	for i := range rng.IntN(4) { // and behind them, requests that wait for them
-		switch rng.IntN(3) {
-		case 0:
+	for i := range 1 + rng.IntN(4) { // and behind them, requests that wait for them
+		switch rng.IntN(4) {
+		case 0, 1:
 			stream = append(stream, bigProduce(rng, 1<<20+rng.IntN(5<<19), int32(100+i))...)
-		case 1:
+		case 2:
 			stream = append(stream, frameReq(kmsg.NewPtrApiVersionsRequest(), "fuzz-park", int32(100+i))...)
 		default:
 			m := kmsg.NewPtrMetadataRequest()
@@ -390,6 +390,9 @@ func fuzzBatch(rng *rand.Rand, addr string, sh *fuzzShared) (replied int64) {
 	return drain(c, time.Duration(50+rng.IntN(250))*time.Millisecond)
 }
 
+// listenerNames are the fuzzed node's listeners, in the order of the test's addrs.
+var listenerNames = []string{"loop", "stream", "sasl"}
+
 // bystanderTopic is the bystander producer's.
 const bystanderTopic = "bystander"
 
@@ -430,7 +433,14 @@ func startBystander(t *testing.T, addrs []string, live time.Duration, running fu
 	by.wg.Add(1 + len(addrs))
 	go func() {
 		defer by.wg.Done()
-		defer cl.Close()
+		wedged := false
+		defer func() {
+			if wedged {
+				go cl.Close() // it may wait for the node: not on the test's way out
+			} else {
+				cl.Close()
+			}
+		}()
 		for i := 0; ; i++ {
 			select {
 			case <-by.quit:
@@ -438,10 +448,15 @@ func startBystander(t *testing.T, addrs []string, live time.Duration, running fu
 			case <-time.After(100 * time.Millisecond):
 			}
 			began := time.Now()
-			// Past live it has failed; 5×live more tells a slow node from a wedged one.
-			ctx, cancel := context.WithTimeout(context.Background(), 6*live)
-			err := cl.ProduceSync(ctx, &kgo.Record{Topic: bystanderTopic, Value: fmt.Appendf(nil, "bystander-%d", i)}).FirstErr()
-			cancel()
+			acked := make(chan error, 1)
+			cl.Produce(context.Background(), &kgo.Record{Topic: bystanderTopic, Value: fmt.Appendf(nil, "bystander-%d", i)}, func(_ *kgo.Record, err error) { acked <- err })
+			var err error
+			select {
+			case err = <-acked:
+			case <-time.After(6 * live): // past live it has failed; 5×live more tells a slow node from a wedged one
+				wedged = true
+				err = fmt.Errorf("no acknowledgement")
+			}
 			took := time.Since(began)
 			by.mu.Lock()
 			by.produced = append(by.produced, took)
@@ -456,7 +471,7 @@ func startBystander(t *testing.T, addrs []string, live time.Duration, running fu
 			}
 		}
 	}()
-	for _, a := range addrs {
+	for i, a := range addrs {
 		go func() {
 			defer by.wg.Done()
 			for {
@@ -475,7 +490,7 @@ func startBystander(t *testing.T, addrs []string, live time.Duration, running fu
 					err = fmt.Errorf("answered after %v", took.Round(time.Millisecond))
 				}
 				if err != nil {
-					by.fail(fmt.Sprintf("a fresh ApiVersions on %s: %v", a, err))
+					by.fail(fmt.Sprintf("a fresh ApiVersions on %s (listener %s): %v", a, listenerNames[i], err))
 					return
 				}
 			}

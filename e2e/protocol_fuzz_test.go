@@ -79,10 +79,10 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 
 	alive := func(when string) bool {
 		t.Helper()
-		for _, a := range addrs {
+		for i, a := range addrs {
 			if err := apiVersionsAnswered(a, 5*time.Second); err != nil {
 				b.abandon()
-				t.Errorf("%s: %s stopped answering ApiVersions: %v (%s)", when, a, err, rerun)
+				t.Errorf("%s: %s (listener %s) stopped answering ApiVersions: %v (%s)", when, a, listenerNames[i], err, rerun)
 				return false
 			}
 		}
