@@ -31,7 +31,7 @@ import (
 //	        frames of up to 3.5 MiB, small requests), held open, then closed
 //	unread  a connection that pipelines requests (ApiVersions v0, Metadata, Fetch from the
 //	        start) and never reads a reply, writing until the node stops reading or 1 MiB
-//	half    up to 40 connections that each send a length prefix and part of the frame, then
+//	half    up to 64 connections that each send a length prefix and part of the frame, then
 //	        stall (some send a byte now and then), then close
 //	names   group ids, transactional ids and client ids of tens of KiB, in the APIs that carry
 //	        them (a client id is an int16 string: at most 32,767 bytes)
@@ -137,6 +137,16 @@ func servedVersion(rng *rand.Rand, key int16) int16 {
 	panic(fmt.Sprintf("BUG: api key %d is not served", key))
 }
 
+// servedMax is the newest version of key the node serves.
+func servedMax(key int16) int16 {
+	for _, k := range server.SupportedAPIs() {
+		if k.ApiKey == key {
+			return k.MaxVersion
+		}
+	}
+	panic(fmt.Sprintf("BUG: api key %d is not served", key))
+}
+
 // frameReq frames req with client id cid, or returns nil if kmsg cannot encode it.
 func frameReq(req kmsg.Request, cid string, corr int32) (f []byte) {
 	defer func() {
@@ -234,9 +244,10 @@ func fuzzUnread(rng *rand.Rand, addr string) {
 }
 
 func fuzzHalf(rng *rand.Rand, addr string) {
-	n := 1 + rng.IntN(40)
+	n := 1 + rng.IntN(64)
 	declared := []int{65537, 256 << 10, 512 << 10, 1 << 20, 4<<20 - 64}[rng.IntN(5)]
-	send := rng.IntN(min(declared, 65537+1))
+	// 65,537 bytes: one past the first 64 KiB buffer, so the frame is charged its next size.
+	send := []int{0, 12, 65536, 65537, 65537, rng.IntN(65538)}[rng.IntN(6)]
 	dribble := rng.IntN(2) == 0
 	var conns []net.Conn
 	defer func() {
@@ -289,6 +300,14 @@ func fuzzNames(rng *rand.Rand, addr string) (replied int64) {
 	}
 	defer c.Close()
 	size := func() int { return []int{250, 256, 20 << 10, 32767, 40 << 10, 70000}[rng.IntN(6)] }
+	// version is a served version of key; a name past an int16 string's 32,767 bytes fits only
+	// a flexible version's compact string, so mostly the newest.
+	version := func(key int16) int16 {
+		if rng.IntN(4) > 0 {
+			return servedMax(key)
+		}
+		return servedVersion(rng, key)
+	}
 	cid := "fuzz-names"
 	if rng.IntN(3) == 0 {
 		cid = longName(rng, "cid", []int{16 << 10, 32767}[rng.IntN(2)])
@@ -299,7 +318,7 @@ func fuzzNames(rng *rand.Rand, addr string) (replied int64) {
 		switch rng.IntN(7) {
 		case 0:
 			r := kmsg.NewPtrOffsetCommitRequest()
-			r.Version = servedVersion(rng, 8)
+			r.Version = version(8)
 			r.Group, r.Generation = longName(rng, "g", size()), -1
 			ot := kmsg.NewOffsetCommitRequestTopic()
 			ot.Topic = "fz"
@@ -310,7 +329,7 @@ func fuzzNames(rng *rand.Rand, addr string) (replied int64) {
 			req = r
 		case 1:
 			r := kmsg.NewPtrJoinGroupRequest()
-			r.Version = servedVersion(rng, 11)
+			r.Version = version(11)
 			r.Group, r.ProtocolType = longName(rng, "g", size()), "consumer"
 			r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 6000, 1000
 			p := kmsg.NewJoinGroupRequestProtocol()
@@ -319,24 +338,24 @@ func fuzzNames(rng *rand.Rand, addr string) (replied int64) {
 			req = r
 		case 2:
 			r := kmsg.NewPtrFindCoordinatorRequest()
-			r.Version = servedVersion(rng, 10)
+			r.Version = version(10)
 			r.CoordinatorKey = longName(rng, "g", size())
 			r.CoordinatorKeys = []string{r.CoordinatorKey}
 			req = r
 		case 3:
 			r := kmsg.NewPtrDescribeGroupsRequest()
-			r.Version = servedVersion(rng, 15)
+			r.Version = version(15)
 			r.Groups = []string{longName(rng, "g", size())}
 			req = r
 		case 4:
 			r := kmsg.NewPtrInitProducerIDRequest()
-			r.Version = servedVersion(rng, 22)
+			r.Version = version(22)
 			r.TransactionalID = kmsg.StringPtr(longName(rng, "tx", size()))
 			r.TransactionTimeoutMillis = 60000
 			req = r
 		case 5:
 			r := kmsg.NewPtrAddPartitionsToTxnRequest()
-			r.Version = servedVersion(rng, 24)
+			r.Version = version(24)
 			r.TransactionalID, r.ProducerID, r.ProducerEpoch = longName(rng, "tx", size()), 1, 0
 			at := kmsg.NewAddPartitionsToTxnRequestTopic()
 			at.Topic, at.Partitions = "fz", []int32{0}
@@ -344,8 +363,11 @@ func fuzzNames(rng *rand.Rand, addr string) (replied int64) {
 			req = r
 		default:
 			r := kmsg.NewPtrOffsetFetchRequest()
-			r.Version = servedVersion(rng, 9)
+			r.Version = version(9)
 			r.Group = longName(rng, "g", size())
+			g := kmsg.NewOffsetFetchRequestGroup() // v8+: groups
+			g.Group = r.Group
+			r.Groups = append(r.Groups, g)
 			req = r
 		}
 		stream = append(stream, frameReq(req, cid, int32(i))...)
@@ -397,7 +419,8 @@ var listenerNames = []string{"loop", "stream", "sasl"}
 const bystanderTopic = "bystander"
 
 // bystander is a legitimate client beside the fuzzer: a kgo producer on the loop listener
-// sending one record every 100 ms and waiting for its acknowledgement, and a fresh connection
+// sending one record every 100 ms (every fifth of 900 KiB) and waiting for its
+// acknowledgement, and a fresh connection
 // to each listener asking ApiVersions every 250 ms. Each must be answered within live; the
 // first that is not is the failure (with the shapes in flight at the time), and it stops.
 type bystander struct {
@@ -449,7 +472,11 @@ func startBystander(t *testing.T, addrs []string, live time.Duration, running fu
 			}
 			began := time.Now()
 			acked := make(chan error, 1)
-			cl.Produce(context.Background(), &kgo.Record{Topic: bystanderTopic, Value: fmt.Appendf(nil, "bystander-%d", i)}, func(_ *kgo.Record, err error) { acked <- err })
+			value := fmt.Appendf(nil, "bystander-%d", i)
+			if i%5 == 4 { // a request that arrives over several reads, as a real producer's do
+				value = append(value, make([]byte, 900<<10)...)
+			}
+			cl.Produce(context.Background(), &kgo.Record{Topic: bystanderTopic, Value: value}, func(_ *kgo.Record, err error) { acked <- err })
 			var err error
 			select {
 			case err = <-acked:
