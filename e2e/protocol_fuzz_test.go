@@ -55,7 +55,7 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rerun := fmt.Sprintf("-protofuzz.seed=%d -protofuzz.shapes=%s -protofuzz.execs=%d", seed, *protoFuzzShapes, *protoFuzzExecs)
+	rerun := fmt.Sprintf("-protofuzz.seed=%d -protofuzz.shapes=%s -protofuzz.execs=%d -protofuzz.live=%v", seed, *protoFuzzShapes, *protoFuzzExecs, *protoFuzzLive)
 	t.Logf("seed %d (rerun with %s), %d executions", seed, rerun, *protoFuzzExecs)
 	b := startBroker(t, func(c *server.Config) {
 		c.Users = testUsers(t)
