@@ -39,9 +39,13 @@ test-short:
 
 # The Go fuzz targets of every decoder, then the protocol fuzzer over TCP (e2e's
 # TestProtocolFuzzOverTCP: the real server under the race detector, mutated pipelines of every
-# API; make test runs it with its default of 400 executions too).
+# API and the hostile shapes, with a bystander client that must be answered within 1 s; make
+# test runs it with its default of 400 executions too). PROTOFUZZ_SHAPES: all, or some of
+# mutate,park,unread,half,names,batch; PROTOFUZZ_SEED reruns a failure (0: from the clock).
 FUZZTIME ?= 30s
 PROTOFUZZ_EXECS ?= 20000
+PROTOFUZZ_SHAPES ?= all
+PROTOFUZZ_SEED ?= 0
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzState$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./idem/
 	$(GO) test -run '^$$' -fuzz '^FuzzProduceDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
@@ -56,7 +60,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroAgreesWithHamba$$' -fuzztime $(FUZZTIME) ./schema/
-	$(GO) test -count=1 -race -timeout 30m -run '^TestProtocolFuzzOverTCP$$' ./e2e/ -protofuzz.execs=$(PROTOFUZZ_EXECS)
+	$(GO) test -count=1 -race -timeout 30m -run '^TestProtocolFuzzOverTCP$$' ./e2e/ -protofuzz.execs=$(PROTOFUZZ_EXECS) -protofuzz.shapes=$(PROTOFUZZ_SHAPES) -protofuzz.seed=$(PROTOFUZZ_SEED)
 
 # Allocations and time per produce request through decode, validate, commit and reply.
 bench-produce:

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,15 +23,27 @@ import (
 // corpus of valid requests of every API key and version it serves (plus versions it does not),
 // mutated: sizes, versions, api keys, correlation ids, flipped bytes, truncation, pipelining
 // of up to 100 requests, writes split at random points, and connections closed mid-frame and
-// mid-response. Under the race detector (make test runs e2e with -race) it fails on any panic
-// (the test binary dies), any data race, or a node that stops answering ApiVersions.
+// mid-response ("mutate"); and with the hostile shapes of issue 20 (protocol_fuzz_shapes_test.go:
+// parked long polls with requests behind them, replies never read, half-sent frames,
+// oversized names, batches whose headers lie).
 //
-// The number of executions is fixed, so a run is reproducible from its seed (printed on
-// failure): -protofuzz.execs (make test: the default; make fuzz: many more) and
-// -protofuzz.seed.
+// It fails on any panic (the test binary dies), any data race (make test runs e2e with
+// -race), and on a bystander that is not served: throughout the run a kgo producer on the
+// loop listener sends a record every 100 ms (every fifth of 900 KiB), and a fresh connection to each listener asks
+// ApiVersions every 250 ms; each must be answered within -protofuzz.live (1 s). At the end the
+// high watermarks of the lying batches' topic may not pass the records really sent, and the
+// node must restart on its data directory (no input may make a start-up fail).
+//
+// The number of executions is fixed, and each execution draws its shape and content from
+// (seed, its index), so a run is reproducible from its seed (printed on failure):
+// -protofuzz.execs (make test: 2000; make fuzz: many more), -protofuzz.seed and
+// -protofuzz.shapes (all, or some of mutate,park,unread,half,names,batch: make fuzz's
+// PROTOFUZZ_SHAPES).
 var (
-	protoFuzzExecs = flag.Int("protofuzz.execs", 400, "executions of TestProtocolFuzzOverTCP")
-	protoFuzzSeed  = flag.Uint64("protofuzz.seed", 0, "seed of TestProtocolFuzzOverTCP (0: from the clock)")
+	protoFuzzExecs  = flag.Int("protofuzz.execs", 400, "executions of TestProtocolFuzzOverTCP")
+	protoFuzzSeed   = flag.Uint64("protofuzz.seed", 0, "seed of TestProtocolFuzzOverTCP (0: from the clock)")
+	protoFuzzShapes = flag.String("protofuzz.shapes", "all", "shapes of TestProtocolFuzzOverTCP: all, or a comma-separated list of mutate,park,unread,half,names,batch")
+	protoFuzzLive   = flag.Duration("protofuzz.live", time.Second, "how soon the bystander's produce and ApiVersions must be answered during TestProtocolFuzzOverTCP")
 )
 
 func TestProtocolFuzzOverTCP(t *testing.T) {
@@ -37,7 +51,12 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (rerun with -protofuzz.seed=%d), %d executions", seed, seed, *protoFuzzExecs)
+	shapes, err := parseShapes(*protoFuzzShapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerun := fmt.Sprintf("-protofuzz.seed=%d -protofuzz.shapes=%s -protofuzz.execs=%d -protofuzz.live=%v", seed, *protoFuzzShapes, *protoFuzzExecs, *protoFuzzLive)
+	t.Logf("seed %d (rerun with %s), %d executions", seed, rerun, *protoFuzzExecs)
 	b := startBroker(t, func(c *server.Config) {
 		c.Users = testUsers(t)
 		c.DefaultPartitions = 2
@@ -50,18 +69,25 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 			{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},
 		}
 	})
+	b.createTopic("fz", 2) // the corpus's topic (its Produce would create it), named by every shape
+	b.createTopic(parkTopic, 1)
+	b.createTopic(bigTopic, 1)
+	b.createTopic(batchTopic, 2)
+	b.createTopic(bystanderTopic, 1)
 	addrs := []string{b.srv.ListenerAddr("loop"), b.srv.ListenerAddr("stream"), b.srv.ListenerAddr("sasl")}
 	corpus := fuzzCorpus(t)
 	t.Logf("corpus: %d served requests, %d of versions not served", len(corpus.served), len(corpus.unserved))
 
-	alive := func(when string) {
+	alive := func(when string) bool {
 		t.Helper()
-		for _, a := range addrs {
-			if err := apiVersionsAnswered(a); err != nil {
+		for i, a := range addrs {
+			if err := apiVersionsAnswered(a, 5*time.Second); err != nil {
 				b.abandon()
-				t.Fatalf("%s: %s stopped answering ApiVersions: %v (seed %d)", when, a, err, seed)
+				t.Errorf("%s: %s (listener %s) stopped answering ApiVersions: %v (%s)", when, a, listenerNames[i], err, rerun)
+				return false
 			}
 		}
+		return true
 	}
 
 	// The seed case: connections pipelining Produce v1 (a version the node does not serve, as
@@ -91,63 +117,96 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	alive("after Produce v1 pipelining")
+	if !alive("after Produce v1 pipelining") {
+		return
+	}
 
 	const workers = 4
+	var (
+		mu       sync.Mutex
+		done     int
+		replied  int64
+		byShape  [numShapes]int
+		inFlight [numShapes]atomic.Int32
+		shared   fuzzShared
+	)
+	// running names the shapes in flight, for a failure message.
+	running := func() string {
+		var out []string
+		for s := range numShapes {
+			if n := inFlight[s].Load(); n > 0 {
+				out = append(out, fmt.Sprintf("%s×%d", shapeNames[s], n))
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("after %d executions, in flight: %s", done, strings.Join(out, " "))
+	}
+	by := startBystander(t, addrs, *protoFuzzLive, running)
 	execs := make(chan int)
 	go func() {
 		defer close(execs)
 		for i := range *protoFuzzExecs {
-			execs <- i
+			select {
+			case execs <- i:
+			case <-by.failed: // no more executions once the bystander has failed
+				return
+			}
 		}
 	}()
-	var mu sync.Mutex
-	done, replied := 0, int64(0)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range execs {
 				rng := rand.New(rand.NewPCG(seed, uint64(i)))
-				n := fuzzOnce(rng, addrs[rng.IntN(len(addrs))], corpus)
+				shape := pickShape(rng, shapes)
+				inFlight[shape].Add(1)
+				n := runShape(shape, rng, addrs[rng.IntN(len(addrs))], corpus, &shared)
+				inFlight[shape].Add(-1)
 				mu.Lock()
 				done++
+				byShape[shape]++
 				replied += n
 				mu.Unlock()
 			}
 		}()
 	}
-	// Liveness while the workers run, and once more at the end.
-	stop := make(chan struct{})
-	checked := make(chan struct{})
-	go func() {
-		defer close(checked)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			for _, a := range addrs {
-				if err := apiVersionsAnswered(a); err != nil {
-					mu.Lock()
-					n := done
-					mu.Unlock()
-					t.Errorf("after %d executions: %s stopped answering ApiVersions: %v (seed %d)", n, a, err, seed)
-					return
-				}
-			}
-		}
-	}()
 	wg.Wait()
-	close(stop)
-	<-checked
-	if t.Failed() {
-		b.abandon()
+	failure := by.stop()
+	var counts []string
+	for s, n := range byShape {
+		if n > 0 {
+			counts = append(counts, fmt.Sprintf("%s %d", shapeNames[s], n))
+		}
+	}
+	t.Logf("%d executions (%s), %d bytes of replies read; bystander: %s", done, strings.Join(counts, ", "), replied, by.summary())
+	if failure != "" {
+		t.Errorf("the bystander was not served: %s (%s)", failure, rerun)
+	}
+	if !alive("at the end") {
+		t.Errorf("the node is still wedged after every fuzzing connection closed")
 		return
 	}
-	alive("at the end")
-	t.Logf("%d executions, %d bytes of replies read", done, replied)
+	var hw int64
+	for p := range int32(2) {
+		hw += b.highWatermark(batchTopic, p)
+	}
+	if sent := shared.batchRecords.Load(); hw > sent {
+		t.Errorf("batches whose headers lie were trusted: %s's high watermarks add up to %d, for %d records sent (%s)", batchTopic, hw, sent, rerun)
+	}
+	// A clean stop and a start on the same directory: what the names stored must load.
+	b.stop()
+	if err := b.tryStart(); err != nil {
+		msg := err.Error()
+		if len(msg) > 400 { // a key of tens of KiB, in hex
+			msg = msg[:400] + fmt.Sprintf("... (%d bytes)", len(msg))
+		}
+		t.Errorf("the node does not start again on its data directory after the fuzzing: %s (%s)", msg, rerun)
+		return
+	}
+	addrs = []string{b.srv.ListenerAddr("loop"), b.srv.ListenerAddr("stream"), b.srv.ListenerAddr("sasl")}
+	alive("after a restart")
 }
 
 // fuzzOnce runs one execution: a connection, a stream of mutated frames written in pieces, and
@@ -385,16 +444,16 @@ func fillFuzzRequest(req kmsg.Request) {
 }
 
 // apiVersionsAnswered opens a connection to addr and checks that ApiVersions v0 is answered
-// within 5 s.
-func apiVersionsAnswered(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+// within timeout.
+func apiVersionsAnswered(addr string, timeout time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	req := kmsg.NewPtrApiVersionsRequest()
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz-alive")).AppendRequest(nil, req, 42)
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write(f); err != nil {
 		return err
 	}

@@ -7,9 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"inlet/httplimit"
 )
 
 // Handler serves, on its own mux (never http.DefaultServeMux, where importing net/http/pprof
@@ -49,19 +53,55 @@ type Server struct {
 	done chan struct{}
 }
 
-// Serve listens on addr (host:port; port 0 picks one) and serves h until Close.
+// Serve listens on addr (host:port; port 0 picks one) and serves h until Close, with
+// httplimit.Default's timeouts and connection cap; a profile's response may take as long as
+// the profile was asked to run (Profiling).
 func Serve(addr string, h http.Handler) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	lim := httplimit.Default
+	lim.Longer = Profiling
+	return ServeWith(addr, h, lim)
+}
+
+// ServeWith is Serve with the given limits.
+func ServeWith(addr string, h http.Handler, lim httplimit.Limits) (*Server, error) {
+	ln, err := lim.Listen(addr)
 	if err != nil {
 		return nil, err
 	}
-	// No write timeout: a CPU profile streams for as long as it was asked to.
-	s := &Server{ln: ln, hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	s := &Server{ln: ln, hs: lim.Server(h), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.hs.Serve(ln)
 	}()
 	return s, nil
+}
+
+// Profiling is how long a request under /debug/pprof/ runs before it answers, parsed as
+// net/http/pprof parses it: a CPU profile's seconds (whole; 30 by default), a trace's
+// (fractional; 1 by default), a delta profile's (heap, allocs, block, mutex, goroutine: whole);
+// at most a day.
+func Profiling(r *http.Request) time.Duration {
+	if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+		return 0
+	}
+	q := r.URL.Query().Get("seconds")
+	var sec float64
+	switch r.URL.Path {
+	case "/debug/pprof/trace":
+		if f, err := strconv.ParseFloat(q, 64); err == nil && f > 0 {
+			sec = f
+		} else {
+			sec = 1
+		}
+	case "/debug/pprof/profile":
+		sec = 30
+		fallthrough
+	default:
+		if n, err := strconv.ParseInt(q, 10, 64); err == nil && n > 0 {
+			sec = float64(n)
+		}
+	}
+	return time.Duration(min(sec, 24*3600) * float64(time.Second))
 }
 
 // Addr is the bound address.

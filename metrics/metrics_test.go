@@ -15,6 +15,8 @@ import (
 
 	"inlet/batchlog"
 	"inlet/groups"
+	"inlet/httplimit"
+	"inlet/httplimit/limittest"
 )
 
 // TestResponseErrorsCountsEveryLevel: a response's error codes are counted at every level
@@ -283,4 +285,31 @@ func TestLabelsAreMadeValidUTF8(t *testing.T) {
 	if got[0] != "ok" || got[1] != "fz\uFFFD" {
 		t.Fatalf("labels %q", got)
 	}
+}
+
+// TestMetricsConnectionLimits: the metrics listener closes idle connections and serves at most
+// MaxConns connections at once (the others wait), and a CPU profile may still run longer than
+// the write timeout (Profiling). It used to set only a header timeout.
+func TestMetricsConnectionLimits(t *testing.T) {
+	m := New(nil, "test", "")
+	lim := httplimit.Limits{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, IdleTimeout: 700 * time.Millisecond, MaxConns: 2, Longer: Profiling}
+	s, err := ServeWith("127.0.0.1:0", m.Handler(true), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(t.Context()) })
+	t.Run("idle", func(t *testing.T) { limittest.IdleIsClosed(t, s.Addr(), "/healthz", lim.IdleTimeout) })
+	t.Run("cap", func(t *testing.T) { limittest.ConnsPastTheCapWait(t, s.Addr(), "/healthz", lim.MaxConns) })
+	t.Run("profile longer than the timeouts", func(t *testing.T) {
+		began := time.Now()
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + s.Addr() + "/debug/pprof/profile?seconds=2")
+		if err != nil {
+			t.Fatalf("a 2 s CPU profile with 0.5 s timeouts: %v", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(body) == 0 || time.Since(began) < 1900*time.Millisecond {
+			t.Fatalf("a 2 s CPU profile: %s, %d bytes, %v, after %v", resp.Status, len(body), err, time.Since(began))
+		}
+	})
 }

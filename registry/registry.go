@@ -18,8 +18,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
+	"inlet/httplimit"
 	"inlet/schema"
 )
 
@@ -332,14 +332,22 @@ type Server struct {
 func Start(addr string, reg *schema.Registry) (*Server, error) { return StartTLS(addr, reg, nil) }
 
 // StartTLS serves reg on addr over HTTPS with cfg (its certificates; HTTP/2 is offered), or
-// over plain HTTP when cfg is nil. Behind an SNI-routing proxy (package haproxy) the
-// certificate must name the node's <node>.<domain>.
+// over plain HTTP when cfg is nil, with httplimit.Default's timeouts and connection cap.
+// Behind an SNI-routing proxy (package haproxy) the certificate must name the node's
+// <node>.<domain>.
 func StartTLS(addr string, reg *schema.Registry, cfg *tls.Config) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	return StartWith(addr, reg, cfg, httplimit.Default)
+}
+
+// StartWith is StartTLS with the given limits.
+func StartWith(addr string, reg *schema.Registry, cfg *tls.Config, lim httplimit.Limits) (*Server, error) {
+	ln, err := lim.Listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("registry: listen %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, hs: &http.Server{Handler: Handler(reg), ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg}}
+	hs := lim.Server(Handler(reg))
+	hs.TLSConfig = cfg
+	s := &Server{ln: ln, hs: hs}
 	if cfg == nil {
 		go func() { _ = s.hs.Serve(ln) }()
 	} else {

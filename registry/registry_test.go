@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"inlet/httplimit"
+	"inlet/httplimit/limittest"
 	"inlet/schema"
 )
 
@@ -65,4 +67,25 @@ func TestStartTLSServesHTTPS(t *testing.T) {
 			t.Fatalf("plain HTTP to the HTTPS registry: %d %q", resp.StatusCode, b)
 		}
 	}
+}
+
+// TestRegistryConnectionLimits: the registry's listener closes idle connections and bodies
+// that stop arriving, and serves at most MaxConns connections at once (the others wait). It
+// used to set only a header timeout, so each such connection held a goroutine for ever.
+func TestRegistryConnectionLimits(t *testing.T) {
+	reg, err := schema.New([]schema.Def{{Subject: "s-value", Type: schema.Avro, Text: `"string"`}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := httplimit.Limits{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, IdleTimeout: 700 * time.Millisecond, MaxConns: 2}
+	rs, err := StartWith("127.0.0.1:0", reg, nil, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close(t.Context()) })
+	t.Run("idle", func(t *testing.T) { limittest.IdleIsClosed(t, rs.Addr(), "/subjects", lim.IdleTimeout) })
+	t.Run("slow body", func(t *testing.T) {
+		limittest.SlowBodyIsCut(t, rs.Addr(), "/subjects/s-value/versions", lim.ReadTimeout)
+	})
+	t.Run("cap", func(t *testing.T) { limittest.ConnsPastTheCapWait(t, rs.Addr(), "/subjects", lim.MaxConns) })
 }

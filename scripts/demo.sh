@@ -22,10 +22,29 @@ cleanup() {
   rm -rf "$data" "$data.samples"
 }
 trap cleanup EXIT
-for _ in $(seq 50); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+# Wait for this node, not whatever answers on the port: its process must be alive and its own
+# log must say it bound the port (it logs "listening" with the address only once its listener
+# is bound; a port already taken makes it exit instead). Without that check the load would run
+# against another process on the port.
+ready=""
+for _ in $(seq 200); do
+  kill -0 "$pid" 2>/dev/null || break
+  if grep -q "msg=listening .*addr=127.0.0.1:$port " "$log"; then
+    ready=1
+    break
+  fi
   sleep 0.1
 done
+if [ -z "$ready" ] || ! kill -0 "$pid" 2>/dev/null; then
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "demo: inlet (pid $pid) is not listening on 127.0.0.1:$port after 20 s; its log:" >&2
+  else
+    echo "demo: inlet failed to start on 127.0.0.1:$port (metrics 127.0.0.1:$mport); its log:" >&2
+  fi
+  sed 's/^/  /' "$log" >&2
+  echo "demo: if a port is taken, pick others: INLET_DEMO_PORT=29092 (the metrics port defaults to the next one, INLET_DEMO_METRICS_PORT)" >&2
+  exit 1
+fi
 # committed prints the broker's count of committed records, read from its /metrics.
 committed() {
   exec 3<>"/dev/tcp/127.0.0.1/$mport" || return 1

@@ -214,8 +214,8 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	}
 	var bootErr error // the advertised address's, from gnetBooted
 	g, err := s.tr.ServeGnet(&endpoint{s, s.gnetL}, transport.GnetConfig{
-		Addr:    cfg.Listen,
-		Workers: cfg.Workers,
+		Addr:    s.cfg.Listen, // setupListeners' choice: the first plaintext listener's address
+		Workers: s.cfg.Workers,
 		Booted:  func(addr *net.TCPAddr) error { bootErr = s.gnetBooted(addr); return bootErr },
 	})
 	if err != nil {
