@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -50,117 +51,128 @@ func ValidateRecords(batch []byte, h *BatchHeader, scratch []byte) ([]byte, int1
 		scratch, data = out, out
 	}
 	n := h.NumRecords
-	for i := int32(0); i < n; i++ {
-		if len(data) == 0 {
-			return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, premature EOF reached: the batch declares %d records and holds %d", n, i)
-		}
-		rest, delta, err := skipRecord(data)
-		if err != nil {
-			return scratch, ErrInvalidRecord, fmt.Sprintf("record %d: %v", i, err)
-		}
-		if delta != i {
-			return scratch, ErrInvalidRecord, fmt.Sprintf("record %d has offset delta %d: a batch's records must have offset deltas 0, 1, 2, ...", i, delta)
-		}
-		data = rest
-	}
-	if len(data) != 0 {
-		return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, records still remaining: %d bytes after the %d records the batch declares", len(data), n)
+	i, p, delta, err := walkRecords(data, n)
+	switch {
+	case err == errPrematureEOF:
+		return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, premature EOF reached: the batch declares %d records and holds %d", n, i)
+	case err == errOffsetDelta:
+		return scratch, ErrInvalidRecord, fmt.Sprintf("record %d has offset delta %d: a batch's records must have offset deltas 0, 1, 2, ...", i, delta)
+	case err != nil:
+		return scratch, ErrInvalidRecord, fmt.Sprintf("record %d: %v", i, err)
+	case p != len(data):
+		return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, records still remaining: %d bytes after the %d records the batch declares", len(data)-p, n)
 	}
 	return scratch, ErrNone, ""
 }
 
-// skipRecord checks the record at the front of data as nextRecord does, without building a
-// Record, and returns the rest and the record's offset delta. It is the produce path's loop
-// over every record (Kafka's LogValidator walks them too), so it works on offsets into data
-// and decodes varints with fastVarint, which inlines (a call costs more than decoding a
-// short varint), falling back to readVarint for forms longer than two bytes.
-func skipRecord(data []byte) (rest []byte, offsetDelta int32, err error) {
-	size, p := fastVarint(data, 0)
-	if p == 0 {
-		if size, p = readVarint(data, 0); p < 0 {
-			return nil, 0, errRecordsVarint
+var (
+	errPrematureEOF = errors.New("premature EOF")
+	errOffsetDelta  = errors.New("offset delta out of sequence")
+)
+
+// walkRecords checks n records at the front of d as nextRecord reads them, without building
+// a Record, and that record i has offset delta i. It returns the offset after the last, or
+// the index of the record that failed and why (errPrematureEOF: d ended first;
+// errOffsetDelta: delta is what it had). It is the produce path's loop over every record
+// (Kafka's LogValidator walks them too), so it is one loop over offsets into d, and every
+// varint's one- and two-byte forms (every length under 8 KiB) decode in line: fastVarint
+// inlines, and calls cost more than the decoding. Longer forms go to readVarint.
+func walkRecords(d []byte, n int32) (i int32, p int, delta int32, err error) {
+	for ; i < n; i++ {
+		if p >= len(d) {
+			return i, p, 0, errPrematureEOF
 		}
-	}
-	if size < 0 || int64(size) > int64(len(data)-p) {
-		return nil, 0, fmt.Errorf("%w: %d bytes declared, %d left", errRecordsTruncated, size, len(data)-p)
-	}
-	end := p + int(size)
-	b := data[:end:end] // the record's fields are b[p:]
-	rest = data[end:]
-	if p >= end {
-		return nil, 0, errRecordSize
-	}
-	p++ // attributes
-	// Timestamp delta, a varlong.
-	if p < end && b[p] < 0x80 {
-		p++
-	} else {
-		_, n := binary.Varint(b[p:])
-		if n <= 0 {
-			return nil, 0, errRecordsVarint
+		size, k := fastVarint(d, p)
+		if k != 0 {
+			p += k
+		} else if size, p = readVarint(d, p); p < 0 {
+			return i, p, 0, errRecordsVarint
 		}
-		p += n
-	}
-	var n int
-	if offsetDelta, n = fastVarint(b, p); n != 0 {
-		p += n
-	} else if offsetDelta, p = readVarint(b, p); p < 0 {
-		return nil, 0, errRecordsVarint
-	}
-	// Key and value: a length (negative: null) and that many bytes.
-	for range 2 {
-		var l int32
-		if l, n = fastVarint(b, p); n != 0 {
-			p += n
-		} else if l, p = readVarint(b, p); p < 0 {
-			return nil, 0, errRecordsVarint
+		if size < 0 || int64(size) > int64(len(d)-p) {
+			return i, p, 0, fmt.Errorf("%w: %d bytes declared, %d left", errRecordsTruncated, size, len(d)-p)
 		}
-		if l > 0 {
-			if int(l) > end-p {
-				return nil, 0, errRecordSize
+		end := p + int(size)
+		b := d[:end:end] // this record's fields are b[p:]
+		if p >= end {
+			return i, p, 0, errRecordSize
+		}
+		p++ // attributes
+		// Timestamp delta, a varlong: only its length matters here.
+		switch {
+		case p < end && b[p] < 0x80:
+			p++
+		case p+1 < end && b[p+1] < 0x80:
+			p += 2
+		default:
+			_, k := binary.Varint(b[p:])
+			if k <= 0 {
+				return i, p, 0, errRecordsVarint
 			}
-			p += int(l)
+			p += k
 		}
-	}
-	var nh int32
-	if nh, n = fastVarint(b, p); n != 0 {
-		p += n
-	} else if nh, p = readVarint(b, p); p < 0 {
-		return nil, 0, errRecordsVarint
-	}
-	if nh == 0 && p == end {
-		return rest, offsetDelta, nil
-	}
-	// Each header takes at least two bytes (nextRecord).
-	if nh < 0 || int(nh) > end-p {
-		return nil, 0, errRecordHeaders
-	}
-	for range nh {
-		var kl, vl int32
-		if kl, p = readVarint(b, p); p < 0 {
-			return nil, 0, errRecordsVarint
+		if delta, k = fastVarint(b, p); k != 0 {
+			p += k
+		} else if delta, p = readVarint(b, p); p < 0 {
+			return i, p, 0, errRecordsVarint
 		}
-		if kl < 0 {
-			return nil, 0, errRecordHeaderKey
+		if delta != i {
+			return i, p, delta, errOffsetDelta
 		}
-		if int(kl) > end-p {
-			return nil, 0, errRecordSize
-		}
-		p += int(kl)
-		if vl, p = readVarint(b, p); p < 0 {
-			return nil, 0, errRecordsVarint
-		}
-		if vl > 0 {
-			if int(vl) > end-p {
-				return nil, 0, errRecordSize
+		// Key and value: a length (negative: null) and that many bytes.
+		for range 2 {
+			var l int32
+			if l, k = fastVarint(b, p); k != 0 {
+				p += k
+			} else if l, p = readVarint(b, p); p < 0 {
+				return i, p, 0, errRecordsVarint
 			}
-			p += int(vl)
+			if l > 0 {
+				if int(l) > end-p {
+					return i, p, 0, errRecordSize
+				}
+				p += int(l)
+			}
+		}
+		var nh int32
+		if nh, k = fastVarint(b, p); k != 0 {
+			p += k
+		} else if nh, p = readVarint(b, p); p < 0 {
+			return i, p, 0, errRecordsVarint
+		}
+		if nh == 0 && p == end {
+			continue
+		}
+		// Each header takes at least two bytes (nextRecord).
+		if nh < 0 || int(nh) > end-p {
+			return i, p, 0, errRecordHeaders
+		}
+		for range nh {
+			var kl, vl int32
+			if kl, p = readVarint(b, p); p < 0 {
+				return i, p, 0, errRecordsVarint
+			}
+			if kl < 0 {
+				return i, p, 0, errRecordHeaderKey
+			}
+			if int(kl) > end-p {
+				return i, p, 0, errRecordSize
+			}
+			p += int(kl)
+			if vl, p = readVarint(b, p); p < 0 {
+				return i, p, 0, errRecordsVarint
+			}
+			if vl > 0 {
+				if int(vl) > end-p {
+					return i, p, 0, errRecordSize
+				}
+				p += int(vl)
+			}
+		}
+		if p != end {
+			return i, p, 0, errRecordSize
 		}
 	}
-	if p != end {
-		return nil, 0, errRecordSize
-	}
-	return rest, offsetDelta, nil
+	return n, p, 0, nil
 }
 
 // fastVarint decodes the zigzag varint at b[p:] if it takes one or two bytes (every length
