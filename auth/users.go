@@ -34,6 +34,8 @@ func (u *User) credential(mechanism string) *Credential {
 type Users struct {
 	mu   sync.Mutex // serialises Update
 	snap atomic.Pointer[map[string]*User]
+
+	plain plainCache // verified PLAIN passwords (plaincache.go)
 }
 
 // NewUsers indexes us by name; names must be unique and non-empty.
@@ -105,11 +107,16 @@ type Exchange interface {
 	Principal() *Principal
 }
 
-// Start begins an exchange for mechanism.
-func (u *Users) Start(mechanism string) (Exchange, error) {
+// Start begins an exchange for mechanism, with no limit on password derivations.
+func (u *Users) Start(mechanism string) (Exchange, error) { return u.StartGated(mechanism, nil) }
+
+// StartGated begins an exchange for mechanism whose password derivations (PLAIN's PBKDF2 for a
+// password the cache has not seen verified) g limits; nil is no limit. SCRAM derives nothing
+// on the server (the client does), so g applies to PLAIN only.
+func (u *Users) StartGated(mechanism string, g Gate) (Exchange, error) {
 	switch mechanism {
 	case Plain:
-		return &plainExchange{users: u}, nil
+		return &plainExchange{users: u, gate: g}, nil
 	case ScramSHA256, ScramSHA512:
 		return u.newScram(mechanism)
 	}
@@ -139,10 +146,12 @@ func ParsePlain(msg []byte) (authzid, user, password []byte, err error) {
 }
 
 // plainExchange verifies a PLAIN message against the user's SCRAM credential (SHA-256 if it
-// has one, else SHA-512). Kafka's PlainServerCallbackHandler rejects an authorization id that
-// differs from the user name; so does this.
+// has one, else SHA-512): from the cache of verified passwords if it is there, else by
+// deriving the key, if the gate allows (plaincache.go). Kafka's PlainServerCallbackHandler
+// rejects an authorization id that differs from the user name; so does this.
 type plainExchange struct {
 	users *Users
+	gate  Gate
 	user  *User
 	done  bool
 }
@@ -169,9 +178,26 @@ func (x *plainExchange) Step(msg []byte) ([]byte, bool, error) {
 	if c == nil {
 		mech, c = ScramSHA512, usr.SHA512
 	}
-	if c == nil || !c.verifyPassword(mech, string(password)) {
+	if c == nil {
+		return nil, true, fmt.Errorf("%w: the user has no SCRAM credential", ErrAuthenticationFailed)
+	}
+	cache := &x.users.plain
+	tag := cache.tag(user, password)
+	if cache.verified(tag, c) {
+		x.user = usr
+		return nil, true, nil
+	}
+	if x.gate != nil && !x.gate.Take() {
+		return nil, true, fmt.Errorf("%w: %w", ErrAuthenticationFailed, ErrTooManyFailures)
+	}
+	cache.derivations.Add(1)
+	if !c.verifyPassword(mech, string(password)) {
 		return nil, true, fmt.Errorf("%w: bad password", ErrAuthenticationFailed)
 	}
+	if x.gate != nil {
+		x.gate.Return()
+	}
+	cache.add(tag, c)
 	x.user = usr
 	return nil, true, nil
 }

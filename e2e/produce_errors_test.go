@@ -164,13 +164,8 @@ func TestProduceZstdNeedsV7(t *testing.T) {
 	const topic = "zstd-versions"
 	b.createTopic(topic, 1)
 	rc := dialRaw(t, b.addr)
-	// The broker stores batches as they are and does not decompress them, so a batch only
-	// flagged as zstd is enough to see the version check.
-	zstd := func() []byte {
-		s := plainBatch(1, 1000, "z")
-		s.attributes = 4
-		return s.encode()
-	}
+	// A real zstd batch: the broker decompresses every batch to walk its records.
+	zstd := func() []byte { return compressBatch(t, plainBatch(1, 1000, "z").encode(), 4) }
 	stored := int64(0)
 	for v := int16(3); v <= 12; v++ {
 		p := rc.produceOne(v, topic, 0, zstd())

@@ -29,8 +29,7 @@ type produceState struct {
 	where []respRef // where[i]: the response partition of log.Appends[i]
 	acks  int16
 
-	// Schema validation (validate.go): decompression scratch and the failing records.
-	scratch []byte
+	// Schema validation (validate.go): the failing records.
 	recErrs []schema.RecordError
 }
 
@@ -99,6 +98,11 @@ func (s *Server) handleProduce(r *request) {
 				// KIP-110 (ProduceRequest.validateRecords): zstd needs Produce v7+, the one
 				// version-dependent check ValidateProduceBatch leaves to its caller.
 				vcode, msg = wire.ErrUnsupportedCompressionType, "produce requests with version < 7 are not allowed to use ZStandard compression"
+			}
+			if vcode == wire.ErrNone {
+				// LogValidator's walk of the records (validate.go): a header that claims more
+				// records, or other offsets, than the batch holds never reaches the log.
+				vcode, msg = validateBatchRecords(rp.Records, &h)
 			}
 			if vcode == wire.ErrNone && bound != nil {
 				// Decompresses and decodes every record, here on the connection's worker (off

@@ -49,7 +49,8 @@ func handleSaslHandshake(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 		sec.closeAfter = true
 		return resp, nil
 	}
-	x, err := s.cfg.Users.Start(req.Mechanism)
+	// PLAIN's derivations are limited per address (sasl_limits.go).
+	x, err := s.cfg.Users.StartGated(req.Mechanism, plainGate{s, r.c.ip})
 	if err != nil {
 		resp.ErrorCode = wire.ErrUnsupportedSaslMechanism
 		sec.closeAfter = true

@@ -40,7 +40,9 @@ func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		err = s.completeAuth(r, sec, sec.exchange.Principal())
 	}
 	if err != nil {
-		s.log.Info("sasl authentication failed", "remote", r.c.remote, "mechanism", sec.mechanism, "err", err)
+		if !errors.Is(err, auth.ErrTooManyFailures) { // plainGate logged it, once a minute
+			s.log.Info("sasl authentication failed", "remote", r.c.remote, "mechanism", sec.mechanism, "err", err)
+		}
 		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + sec.mechanism
 		if !errors.Is(err, auth.ErrAuthenticationFailed) {
 			msg = "Authentication failed: " + err.Error()

@@ -109,7 +109,9 @@ func (s *Server) saslRawToken(r *request) {
 	}
 	if err != nil {
 		sec.raw, sec.exchange = false, nil
-		s.log.Info("sasl authentication failed", "remote", c.remote, "mechanism", sec.mechanism, "err", err)
+		if !errors.Is(err, auth.ErrTooManyFailures) { // plainGate logged it, once a minute
+			s.log.Info("sasl authentication failed", "remote", c.remote, "mechanism", sec.mechanism, "err", err)
+		}
 		sec.closeAfter = true
 		s.finishAndClose(r, nil, s.failedAuthDelay(c.ip))
 		return

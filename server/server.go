@@ -160,6 +160,8 @@ type Server struct {
 	reaperStop chan struct{}
 	reaperDone chan struct{}
 
+	plainAttempts attemptBuckets // failed SASL PLAIN derivations per address (sasl_limits.go)
+
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
 	tenantsMu sync.Mutex     // serialises changeTenants

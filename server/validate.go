@@ -2,15 +2,64 @@ package server
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	"inlet/schema"
 	"inlet/wire"
 )
 
-// maxPooledScratch drops a decompression scratch buffer that grew past this, so one large
-// compressed batch does not pin memory in every pooled request.
+// maxPooledScratch drops a decompression buffer that grew past this, so one large compressed
+// batch does not pin memory in the pool.
 const maxPooledScratch = 4 << 20
+
+// Decompression slots. Every compressed batch is decompressed on the connection's worker to
+// check its records (validateBatchRecords), and again for a schema or a compacted topic. The
+// decompressed bytes are needed only while their batch is checked, so they go into a buffer
+// taken from a fixed set of slots and given back at once, never into the request: memory for
+// decompression is at most slots x wire.MaxDecompressedBytes (64 MiB) while bombs are being
+// refused, and slots x maxPooledScratch (4 MiB) kept between batches, whatever the number of
+// connections or requests in flight. Decompression is CPU work, so twice GOMAXPROCS slots
+// (at least 4) keep every core busy; a worker that finds none free waits (it is not an event
+// loop, and a slot holder waits on nothing).
+var decompressSlots = sync.OnceValue(func() chan *[]byte {
+	n := max(4, 2*runtime.GOMAXPROCS(0))
+	ch := make(chan *[]byte, n)
+	for range n {
+		ch <- new([]byte)
+	}
+	return ch
+})
+
+// withScratch runs fn with a decompression buffer from a slot and stores back what fn returns
+// (the buffer, possibly grown), dropping it if it grew past maxPooledScratch.
+func withScratch(fn func(scratch []byte) []byte) {
+	slots := decompressSlots()
+	sp := <-slots
+	out := fn((*sp)[:0])
+	if cap(out) > maxPooledScratch {
+		out = nil
+	}
+	*sp = out
+	slots <- sp
+}
+
+// validateBatchRecords walks the records of a batch that passed wire.ValidateProduceBatch and
+// checks them against its header (wire.ValidateRecords: the count, offset deltas 0..n-1, each
+// record's length and fields, nothing left over), as Kafka's LogValidator does by iterating
+// them. An uncompressed batch needs no buffer and takes no slot.
+func validateBatchRecords(batch []byte, h *wire.BatchHeader) (code int16, msg string) {
+	if h.Compression() == wire.CompressionNone {
+		_, code, msg = wire.ValidateRecords(batch, h, nil)
+		return code, msg
+	}
+	withScratch(func(scratch []byte) []byte {
+		scratch, code, msg = wire.ValidateRecords(batch, h, scratch)
+		return scratch
+	})
+	return code, msg
+}
 
 // validateRecords validates every record of a batch bound to a schema. A batch with any bad
 // record is rejected whole: INVALID_RECORD, one RecordErrors entry per failing record (KIP-467,
@@ -19,10 +68,10 @@ const maxPooledScratch = 4 << 20
 func (s *Server) validateRecords(ps *produceState, op *wire.ProduceRespPartition, bound *schema.Topic, batch []byte) (int16, string) {
 	var code int16
 	ps.recErrs = ps.recErrs[:0]
-	ps.scratch, ps.recErrs, code = bound.ValidateBatch(batch, ps.scratch, ps.recErrs)
-	if cap(ps.scratch) > maxPooledScratch {
-		ps.scratch = nil
-	}
+	withScratch(func(scratch []byte) []byte {
+		scratch, ps.recErrs, code = bound.ValidateBatch(batch, scratch, ps.recErrs)
+		return scratch
+	})
 	if code == 0 && len(ps.recErrs) == 0 {
 		return wire.ErrNone, ""
 	}
@@ -51,17 +100,17 @@ const maxRecordErrorsInMessage = 3
 func (s *Server) validateKeys(ps *produceState, op *wire.ProduceRespPartition, topic []byte, partition int32, batch []byte) (int16, string) {
 	var bad []int32
 	i := int32(0)
-	scratch, err := wire.ForEachRecord(batch, ps.scratch, func(rec wire.Record) error {
-		if rec.Key == nil {
-			bad = append(bad, i)
-		}
-		i++
-		return nil
+	var err error
+	withScratch(func(scratch []byte) []byte {
+		scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
+			if rec.Key == nil {
+				bad = append(bad, i)
+			}
+			i++
+			return nil
+		})
+		return scratch
 	})
-	ps.scratch = scratch
-	if cap(ps.scratch) > maxPooledScratch {
-		ps.scratch = nil
-	}
 	if err != nil {
 		code := wire.RecordsErrorCode(err)
 		if code == wire.ErrNone {

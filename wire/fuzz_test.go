@@ -127,6 +127,14 @@ func FuzzParseRequestHeader(f *testing.F) {
 // target rewrites the CRC first, so that the fuzzer reaches the checks
 // behind it (codec, offsets, control, sequence) instead of stopping at a
 // CRC it cannot guess.
+//
+// Behind the header, the records (ValidateRecords, which the produce path
+// runs on every batch the header checks accept): it never panics, never
+// decompresses past MaxDecompressedBytes, and accepts exactly when the
+// independent decoder ForEachRecord reads the batch whole with offset
+// deltas 0, 1, 2, ...; what it accepts holds exactly NumRecords records, the
+// last with offset delta LastOffsetDelta, so the offsets a batch is given
+// are the offsets its records have.
 func FuzzValidateProduceBatch(f *testing.F) {
 	for _, codec := range allCodecs {
 		f.Add(buildBatch(f, codec, testRecords(3, 10), nil), 1<<20, false)
@@ -135,6 +143,16 @@ func FuzzValidateProduceBatch(f *testing.F) {
 		b.ProducerID, b.FirstSequence = 7, 0
 	}), 1<<20, true)
 	f.Add(buildBatch(f, CompressionNone, testRecords(1, 5), func(b *kmsg.RecordBatch) { b.Attributes = attrControl }), 1<<20, true)
+	// Headers that lie about the records behind them (the walk refuses each).
+	one := encodeRecords(testRecords(1, 8))
+	f.Add(headerBatch(f, 2_000_000_000, CompressionNone, one), 1<<20, true)
+	f.Add(headerBatch(f, 2_000_000_000, CompressionZstd, one), 1<<20, true)
+	f.Add(headerBatch(f, 1, CompressionNone, append(append([]byte{}, one...), 0)), 1<<20, true)
+	f.Add(headerBatch(f, 2, CompressionLZ4, encodeRecords(testRecords(3, 8))), 1<<20, true)
+	gap := testRecords(2, 8)
+	gap[1].OffsetDelta = 2
+	f.Add(headerBatch(f, 2, CompressionNone, encodeRecords(gap)), 1<<20, true)
+	var scratch []byte
 	f.Fuzz(func(t *testing.T, records []byte, maxBytes int, fixCRC bool) {
 		if fixCRC && len(records) >= RecordBatchOverhead {
 			records = append([]byte(nil), records...)
@@ -167,6 +185,30 @@ func FuzzValidateProduceBatch(f *testing.F) {
 			int64(h.LastOffsetDelta)+1 != int64(h.NumRecords) || h.NumRecords <= 0 ||
 			(h.ProducerID >= 0 && h.BaseSequence < 0) {
 			t.Fatalf("accepted header %+v", h)
+		}
+
+		var rcode int16
+		scratch, rcode, msg = ValidateRecords(records, &h, scratch)
+		if len(scratch) > MaxDecompressedBytes {
+			t.Fatalf("decompressed to %d bytes", len(scratch))
+		}
+		if (rcode == ErrNone) != (msg == "") {
+			t.Fatalf("records: code %d with message %q", rcode, msg)
+		}
+		var n int32
+		consecutive := true
+		_, ferr := ForEachRecord(records, nil, func(r Record) error {
+			if r.OffsetDelta != n {
+				consecutive = false
+			}
+			n++
+			return nil
+		})
+		if ok := ferr == nil && consecutive; ok != (rcode == ErrNone) {
+			t.Fatalf("ValidateRecords says %d (%s); ForEachRecord says %v, offset deltas consecutive %v", rcode, msg, ferr, consecutive)
+		}
+		if rcode == ErrNone && (n != h.NumRecords || n-1 != h.LastOffsetDelta) {
+			t.Fatalf("accepted %d records under a header of %d, last offset delta %d", n, h.NumRecords, h.LastOffsetDelta)
 		}
 	})
 }
