@@ -33,6 +33,8 @@ func (c *replyConn) AsyncWrite(b []byte, cb gnet.AsyncCallback) error {
 	return nil
 }
 
+func (c *replyConn) Wake(gnet.AsyncCallback) error { return nil }
+
 func (c *replyConn) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
 	n := 0
 	for _, b := range bs {

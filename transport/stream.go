@@ -68,6 +68,9 @@ func (sc *streamConn) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
 	return sc.queue(pendingWrite{bufs: net.Buffers(bs), cb: cb})
 }
 
+// Wake is not how a stream reader is woken (Conn.resume is).
+func (sc *streamConn) Wake(gnet.AsyncCallback) error { return nil }
+
 func (sc *streamConn) queue(w pendingWrite) error {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -179,6 +182,7 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 	defer t.streamW.Done()
 	sc := newStreamConn(nc)
 	c := t.newConn(sc, nc.RemoteAddr().String(), h)
+	c.stream = true
 	state, ok := h.Open(c)
 	if !ok {
 		sc.Close()
@@ -224,8 +228,22 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 	f := chunkFramer{c: c, buf: make([]byte, streamReadBuf)}
 	for {
 		n, err := nc.Read(f.next())
-		if n > 0 && f.feed(n) != more {
-			return // closing, or draining (a stream connection is closed then)
+		if n > 0 {
+			a := f.feed(n)
+			for a == hold {
+				// Held (Conn.held): nothing more is read until the hold ends, so TCP pushes
+				// back, as Kafka mutes a channel. A close of the connection (its writer's, the
+				// reaper's, CloseStreams) ends the wait.
+				select {
+				case <-c.resume:
+				case <-sc.done:
+					return
+				}
+				a = f.feed(0)
+			}
+			if a != more {
+				return // closing, or draining (a stream connection is closed then)
+			}
 		}
 		if err != nil {
 			return
@@ -234,8 +252,8 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 }
 
 // chunkFramer frames bytes that arrive in reads of buf (a stream reader's): what framing
-// leaves of a read (part of a length prefix, under 4 bytes) moves to the front of buf, and the
-// next read appends to it.
+// leaves of a read (part of a length prefix, under 4 bytes, or everything after a hold began)
+// moves to the front of buf, and the next read appends to it.
 type chunkFramer struct {
 	c    *Conn
 	buf  []byte
