@@ -46,8 +46,8 @@ type budget struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	limit   int64
-	used    int64 // every held byte of request frames
-	partial int64 // bytes held by frames in transit
+	used    int64        // every held byte of request frames
+	partial int64        // bytes held by frames in transit
 	extra   atomic.Int64 // replies not yet written, held connections' unframed bytes: never waited for
 
 	// Frames in transit, oldest first, linked through Request.older/newer.
