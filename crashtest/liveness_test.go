@@ -40,11 +40,11 @@ type bystander struct {
 	versions string // where the fresh connections go
 	value    []byte
 
-	mu                sync.Mutex
-	produce, apiVers  []time.Duration
+	mu                 sync.Mutex
+	produce, apiVers   []time.Duration
 	produceErr, verErr error
-	stop              chan struct{}
-	wg                sync.WaitGroup
+	stop               chan struct{}
+	wg                 sync.WaitGroup
 }
 
 // newBystander makes the producer (opts added to its seed) and produces one record, so the
@@ -54,6 +54,7 @@ func newBystander(t *testing.T, seed, versions, topic string, valueSize int, opt
 	opts = append([]kgo.Opt{
 		kgo.SeedBrokers(seed), kgo.ClientID("crashtest-bystander"), kgo.DefaultProduceTopic(topic),
 		kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(int32(valueSize + 4096)),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // its requests are as large as its records
 	}, opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -302,31 +303,35 @@ func TestParkedFetchStallsNoOne(t *testing.T) {
 	checkRSS(t, n, budget, "parked Fetch")
 }
 
-// pipelineUnread sends 14-byte ApiVersions v0 requests on one connection to addr, as fast as
-// the node takes them, and never reads, for attackFor (or until the node closes it); then it
-// closes. It reports the bytes sent.
-func pipelineUnread(t *testing.T, addr string) (sent int) {
+// pipelineUnread sends 14-byte ApiVersions v0 requests on a connection to addr, as fast as
+// the node takes them, and never reads; when the node closes it, it connects again; after
+// attackFor it closes. It reports the bytes sent and how many connections the node closed.
+func pipelineUnread(t *testing.T, addr string) (sent, closed int) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	chunk := make([]byte, 0, 64<<10)
 	for corr := int32(1); len(chunk)+14 <= cap(chunk); corr++ {
 		chunk = append(chunk, apiVersionsV0(corr)...)
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(attackFor))
-	for {
-		k, err := c.Write(chunk)
-		sent += k
+	deadline := time.Now().Add(attackFor)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Logf("unread pipeline: closed by the node after %d MiB: %v", sent>>20, err)
-			}
-			return sent
+			t.Fatal(err)
 		}
+		_ = c.SetWriteDeadline(deadline)
+		for {
+			k, err := c.Write(chunk)
+			sent += k
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					closed++
+				}
+				break
+			}
+		}
+		c.Close()
 	}
+	return sent, closed
 }
 
 // TestUnreadRepliesAreBounded: a connection pipelining 14-byte ApiVersions v0 requests and
@@ -348,9 +353,9 @@ func TestUnreadRepliesAreBounded(t *testing.T) {
 			}
 			b := newBystander(t, n.addr(), target, "unread", 1000)
 			b.run()
-			sent := pipelineUnread(t, target)
+			sent, closed := pipelineUnread(t, target)
 			b.halt("unread replies (" + listener + ")")
-			t.Logf("attacker sent %d MiB", sent>>20)
+			t.Logf("attacker sent %d MiB; the node closed %d of its connections", sent>>20, closed)
 			time.Sleep(200 * time.Millisecond)
 			b.answeredAtOnce("unread replies (" + listener + ")")
 			checkRSS(t, n, budget, "unread replies ("+listener+")")

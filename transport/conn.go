@@ -139,7 +139,9 @@ func (c *Conn) Unwritten() int64 { return c.unwritten.Load() }
 
 // Limits on a connection that is not read from (held): a request that waits holds it
 // (Request.HoldConn), and so do unwritten replies over maxUnwritten, as Kafka mutes a channel
-// until its response is sent. A stream reader then stops reading; gnet cannot stop reading
+// until its response is sent, and maxPending requests unanswered (Kafka answers one at a
+// time; producers pipeline, kgo and the Java client 5 requests at most, so this is far above
+// what a client needs and only bounds what one connection queues for its worker). A stream reader then stops reading; gnet cannot stop reading
 // one connection, so what it reads meanwhile waits unframed in its buffer, charged to the
 // budget (extra), and a held connection with more than maxHeldInbound of it, or for which
 // the budget has no room, is closed (Refused, Held). While held by its output a gnet
@@ -147,13 +149,14 @@ func (c *Conn) Unwritten() int64 { return c.unwritten.Load() }
 // drains).
 const (
 	maxUnwritten   = 1 << 20
+	maxPending     = 1024
 	maxHeldInbound = 1 << 20
 	heldPoll       = 5 * time.Millisecond
 )
 
 // held tells whether c may not start a frame now.
 func (c *Conn) held() bool {
-	return c.holding.Load() != 0 || c.unwritten.Load() > maxUnwritten
+	return c.holding.Load() != 0 || c.unwritten.Load() > maxUnwritten || c.pending.Load() >= maxPending
 }
 
 // wake runs c's framing again after a hold ended.
@@ -528,7 +531,9 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	}
 	c.slots = c.slots[:len(c.slots)-n]
 	c.writeSeq += uint64(n)
-	c.pending.Add(-int64(n))
+	if p := c.pending.Add(-int64(n)); p < maxPending && p+int64(n) >= maxPending {
+		defer c.wake() // held by its unanswered requests: no longer
+	}
 	c.lastActive.Store(c.t.now())
 	if h := c.holding.Load(); h != 0 && c.writeSeq >= h && c.holding.CompareAndSwap(h, 0) {
 		defer c.wake() // the request that held c is answered: frame what waits
@@ -611,7 +616,7 @@ func (c *Conn) markClosed() {
 
 // charge counts o's bytes as unwritten on c, against b, until the socket takes them (taken).
 func (o *Out) charge(c *Conn, b *budget) {
-	o.c, o.b, o.n = c, b, int64(len(o.B))
+	o.c, o.b, o.n = c, b, int64(cap(o.B)) // what it holds of memory
 	b.addExtra(o.n)
 	c.unwritten.Add(o.n)
 }

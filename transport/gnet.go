@@ -154,7 +154,7 @@ func (g *Gnet) OnTraffic(gc gnet.Conn) gnet.Action {
 		if !c.holdInbound(int64(gc.InboundBuffered())) {
 			return gnet.Close
 		}
-		if c.holding.Load() == 0 {
+		if c.unwritten.Load() > maxUnwritten {
 			c.pollOutput() // held by its unwritten replies: look again soon
 		}
 	default:
