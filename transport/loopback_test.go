@@ -206,3 +206,51 @@ func selfSigned(t *testing.T) *tls.Config {
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }
+
+// holdingEcho is echo whose every request holds its connection (Request.HoldConn, as a long
+// poll does): the pipeline is framed one request at a time, each after the last is answered,
+// so the back-end must wake the connection (gnet: Wake; stream: Conn.resume) every time.
+type holdingEcho struct{ echo }
+
+func (e *holdingEcho) Frame(r *Request) bool {
+	r.HoldConn()
+	return e.echo.Frame(r)
+}
+
+// TestHeldConnectionsResumeOverLoopback: on both back-ends a pipeline whose every request
+// holds its connection is answered whole and in order.
+func TestHeldConnectionsResumeOverLoopback(t *testing.T) {
+	t.Run("gnet", func(t *testing.T) {
+		tr := New(Config{Budget: 64 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+		e := &holdingEcho{}
+		g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Stop()
+		nc, err := net.Dial("tcp", g.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoes(t, nc)
+		nc.Close()
+		waitIdle(t, tr, &e.echo)
+	})
+	t.Run("stream", func(t *testing.T) {
+		tr := New(Config{Budget: 64 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+		e := &holdingEcho{}
+		nl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.ServeStream(e, nl, StreamConfig{Name: "plain"})
+		nc, err := net.Dial("tcp", nl.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoes(t, nc)
+		nc.Close()
+		waitIdle(t, tr, &e.echo)
+		tr.CloseStreams()
+	})
+}
