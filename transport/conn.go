@@ -641,7 +641,12 @@ func (c *Conn) tookOutput(gc gnet.Conn, err error) {
 	if gc != nil && err == nil && !c.gone.Load() {
 		c.setSockOut(int64(gc.OutboundBuffered()))
 	}
-	if c.holding.Load() == 0 && c.unwritten.Load() <= maxUnwritten && c.stream {
+	if c.holding.Load() != 0 || c.unwritten.Load() > maxUnwritten {
+		return
+	}
+	if c.stream {
 		c.wake()
+	} else if gc != nil && c.polling.Load() {
+		c.wake() // held by its output until now: no need to wait for the poll
 	}
 }
