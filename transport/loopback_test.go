@@ -254,3 +254,47 @@ func TestHeldConnectionsResumeOverLoopback(t *testing.T) {
 		tr.CloseStreams()
 	})
 }
+
+// TestHeldStreamConnectionSeesItsClose: a stream connection held by a request (a long poll)
+// still notices that its client closed: Done is closed, which ends the long poll, without
+// waiting for the hold to end.
+func TestHeldStreamConnectionSeesItsClose(t *testing.T) {
+	tr := New(Config{Budget: 64 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+	h := &holder{recorder: &recorder{hold: true}}
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.ServeStream(h, nl, StreamConfig{Name: "plain"})
+	defer tr.CloseStreams()
+	nc, err := net.Dial("tcp", nl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(appendFrame(appendFrame(nil, body(0, 100)), body(1, 100))); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*Request
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rs) == 0 && time.Now().Before(deadline) {
+		rs = h.take()
+		time.Sleep(time.Millisecond)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("%d requests handed on before the close, want 1 (the one that holds)", len(rs))
+	}
+	nc.Close()
+	select {
+	case <-rs[0].Conn().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("a held stream connection did not notice its client closed")
+	}
+	rs[0].Skip()
+	rs[0].Release()
+	for tr.InFlight() != 0 || tr.BudgetHeld() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight %d, held %d", tr.InFlight(), tr.BudgetHeld())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -230,16 +231,8 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 		n, err := nc.Read(f.next())
 		if n > 0 {
 			a := f.feed(n)
-			for a == hold {
-				// Held (Conn.held): nothing more is read until the hold ends, so TCP pushes
-				// back, as Kafka mutes a channel. A close of the connection (its writer's, the
-				// reaper's, CloseStreams) ends the wait.
-				select {
-				case <-c.resume:
-				case <-sc.done:
-					return
-				}
-				a = f.feed(0)
+			if a == hold {
+				a = f.held(nc, sc)
 			}
 			if a != more {
 				return // closing, or draining (a stream connection is closed then)
@@ -247,6 +240,54 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// heldStreamPoll: while a request holds a stream connection (a long poll), its reader goes on
+// reading what fits in its buffer, unframed, in reads of at most this long, so that a client
+// that closes is noticed (and its long poll ended) without waiting for the hold to end.
+const heldStreamPoll = 50 * time.Millisecond
+
+// held waits, on a held connection's reader, until the hold ends (the answer of framing what
+// waits), or the connection closes (closeConn). Held by its replies or its queue, nothing is
+// read, so TCP pushes back, as Kafka mutes a channel; a close of the connection (its
+// writer's, the reaper's, CloseStreams) ends the wait. Held by a request, bytes are read
+// while the buffer has room, so an end of stream is seen.
+func (f *chunkFramer) held(nc net.Conn, sc *streamConn) action {
+	c := f.c
+	defer func() { _ = nc.SetReadDeadline(time.Time{}) }()
+	for {
+		select {
+		case <-c.resume:
+			if a := f.feed(0); a != hold {
+				return a
+			}
+			continue
+		case <-sc.done:
+			return closeConn
+		default:
+		}
+		if c.holding.Load() == 0 || f.kept == len(f.buf) {
+			select {
+			case <-c.resume:
+			case <-sc.done:
+				return closeConn
+			}
+			if a := f.feed(0); a != hold {
+				return a
+			}
+			continue
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(heldStreamPoll))
+		n, err := nc.Read(f.next())
+		if n > 0 {
+			if a := f.feed(n); a != hold {
+				return a
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return closeConn // the client closed (or the socket failed)
 		}
 	}
 }
