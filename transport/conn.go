@@ -138,15 +138,16 @@ func (c *Conn) ReplyRoom() int64 { return c.budgetNow().replyRoom() }
 func (c *Conn) Unwritten() int64 { return c.unwritten.Load() }
 
 // Limits on a connection that is not read from (held): a request that waits holds it
-// (Request.HoldConn), and so do unwritten replies over maxUnwritten, as Kafka mutes a channel
-// until its response is sent, and maxPending requests unanswered (Kafka answers one at a
-// time; producers pipeline, kgo and the Java client 5 requests at most, so this is far above
-// what a client needs and only bounds what one connection queues for its worker). A stream reader then stops reading; gnet cannot stop reading
-// one connection, so what it reads meanwhile waits unframed in its buffer, charged to the
-// budget (extra), and a held connection with more than maxHeldInbound of it, or for which
-// the budget has no room, is closed (Refused, Held). While held by its output a gnet
-// connection is looked at again every heldPoll (gnet tells nothing when its outbound buffer
-// drains).
+// (Request.HoldConn); so do unwritten replies over maxUnwritten, as Kafka mutes a channel
+// until its response is sent; and so do maxPending requests unanswered (Kafka answers one at
+// a time; kgo and the Java producer pipeline at most 5, so this is far above what a client
+// needs and only bounds what one connection queues for its worker). A stream reader then
+// stops reading (stream.go: held). gnet cannot stop reading one connection, so what it reads
+// meanwhile waits unframed in its buffer, charged to the budget (extra), and a held
+// connection with more than maxHeldInbound of it, or for which the budget has no room, is
+// closed (Refused, Held). While gnet's outbound buffer holds any of its output, a gnet
+// connection is looked at again every heldPoll (gnet tells nothing when that buffer drains),
+// so what the budget counts of it follows the socket.
 const (
 	maxUnwritten   = 1 << 20
 	maxPending     = 1024
@@ -640,6 +641,9 @@ func (o *Out) taken(gc gnet.Conn, err error) {
 func (c *Conn) tookOutput(gc gnet.Conn, err error) {
 	if gc != nil && err == nil && !c.gone.Load() {
 		c.setSockOut(int64(gc.OutboundBuffered()))
+		if c.sockOut.Load() > 0 {
+			c.pollOutput() // gnet tells nothing when it drains: look again soon (OnTraffic)
+		}
 	}
 	if c.holding.Load() != 0 || c.unwritten.Load() > maxUnwritten {
 		return

@@ -154,11 +154,11 @@ func (g *Gnet) OnTraffic(gc gnet.Conn) gnet.Action {
 		if !c.holdInbound(int64(gc.InboundBuffered())) {
 			return gnet.Close
 		}
-		if c.unwritten.Load() > maxUnwritten {
-			c.pollOutput() // held by its unwritten replies: look again soon
-		}
 	default:
 		c.unholdInbound()
+	}
+	if c.sockOut.Load() > 0 {
+		c.pollOutput() // look again soon: what gnet's buffer holds is counted as last seen
 	}
 	return gnet.None
 }

@@ -298,3 +298,62 @@ func TestHeldStreamConnectionSeesItsClose(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// bigReply answers every frame with a reply of size bytes.
+type bigReply struct {
+	echo
+	size int
+}
+
+func (e *bigReply) Frame(r *Request) bool {
+	o := GetOut(e.size)
+	o.B = appendFrame(o.B, make([]byte, e.size-4))
+	r.Reply(o)
+	r.Release()
+	return true
+}
+
+// TestGnetUnreadReplyIsCountedUntilRead: a reply larger than the socket's buffers waits in
+// gnet's outbound buffer while the client does not read; the budget counts it (and the
+// connection's Unwritten) until the client has read it, and then, with nothing more sent,
+// returns to nothing (gnet tells nothing when its buffer drains: the connection is looked at
+// again every heldPoll).
+func TestGnetUnreadReplyIsCountedUntilRead(t *testing.T) {
+	const size = 32 << 20
+	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+	e := &bigReply{size: size}
+	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	nc, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(appendFrame(nil, body(0, 8))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.BudgetHeld() < size/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget holds %d with a %d-byte reply unread, want most of it", tr.BudgetHeld(), size)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if held := tr.BudgetHeld(); held < size/2 {
+		t.Fatalf("budget holds %d with the reply still unread", held)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(nc, make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	for tr.BudgetHeld() != 0 {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("budget holds %d after the client read the whole reply", tr.BudgetHeld())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
