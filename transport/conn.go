@@ -144,14 +144,15 @@ func (c *Conn) Unwritten() int64 { return c.unwritten.Load() }
 // needs and only bounds what one connection queues for its worker). A stream reader then
 // stops reading (stream.go: held). gnet cannot stop reading one connection, so what it reads
 // meanwhile waits unframed in its buffer, charged to the budget (extra), and a held
-// connection with more than maxHeldInbound of it, or for which the budget has no room, is
-// closed (Refused, Held). While gnet's outbound buffer holds any of its output, a gnet
+// connection with more than maxHeldInbound of it, or with more than heldFree of it and no room
+// in the budget, is closed (Refused, Held). While gnet's outbound buffer holds any of its output, a gnet
 // connection is looked at again every heldPoll (gnet tells nothing when that buffer drains),
 // so what the budget counts of it follows the socket.
 const (
 	maxUnwritten   = 1 << 20
 	maxPending     = 1024
 	maxHeldInbound = 1 << 20
+	heldFree       = 64 << 10
 	heldPoll       = 5 * time.Millisecond
 )
 
@@ -197,12 +198,20 @@ func (c *Conn) holdInbound(n int64) bool {
 	if d <= 0 {
 		return true
 	}
-	if n > maxHeldInbound || !c.heldB.tryExtra(d) {
-		c.h.Refused(c, Held, int(n), maxHeldInbound)
-		return false
+	switch {
+	case n > maxHeldInbound:
+	case n <= heldFree:
+		// One read's worth is taken whatever the budget holds: a client that pipelines a
+		// small request behind its long poll is not closed because producers fill the budget.
+		c.heldB.addExtra(d)
+		c.heldIn = n
+		return true
+	case c.heldB.tryExtra(d):
+		c.heldIn = n
+		return true
 	}
-	c.heldIn = n
-	return true
+	c.h.Refused(c, Held, int(n), maxHeldInbound)
+	return false
 }
 
 // unholdInbound returns the charge of holdInbound: framing resumes, and frames take their
