@@ -66,6 +66,8 @@ type File struct {
 	SuperUsers                   yaml.Node `yaml:"super_users"`
 	ConnectionsMaxIdleMs         yaml.Node `yaml:"connections_max_idle_ms"`
 	SaslServerMaxReceiveSize     yaml.Node `yaml:"sasl_server_max_receive_size"`
+	SaslServerMaxInflightBytes   yaml.Node `yaml:"sasl_server_max_inflight_bytes"`
+	FetchMaxBytes                yaml.Node `yaml:"fetch_max_bytes"`
 	FailedAuthDelayMs            yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
 	GroupInitialRebalanceDelay   yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
 	ProducerIDExpirationMs       yaml.Node `yaml:"producer_id_expiration_ms"`
@@ -110,6 +112,7 @@ var FlagKeys = map[string]Kind{
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
 	"max_connections_per_ip_overrides": String, "super_users": String,
 	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
+	"sasl_server_max_inflight_bytes": Size, "fetch_max_bytes": Size,
 	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
 	"metrics_listen": String, "pprof": Bool,
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,

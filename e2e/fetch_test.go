@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/server"
 )
 
 func fetchPartition(t *testing.T, resp kmsg.Response) kmsg.FetchResponseTopicPartition {
@@ -240,4 +242,57 @@ func TestFetchOffsetsAndSizeLimits(t *testing.T) {
 			t.Errorf("a fetch created the topic")
 		}
 	})
+}
+
+// TestFetchCappedByFetchMaxBytesAndBudget: a Fetch that asks for more gets at most the
+// broker's fetch.max.bytes, and at most what unwritten replies leave of half the in-flight
+// budget (transport.Conn.ReplyRoom), whole batches, the first always (KIP-74).
+func TestFetchCappedByFetchMaxBytesAndBudget(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mod  func(one int) func(*server.Config)
+	}{
+		{"fetch.max.bytes", func(one int) func(*server.Config) {
+			return func(c *server.Config) { c.FetchMaxBytes = 2*one + 1 }
+		}},
+		{"half the in-flight budget", func(one int) func(*server.Config) {
+			return func(c *server.Config) { c.InflightBudget = int64(4*one + 2) }
+		}},
+		{"fetch.max.bytes below one batch", func(int) func(*server.Config) {
+			return func(c *server.Config) { c.FetchMaxBytes = 10 }
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Every batch is the same size: 5 records of about 40 KiB.
+			mk := func(i int) []byte {
+				s := plainBatch(5, int64(1000*i), fmt.Sprintf("b%d", i))
+				for j := range s.records {
+					s.records[j].value = append(s.records[j].value, make([]byte, 40<<10)...)
+				}
+				return s.encode()
+			}
+			one := len(mk(0))
+			b := startBroker(t, c.mod(one))
+			const topic = "fetch-capped"
+			b.createTopic(topic, 1)
+			rc := dialRaw(t, b.addr)
+			for i := 0; i < 6; i++ {
+				if p := rc.produceOne(12, topic, 0, mk(i)); p.ErrorCode != 0 {
+					t.Fatalf("produce %d: error %d", i, p.ErrorCode)
+				}
+			}
+			p := fetchPartition(t, rc.roundTrip(fetchReq(12, topic, 0, 0, 0, 0, 1<<30, 1<<30)))
+			var bases []int64
+			for _, fb := range parseBatches(t, p.RecordBatches) {
+				bases = append(bases, fb.baseOffset)
+			}
+			want := []int64{0, 5}
+			if c.name == "fetch.max.bytes below one batch" {
+				want = []int64{0}
+			}
+			if fmt.Sprint(bases) != fmt.Sprint(want) {
+				t.Errorf("batches at %v, want %v (batch %d bytes)", bases, want, one)
+			}
+		})
+	}
 }

@@ -20,7 +20,13 @@ import (
 // offset, bounded by the high watermark (or the last stable offset for read_committed, with
 // the aborted transactions that meet the returned range, so the consumer can drop their
 // records). It waits up to MaxWaitMillis for MinBytes, on the log's commit notification,
-// holding no iterator while it waits.
+// holding no iterator while it waits, and no in-flight budget: its frame is given back before
+// the first wait (Request.Shed), and its connection is not read meanwhile (endpoint.Frame).
+//
+// The record bytes of an answer are at most the request's MaxBytes, the broker's
+// fetch.max.bytes (Kafka's ReplicaManager caps a fetch the same way) and what of half the
+// in-flight budget unwritten replies leave (transport.Conn.ReplyRoom); the first batch is
+// returned even when it is larger (KIP-74).
 const fetchKey = 1
 
 func init() {
@@ -55,7 +61,7 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		// Take the notification channel before reading, so a commit that lands between the
 		// read and the wait still wakes us.
 		changed := s.blog.Changed()
-		resp, bytes, stop := s.fetchOnce(req)
+		resp, bytes, stop := s.fetchOnce(r, req)
 		if stop || bytes >= int(req.MinBytes) || s.draining.Load() {
 			return resp, bytes
 		}
@@ -63,6 +69,7 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		if wait <= 0 {
 			return resp, bytes
 		}
+		s.shed(r)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -77,7 +84,7 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 			return resp, bytes // the connection is gone: the reply will be dropped
 		case <-timer.C:
 			resp.release()
-			resp, bytes, _ = s.fetchOnce(req)
+			resp, bytes, _ = s.fetchOnce(r, req)
 			return resp, bytes
 		}
 	}
@@ -86,13 +93,14 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 // fetchOnce builds a response from what is committed now, with the record batches located
 // but not read (fetchReply). stop is set when a partition reports an error, which Kafka
 // answers at once instead of waiting out MaxWaitMillis.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchReply, total int, stop bool) {
+func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply, total int, stop bool) {
 	resp = newFetchReply(s, req.ResponseKind().(*kmsg.FetchResponse))
 	resp.SessionID = 0
 	maxBytes := int(req.MaxBytes)
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = int(^uint32(0) >> 1)
 	}
+	maxBytes = min(maxBytes, s.cfg.FetchMaxBytes, max(1, int(r.t.Conn().ReplyRoom())))
 	for ti, rt := range req.Topics {
 		ot := kmsg.NewFetchResponseTopic()
 		ot.Topic = rt.Topic

@@ -16,5 +16,12 @@ func init() {
 func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	clientID, host := clientIDHost(r)
+	// Join may wait for the rebalance: the frame (and its budget) goes first, so a parked
+	// JoinGroup holds nothing an event loop waits for (transport.Request.Shed). Its strings
+	// are copies; the protocols' metadata aliases the frame and is copied out.
+	for i := range req.Protocols {
+		req.Protocols[i].Metadata = append([]byte{}, req.Protocols[i].Metadata...)
+	}
+	s.shed(r)
 	return s.groups.Join(req, clientID, host, s.drainCh, r.c.done), nil
 }

@@ -11,5 +11,12 @@ func init() {
 }
 
 func handleSyncGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
-	return s.groups.Sync(kreq.(*kmsg.SyncGroupRequest), s.drainCh, r.c.done), nil
+	req := kreq.(*kmsg.SyncGroupRequest)
+	// Sync may wait for the leader: the frame goes first, as JoinGroup's does; the
+	// assignments alias it and are copied out.
+	for i := range req.GroupAssignment {
+		req.GroupAssignment[i].MemberAssignment = append([]byte{}, req.GroupAssignment[i].MemberAssignment...)
+	}
+	s.shed(r)
+	return s.groups.Sync(req, s.drainCh, r.c.done), nil
 }

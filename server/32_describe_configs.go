@@ -78,6 +78,7 @@ func (s *Server) staticBrokerConfigs() map[string]string {
 		"max.connections.per.ip.overrides":          perIPOverridesString(s.cfg.MaxConnectionsPerIPOverrides),
 		"connections.max.idle.ms":                   idleMs(s.cfg.ConnectionsMaxIdle),
 		"sasl.server.max.receive.size":              strconv.Itoa(s.cfg.SaslServerMaxReceiveSize),
+		"fetch.max.bytes":                           strconv.Itoa(s.cfg.FetchMaxBytes),
 		"connection.failed.authentication.delay.ms": msString(s.cfg.FailedAuthenticationDelay),
 		"super.users":                               superUsersString(s.cfg.SuperUsers),
 		"producer.id.expiration.ms":                 idleMs(s.blog.ProducerIDExpiration()),

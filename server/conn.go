@@ -99,6 +99,7 @@ func (s *Server) newConn(t *transport.Conn, l *listener) *conn {
 	if l != nil && l.sasl {
 		c.saslPending.Store(true)
 		t.SetMaxFrame(s.cfg.SaslServerMaxReceiveSize)
+		t.SetPreAuth(true) // charged to sasl.server.max.inflight.bytes until authenticated
 	}
 	c.sec = newConnSecurity(s, l, nil)
 	return c
@@ -138,10 +139,18 @@ func (e *endpoint) Secured(t *transport.Conn, st tls.ConnectionState) {
 	}
 }
 
-// Frame queues a complete frame for the connection's worker.
+// Frame queues a complete frame for the connection's worker. A request that may wait on
+// other clients or a timer (a Fetch long poll, JoinGroup and SyncGroup waiting for the
+// group) holds its connection: nothing behind it is read until it is answered, as Kafka
+// reads a connection's next request only once the last is answered (SocketServer mutes the
+// channel), so a parked request cannot keep what its connection sends next in the budget.
 func (e *endpoint) Frame(t *transport.Request) bool {
 	r := getRequest()
 	r.t, r.c = t, t.Conn().State().(*conn)
+	switch binary.BigEndian.Uint16(t.Bytes()) { // frames are at least minFrame bytes
+	case fetchKey, joinGroupKey, syncGroupKey:
+		t.HoldConn()
+	}
 	return r.c.enqueue(r)
 }
 
@@ -154,6 +163,8 @@ func (e *endpoint) Refused(t *transport.Conn, why transport.Refusal, size, limit
 	switch {
 	case why == transport.Budget:
 		s.refused(c.remote, "in-flight budget exhausted by requests still arriving", "frame", size, "budget", limit)
+	case why == transport.Held:
+		s.refused(c.remote, "closing connection: it keeps sending while its replies are unread or a long poll is outstanding", "unframed", size, "max", limit)
 	case c.saslPending.Load() && size > limit:
 		s.badFrames.Add(1)
 		s.refused(c.remote, "request larger than sasl.server.max.receive.size before authentication", "size", size, "max", limit)
@@ -253,6 +264,17 @@ func (s *Server) release(r *request) {
 	r.t.Release()
 	r.t, r.c = nil, nil
 	requestPool.Put(r)
+}
+
+// shed gives back r's frame and budget before it waits (a Fetch long poll: its request is
+// decoded, and nothing after reads the frame); see transport.Request.Shed.
+func (s *Server) shed(r *request) {
+	if r.queued {
+		r.c.queuedBytes.Add(-r.t.Size())
+		r.queued = false
+	}
+	r.hdr.ClientID = nil // aliased the frame
+	r.t.Shed()
 }
 
 // finish fills r's reply slot with out (nil: no reply) and releases r.

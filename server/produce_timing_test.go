@@ -33,6 +33,12 @@ func (c *replyConn) AsyncWrite(b []byte, cb gnet.AsyncCallback) error {
 	return nil
 }
 
+func (c *replyConn) Wake(gnet.AsyncCallback) error { return nil }
+
+// OutboundBuffered is what gnet's own buffer holds after a write: here nothing (the reply
+// code looks at it from the written callback, to count unwritten replies).
+func (c *replyConn) OutboundBuffered() int { return 0 }
+
 func (c *replyConn) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
 	n := 0
 	for _, b := range bs {

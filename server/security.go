@@ -92,6 +92,7 @@ func (s *Server) completeAuth(r *request, sec *connSecurity, p *auth.Principal) 
 	}
 	r.c.saslPending.Store(false) // frames may now be as large as socket.request.max.bytes
 	r.c.t.SetMaxFrame(s.cfg.MaxRequestBytes)
+	r.c.t.SetPreAuth(false) // and are charged to the in-flight budget
 	s.authSucceeded(r.c.ip)
 	s.log.Debug("sasl authenticated", "remote", r.c.remote, "principal", p.Name, "mechanism", sec.mechanism)
 	return nil

@@ -61,7 +61,13 @@ type Config struct {
 	MaxConnectionsPerIPOverrides map[string]int
 	ConnectionsMaxIdle           time.Duration // connections.max.idle.ms; default 10 min
 	SaslServerMaxReceiveSize     int           // sasl.server.max.receive.size: frames before SASL authentication; default 512 KiB
-	FailedAuthenticationDelay    time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
+	// SaslServerMaxInflightBytes is the in-flight budget that connections share before SASL
+	// authentication (transport.Config.PreAuthBudget); default 16 MiB.
+	SaslServerMaxInflightBytes int64
+	// FetchMaxBytes is fetch.max.bytes: the most record bytes a Fetch is answered with;
+	// default 55 MiB (57671680), Kafka's.
+	FetchMaxBytes             int
+	FailedAuthenticationDelay time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
 
 	// SuperUsers are the principal names of Kafka's super.users: they alone may change ACLs
 	// and users at run time.
@@ -93,6 +99,8 @@ const (
 	defaultMaxConnections             = math.MaxInt32
 	defaultConnectionsMaxIdle         = 10 * time.Minute
 	defaultSaslServerMaxReceiveSize   = 512 << 10
+	defaultSaslServerMaxInflightBytes = 16 << 20
+	defaultFetchMaxBytes              = 57671680
 	defaultFailedAuthenticationDelay  = 100 * time.Millisecond
 	defaultGroupInitialRebalanceDelay = 3 * time.Second
 )
@@ -130,6 +138,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.SaslServerMaxReceiveSize <= 0 {
 		c.SaslServerMaxReceiveSize = defaultSaslServerMaxReceiveSize
+	}
+	if c.SaslServerMaxInflightBytes <= 0 {
+		c.SaslServerMaxInflightBytes = defaultSaslServerMaxInflightBytes
+	}
+	if c.FetchMaxBytes <= 0 {
+		c.FetchMaxBytes = defaultFetchMaxBytes
 	}
 	if c.FailedAuthenticationDelay == 0 {
 		c.FailedAuthenticationDelay = defaultFailedAuthenticationDelay
@@ -245,11 +259,12 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 // with the reaper's clock (limits.go).
 func (s *Server) newTransport() *transport.Transport {
 	tc := transport.Config{
-		Budget:   s.cfg.InflightBudget,
-		MaxFrame: s.cfg.MaxRequestBytes,
-		MinFrame: minFrame,
-		Clock:    s.clock.Load,
-		Logger:   s.log,
+		Budget:        s.cfg.InflightBudget,
+		PreAuthBudget: s.cfg.SaslServerMaxInflightBytes,
+		MaxFrame:      s.cfg.MaxRequestBytes,
+		MinFrame:      minFrame,
+		Clock:         s.clock.Load,
+		Logger:        s.log,
 	}
 	if s.m != nil {
 		tc.Sent = s.m.Sent

@@ -37,6 +37,7 @@ var brokerDefs = []*BrokerDef{
 	{Name: "group.initial.rebalance.delay.ms", Type: Int, Default: "3000", Doc: "The amount of time the group coordinator will wait for more consumers to join a new group before performing the first rebalance."},
 	{Name: "group.max.session.timeout.ms", Type: Int, Default: "1800000", Doc: "The maximum allowed session timeout for registered consumers."},
 	{Name: "group.min.session.timeout.ms", Type: Int, Default: "6000", Doc: "The minimum allowed session timeout for registered consumers."},
+	{Name: "fetch.max.bytes", Type: Int, Default: "57671680", Doc: "The maximum number of bytes we will return for a fetch request. Must be at least 1024."},
 	{Name: "listeners", Type: String, Doc: "Listener List - Comma-separated list of URIs we will listen on and the listener names."},
 	{Name: "log.cleaner.backoff.ms", Type: Long, Default: "15000", Dynamic: true, Doc: "The amount of time to sleep when there are no logs to clean."},
 	{Name: "log.cleaner.dedupe.buffer.size", Type: Long, Default: "134217728", Dynamic: true, Doc: "The total memory used for log deduplication across all cleaner threads."},

@@ -1,6 +1,9 @@
 package transport
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // budget bounds the bytes of requests that have been read from sockets but not yet answered
 // (for produce: not yet committed), counted as the capacity of the buffers that hold them.
@@ -25,6 +28,16 @@ import "sync"
 //     on released by others (the overshoot is what one loop has buffered, per loop);
 //   - any other frame is refused, and its connection closed (Handler.Refused is told).
 //
+// Bytes that no loop may wait for are counted too, in extra, without waiting and without
+// a lock: replies not yet written to the socket (Conn.reply until the socket has taken them;
+// a client that does not read holds them as long as it likes) and the unframed bytes of a
+// held connection (Conn.hold: bytes gnet has read for a connection that is not being framed).
+// They count against the limit, so they push frames towards the decision above, but a loop
+// never waits for them: the wait below is only for complete frames, which their handlers
+// release whatever any client does (a request that parks, such as a long-poll Fetch, gives
+// its bytes back first: Request.Shed). Fetch replies take at most half the limit together
+// (ReplyRoom), so replies alone cannot leave frames only the decision.
+//
 // Memory for request frames is thus bounded by the budget, plus the oldest frame in transit
 // (at most the largest frame a connection may send), plus what the loops have buffered. A workload whose frames in
 // transit at one moment exceed the budget gets refusals: size the budget above
@@ -33,8 +46,9 @@ type budget struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	limit   int64
-	used    int64 // every held byte
-	partial int64 // bytes held by frames in transit
+	used    int64        // every held byte of request frames
+	partial int64        // bytes held by frames in transit
+	extra   atomic.Int64 // replies not yet written, held connections' unframed bytes: never waited for
 
 	// Frames in transit, oldest first, linked through Request.older/newer.
 	oldest, newest *Request
@@ -63,10 +77,10 @@ func (b *budget) begin(r *Request) {
 // r is already buffered. It returns false, taking nothing, when r is refused (see budget).
 func (b *budget) grow(r *Request, n int64, arrived bool) bool {
 	b.mu.Lock()
-	for b.used+n > b.limit && b.used > b.partial {
+	for b.over(n) && b.used > b.partial {
 		b.cond.Wait() // complete frames hold budget: released by others
 	}
-	if b.used+n > b.limit && !arrived && b.oldest != r {
+	if b.over(n) && !arrived && b.oldest != r {
 		b.mu.Unlock()
 		return false
 	}
@@ -96,6 +110,33 @@ func (b *budget) complete(r *Request) {
 	b.mu.Unlock()
 }
 
+// over tells whether n more bytes would pass the limit; b.mu is held.
+func (b *budget) over(n int64) bool { return b.used+b.extra.Load()+n > b.limit }
+
+// addExtra counts n (negative: returns) bytes no loop waits for: replies not yet written.
+// It never waits and takes no lock.
+func (b *budget) addExtra(n int64) {
+	if b.extra.Add(n) < 0 {
+		panic("BUG: transport: in-flight budget's unwaited bytes went negative")
+	}
+}
+
+// tryExtra takes n bytes no loop waits for if the limit has room for them (a held
+// connection's unframed bytes); false takes nothing.
+func (b *budget) tryExtra(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.over(n) {
+		return false
+	}
+	b.extra.Add(n)
+	return true
+}
+
+// replyRoom is what Fetch replies may still take: half the limit less every reply not yet
+// written (and held connection's unframed bytes), at least 0.
+func (b *budget) replyRoom() int64 { return max(0, b.limit/2-b.extra.Load()) }
+
 // release returns n bytes of a complete frame.
 func (b *budget) release(n int64) {
 	b.mu.Lock()
@@ -107,17 +148,17 @@ func (b *budget) release(n int64) {
 	b.cond.Broadcast()
 }
 
-// held is the bytes held now (metrics).
+// held is the bytes held now (metrics): frames, unwritten replies, held unframed bytes.
 func (b *budget) held() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.used + b.extra.Load()
 }
 
 // acquire takes n bytes for a frame that is already complete (tests and benchmarks).
 func (b *budget) acquire(n int64) {
 	b.mu.Lock()
-	for b.used+n > b.limit && b.used > b.partial {
+	for b.over(n) && b.used > b.partial {
 		b.cond.Wait()
 	}
 	b.used += n

@@ -66,6 +66,12 @@ func putBuf(b *[]byte) {
 type Out struct {
 	B       []byte
 	written gnet.AsyncCallback
+
+	// While queued to the socket: the connection and budget its n bytes are charged to
+	// (charge, taken).
+	c *Conn
+	b *budget
+	n int64
 }
 
 var outPool sync.Pool
@@ -73,7 +79,7 @@ var outPool sync.Pool
 func init() {
 	outPool.New = func() any {
 		ob := new(Out)
-		ob.written = func(gnet.Conn, error) error { putOut(ob); return nil }
+		ob.written = func(gc gnet.Conn, err error) error { ob.taken(gc, err); return nil }
 		return ob
 	}
 }

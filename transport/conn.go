@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -16,6 +17,10 @@ type Writer interface {
 	AsyncWrite(buf []byte, cb gnet.AsyncCallback) error
 	AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error
 	Close() error
+	// Wake runs the connection's framing again on its owner (gnet: an OnTraffic with no new
+	// bytes) once a hold has ended (Conn.hold); a stream connection is woken through
+	// Conn.resume instead and answers nil.
+	Wake(cb gnet.AsyncCallback) error
 }
 
 // Conn is one client connection; see the package comment for who owns what of it.
@@ -32,9 +37,27 @@ type Conn struct {
 	lastActive atomic.Int64  // Config.Clock when bytes last arrived or a reply was queued
 	pending    atomic.Int64  // frames read whole whose slots are not yet filled
 
+	// preAuth: the connection's next frames are charged to the pre-authentication budget
+	// (SetPreAuth).
+	preAuth atomic.Bool
+	// holding is 1 + the sequence number of the request that holds the connection
+	// (Request.HoldConn), 0 when none does: no frame is started until its slot is filled.
+	holding atomic.Uint64
+	// unwritten is the bytes of c's replies handed to the socket and not yet taken by it
+	// (their written callback has not run), plus what gnet's outbound buffer held when last
+	// looked at (sockOut): counted in the budget's extra, and over maxUnwritten c is held.
+	unwritten atomic.Int64
+	sockOut   atomic.Int64
+	sockB     *budget       // the budget sockOut is charged to; owned by the loop
+	resume    chan struct{} // a stream reader waits on it while held (cap 1)
+	polling   atomic.Bool   // a timer will wake c to look at its output again (gnet)
+	stream    bool
+
 	// Owned by the loop (stream connections: by their reader goroutine).
 	nextSeq uint64
 	partial *Request // a frame whose bytes have not all arrived yet
+	heldIn  int64    // unframed bytes of a held connection charged to heldB (gnet)
+	heldB   *budget
 
 	wmu      sync.Mutex
 	writeSeq uint64
@@ -48,7 +71,7 @@ type slot struct {
 }
 
 func (t *Transport) newConn(w Writer, remote string, h Handler) *Conn {
-	c := &Conn{t: t, h: h, w: w, remote: remote, done: make(chan struct{})}
+	c := &Conn{t: t, h: h, w: w, remote: remote, done: make(chan struct{}), resume: make(chan struct{}, 1)}
 	c.maxFrame.Store(int64(t.cfg.MaxFrame))
 	c.lastActive.Store(t.now())
 	return c
@@ -93,9 +116,129 @@ func (c *Conn) LastActive() int64 { return c.lastActive.Load() }
 // with none and no activity for a while is idle.
 func (c *Conn) Pending() int64 { return c.pending.Load() }
 
+// SetPreAuth says whether c's frames from its next one on are charged to the
+// pre-authentication budget (Config.PreAuthBudget): set before SASL authentication, cleared
+// once it succeeds. Safe from any goroutine.
+func (c *Conn) SetPreAuth(on bool) { c.preAuth.Store(on) }
+
+// budgetNow is the budget c's next frame and reply are charged to.
+func (c *Conn) budgetNow() *budget {
+	if c.preAuth.Load() && c.t.preAuth != nil {
+		return c.t.preAuth
+	}
+	return c.t.budget
+}
+
+// ReplyRoom is how many bytes of Fetch reply c may be answered with now: what of half its
+// budget no reply still unwritten holds (budget.go). A Fetch takes the least of this, its
+// own MaxBytes and fetch.max.bytes (and still returns its first batch, KIP-74).
+func (c *Conn) ReplyRoom() int64 { return c.budgetNow().replyRoom() }
+
+// Unwritten is the bytes of c's replies not yet taken by the socket (tests, metrics).
+func (c *Conn) Unwritten() int64 { return c.unwritten.Load() }
+
+// Limits on a connection that is not read from (held): a request that waits holds it
+// (Request.HoldConn); so do unwritten replies over maxUnwritten, as Kafka mutes a channel
+// until its response is sent; and so do maxPending requests unanswered (Kafka answers one at
+// a time; kgo and the Java producer pipeline at most 5, so this is far above what a client
+// needs and only bounds what one connection queues for its worker). A stream reader then
+// stops reading (stream.go: held). gnet cannot stop reading one connection, so what it reads
+// meanwhile waits unframed in its buffer, charged to the budget (extra), and a held
+// connection with more than maxHeldInbound of it, or with more than heldFree of it and no room
+// in the budget, is closed (Refused, Held). While gnet's outbound buffer holds any of its output, a gnet
+// connection is looked at again every heldPoll (gnet tells nothing when that buffer drains),
+// so what the budget counts of it follows the socket.
+const (
+	maxUnwritten   = 1 << 20
+	maxPending     = 1024
+	maxHeldInbound = 1 << 20
+	heldFree       = 64 << 10
+	heldPoll       = 5 * time.Millisecond
+)
+
+// held tells whether c may not start a frame now.
+func (c *Conn) held() bool {
+	return c.holding.Load() != 0 || c.unwritten.Load() > maxUnwritten || c.pending.Load() >= maxPending
+}
+
+// wake runs c's framing again after a hold ended.
+func (c *Conn) wake() {
+	if c.stream {
+		select {
+		case c.resume <- struct{}{}:
+		default:
+		}
+		return
+	}
+	_ = c.w.Wake(nil)
+}
+
+// setSockOut records what the socket's own outbound buffer holds (gnet's, on its loop).
+func (c *Conn) setSockOut(n int64) {
+	b := c.budgetNow()
+	old := c.sockOut.Swap(n)
+	if c.sockB != nil && c.sockB != b {
+		c.sockB.addExtra(-old)
+		old = 0
+	}
+	c.sockB = b
+	if d := n - old; d != 0 {
+		b.addExtra(d)
+		c.unwritten.Add(d)
+	}
+}
+
+// holdInbound charges n, the unframed bytes now waiting for held c, to its budget; false:
+// more than maxHeldInbound, or no room (the caller closes c).
+func (c *Conn) holdInbound(n int64) bool {
+	if c.heldB == nil {
+		c.heldB = c.budgetNow()
+	}
+	d := n - c.heldIn
+	if d <= 0 {
+		return true
+	}
+	switch {
+	case n > maxHeldInbound:
+	case n <= heldFree:
+		// One read's worth is taken whatever the budget holds: a client that pipelines a
+		// small request behind its long poll is not closed because producers fill the budget.
+		c.heldB.addExtra(d)
+		c.heldIn = n
+		return true
+	case c.heldB.tryExtra(d):
+		c.heldIn = n
+		return true
+	}
+	c.h.Refused(c, Held, int(n), maxHeldInbound)
+	return false
+}
+
+// unholdInbound returns the charge of holdInbound: framing resumes, and frames take their
+// own budget.
+func (c *Conn) unholdInbound() {
+	if c.heldIn != 0 {
+		c.heldB.addExtra(-c.heldIn)
+	}
+	c.heldIn, c.heldB = 0, nil
+}
+
+// pollOutput arms a timer that wakes c to look at its output again (gnet).
+func (c *Conn) pollOutput() {
+	if c.polling.CompareAndSwap(false, true) {
+		time.AfterFunc(heldPoll, func() {
+			c.polling.Store(false)
+			if !c.gone.Load() {
+				_ = c.w.Wake(nil)
+			}
+		})
+	}
+}
+
 // Request is one framed request; pooled. Its Conn and frame are valid until Release.
 type Request struct {
 	c    *Conn
+	b    *budget // the budget size is held against
 	seq  uint64
 	buf  *[]byte // the frame without its length prefix
 	size int64   // bytes held against the budget (the capacity of buf)
@@ -114,7 +257,32 @@ var requestPool = sync.Pool{New: func() any { return new(Request) }}
 
 // Bytes is the frame without its length prefix; it aliases a pooled buffer, valid until
 // Release.
-func (r *Request) Bytes() []byte { return *r.buf }
+func (r *Request) Bytes() []byte {
+	if r.buf == nil {
+		return nil // shed
+	}
+	return *r.buf
+}
+
+// HoldConn stops the framing of r's connection until r's slot is filled: no frame after r
+// is read (a stream connection is not read, a gnet one keeps what arrives unframed, within
+// maxHeldInbound). For a request that may wait on others (a long poll), so what its
+// connection sends behind it cannot fill the budget while it waits. Only from
+// Handler.Frame, before r is handed on.
+func (r *Request) HoldConn() { r.c.holding.Store(r.seq + 1) }
+
+// Shed gives back r's buffer and budget before its reply, for a request about to wait whose
+// frame is no longer needed (its bytes are decoded): a parked request holds no budget that
+// a loop could wait for. Bytes is nil after it; Release later returns nothing more. From the
+// goroutine handling r.
+func (r *Request) Shed() {
+	if r.buf == nil {
+		return
+	}
+	r.b.release(r.size)
+	putBuf(r.buf)
+	r.buf, r.size = nil, 0
+}
 
 // Conn is the connection r arrived on.
 func (r *Request) Conn() *Conn { return r.c }
@@ -151,11 +319,11 @@ func (r *Request) Release() {
 
 func (r *Request) release() {
 	t := r.c.t
-	t.budget.release(r.size)
+	r.b.release(r.size)
 	if r.buf != nil {
 		putBuf(r.buf)
 	}
-	r.buf, r.c, r.replied, r.size = nil, nil, false, 0
+	r.buf, r.c, r.b, r.replied, r.size = nil, nil, nil, false, 0
 	requestPool.Put(r)
 	t.inflight.Add(-1)
 }
@@ -166,11 +334,11 @@ func (r *Request) release() {
 func (c *Conn) Inject(frame []byte) *Request {
 	t := c.t
 	r := requestPool.Get().(*Request)
-	r.c, r.seq = c, c.nextSeq
+	r.c, r.b, r.seq = c, c.budgetNow(), c.nextSeq
 	c.nextSeq++
 	r.size = int64(bufCap(len(frame)))
 	r.want, r.filled = len(frame), len(frame)
-	t.budget.acquire(r.size)
+	r.b.acquire(r.size)
 	t.inflight.Add(1)
 	r.buf = getBuf(len(frame))
 	copy(*r.buf, frame)
@@ -219,6 +387,7 @@ const (
 	more      action = iota // every whole frame is handed on; wait for more bytes
 	drained                 // draining: no frame is started (src may hold more)
 	closeConn               // a bad length prefix, a refused frame, or Handler.Frame said so
+	hold                    // c is held (Conn.held): no frame is started (src may hold more)
 )
 
 // feed copies every complete frame out of src (and what has arrived of an incomplete one
@@ -246,7 +415,7 @@ func (c *Conn) feed(src source) action {
 				r.filled += n
 			}
 			c.partial = nil
-			t.budget.complete(r)
+			r.b.complete(r)
 			c.pending.Add(1)
 			if !c.h.Frame(r) {
 				return closeConn
@@ -258,6 +427,9 @@ func (c *Conn) feed(src source) action {
 		}
 		if src.InboundBuffered() < 4 {
 			return more
+		}
+		if c.held() {
+			return hold
 		}
 		p, err := src.Peek(4)
 		if err != nil {
@@ -285,10 +457,10 @@ func (c *Conn) feed(src source) action {
 // Its buffer starts small and grows as bytes arrive (growFrame).
 func (t *Transport) startFrame(c *Conn, size int) *Request {
 	r := requestPool.Get().(*Request)
-	r.c, r.seq = c, c.nextSeq
+	r.c, r.b, r.seq = c, c.budgetNow(), c.nextSeq
 	c.nextSeq++
 	r.want, r.filled, r.size = size, 0, 0
-	t.budget.begin(r)
+	r.b.begin(r)
 	return r
 }
 
@@ -320,8 +492,13 @@ func (t *Transport) growFrame(r *Request, avail int) bool {
 		return true
 	}
 	n := min(r.want, max(frameGrowth*have, r.filled+avail, initialFrameBuf))
-	if !t.budget.grow(r, int64(bufCap(n))-r.size, r.filled+avail >= r.want) {
-		r.c.h.Refused(r.c, Budget, r.want, int(t.cfg.Budget))
+	if r.b == t.preAuth {
+		// Before authentication a frame is charged what has arrived (rounded up to its
+		// buffer's size class, so at most twice that), never what its prefix declares.
+		n = min(r.want, r.filled+avail)
+	}
+	if !r.b.grow(r, int64(bufCap(n))-r.size, r.filled+avail >= r.want) {
+		r.c.h.Refused(r.c, Budget, r.want, int(r.b.limit))
 		return false
 	}
 	nb := getBuf(n)
@@ -364,8 +541,13 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	}
 	c.slots = c.slots[:len(c.slots)-n]
 	c.writeSeq += uint64(n)
-	c.pending.Add(-int64(n))
+	if p := c.pending.Add(-int64(n)); p < maxPending && p+int64(n) >= maxPending {
+		defer c.wake() // held by its unanswered requests: no longer
+	}
 	c.lastActive.Store(c.t.now())
+	if h := c.holding.Load(); h != 0 && c.writeSeq >= h && c.holding.CompareAndSwap(h, 0) {
+		defer c.wake() // the request that held c is answered: frame what waits
+	}
 	if c.gone.Load() || len(outs) == 0 {
 		for _, o := range outs {
 			putOut(o)
@@ -381,6 +563,10 @@ func (c *Conn) reply(seq uint64, out *Out) {
 		}
 		sent(n)
 	}
+	b := c.budgetNow()
+	for _, o := range outs {
+		o.charge(c, b)
+	}
 	var err error
 	var multi []*Out
 	if len(outs) == 1 {
@@ -392,17 +578,18 @@ func (c *Conn) reply(seq uint64, out *Out) {
 		for j, o := range multi {
 			bs[j] = o.B
 		}
-		err = c.w.AsyncWritev(bs, func(gnet.Conn, error) error {
+		err = c.w.AsyncWritev(bs, func(gc gnet.Conn, err error) error {
 			for _, o := range multi {
-				putOut(o)
+				o.taken(nil, nil)
 			}
+			c.tookOutput(gc, err)
 			return nil
 		})
 	}
 	if err != nil {
 		// The loop is gone (shutdown); the callback will not run.
 		for _, o := range outs {
-			putOut(o)
+			o.taken(nil, nil)
 		}
 	}
 	clear(c.outs)
@@ -415,6 +602,11 @@ func (c *Conn) reply(seq uint64, out *Out) {
 func (c *Conn) markClosed() {
 	c.gone.Store(true)
 	close(c.done)
+	c.unholdInbound()
+	if n := c.sockOut.Swap(0); n != 0 {
+		c.sockB.addExtra(-n) // gnet drops its outbound buffer with the connection
+		c.unwritten.Add(-n)
+	}
 	// gone is set before wmu is taken: a reply holding wmu now may still queue its write (the
 	// socket drops it), and every later one sees gone and drops its output.
 	c.wmu.Lock()
@@ -427,7 +619,47 @@ func (c *Conn) markClosed() {
 	c.wmu.Unlock()
 	if r := c.partial; r != nil {
 		c.partial = nil
-		c.t.budget.complete(r)
+		r.b.complete(r)
 		r.release()
+	}
+}
+
+// charge counts o's bytes as unwritten on c, against b, until the socket takes them (taken).
+func (o *Out) charge(c *Conn, b *budget) {
+	o.c, o.b, o.n = c, b, int64(cap(o.B)) // what it holds of memory
+	b.addExtra(o.n)
+	c.unwritten.Add(o.n)
+}
+
+// taken is o's written callback: the socket has taken its bytes (gnet: into its outbound
+// buffer, which setSockOut counts from then on; a stream connection: written), or they were
+// dropped. o goes back to the pool.
+func (o *Out) taken(gc gnet.Conn, err error) {
+	if c := o.c; c != nil {
+		o.b.addExtra(-o.n)
+		c.unwritten.Add(-o.n)
+		o.c, o.b, o.n = nil, nil, 0
+		c.tookOutput(gc, err)
+	}
+	putOut(o)
+}
+
+// tookOutput runs when the socket has taken replies of c: on gnet's loop (gc set: its outbound
+// buffer is looked at), or on a stream writer. A connection held by its output and now under
+// maxUnwritten is woken.
+func (c *Conn) tookOutput(gc gnet.Conn, err error) {
+	if gc != nil && err == nil && !c.gone.Load() {
+		c.setSockOut(int64(gc.OutboundBuffered()))
+		if c.sockOut.Load() > 0 {
+			c.pollOutput() // gnet tells nothing when it drains: look again soon (OnTraffic)
+		}
+	}
+	if c.holding.Load() != 0 || c.unwritten.Load() > maxUnwritten {
+		return
+	}
+	if c.stream {
+		c.wake()
+	} else if gc != nil && c.polling.Load() {
+		c.wake() // held by its output until now: no need to wait for the poll
 	}
 }

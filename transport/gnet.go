@@ -145,8 +145,20 @@ func (g *Gnet) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
-	if c.feed(gc) == closeConn {
+	c.setSockOut(int64(gc.OutboundBuffered()))
+	switch c.feed(gc) {
+	case closeConn:
 		return gnet.Close
+	case hold:
+		// gnet reads on regardless: what waits unframed is charged, and bounded.
+		if !c.holdInbound(int64(gc.InboundBuffered())) {
+			return gnet.Close
+		}
+	default:
+		c.unholdInbound()
+	}
+	if c.sockOut.Load() > 0 {
+		c.pollOutput() // look again soon: what gnet's buffer holds is counted as last seen
 	}
 	return gnet.None
 }

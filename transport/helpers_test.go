@@ -89,6 +89,8 @@ func (w *writes) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
 	return nil
 }
 
+func (w *writes) Wake(gnet.AsyncCallback) error { return nil }
+
 func (w *writes) Close() error {
 	w.mu.Lock()
 	w.closed = true

@@ -206,3 +206,154 @@ func selfSigned(t *testing.T) *tls.Config {
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }
+
+// holdingEcho is echo whose every request holds its connection (Request.HoldConn, as a long
+// poll does): the pipeline is framed one request at a time, each after the last is answered,
+// so the back-end must wake the connection (gnet: Wake; stream: Conn.resume) every time.
+type holdingEcho struct{ echo }
+
+func (e *holdingEcho) Frame(r *Request) bool {
+	r.HoldConn()
+	return e.echo.Frame(r)
+}
+
+// TestHeldConnectionsResumeOverLoopback: on both back-ends a pipeline whose every request
+// holds its connection is answered whole and in order.
+func TestHeldConnectionsResumeOverLoopback(t *testing.T) {
+	t.Run("gnet", func(t *testing.T) {
+		tr := New(Config{Budget: 64 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+		e := &holdingEcho{}
+		g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Stop()
+		nc, err := net.Dial("tcp", g.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoes(t, nc)
+		nc.Close()
+		waitIdle(t, tr, &e.echo)
+	})
+	t.Run("stream", func(t *testing.T) {
+		tr := New(Config{Budget: 64 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+		e := &holdingEcho{}
+		nl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.ServeStream(e, nl, StreamConfig{Name: "plain"})
+		nc, err := net.Dial("tcp", nl.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoes(t, nc)
+		nc.Close()
+		waitIdle(t, tr, &e.echo)
+		tr.CloseStreams()
+	})
+}
+
+// TestHeldStreamConnectionSeesItsClose: a stream connection held by a request (a long poll)
+// still notices that its client closed: Done is closed, which ends the long poll, without
+// waiting for the hold to end.
+func TestHeldStreamConnectionSeesItsClose(t *testing.T) {
+	tr := New(Config{Budget: 64 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+	h := &holder{recorder: &recorder{hold: true}}
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.ServeStream(h, nl, StreamConfig{Name: "plain"})
+	defer tr.CloseStreams()
+	nc, err := net.Dial("tcp", nl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(appendFrame(appendFrame(nil, body(0, 100)), body(1, 100))); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*Request
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rs) == 0 && time.Now().Before(deadline) {
+		rs = h.take()
+		time.Sleep(time.Millisecond)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("%d requests handed on before the close, want 1 (the one that holds)", len(rs))
+	}
+	nc.Close()
+	select {
+	case <-rs[0].Conn().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("a held stream connection did not notice its client closed")
+	}
+	rs[0].Skip()
+	rs[0].Release()
+	for tr.InFlight() != 0 || tr.BudgetHeld() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight %d, held %d", tr.InFlight(), tr.BudgetHeld())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// bigReply answers every frame with a reply of size bytes.
+type bigReply struct {
+	echo
+	size int
+}
+
+func (e *bigReply) Frame(r *Request) bool {
+	o := GetOut(e.size)
+	o.B = appendFrame(o.B, make([]byte, e.size-4))
+	r.Reply(o)
+	r.Release()
+	return true
+}
+
+// TestGnetUnreadReplyIsCountedUntilRead: a reply larger than the socket's buffers waits in
+// gnet's outbound buffer while the client does not read; the budget counts it (and the
+// connection's Unwritten) until the client has read it, and then, with nothing more sent,
+// returns to nothing (gnet tells nothing when its buffer drains: the connection is looked at
+// again every heldPoll).
+func TestGnetUnreadReplyIsCountedUntilRead(t *testing.T) {
+	const size = 32 << 20
+	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 8})
+	e := &bigReply{size: size}
+	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	nc, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(appendFrame(nil, body(0, 8))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.BudgetHeld() < size/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget holds %d with a %d-byte reply unread, want most of it", tr.BudgetHeld(), size)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if held := tr.BudgetHeld(); held < size/2 {
+		t.Fatalf("budget holds %d with the reply still unread", held)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(nc, make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	for tr.BudgetHeld() != 0 {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("budget holds %d after the client read the whole reply", tr.BudgetHeld())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -67,6 +68,9 @@ func (sc *streamConn) AsyncWrite(b []byte, cb gnet.AsyncCallback) error {
 func (sc *streamConn) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
 	return sc.queue(pendingWrite{bufs: net.Buffers(bs), cb: cb})
 }
+
+// Wake is not how a stream reader is woken (Conn.resume is).
+func (sc *streamConn) Wake(gnet.AsyncCallback) error { return nil }
 
 func (sc *streamConn) queue(w pendingWrite) error {
 	sc.mu.Lock()
@@ -179,6 +183,7 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 	defer t.streamW.Done()
 	sc := newStreamConn(nc)
 	c := t.newConn(sc, nc.RemoteAddr().String(), h)
+	c.stream = true
 	state, ok := h.Open(c)
 	if !ok {
 		sc.Close()
@@ -224,8 +229,14 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 	f := chunkFramer{c: c, buf: make([]byte, streamReadBuf)}
 	for {
 		n, err := nc.Read(f.next())
-		if n > 0 && f.feed(n) != more {
-			return // closing, or draining (a stream connection is closed then)
+		if n > 0 {
+			a := f.feed(n)
+			if a == hold {
+				a = f.held(nc, sc)
+			}
+			if a != more {
+				return // closing, or draining (a stream connection is closed then)
+			}
 		}
 		if err != nil {
 			return
@@ -233,9 +244,57 @@ func (t *Transport) serveStream(h Handler, cfg StreamConfig, nc net.Conn) {
 	}
 }
 
+// heldStreamPoll: while a request holds a stream connection (a long poll), its reader goes on
+// reading what fits in its buffer, unframed, in reads of at most this long, so that a client
+// that closes is noticed (and its long poll ended) without waiting for the hold to end.
+const heldStreamPoll = 50 * time.Millisecond
+
+// held waits, on a held connection's reader, until the hold ends (the answer of framing what
+// waits), or the connection closes (closeConn). Held by its replies or its queue, nothing is
+// read, so TCP pushes back, as Kafka mutes a channel; a close of the connection (its
+// writer's, the reaper's, CloseStreams) ends the wait. Held by a request, bytes are read
+// while the buffer has room, so an end of stream is seen.
+func (f *chunkFramer) held(nc net.Conn, sc *streamConn) action {
+	c := f.c
+	defer func() { _ = nc.SetReadDeadline(time.Time{}) }()
+	for {
+		select {
+		case <-c.resume:
+			if a := f.feed(0); a != hold {
+				return a
+			}
+			continue
+		case <-sc.done:
+			return closeConn
+		default:
+		}
+		if c.holding.Load() == 0 || f.kept == len(f.buf) {
+			select {
+			case <-c.resume:
+			case <-sc.done:
+				return closeConn
+			}
+			if a := f.feed(0); a != hold {
+				return a
+			}
+			continue
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(heldStreamPoll))
+		n, err := nc.Read(f.next())
+		if n > 0 {
+			if a := f.feed(n); a != hold {
+				return a
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return closeConn // the client closed (or the socket failed)
+		}
+	}
+}
+
 // chunkFramer frames bytes that arrive in reads of buf (a stream reader's): what framing
-// leaves of a read (part of a length prefix, under 4 bytes) moves to the front of buf, and the
-// next read appends to it.
+// leaves of a read (part of a length prefix, under 4 bytes, or everything after a hold began)
+// moves to the front of buf, and the next read appends to it.
 type chunkFramer struct {
 	c    *Conn
 	buf  []byte

@@ -41,8 +41,13 @@ import (
 
 // Config holds a Transport's settings.
 type Config struct {
-	// Budget bounds the bytes read and not yet released (budget.go); required.
+	// Budget bounds the bytes read and not yet released, and of replies not yet written
+	// (budget.go); required.
 	Budget int64
+	// PreAuthBudget, when above 0, is a budget of its own for connections marked
+	// Conn.SetPreAuth (Inlet: before SASL authentication), so they never take what
+	// authenticated clients need.
+	PreAuthBudget int64
 	// MaxFrame is the largest frame a connection may send until Conn.SetMaxFrame says
 	// otherwise; MinFrame the smallest (at least 1). A length prefix outside them closes the
 	// connection before anything is allocated (Handler.Refused with FrameSize).
@@ -86,6 +91,7 @@ type Refusal int
 const (
 	FrameSize Refusal = iota // a length prefix out of bounds (Kafka's InvalidReceiveException)
 	Budget                   // the budget is exhausted by frames still arriving (budget.go)
+	Held                     // a held connection kept sending: over maxHeldInbound, or no budget for it
 )
 
 // Transport is the state every back-end's connections share: the budget, the count of frames
@@ -94,6 +100,7 @@ type Transport struct {
 	cfg      Config
 	log      *slog.Logger
 	budget   *budget
+	preAuth  *budget // nil: pre-authentication frames share budget
 	now      func() int64
 	draining atomic.Bool
 	inflight atomic.Int64 // frames read (or being read) and not yet released; see Drain
@@ -112,6 +119,9 @@ func New(cfg Config) *Transport {
 		cfg.Logger = slog.Default()
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger, budget: newBudget(cfg.Budget), now: cfg.Clock, live: map[*streamConn]struct{}{}}
+	if cfg.PreAuthBudget > 0 {
+		t.preAuth = newBudget(cfg.PreAuthBudget)
+	}
 	if t.now == nil {
 		t.now = func() int64 { return time.Now().UnixNano() }
 	}
@@ -129,3 +139,11 @@ func (t *Transport) InFlight() int64 { return t.inflight.Load() }
 
 // BudgetHeld is the budget's bytes held now (metrics).
 func (t *Transport) BudgetHeld() int64 { return t.budget.held() }
+
+// PreAuthHeld is the pre-authentication budget's bytes held now (0 without one).
+func (t *Transport) PreAuthHeld() int64 {
+	if t.preAuth == nil {
+		return 0
+	}
+	return t.preAuth.held()
+}

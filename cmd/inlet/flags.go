@@ -30,6 +30,7 @@ type options struct {
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
 	maxConnectionsPerIPOverrides, saslMaxReceive, superUsers  *string
+	saslMaxInflight, fetchMaxBytes                            *string
 	failedAuthDelayMs, groupInitialRebalanceDelayMs           *int
 	producerIDExpirationMs, logRetentionCheckIntervalMs       *int
 	offsetsRetentionMinutes, transactionalIDExpirationMs      *int
@@ -70,6 +71,8 @@ func newFlags() (*flag.FlagSet, *options) {
 		maxConnectionsPerIPOverrides: fs.String("max-connections-per-ip-overrides", "", "Kafka's max.connections.per.ip.overrides: address:limit pairs, comma-separated (IP addresses only), e.g. 127.0.0.1:200"),
 		connectionsMaxIdleMs:         fs.Int("connections-max-idle-ms", 600000, "Kafka's connections.max.idle.ms: close a connection with no request outstanding after this long without traffic; -1: never"),
 		saslMaxReceive:               fs.String("sasl-server-max-receive-size", "524288", "Kafka's sasl.server.max.receive.size: largest frame before SASL authentication on SASL listeners"),
+		saslMaxInflight:              fs.String("sasl-server-max-inflight-bytes", "16MiB", "in-flight budget of its own shared by connections before SASL authentication on SASL listeners (frames charged what has arrived, and unwritten replies), so they never take --inflight-budget from authenticated clients"),
+		fetchMaxBytes:                fs.String("fetch-max-bytes", "57671680", "Kafka's fetch.max.bytes: the most record bytes a Fetch is answered with, whatever it asks (also at most half the in-flight budget not held by unwritten replies)"),
 		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),
 		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals that may change ACLs and users at run time, e.g. User:admin;User:ops"),
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),

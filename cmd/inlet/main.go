@@ -105,6 +105,8 @@ func main() {
 		SuperUsers:                   superUsers,
 		ConnectionsMaxIdle:           msFlag(*o.connectionsMaxIdleMs),
 		SaslServerMaxReceiveSize:     int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
+		SaslServerMaxInflightBytes:   mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight),
+		FetchMaxBytes:                int(mustSize("fetch-max-bytes", *o.fetchMaxBytes)),
 		FailedAuthenticationDelay:    msFlag(*o.failedAuthDelayMs),
 		GroupInitialRebalanceDelay:   msFlag(*o.groupInitialRebalanceDelayMs),
 		OffsetsRetention:             minutesFlag(*o.offsetsRetentionMinutes),
