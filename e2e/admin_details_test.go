@@ -127,3 +127,114 @@ func TestUpdateFeaturesTopLevelErrorEveryVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestKafka3TopicConfigsAccepted: the topic configs Kafka 4.0 removed, which a 3.x broker
+// accepts and clients pinned to 3.x send, are accepted by CreateTopics, AlterConfigs and
+// IncrementalAlterConfigs (and ignored), and described back as set.
+func TestKafka3TopicConfigsAccepted(t *testing.T) {
+	b := startBroker(t, nil)
+	cl := newKgo(t, b.addr)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"message.format.version": kadm.StringPtr("2.8"), "message.downconversion.enable": kadm.StringPtr("false")}, "old")
+	if err != nil || created.Err != nil {
+		t.Fatalf("create with 3.x configs: %v %v", err, created.Err)
+	}
+	legacy, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{
+		{Name: "message.format.version", Value: kadm.StringPtr("3.0-IV1")},
+		{Name: "message.timestamp.difference.max.ms", Value: kadm.StringPtr("60000")},
+		{Name: "compression.zstd.level", Value: kadm.StringPtr("9")},
+	}, "old")
+	if err != nil || legacy[0].Err != nil {
+		t.Fatalf("AlterConfigs with 3.x configs: %v %+v", err, legacy)
+	}
+	incr, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "message.downconversion.enable", Value: kadm.StringPtr("true")}}, "old")
+	if err != nil || incr[0].Err != nil {
+		t.Fatalf("IncrementalAlterConfigs with message.downconversion.enable: %v %+v", err, incr)
+	}
+	got := describeConfigs(t, cl, kmsg.ConfigResourceTypeTopic, "old")
+	for name, want := range map[string]string{"message.format.version": "3.0-IV1", "message.timestamp.difference.max.ms": "60000",
+		"compression.zstd.level": "9", "message.downconversion.enable": "true"} {
+		if c, ok := got[name]; !ok || c.Value == nil || *c.Value != want {
+			t.Errorf("%s described as %+v, want %s", name, c, want)
+		}
+	}
+	if bad, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "message.format.version", Value: kadm.StringPtr("newest")}}, "old"); err != nil || !errors.Is(bad[0].Err, kerr.InvalidConfig) {
+		t.Errorf("message.format.version=newest: %v %+v, want INVALID_CONFIG", err, bad)
+	}
+}
+
+// TestIgnoredDynamicBrokerConfigs: Kafka 3.9's dynamic broker configs that mean nothing on
+// this node (thread pools, Kerberos login, ...) are accepted at the broker and cluster
+// levels, described back as dynamic, and still type-checked.
+func TestIgnoredDynamicBrokerConfigs(t *testing.T) {
+	b := startBroker(t, nil)
+	cl := newKgo(t, b.addr)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		{Name: "background.threads", Value: kadm.StringPtr("4")},
+		{Name: "sasl.kerberos.min.time.before.relogin", Value: kadm.StringPtr("30000")},
+		{Name: "num.io.threads", Value: kadm.StringPtr("16")},
+	}, 1)
+	if err != nil || resps[0].Err != nil {
+		t.Fatalf("set ignored dynamic configs on broker 1: %v %+v", err, resps)
+	}
+	if resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "metric.reporters", Value: kadm.StringPtr("")}}); err != nil || resps[0].Err != nil {
+		t.Fatalf("set metric.reporters as the cluster default: %v %+v", err, resps)
+	}
+	got := describeConfigs(t, cl, kmsg.ConfigResourceTypeBroker, "1")
+	for name, want := range map[string]string{"background.threads": "4", "sasl.kerberos.min.time.before.relogin": "30000", "num.io.threads": "16"} {
+		if c := got[name]; c.Value == nil || *c.Value != want || c.Source != kmsg.ConfigSourceDynamicBrokerConfig || c.ReadOnly {
+			t.Errorf("%s described as %v from %v (read-only %v), want %s, dynamic", name, c.Value, c.Source, c.ReadOnly, want)
+		}
+	}
+	if resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "background.threads", Value: kadm.StringPtr("many")}}, 1); err != nil || !errors.Is(resps[0].Err, kerr.InvalidConfig) {
+		t.Errorf("background.threads=many: %v %+v, want INVALID_CONFIG", err, resps)
+	}
+}
+
+// TestTinySegmentBytesRollsEveryBatch: segment.bytes down to Kafka 3.x's 14 bytes is taken
+// (Kafka 4.x wants 1 MiB); compaction then rolls a virtual segment after every batch, so
+// only the last batch stays uncompacted, as clients' compaction tests expect of tiny
+// segments.
+func TestTinySegmentBytesRollsEveryBatch(t *testing.T) {
+	b := startBroker(t, nil)
+	adm := kadm.NewClient(newKgo(t, b.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
+		"segment.bytes": kadm.StringPtr("14"), "min.cleanable.dirty.ratio": kadm.StringPtr("0.01")}, "tiny")
+	if err != nil || created.Err != nil {
+		t.Fatalf("create with segment.bytes=14: %v %v", err, created.Err)
+	}
+	if bad, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: kadm.StringPtr("13")}}, "tiny"); err != nil || !errors.Is(bad[0].Err, kerr.InvalidConfig) {
+		t.Errorf("segment.bytes=13: %v %+v, want INVALID_CONFIG", err, bad)
+	}
+	prod := newKgo(t, b.addr)
+	const n = 6
+	for i := range n {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "tiny", Key: []byte("k"), Value: []byte{byte('a' + i)}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.blog.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cons := newKgo(t, b.addr, kgo.ConsumeTopics("tiny"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var values []string
+	for ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		if fs.Empty() {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) { values = append(values, string(r.Value)) })
+	}
+	if len(values) != 1 || values[0] != string(rune('a'+n-1)) {
+		t.Fatalf("read %q after compaction, want only the last value %q", values, string(rune('a'+n-1)))
+	}
+}
