@@ -299,3 +299,71 @@ func TestUserClientIDQuotaHoldsItsProducers(t *testing.T) {
 	checkFree(t, other, rate, measure)
 	checkFree(t, bob, rate, measure)
 }
+
+// TestDefaultClientIDConsumerByteRate: consumer_byte_rate for the default client id
+// (/config/clients/<default>) holds each client id to it apart (each its own bucket): two
+// consumers with different client ids, reading 2.5 MiB each at the same time at 256 KiB/s,
+// each take as long as the quota says for one (less the one-second burst and the last
+// answer), not twice that; a consumer whose client id has its own higher quota
+// (/config/clients/fast) takes less.
+func TestDefaultClientIDConsumerByteRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("9 s of throttled consuming")
+	}
+	const rate = 256 << 10
+	b := startBroker(t, func(c *server.Config) {
+		c.Quotas = quota.Bounds{
+			quota.EntityKey("", quota.DefaultUser): {quota.ConsumerByteRate: rate},
+			quota.EntityKey("", "fast"):            {quota.ConsumerByteRate: 8 * rate},
+		}
+	})
+	b.createTopic("q", 1)
+	recs := makeRecords(2500, 1, "quota")
+	for _, r := range recs {
+		r.value = make([]byte, 1000)
+		_, _ = rand.Read(r.value)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := newKgo(t, b.addr, kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	kgoProduce(ctx, t, cl, "q", recs)
+	total := len(recs) * 1000
+	floor := time.Duration(float64(total-rate-64<<10) / rate * float64(time.Second))
+	var wg sync.WaitGroup
+	took := map[string]time.Duration{}
+	var mu sync.Mutex
+	hooks := map[string]*throttles{}
+	for _, id := range []string{"one", "two", "fast"} {
+		h := &throttles{}
+		hooks[id] = h
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			began := time.Now()
+			got := kgoConsume(ctx, t, b.addr, "q", 1, len(recs), kgo.FetchMaxPartitionBytes(64<<10), kgo.ClientID(id), kgo.WithHooks(h))
+			mu.Lock()
+			took[id] = time.Since(began)
+			mu.Unlock()
+			if len(got) != len(recs) {
+				t.Errorf("client id %s read %d records, want %d", id, len(got), len(recs))
+			}
+		}(id)
+	}
+	wg.Wait()
+	t.Logf("%d KiB each at consumer_byte_rate %d KiB/s (at least %v): one %v (%d throttles), two %v (%d throttles), fast %v",
+		total>>10, rate>>10, floor, took["one"], hooks["one"].n.Load(), took["two"], hooks["two"].n.Load(), took["fast"])
+	for _, id := range []string{"one", "two"} {
+		if took[id] < floor*9/10 {
+			t.Errorf("client id %s read in %v, faster than the quota allows (%v)", id, took[id], floor)
+		}
+		if took[id] > floor*3/2+2*time.Second {
+			t.Errorf("client id %s read in %v: slowed as if it shared the default's bucket (one client id's share: %v)", id, took[id], floor)
+		}
+		if hooks[id].n.Load() == 0 {
+			t.Errorf("client id %s was never told of a throttle", id)
+		}
+	}
+	if took["fast"] >= floor/2 {
+		t.Errorf("client id fast (8× the quota) read in %v, want well under %v", took["fast"], floor)
+	}
+}
