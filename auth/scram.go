@@ -52,7 +52,9 @@ func NewCredential(mechanism, password string, iterations int) (Credential, erro
 
 // CredentialFromSalted is the credential of a salted password (RFC 5802's SaltedPassword =
 // Hi(password, salt, i)), as AlterUserScramCredentials carries it: the client derives it, so
-// the password never reaches the broker.
+// the password never reaches the broker. As Kafka's ScramControlManager, the salt and the
+// salted password are taken as they come (any length, empty included): HMAC takes a key of
+// any length, and a client that derived them otherwise only fails to log in.
 func CredentialFromSalted(mechanism string, salt, salted []byte, iterations int) (Credential, error) {
 	h, err := hashFor(mechanism)
 	if err != nil {
@@ -60,9 +62,6 @@ func CredentialFromSalted(mechanism string, salt, salted []byte, iterations int)
 	}
 	if iterations < MinIterations || iterations > MaxIterations {
 		return Credential{}, fmt.Errorf("auth: iterations %d outside [%d, %d]", iterations, MinIterations, MaxIterations)
-	}
-	if len(salt) == 0 || len(salted) != h().Size() {
-		return Credential{}, fmt.Errorf("auth: %s needs a salt and a salted password of %d bytes", mechanism, h().Size())
 	}
 	ck := hmacSum(h, salted, "Client Key")
 	sk := h()

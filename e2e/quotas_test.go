@@ -121,11 +121,11 @@ func TestClientQuotasAtRunTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: strPtr("c1")}},
-		Ops:    []kadm.AlterClientQuotaOp{{Key: quota.ProducerByteRate, Value: 100}},
+		Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: strPtr("127.0.0.1")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 100}},
 	}})
 	if err != nil || !errors.Is(res[0].Err, kerr.InvalidRequest) {
-		t.Fatalf("client-id quota: %v %v, want INVALID_REQUEST", err, res)
+		t.Fatalf("ip quota: %v %v, want INVALID_REQUEST", err, res)
 	}
 	alice := kadm.NewClient(saslClient(t, b, "alice", "alice-secret"))
 	if err := alterQuota(t, alice, strPtr("alice"), quota.ProducerByteRate, 1<<30, false); !errors.Is(err, kerr.ClusterAuthorizationFailed) {

@@ -11,12 +11,18 @@ import (
 )
 
 // AlterClientQuotas v0-v1 (KIP-546): sets and removes producer_byte_rate and
-// consumer_byte_rate of a user or the default user, durably (package tenants), for
-// connections already open too. Kafka's other quota keys (request_percentage,
-// controller_mutation_rate, connection_creation_rate) and client-id and ip entities are not
-// enforced here, and are refused with INVALID_REQUEST rather than stored and ignored.
-// Changing quotas needs a super user on a listener with security (Kafka needs ALTER_CONFIGS
-// on the cluster); on one without, anyone may, as on a Kafka broker without an authorizer.
+// consumer_byte_rate of any entity of KIP-55 (a user, a client id, or both, each named or
+// the default; package quota resolves their precedence), durably (package tenants), for
+// connections already open too. Kafka's other quota keys and ip entities are not enforced
+// here, and are refused with INVALID_REQUEST rather than stored and ignored:
+// request_percentage shares out the time of Kafka's request handler threads, which this node
+// does not have (a connection's requests run on the workers of its event loop, and a
+// request's cost there is not measured per client), and controller_mutation_rate and
+// connection_creation_rate bound work a single node does not do or limits it sets
+// elsewhere. Entities are checked as ClientQuotaControlManager checks them (no empty entity,
+// no type twice, no empty name). Changing quotas needs a super user on a listener with
+// security (Kafka needs ALTER_CONFIGS on the cluster); on one without, anyone may, as on a
+// Kafka broker without an authorizer.
 const alterClientQuotasKey = 49
 
 func init() {
@@ -53,6 +59,9 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 			for _, op := range e.Ops {
 				if _, known := quota.KindOf(op.Key); !known {
 					ecode, emsg = wire.ErrInvalidRequest, "Quota key "+op.Key+" is not enforced by this node: only producer_byte_rate and consumer_byte_rate are."
+					if op.Key == requestPercentage {
+						ecode, emsg = wire.ErrInvalidRequest, "Quota key request_percentage is not enforced by this node: it shares out the time of Kafka's request handler threads, and here a connection's requests run on its event loop's workers, whose time is not measured per client. Only producer_byte_rate and consumer_byte_rate are."
+					}
 					break
 				}
 				if seen[op.Key] {
@@ -107,24 +116,41 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 	return resp, nil
 }
 
-// quotaEntity is the quota entity name of a request's entity: a user's name, or
-// quota.DefaultUser.
+// requestPercentage is Kafka's request-time quota key (QuotaConfig), refused here.
+const requestPercentage = "request_percentage"
+
+// quotaEntity is the quota entity key (quota.EntityKey) of a request's entity: a user, a
+// client id, or both, each a name or quota.DefaultUser (a null name).
 func quotaEntity(ent []kmsg.AlterClientQuotasRequestEntryEntity) (string, int16, string) {
-	if len(ent) != 1 {
-		return "", wire.ErrInvalidRequest, "Only user quotas are served by this node: an entity is one user (or the default user)"
+	if len(ent) == 0 {
+		return "", wire.ErrInvalidRequest, "Invalid empty client quota entity"
 	}
-	switch ent[0].Type {
-	case entityUser:
-	case entityClientID, entityIP:
-		return "", wire.ErrInvalidRequest, "Only user quotas are served by this node, not " + ent[0].Type + " quotas"
-	default:
-		return "", wire.ErrInvalidRequest, "Unknown quota entity type " + ent[0].Type
+	var user, client string
+	for _, e := range ent {
+		var part *string
+		switch e.Type {
+		case entityUser:
+			part = &user
+		case entityClientID:
+			part = &client
+		case entityIP:
+			return "", wire.ErrInvalidRequest, "ip quotas (connection_creation_rate) are not enforced by this node"
+		default:
+			return "", wire.ErrInvalidRequest, "Unhandled client quota entity type: " + e.Type
+		}
+		if *part != "" {
+			return "", wire.ErrInvalidRequest, "Invalid client quota entity, duplicate entity entry " + e.Type
+		}
+		switch {
+		case e.Name == nil:
+			*part = quota.DefaultUser
+		case *e.Name == "":
+			return "", wire.ErrInvalidRequest, "Empty " + e.Type + " not supported"
+		case *e.Name == quota.DefaultUser || !quota.ValidName(*e.Name):
+			return "", wire.ErrInvalidRequest, "Invalid " + e.Type + " name " + *e.Name
+		default:
+			*part = *e.Name
+		}
 	}
-	if ent[0].Name == nil {
-		return quota.DefaultUser, 0, ""
-	}
-	if *ent[0].Name == "" || *ent[0].Name == quota.DefaultUser {
-		return "", wire.ErrInvalidRequest, "Invalid user name " + *ent[0].Name
-	}
-	return *ent[0].Name, 0, ""
+	return quota.EntityKey(user, client), 0, ""
 }

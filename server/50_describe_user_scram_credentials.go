@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/auth"
@@ -17,7 +19,15 @@ import (
 // it can log in but use nothing until ACLs grant it prefixes. Deleting a user's last
 // credential deletes the user, and its connections are closed. Kafka's rules: iterations in
 // [4096, 16384] (UNACCEPTABLE_CREDENTIAL), a name at most once per request
-// (DUPLICATE_RESOURCE), deleting a credential that does not exist RESOURCE_NOT_FOUND.
+// (DUPLICATE_RESOURCE), deleting a credential that does not exist RESOURCE_NOT_FOUND; the
+// salt and salted password are not checked (ScramControlManager validates only the user, the
+// mechanism and the iterations).
+//
+// Kafka serves both APIs whatever its listeners, so a node without SASL users does too:
+// describing answers what is stored (nothing, at first) and an upsertion is stored in the
+// data directory's tenants.json, where it becomes a user once the node is started with SASL.
+// There, as on a Kafka broker without an authorizer, a connection without security may alter
+// credentials; with SASL users only super.users may.
 const (
 	describeUserScramCredentialsKey = 50
 	alterUserScramCredentialsKey    = 51
@@ -36,12 +46,7 @@ var scramMechanisms = map[int8]string{1: auth.ScramSHA256, 2: auth.ScramSHA512}
 func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	switch {
-	case s.tenantsDisabled():
-		msg := "This node has no SASL users."
-		resp.ErrorCode, resp.ErrorMessage = wire.ErrSecurityDisabled, &msg
-		return resp, nil
-	case !s.seesAllTenants(r):
+	if !s.seesAllTenants(r) {
 		msg := "Describing users needs a super user."
 		resp.ErrorCode, resp.ErrorMessage = wire.ErrClusterAuthorizationFailed, &msg
 		return resp, nil
@@ -49,16 +54,15 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 	describe := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
 		res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 		res.User = name
-		if u, ok := s.cfg.Users.Lookup(name); ok {
-			for _, m := range []struct {
-				n int8
-				c *auth.Credential
-			}{{1, u.SHA256}, {2, u.SHA512}} {
-				if m.c != nil {
-					ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
-					ci.Mechanism, ci.Iterations = m.n, int32(m.c.Iterations)
-					res.CredentialInfos = append(res.CredentialInfos, ci)
-				}
+		sha256, sha512 := s.scramCredentials(name)
+		for _, m := range []struct {
+			n int8
+			c *auth.Credential
+		}{{1, sha256}, {2, sha512}} {
+			if m.c != nil {
+				ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+				ci.Mechanism, ci.Iterations = m.n, int32(m.c.Iterations)
+				res.CredentialInfos = append(res.CredentialInfos, ci)
 			}
 		}
 		if len(res.CredentialInfos) == 0 {
@@ -68,10 +72,8 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 		return res
 	}
 	if req.Users == nil {
-		for _, u := range s.cfg.Users.All() {
-			if u.SHA256 != nil || u.SHA512 != nil {
-				resp.Results = append(resp.Results, describe(u.Name))
-			}
+		for _, name := range s.scramUsers() {
+			resp.Results = append(resp.Results, describe(name))
 		}
 		return resp, nil
 	}
@@ -167,11 +169,14 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		}
 	}
 	switch {
-	case s.tenantsDisabled():
+	case s.tenants == nil:
 		for _, user := range order {
-			fail(user, wire.ErrSecurityDisabled, "This node has no SASL users.")
+			fail(user, wire.ErrInvalidRequest, "User credentials cannot be changed: this node keeps no data directory.")
 		}
 		changes = nil
+	case s.cfg.Users == nil && r.c.sec == nil:
+		// No SASL users and a connection without security: anyone may, as on a Kafka
+		// broker without an authorizer.
 	case !s.isSuperUser(r):
 		for _, user := range order {
 			fail(user, wire.ErrClusterAuthorizationFailed, "Only super.users may alter user credentials.")
@@ -183,8 +188,9 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 			changed := false
 			for _, ch := range changes {
 				if ch.c.Deleted {
-					u, ok := s.cfg.Users.Lookup(ch.user)
-					if !ok || ch.mech == auth.ScramSHA256 && u.SHA256 == nil || ch.mech == auth.ScramSHA512 && u.SHA512 == nil {
+					// st, not s.tenants.State(): the store is locked during a change.
+					sha256, sha512 := s.scramCredentialsIn(st, ch.user)
+					if ch.mech == auth.ScramSHA256 && sha256 == nil || ch.mech == auth.ScramSHA512 && sha512 == nil {
 						fail(ch.user, wire.ErrResourceNotFound, "Attempt to delete a user credential that does not exist")
 						continue
 					}
@@ -211,4 +217,64 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		resp.Results = append(resp.Results, res)
 	}
 	return resp, nil
+}
+
+// scramCredentials are user's SCRAM credentials in force: the published users' when the node
+// has SASL users, else the ones stored at run time (tenants.json).
+func (s *Server) scramCredentials(user string) (sha256, sha512 *auth.Credential) {
+	if s.cfg.Users == nil && s.tenants == nil {
+		return nil, nil
+	}
+	var st *tenants.State
+	if s.cfg.Users == nil {
+		st = s.tenants.State()
+	}
+	return s.scramCredentialsIn(st, user)
+}
+
+// scramCredentialsIn is scramCredentials with st the run-time changes (read only when the
+// node has no SASL users).
+func (s *Server) scramCredentialsIn(st *tenants.State, user string) (sha256, sha512 *auth.Credential) {
+	if s.cfg.Users != nil {
+		if u, ok := s.cfg.Users.Lookup(user); ok {
+			return u.SHA256, u.SHA512
+		}
+		return nil, nil
+	}
+	for mech, c := range st.Credentials[user] {
+		if c.Deleted || c.Credential == nil {
+			continue
+		}
+		switch mech {
+		case auth.ScramSHA256:
+			sha256 = c.Credential
+		case auth.ScramSHA512:
+			sha512 = c.Credential
+		}
+	}
+	return sha256, sha512
+}
+
+// scramUsers are the names of the users with a SCRAM credential in force, sorted.
+func (s *Server) scramUsers() []string {
+	var names []string
+	if s.cfg.Users != nil {
+		for _, u := range s.cfg.Users.All() {
+			if u.SHA256 != nil || u.SHA512 != nil {
+				names = append(names, u.Name)
+			}
+		}
+		return names
+	}
+	if s.tenants == nil {
+		return nil
+	}
+	st := s.tenants.State()
+	for name := range st.Credentials {
+		if a, b := s.scramCredentialsIn(st, name); a != nil || b != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

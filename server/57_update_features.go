@@ -13,6 +13,11 @@ import (
 // none (transaction.version 2 needs KIP-890's server side, which is not built). So every
 // update is INVALID_UPDATE_VERSION, the error Kafka's controller gives for a feature it does
 // not support, validate-only or not, and an empty request succeeds.
+//
+// As Kafka's QuorumController.updateFeatures: the request is all or nothing, so a failure is
+// the top-level error, in every version, prefixed "The update failed for all features since
+// the following feature had an error: ", and then no per-feature result is sent (v0-v1 list
+// them only on success).
 const updateFeaturesKey = 57
 
 func init() {
@@ -22,20 +27,14 @@ func init() {
 func handleUpdateFeatures(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.UpdateFeaturesRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
-	for _, u := range req.FeatureUpdates {
+	if len(req.FeatureUpdates) > 0 {
+		u := req.FeatureUpdates[0]
 		msg := fmt.Sprintf("Invalid update version %d for feature %s. This node supports no versioned feature.", u.MaxVersionLevel, u.Feature)
 		if u.MaxVersionLevel < 1 {
 			msg = fmt.Sprintf("Cannot delete feature %s: it is not finalized.", u.Feature)
 		}
-		if req.Version >= 2 {
-			if resp.ErrorCode == 0 {
-				resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidUpdateVersion, &msg
-			}
-			continue
-		}
-		res := kmsg.NewUpdateFeaturesResponseResult()
-		res.Feature, res.ErrorCode, res.ErrorMessage = u.Feature, wire.ErrInvalidUpdateVersion, &msg
-		resp.Results = append(resp.Results, res)
+		msg = "The update failed for all features since the following feature had an error: " + msg
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidUpdateVersion, &msg
 	}
 	return resp, nil
 }

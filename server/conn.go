@@ -50,6 +50,9 @@ type conn struct {
 	// mutedUntil (unix ns; 0: not muted) is when a quota throttle ends: the worker handles
 	// nothing more of the connection before it (quotas.go).
 	mutedUntil atomic.Int64
+	// quotaClient is the client id of the connection's last request that quotas counted
+	// (quotaClientID): kept so that a client sending one id allocates it once.
+	quotaClient atomic.Pointer[string]
 	// queuedBytes is the budget held by requests read whole and not yet released: what a
 	// muted connection may hold before it is closed (quotas.go).
 	queuedBytes atomic.Int64

@@ -7,8 +7,9 @@ import (
 	"inlet/tenants"
 )
 
-// Quotas (package quota): a user's Produce request bytes and Fetch response bytes are
-// recorded against its producer_byte_rate and consumer_byte_rate. A request that takes its
+// Quotas (package quota): a request's Produce request bytes and Fetch response bytes are
+// recorded against the producer_byte_rate and consumer_byte_rate of its user and client id
+// (the request header's), resolved by KIP-55's eight levels of precedence. A request that takes its
 // user over the quota is answered with ThrottleTimeMs, and the connection's worker handles
 // nothing more of that connection until the throttle has passed (conn.mutedUntil), as Kafka
 // mutes the channel: a client that waits out the throttle itself (KIP-219: Produce v6+,
@@ -40,14 +41,26 @@ func quotaUser(r *request) string {
 	return anonymousUser
 }
 
-// throttle records n bytes of kind k for r's user and returns the throttle to answer with
-// (ms); when there is one, the connection is muted for that long.
+// quotaClientID is r's client id (the header's; "" when null), as a string kept on the
+// connection while the client sends the same one.
+func quotaClientID(r *request) string {
+	id := r.hdr.ClientID
+	if p := r.c.quotaClient.Load(); p != nil && *p == string(id) {
+		return *p
+	}
+	str := string(id)
+	r.c.quotaClient.Store(&str)
+	return str
+}
+
+// throttle records n bytes of kind k for r's user and client id and returns the throttle to
+// answer with (ms); when there is one, the connection is muted for that long.
 func (s *Server) throttle(r *request, k quota.Kind, n int) int32 {
 	if !s.quotas.On(k) {
 		return 0
 	}
 	now := time.Now()
-	d := s.quotas.Record(quotaUser(r), k, n, now)
+	d := s.quotas.Record(quotaUser(r), quotaClientID(r), k, n, now)
 	if d <= 0 {
 		return 0
 	}
@@ -62,7 +75,7 @@ func (s *Server) throttled(r *request, k quota.Kind) int32 {
 		return 0
 	}
 	now := time.Now()
-	d := s.quotas.Throttled(quotaUser(r), k, now)
+	d := s.quotas.Throttled(quotaUser(r), quotaClientID(r), k, now)
 	if d <= 0 {
 		return 0
 	}

@@ -52,8 +52,9 @@ type State struct {
 	Prefixes map[string]map[Kind]*Delta `json:"prefixes,omitempty"`
 	// Credentials by user and mechanism (auth.ScramSHA256, auth.ScramSHA512).
 	Credentials map[string]map[string]*CredentialChange `json:"credentials,omitempty"`
-	// Quotas by entity (a user, or quota.DefaultUser) and key; a nil value removes the
-	// config file's.
+	// Quotas by entity (quota.EntityKey: a user or quota.DefaultUser alone by its name, an
+	// entity with a client id joined by a NUL byte) and key; a nil value removes the config
+	// file's.
 	Quotas map[string]map[string]*float64 `json:"quotas,omitempty"`
 }
 

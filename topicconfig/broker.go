@@ -22,6 +22,9 @@ type BrokerDef struct {
 	// 3,600,000 ms).
 	Topic string
 	Scale int64
+	// Ignored: a dynamic config of Kafka's that means nothing here, accepted and ignored
+	// (ignoredDynamic).
+	Ignored bool
 }
 
 // Kafka's documentation of its broker configs, as KafkaConfig and LogConfig write it. The
@@ -65,6 +68,58 @@ var brokerDefs = []*BrokerDef{
 	{Name: "transaction.state.log.replication.factor", Type: Short, Default: "3", Doc: "The replication factor for the transaction topic."},
 }
 
+// ignoredDynamic are Kafka 3.9's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs)
+// that mean nothing on this node: thread pools it does not have, metric reporters, Kerberos
+// and OAUTHBEARER login refresh, inter-broker SASL, JSSE provider knobs, transaction
+// verification and tiered storage. They are accepted (type-checked, stored, described back
+// as set) and ignored, so a tool that sets them on a Kafka broker does not fail here. The
+// dynamic configs that would mean something (listeners, keystores, SASL mechanisms and JAAS,
+// connection limits) are refused: this node takes them from its config file, and accepting
+// one it does not apply would tell the operator a change was made.
+var ignoredDynamic = []*BrokerDef{
+	{Name: "background.threads", Type: Int, Default: "10", Doc: "The number of threads to use for various background processing tasks."},
+	{Name: "metric.reporters", Type: List, Default: "", Doc: "A list of classes to use as metrics reporters."},
+	{Name: "num.io.threads", Type: Int, Default: "8", Doc: "The number of threads that the server uses for processing requests, which may include disk I/O."},
+	{Name: "num.network.threads", Type: Int, Default: "3", Doc: "The number of threads that the server uses for receiving requests from the network and sending responses to the network."},
+	{Name: "num.recovery.threads.per.data.dir", Type: Int, Default: "1", Doc: "The number of threads per data directory to be used for log recovery at startup and flushing at shutdown."},
+	{Name: "num.replica.fetchers", Type: Int, Default: "1", Doc: "Number of fetcher threads used to replicate records from each source broker."},
+	{Name: "remote.fetch.max.wait.ms", Type: Int, Default: "500", Doc: "The maximum amount of time the server will wait before answering the remote fetch request."},
+	{Name: "remote.log.index.file.cache.total.size.bytes", Type: Long, Default: "1073741824", Doc: "The total size of the space allocated to store index files fetched from remote storage in the local storage."},
+	{Name: "remote.log.manager.copy.max.bytes.per.second", Type: Long, Default: maxLong, Doc: "The maximum number of bytes that can be copied from local storage to remote storage per second."},
+	{Name: "remote.log.manager.fetch.max.bytes.per.second", Type: Long, Default: maxLong, Doc: "The maximum number of bytes that can be read from remote storage to local storage per second."},
+	{Name: "sasl.kerberos.kinit.cmd", Type: String, Default: "/usr/bin/kinit", Doc: "Kerberos kinit command path."},
+	{Name: "sasl.kerberos.min.time.before.relogin", Type: Long, Default: "60000", Doc: "Login thread sleep time between refresh attempts."},
+	{Name: "sasl.kerberos.principal.to.local.rules", Type: List, Default: "DEFAULT", Doc: "A list of rules for mapping from principal names to short names (typically operating system usernames)."},
+	{Name: "sasl.kerberos.service.name", Type: String, Null: true, Doc: "The Kerberos principal name that Kafka runs as."},
+	{Name: "sasl.kerberos.ticket.renew.jitter", Type: Double, Default: "0.05", Doc: "Percentage of random jitter added to the renewal time."},
+	{Name: "sasl.kerberos.ticket.renew.window.factor", Type: Double, Default: "0.8", Doc: "Login thread will sleep until the specified window factor of time from last refresh to ticket's expiry has been reached, at which time it will try to renew the ticket."},
+	{Name: "sasl.login.refresh.buffer.seconds", Type: Short, Default: "300", Doc: "The amount of buffer time before credential expiration to maintain when refreshing a credential, in seconds."},
+	{Name: "sasl.login.refresh.min.period.seconds", Type: Short, Default: "60", Doc: "The desired minimum time for the login refresh thread to wait before refreshing a credential, in seconds."},
+	{Name: "sasl.login.refresh.window.factor", Type: Double, Default: "0.8", Doc: "Login refresh thread will sleep until the specified window factor relative to the credential's lifetime has been reached, at which time it will try to refresh the credential."},
+	{Name: "sasl.login.refresh.window.jitter", Type: Double, Default: "0.05", Doc: "The maximum amount of random jitter relative to the credential's lifetime that is added to the login refresh thread's sleep time."},
+	{Name: "sasl.mechanism.inter.broker.protocol", Type: String, Default: "GSSAPI", Doc: "SASL mechanism used for inter-broker communication."},
+	{Name: "ssl.endpoint.identification.algorithm", Type: String, Default: "https", Doc: "The endpoint identification algorithm to validate server hostname using server certificate."},
+	{Name: "ssl.engine.factory.class", Type: String, Null: true, Doc: "The class of type org.apache.kafka.common.security.auth.SslEngineFactory to provide SSLEngine objects."},
+	{Name: "ssl.keymanager.algorithm", Type: String, Default: "SunX509", Doc: "The algorithm used by key manager factory for SSL connections."},
+	{Name: "ssl.keystore.type", Type: String, Default: "JKS", Doc: "The file format of the key store file."},
+	{Name: "ssl.provider", Type: String, Null: true, Doc: "The name of the security provider used for SSL connections."},
+	{Name: "ssl.secure.random.implementation", Type: String, Null: true, Doc: "The SecureRandom PRNG implementation to use for SSL cryptography operations."},
+	{Name: "ssl.trustmanager.algorithm", Type: String, Default: "PKIX", Doc: "The algorithm used by trust manager factory for SSL connections."},
+	{Name: "ssl.truststore.type", Type: String, Default: "JKS", Doc: "The file format of the trust store file."},
+	{Name: "transaction.partition.verification.enable", Type: Boolean, Default: "true", Doc: "Enable verification that checks that the partition has been added to the transaction before writing transactional records to the partition."},
+}
+
+// IgnoredDynamic returns the names of the dynamic broker configs accepted and ignored,
+// sorted.
+func IgnoredDynamic() []string {
+	out := make([]string, 0, len(ignoredDynamic))
+	for _, d := range ignoredDynamic {
+		out = append(out, d.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // brokerSynonymDocs documents the broker configs that are defaults of topic configs.
 var brokerSynonymDocs = map[string]string{
 	"log.cleanup.policy":                      "The default cleanup policy for segments beyond the retention window. A comma separated list of valid policies.",
@@ -81,6 +136,10 @@ var brokerSynonymDocs = map[string]string{
 	"log.cleaner.max.compaction.lag.ms":       "The maximum time a message will remain ineligible for compaction in the log. Only applicable for logs that are being compacted.",
 	"message.max.bytes":                       "The largest record batch size allowed by Kafka (after compression if compression is enabled).",
 	"log.message.downconversion.enable":       "This configuration controls whether down-conversion of message formats is enabled to satisfy consume requests.",
+	"log.message.format.version":              "Specify the message format version the broker will use to append messages to the logs (ignored: Inlet stores record batches v2 as sent).",
+	"compression.gzip.level":                  "The compression level to use if compression.type is set to gzip.",
+	"compression.lz4.level":                   "The compression level to use if compression.type is set to lz4.",
+	"compression.zstd.level":                  "The compression level to use if compression.type is set to zstd.",
 	"log.message.timestamp.after.max.ms":      "The maximum difference allowed between the timestamp when a broker receives a message and the timestamp specified in the message, for timestamps in the future.",
 	"log.message.timestamp.before.max.ms":     "The maximum difference allowed between the timestamp when a broker receives a message and the timestamp specified in the message, for timestamps in the past.",
 	"log.message.timestamp.difference.max.ms": "The maximum difference allowed between the timestamp when a broker receives a message and the timestamp specified in the message (deprecated).",
@@ -108,12 +167,17 @@ var brokerByName = func() map[string]*BrokerDef {
 	for _, d := range brokerDefs {
 		m[d.Name] = d
 	}
+	for _, d := range ignoredDynamic {
+		d.Dynamic, d.Ignored = true, true
+		d.Doc += " Accepted and ignored by Inlet."
+		m[d.Name] = d
+	}
 	for _, d := range defs {
 		for i, name := range d.Synonyms {
 			if _, ok := m[name]; ok {
 				continue
 			}
-			bd := &BrokerDef{Name: name, Type: d.Type, Doc: brokerSynonymDocs[name], Dynamic: true, Topic: d.Name, Scale: 1}
+			bd := &BrokerDef{Name: name, Type: d.Type, Doc: brokerSynonymDocs[name], Dynamic: !d.StaticSynonym, Topic: d.Name, Scale: 1}
 			switch {
 			case strings.HasSuffix(name, ".minutes"):
 				bd.Type, bd.Scale = Int, 60_000

@@ -44,6 +44,9 @@ type Def struct {
 	// retention.ms that is log.retention.hours=168); empty means "same as Default".
 	BrokerDefault string
 	Doc           string
+	// StaticSynonym: the broker synonym cannot be changed at run time (Kafka's
+	// DynamicLogConfig.NonReconfigrableLogConfigs).
+	StaticSynonym bool
 	valid         func(string) error
 }
 
@@ -62,6 +65,10 @@ func (d *Def) Validate(v string) error {
 	case Int:
 		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err != nil {
 			return fmt.Errorf("Invalid value %s for configuration %s: Not a number of type INT", v, d.Name)
+		}
+	case Short:
+		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 16); err != nil {
+			return fmt.Errorf("Invalid value %s for configuration %s: Not a number of type SHORT", v, d.Name)
 		}
 	case Long:
 		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
@@ -88,6 +95,40 @@ func atLeast(min int64) func(string) error {
 		}
 		return nil
 	}
+}
+
+// levelOf is CompressionType.levelValidator: def (Kafka's "default level" value) or a level
+// in [lo, hi].
+func levelOf(def, lo, hi int64) func(string) error {
+	return func(v string) error {
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if n != def && (n < lo || n > hi) {
+			return fmt.Errorf("Value must be between %d and %d", lo, hi)
+		}
+		return nil
+	}
+}
+
+// metadataVersion is MetadataVersionValidator as message.format.version reads it: a Kafka
+// version, "0.10.0", "2.8" or "3.0-IV1".
+func metadataVersion(v string) error {
+	base, iv, hasIV := strings.Cut(v, "-IV")
+	parts := strings.Split(base, ".")
+	ok := len(parts) >= 2 && len(parts) <= 3
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			ok = false
+		}
+	}
+	if hasIV {
+		if _, err := strconv.ParseUint(iv, 10, 16); err != nil {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("Version %q is not a valid version", v)
+	}
+	return nil
 }
 
 func between(lo, hi float64) func(string) error {
@@ -133,6 +174,12 @@ var defs = []*Def{
 		Doc: "delete or compact or both: delete applies retention.ms and retention.bytes, compact keeps the latest record of each key", valid: listOf("compact", "delete")},
 	{Name: "compression.type", Type: String, Default: "producer", Synonyms: []string{"compression.type"},
 		Doc: "Inlet stores batches as the producer compressed them ('producer')", valid: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")},
+	{Name: "compression.gzip.level", Type: Int, Default: "-1", Synonyms: []string{"compression.gzip.level"},
+		Doc: "accepted and ignored: Inlet never recompresses", valid: levelOf(-1, 1, 9)},
+	{Name: "compression.lz4.level", Type: Int, Default: "9", Synonyms: []string{"compression.lz4.level"},
+		Doc: "accepted and ignored: Inlet never recompresses", valid: levelOf(9, 1, 17)},
+	{Name: "compression.zstd.level", Type: Int, Default: "3", Synonyms: []string{"compression.zstd.level"},
+		Doc: "accepted and ignored: Inlet never recompresses", valid: levelOf(3, -131072, 22)},
 	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Synonyms: []string{"log.cleaner.delete.retention.ms"}, valid: atLeast(0)},
 	{Name: "file.delete.delay.ms", Type: Long, Default: "60000", Synonyms: []string{"log.segment.delete.delay.ms"}, valid: atLeast(0)},
 	{Name: "flush.messages", Type: Long, Default: maxLong, Synonyms: []string{"log.flush.interval.messages"},
@@ -146,7 +193,14 @@ var defs = []*Def{
 	{Name: "max.compaction.lag.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.cleaner.max.compaction.lag.ms"}, valid: atLeast(1)},
 	{Name: "max.message.bytes", Type: Int, Default: "1048588", Synonyms: []string{"message.max.bytes"},
 		Doc: "the largest record batch accepted for this topic", valid: atLeast(0)},
-	{Name: "message.downconversion.enable", Type: Boolean, Default: "true", Synonyms: []string{"log.message.downconversion.enable"}},
+	// Kafka 4.0 removed message.downconversion.enable, message.format.version and
+	// message.timestamp.difference.max.ms (KIP-724, KIP-896, KIP-937); a 3.x broker accepts
+	// them and clients pinned to 3.x send them, so they are accepted (and ignored: Inlet
+	// stores record batches v2 as sent and never down-converts).
+	{Name: "message.downconversion.enable", Type: Boolean, Default: "true", Synonyms: []string{"log.message.downconversion.enable"},
+		Doc: "accepted and ignored (removed in Kafka 4.0): Inlet never down-converts"},
+	{Name: "message.format.version", Type: String, Default: "3.0-IV1", Synonyms: []string{"log.message.format.version"}, StaticSynonym: true,
+		Doc: "accepted and ignored (removed in Kafka 4.0): Inlet stores record batches v2 as sent", valid: metadataVersion},
 	{Name: "message.timestamp.after.max.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.message.timestamp.after.max.ms"}, valid: atLeast(0)},
 	{Name: "message.timestamp.before.max.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.message.timestamp.before.max.ms"}, valid: atLeast(0)},
 	{Name: "message.timestamp.difference.max.ms", Type: Long, Default: maxLong, Synonyms: []string{"log.message.timestamp.difference.max.ms"}, valid: atLeast(0)},
@@ -161,7 +215,7 @@ var defs = []*Def{
 		Doc: "the most bytes a partition keeps; older batches are deleted in the background (-1: no limit)"},
 	{Name: "retention.ms", Type: Long, Default: "604800000", Synonyms: []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}, BrokerDefault: "168",
 		Doc: "batches whose newest timestamp is older than this are deleted in the background (-1: keep forever)", valid: atLeast(-1)},
-	{Name: "segment.bytes", Type: Int, Default: "1073741824", Synonyms: []string{"log.segment.bytes"}, valid: atLeast(1 << 20)},
+	{Name: "segment.bytes", Type: Int, Default: "1073741824", Synonyms: []string{"log.segment.bytes"}, valid: atLeast(14)}, // Kafka 3.x's LegacyRecord.RECORD_OVERHEAD_V0 (4.x: 1 MiB)
 	{Name: "segment.index.bytes", Type: Int, Default: "10485760", Synonyms: []string{"log.index.size.max.bytes"}, valid: atLeast(4)},
 	{Name: "segment.jitter.ms", Type: Long, Default: "0", Synonyms: []string{"log.roll.jitter.ms", "log.roll.jitter.hours"}, valid: atLeast(0)},
 	{Name: "segment.ms", Type: Long, Default: "604800000", Synonyms: []string{"log.roll.ms", "log.roll.hours"}, BrokerDefault: "168", valid: atLeast(1)},

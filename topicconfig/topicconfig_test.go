@@ -19,7 +19,15 @@ func TestValidateRejectsWhatKafkaRejects(t *testing.T) {
 		{"message.timestamp.type", "Now", false},
 		{"max.message.bytes", "2147483648", false}, // not an INT
 		{"min.insync.replicas", "0", false},
-		{"segment.bytes", "1000", false}, // below 1 MiB
+		{"segment.bytes", "13", false}, // below Kafka 3.x's 14 (a v0 record's overhead)
+		{"segment.bytes", "14", true},  // Kafka 3.9 allows it; 4.x wants 1 MiB
+		{"message.format.version", "2.8", true},
+		{"message.format.version", "3.0-IV1", true},
+		{"message.format.version", "latest", false},
+		{"message.downconversion.enable", "false", true},
+		{"message.timestamp.difference.max.ms", "1000", true},
+		{"compression.zstd.level", "-5", true},
+		{"compression.gzip.level", "10", false},
 		{"min.cleanable.dirty.ratio", "1.5", false},
 		{"preallocate", "yes", false},
 		{"no.such.config", "1", false},
