@@ -226,8 +226,8 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Start runs offset expiry every OffsetsRetentionCheckInterval, the first time at once,
-// until Close.
+// Start runs offset expiry every OffsetsRetentionCheckInterval, the first time one interval
+// from now (expireLoop says why), until Close.
 func (c *Coordinator) Start() {
 	if every := c.cfg.OffsetsRetentionCheckInterval; every > 0 {
 		c.done.Add(1)

@@ -34,13 +34,17 @@ func (c *Coordinator) expireLoop(every time.Duration) {
 	defer c.done.Done()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// The first pass is one interval after start-up, not at once: a group that was
+	// rebalancing at a restart comes back Empty without members (only a Stable record keeps
+	// them), and removing it before they rejoin answers their JoinGroup UNKNOWN_MEMBER_ID
+	// (franz-go's TestTxnEtl under SIGKILLs failed about one run in two that way).
 	for {
-		c.ExpireOffsets(c.cfg.Now())
 		select {
 		case <-c.stop:
 			return
 		case <-tick.C:
 		}
+		c.ExpireOffsets(c.cfg.Now())
 	}
 }
 
