@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/txn"
 	"inlet/wire"
 )
@@ -21,7 +22,7 @@ func init() {
 func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	p := principal(r)
+	p := s.subjectOf(r)
 	var parts []txn.TopicPartition
 	codes := map[txn.TopicPartition]int16{}
 	bad := false
@@ -30,7 +31,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 		for _, i := range rt.Partitions {
 			tp := txn.TopicPartition{Topic: rt.Topic, Partition: i}
 			switch {
-			case p != nil && !p.AllowsTopicString(rt.Topic):
+			case !p.topic(acl.Write, rt.Topic):
 				codes[tp], bad = wire.ErrTopicAuthorizationFailed, true
 			case !ok || t.Internal() || i < 0 || int(i) >= len(t.Partitions):
 				codes[tp], bad = wire.ErrUnknownTopicOrPartition, true
@@ -40,7 +41,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 	}
 	code := wire.ErrNone
 	switch {
-	case p != nil && !p.AllowsTransactionalID(req.TransactionalID):
+	case !p.txnID(acl.Write, req.TransactionalID):
 		code = wire.ErrTransactionalIDAuthorizationFailed
 	case bad:
 		code = wire.ErrOperationNotAttempted

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -18,7 +19,7 @@ func init() {
 func handleEndTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	if p := principal(r); p != nil && !p.AllowsTransactionalID(req.TransactionalID) {
+	if !s.subjectOf(r).txnID(acl.Write, req.TransactionalID) {
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		return resp, nil
 	}

@@ -3,7 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/auth"
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -27,16 +27,26 @@ import (
 // TestTenantLearnsNothingOutsideItsPrefix (e2e) asks every served API about another
 // tenant's resources and about names that exist nowhere and compares the answers.
 
-func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func (s *Server) authorize(p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	switch req := kreq.(type) {
 	case *kmsg.MetadataRequest:
 		all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 		var denied []string
 		kept := req.Topics[:0]
+		// KafkaApis.getTopicMetadata: a topic that would be auto-created needs CREATE (on the
+		// cluster or the topic); without it the answer is TOPIC_AUTHORIZATION_FAILED. Only
+		// topics the principal may describe are looked up.
+		autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) && !p.cluster(acl.Create)
 		for _, t := range req.Topics {
-			if t.Topic != nil && !p.AllowsTopicString(*t.Topic) {
+			if t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
 				denied = append(denied, *t.Topic)
 				continue
+			}
+			if t.Topic != nil && autoCreate && !p.topic(acl.Create, *t.Topic) {
+				if _, ok := s.blog.Topic(*t.Topic); !ok {
+					denied = append(denied, *t.Topic)
+					continue
+				}
 			}
 			kept = append(kept, t)
 		}
@@ -49,10 +59,10 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			resp := kresp.(*kmsg.MetadataResponse)
 			out := resp.Topics[:0]
 			for _, t := range resp.Topics {
-				if emptied || all && t.Topic != nil && !p.AllowsTopicString(*t.Topic) {
+				if emptied || all && t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
 					continue
 				}
-				if t.Topic != nil && !p.AllowsTopicString(*t.Topic) {
+				if t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
 					// Asked by topic id (v12), which the handler resolved: Kafka answers
 					// TOPIC_AUTHORIZATION_FAILED with the id and no name ("topic IDs are not
 					// considered sensitive").
@@ -75,7 +85,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.FetchRequest:
 		var denied []kmsg.FetchRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -100,7 +110,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.ListOffsetsRequest:
 		var denied []kmsg.ListOffsetsRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -122,8 +132,9 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.CreateTopicsRequest:
 		var denied []string
 		kept := req.Topics[:0]
+		mayCreate := p.cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
 		for _, t := range req.Topics {
-			if !p.AllowsTopicString(t.Topic) {
+			if !mayCreate && !p.topic(acl.Create, t.Topic) {
 				denied = append(denied, t.Topic)
 				continue
 			}
@@ -151,7 +162,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		var denied []string
 		keptNames := req.TopicNames[:0]
 		for _, n := range req.TopicNames {
-			if !p.AllowsTopicString(n) {
+			if !p.topic(acl.Delete, n) {
 				denied = append(denied, n)
 				continue
 			}
@@ -172,11 +183,11 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 						break
 					}
 				}
-				if name != nil && !p.AllowsTopicString(*name) {
+				if name != nil && !p.topic(acl.Delete, *name) {
 					deniedIDs = append(deniedIDs, t.TopicID)
 					continue
 				}
-			} else if !p.AllowsTopicString(*name) {
+			} else if !p.topic(acl.Delete, *name) {
 				denied = append(denied, *name)
 				continue
 			}
@@ -205,7 +216,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		var denied []string
 		kept := req.Topics[:0]
 		for _, t := range req.Topics {
-			if !p.AllowsTopicString(t.Topic) {
+			if !p.topic(acl.Alter, t.Topic) {
 				denied = append(denied, t.Topic)
 				continue
 			}
@@ -226,7 +237,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.DeleteRecordsRequest:
 		var denied []kmsg.DeleteRecordsRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.topic(acl.Delete, t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -246,7 +257,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.OffsetForLeaderEpochRequest:
 		var denied []kmsg.OffsetForLeaderEpochRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -268,7 +279,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.DescribeConfigsRequest:
 		var denied []kmsg.DescribeConfigsRequestResource
 		req.Resources, denied = splitAllowed(req.Resources, func(rs kmsg.DescribeConfigsRequestResource) bool {
-			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.AllowsTopicString(rs.ResourceName)
+			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.topic(acl.DescribeConfigs, rs.ResourceName)
 		})
 		if len(denied) == 0 {
 			return nil, nil
@@ -285,7 +296,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.AlterConfigsRequest:
 		var denied []kmsg.AlterConfigsRequestResource
 		req.Resources, denied = splitAllowed(req.Resources, func(rs kmsg.AlterConfigsRequestResource) bool {
-			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.AllowsTopicString(rs.ResourceName)
+			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.topic(acl.AlterConfigs, rs.ResourceName)
 		})
 		if len(denied) == 0 {
 			return nil, nil
@@ -302,7 +313,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	case *kmsg.IncrementalAlterConfigsRequest:
 		var denied []kmsg.IncrementalAlterConfigsRequestResource
 		req.Resources, denied = splitAllowed(req.Resources, func(rs kmsg.IncrementalAlterConfigsRequestResource) bool {
-			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.AllowsTopicString(rs.ResourceName)
+			return rs.ResourceType != kmsg.ConfigResourceTypeTopic || p.topic(acl.AlterConfigs, rs.ResourceName)
 		})
 		if len(denied) == 0 {
 			return nil, nil
@@ -317,32 +328,43 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 
 	case *kmsg.InitProducerIDRequest:
-		if req.TransactionalID != nil && !p.AllowsTransactionalID(*req.TransactionalID) {
+		// KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; without one
+		// (an idempotent producer), IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+		code := int16(0)
+		switch {
+		case req.TransactionalID != nil:
+			if !p.txnID(acl.Write, *req.TransactionalID) {
+				code = wire.ErrTransactionalIDAuthorizationFailed
+			}
+		case !p.cluster(acl.IdempotentWrite) && !p.anyTopic(acl.Write):
+			code = wire.ErrClusterAuthorizationFailed
+		}
+		if code != 0 {
 			resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = wire.ErrTransactionalIDAuthorizationFailed, -1, -1
+			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
 			return resp, nil
 		}
 
 	case *kmsg.JoinGroupRequest:
-		if !p.AllowsGroup(req.Group) {
+		if !p.group(acl.Read, req.Group) {
 			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 			resp.ErrorCode, resp.Generation = wire.ErrGroupAuthorizationFailed, -1
 			return resp, nil
 		}
 	case *kmsg.SyncGroupRequest:
-		if !p.AllowsGroup(req.Group) {
+		if !p.group(acl.Read, req.Group) {
 			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.HeartbeatRequest:
-		if !p.AllowsGroup(req.Group) {
+		if !p.group(acl.Read, req.Group) {
 			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.LeaveGroupRequest:
-		if !p.AllowsGroup(req.Group) {
+		if !p.group(acl.Read, req.Group) {
 			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
@@ -352,7 +374,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		// a topic it may not read is TOPIC_AUTHORIZATION_FAILED per partition, checked before
 		// the topic is looked up (so whether it exists, and its partition count, stay
 		// hidden) and never reaches the coordinator (nothing is stored for it).
-		if !p.AllowsGroup(req.Group) {
+		if !p.group(acl.Read, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 			for _, t := range req.Topics {
 				rt := kmsg.NewOffsetCommitResponseTopic()
@@ -367,7 +389,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			return resp, nil
 		}
 		var denied []kmsg.OffsetCommitRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -397,16 +419,16 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		// looked up; asked for every topic (null topics), only topics it may describe are
 		// returned. v8 does the same per group.
 		if req.Version < 8 {
-			if !p.AllowsGroup(req.Group) {
+			if !p.group(acl.Describe, req.Group) {
 				resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 				resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 				return resp, nil
 			}
 			var denied []kmsg.OffsetFetchRequestTopic
-			req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+			req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
 			return nil, func(kresp kmsg.Response) {
 				resp := kresp.(*kmsg.OffsetFetchResponse)
-				resp.Topics, _ = splitAllowed(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.AllowsTopicString(t.Topic) })
+				resp.Topics, _ = splitAllowed(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.topic(acl.Describe, t.Topic) })
 				for _, t := range denied {
 					rt := kmsg.NewOffsetFetchResponseTopic()
 					rt.Topic = t.Topic
@@ -421,10 +443,10 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			}
 		}
 		var deniedGroups []kmsg.OffsetFetchRequestGroup
-		req.Groups, deniedGroups = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.AllowsGroup(g.Group) })
+		req.Groups, deniedGroups = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.group(acl.Describe, g.Group) })
 		deniedTopics := make([][]kmsg.OffsetFetchRequestGroupTopic, len(req.Groups)) // by the kept group's index
 		for i := range req.Groups {
-			req.Groups[i].Topics, deniedTopics[i] = splitAllowed(req.Groups[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return p.AllowsTopicString(t.Topic) })
+			req.Groups[i].Topics, deniedTopics[i] = splitAllowed(req.Groups[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return p.topic(acl.Describe, t.Topic) })
 		}
 		kept := len(req.Groups)
 		return nil, func(kresp kmsg.Response) {
@@ -432,7 +454,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			// The handler answers one group per request group, in order.
 			for i := 0; i < kept && i < len(resp.Groups); i++ {
 				rg := &resp.Groups[i]
-				rg.Topics, _ = splitAllowed(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return p.AllowsTopicString(t.Topic) })
+				rg.Topics, _ = splitAllowed(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return p.topic(acl.Describe, t.Topic) })
 				for _, t := range deniedTopics[i] {
 					rt := kmsg.NewOffsetFetchResponseGroupTopic()
 					rt.Topic = t.Topic
@@ -456,13 +478,13 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		// KafkaApis.handleOffsetDeleteRequest: DELETE on the group (a group error is the
 		// top-level error), READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition,
 		// never looked up, never deleted).
-		if !p.AllowsGroup(req.Group) {
+		if !p.group(acl.Delete, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 		var denied []kmsg.OffsetDeleteRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -484,7 +506,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 	case *kmsg.DescribeGroupsRequest:
 		var denied []string
-		req.Groups, denied = splitAllowed(req.Groups, p.AllowsGroup)
+		req.Groups, denied = splitAllowed(req.Groups, func(g string) bool { return p.group(acl.Describe, g) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -500,7 +522,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		// Groups outside the principal's prefixes are taken out of the request before the
 		// handler runs, so they are never deleted, and answered GROUP_AUTHORIZATION_FAILED.
 		var denied []string
-		req.Groups, denied = splitAllowed(req.Groups, p.AllowsGroup)
+		req.Groups, denied = splitAllowed(req.Groups, func(g string) bool { return p.group(acl.Delete, g) })
 		if len(denied) == 0 {
 			return nil, nil
 		}
@@ -513,11 +535,16 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			}
 		}
 	case *kmsg.ListGroupsRequest:
+		// KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the cluster, else
+		// those the principal may describe.
+		if p.cluster(acl.Describe) {
+			return nil, nil
+		}
 		return nil, func(kresp kmsg.Response) {
 			resp := kresp.(*kmsg.ListGroupsResponse)
 			out := resp.Groups[:0]
 			for _, g := range resp.Groups {
-				if p.AllowsGroup(g.Group) {
+				if p.group(acl.Describe, g.Group) {
 					out = append(out, g)
 				}
 			}
@@ -526,7 +553,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 
 	case *kmsg.DescribeProducersRequest:
 		var denied []kmsg.DescribeProducersRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
 		return nil, func(kresp kmsg.Response) {
 			resp := kresp.(*kmsg.DescribeProducersResponse)
 			for _, t := range denied {
@@ -546,13 +573,13 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		// and not the volume's total and usable bytes (KIP-827's -1, unknown): how they
 		// move tells how much the other tenants write.
 		if req.Topics != nil {
-			req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.AllowsTopicString(t.Topic) })
+			req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
 		}
-		cluster := allowsCluster(p)
+		cluster := p.cluster(acl.Describe)
 		return nil, func(kresp kmsg.Response) {
 			resp := kresp.(*kmsg.DescribeLogDirsResponse)
 			for i := range resp.Dirs {
-				resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.AllowsTopicString(t.Topic) })
+				resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.topic(acl.Describe, t.Topic) })
 				if !cluster {
 					resp.Dirs[i].TotalBytes, resp.Dirs[i].UsableBytes = -1, -1
 				}
@@ -562,7 +589,7 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 	// Elections and reassignments act on the cluster (Kafka: ALTER or DESCRIBE on CLUSTER):
 	// only a principal allowed every topic may use them.
 	case *kmsg.ElectLeadersRequest:
-		if !allowsCluster(p) {
+		if !p.cluster(acl.Alter) {
 			resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			for _, rt := range req.Topics {
@@ -578,19 +605,19 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 			return resp, nil
 		}
 	case *kmsg.AlterPartitionAssignmentsRequest:
-		if !allowsCluster(p) {
+		if !p.cluster(acl.Alter) {
 			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.ListPartitionReassignmentsRequest:
-		if !allowsCluster(p) {
+		if !p.cluster(acl.Describe) {
 			resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			return resp, nil
 		}
 	case *kmsg.UpdateFeaturesRequest:
-		if !allowsCluster(p) {
+		if !p.cluster(acl.Alter) {
 			resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
 			resp.ErrorCode = wire.ErrClusterAuthorizationFailed
 			for _, u := range req.FeatureUpdates {
@@ -602,17 +629,6 @@ func (s *Server) authorize(p *auth.Principal, kreq kmsg.Request) (kmsg.Response,
 		}
 	}
 	return nil, nil
-}
-
-// allowsCluster tells whether p may act on the whole cluster: only a principal allowed every
-// topic (a "" or "*" prefix) may, since a cluster operation touches every topic.
-func allowsCluster(p *auth.Principal) bool {
-	for _, pre := range p.TopicPrefixes {
-		if pre == "" || pre == "*" {
-			return true
-		}
-	}
-	return false
 }
 
 // splitAllowed separates the entries of a request that pass allowed from the others, keeping

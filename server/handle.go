@@ -98,11 +98,11 @@ func (s *Server) handle(r *request) {
 		return
 	}
 	var deny func(kmsg.Response)
-	if sec != nil && sec.principal != nil {
-		// Topics outside the principal's prefixes are taken out of the request before the
+	if sub := s.subjectOf(r); sub.restricted() {
+		// Entries the principal may not use are taken out of the request before the
 		// handler sees it (so nothing is auto-created) and answered by deny (authz.go).
 		var resp kmsg.Response
-		if resp, deny = s.authorize(sec.principal, req); resp != nil {
+		if resp, deny = s.authorize(sub, req); resp != nil {
 			if m := s.m; m != nil {
 				m.ResponseErrors(hdr.APIKey, resp)
 			}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"inlet/acl"
 	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
@@ -66,6 +67,9 @@ type Config struct {
 	// SuperUsers are the principal names of Kafka's super.users: they alone may change ACLs
 	// and users at run time.
 	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found: a resource no ACL binding
+	// matches is open to every principal. Default false, as Kafka's.
+	AllowEveryoneIfNoACLFound bool
 
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a new group
 	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:
@@ -164,10 +168,11 @@ type Server struct {
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
-	tenantsMu sync.Mutex     // serialises changeTenants
-	tenants   *tenants.Store // run-time changes to users and quotas (tenants.go); nil without a data directory
-	quotas    *quota.Manager // byte-rate quotas in force and each user's rates (quotas.go)
-	baseUsers []*auth.User   // the users of the config file
+	tenantsMu sync.Mutex                     // serialises changeTenants
+	tenants   *tenants.Store                 // run-time changes to users and quotas (tenants.go); nil without a data directory
+	quotas    *quota.Manager                 // byte-rate quotas in force and each user's rates (quotas.go)
+	baseUsers []*auth.User                   // the users of the config file
+	authz     atomic.Pointer[acl.Authorizer] // the ACL bindings in force (acls.go)
 
 	groups *groups.Coordinator
 	txns   *txn.Coordinator // transactions (txn.go)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"inlet/acl"
 	"inlet/auth"
 	"inlet/tenants"
 )
@@ -40,6 +41,7 @@ func (s *Server) openTenants() error {
 		s.cfg.Users = users
 	}
 	if s.blog.Dir() == "" {
+		s.publishACLs(&tenants.State{})
 		return nil // nowhere to keep changes: none are taken (tenantsDisabled)
 	}
 	st, err := tenants.Open(filepath.Join(s.blog.Dir(), "tenants.json"))
@@ -47,6 +49,10 @@ func (s *Server) openTenants() error {
 		return err
 	}
 	s.tenants = st
+	// A file written before ACLs holds prefix changes: rewritten once as bindings.
+	if _, err := st.Change(func(st *tenants.State) (bool, error) { return st.MigratePrefixes(s.baseUsers), nil }); err != nil {
+		return err
+	}
 	s.publish(st.State())
 	return nil
 }
@@ -56,6 +62,7 @@ func (s *Server) publish(st *tenants.State) {
 	if s.cfg.Users != nil {
 		s.publishUsers(st)
 	}
+	s.publishACLs(st)
 	s.publishQuotas(st)
 }
 
@@ -136,11 +143,11 @@ func (s *Server) isSuperUser(r *request) bool {
 	return sec != nil && sec.principal != nil && slices.Contains(s.cfg.SuperUsers, sec.principal.Name)
 }
 
-// seesAllTenants tells whether r's connection may describe every user and ACL: a super user,
-// or a principal scoped to every topic (or none at all: a listener without security).
+// seesAllTenants tells whether r's connection may describe every user and ACL: DESCRIBE on
+// the cluster (a super user, or a binding), or no principal at all (a listener without
+// security).
 func (s *Server) seesAllTenants(r *request) bool {
-	sec := r.c.sec
-	return sec == nil || sec.principal == nil || allowsCluster(sec.principal) || s.isSuperUser(r)
+	return s.subjectOf(r).cluster(acl.Describe)
 }
 
 // ParseSuperUsers parses Kafka's super.users: principals separated by ';', each "User:<name>".
@@ -176,5 +183,6 @@ func (s *Server) ReloadUsers(users *auth.Users) error {
 		st = s.tenants.State()
 	}
 	s.publishUsers(st)
+	s.publishACLs(st)
 	return nil
 }
