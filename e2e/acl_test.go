@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // mustCreateACLs creates b's bindings with kadm as cl, failing on any error.
@@ -164,4 +166,122 @@ func mapsEqual(a, b map[string]bool) bool {
 		}
 	}
 	return true
+}
+
+// TestDeniedDescribeLearnsNothing: inside her prefix, alice is denied alice.secret. (topics)
+// and alice.hidden. (groups). Every API that names a topic or group answers her the same,
+// byte for byte but the name, about alice.secret.a (it exists, has records, offsets and a
+// producer) as about alice.secret.b (it exists nowhere), and the listings leave them out.
+func TestDeniedDescribeLearnsNothing(t *testing.T) {
+	b := tenantBroker(t)
+	adminCl := saslClient(t, b, "admin", "admin-secret")
+	admin := kadm.NewClient(adminCl)
+	if err := produceErr(adminCl, "alice.secret.a"); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "alice.secret.a", Partition: 0, At: 1})
+	for _, g := range []string{"alice.g", "alice.hidden.a"} {
+		if _, err := admin.CommitOffsets(adminCtx(t), g, offs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreateACLs(t, admin, kadm.NewACLs().Topics("alice.secret.").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Deny("User:alice").Operations(kadm.OpAll))
+	mustCreateACLs(t, admin, kadm.NewACLs().Groups("alice.hidden.").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Deny("User:alice").Operations(kadm.OpDescribe))
+
+	rc := loginRaw(t, b.srv.ListenerAddr("sasl"), "alice", "alice-secret")
+	same := func(api string, mk func(name string) kmsg.Request, a, b string) {
+		t.Helper()
+		rawA, _, errA := exchange(rc, mk(a))
+		rawB, _, errB := exchange(rc, mk(b))
+		if errA != nil || errB != nil {
+			t.Fatalf("%s: %v %v", api, errA, errB)
+		}
+		if got := bytes.ReplaceAll(rawA, []byte(a), []byte(b)); !bytes.Equal(got, rawB) {
+			t.Errorf("%s tells %s (exists) from %s (does not):\n%q\n%q", api, a, b, rawA, rawB)
+		}
+	}
+	const hidden, none = "alice.secret.a", "alice.secret.b"
+	same("Metadata", func(n string) kmsg.Request {
+		r := kmsg.NewPtrMetadataRequest()
+		r.Version, r.AllowAutoTopicCreation = 12, true
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(n)
+		r.Topics = append(r.Topics, mt)
+		return r
+	}, hidden, none)
+	same("ListOffsets", func(n string) kmsg.Request {
+		r := kmsg.NewPtrListOffsetsRequest()
+		r.Version = 7
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = n
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}, hidden, none)
+	same("OffsetFetch", func(n string) kmsg.Request {
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.Version = 8
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = "alice.g"
+		gt := kmsg.NewOffsetFetchRequestGroupTopic()
+		gt.Topic, gt.Partitions = n, []int32{0}
+		g.Topics = append(g.Topics, gt)
+		r.Groups = append(r.Groups, g)
+		return r
+	}, hidden, none)
+	same("DescribeConfigs", func(n string) kmsg.Request {
+		r := kmsg.NewPtrDescribeConfigsRequest()
+		r.Version = 4
+		rs := kmsg.NewDescribeConfigsRequestResource()
+		rs.ResourceType, rs.ResourceName = kmsg.ConfigResourceTypeTopic, n
+		r.Resources = append(r.Resources, rs)
+		return r
+	}, hidden, none)
+	same("DescribeProducers", func(n string) kmsg.Request {
+		r := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = n, []int32{0}
+		r.Topics = append(r.Topics, rt)
+		return r
+	}, hidden, none)
+	same("DescribeGroups", func(n string) kmsg.Request {
+		r := kmsg.NewPtrDescribeGroupsRequest()
+		r.Version, r.Groups, r.IncludeAuthorizedOperations = 5, []string{n}, true
+		return r
+	}, "alice.hidden.a", "alice.hidden.b")
+
+	// Listings leave out what she may not describe, and keep what she may.
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	for _, mt := range rc.roundTrip(md).(*kmsg.MetadataResponse).Topics {
+		if mt.Topic != nil && *mt.Topic == hidden {
+			t.Errorf("Metadata of every topic lists %s", hidden)
+		}
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = "alice.g" // every topic's offsets
+	of.Groups = append(of.Groups, g)
+	for _, rg := range rc.roundTrip(of).(*kmsg.OffsetFetchResponse).Groups {
+		for _, rt := range rg.Topics {
+			if rt.Topic == hidden {
+				t.Errorf("OffsetFetch of every topic of alice.g lists %s", hidden)
+			}
+		}
+	}
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.Version = 4
+	listed := map[string]bool{}
+	for _, rg := range rc.roundTrip(lg).(*kmsg.ListGroupsResponse).Groups {
+		listed[rg.Group] = true
+	}
+	if listed["alice.hidden.a"] || !listed["alice.g"] {
+		t.Errorf("ListGroups lists %v: want alice.g and not alice.hidden.a", listed)
+	}
 }
