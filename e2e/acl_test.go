@@ -285,3 +285,75 @@ func TestDeniedDescribeLearnsNothing(t *testing.T) {
 		t.Errorf("ListGroups lists %v: want alice.g and not alice.hidden.a", listed)
 	}
 }
+
+// authorizedOps asks for KIP-430's authorized operations of topic, the cluster (Metadata v8
+// and DescribeCluster) and group on rc: the four bit sets. A raw connection: kgo would send
+// Metadata at v12, which has no cluster operations.
+func authorizedOps(t *testing.T, rc *rawConn, topic, group string) (metaTopic, metaCluster, cluster, grp int32) {
+	t.Helper()
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version, md.IncludeClusterAuthorizedOperations, md.IncludeTopicAuthorizedOperations = 8, true, true
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	mresp := rc.roundTrip(md).(*kmsg.MetadataResponse)
+	if len(mresp.Topics) != 1 {
+		t.Fatalf("metadata: %+v", mresp)
+	}
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	dresp := rc.roundTrip(dc).(*kmsg.DescribeClusterResponse)
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups, dg.IncludeAuthorizedOperations = 5, []string{group}, true
+	gresp := rc.roundTrip(dg).(*kmsg.DescribeGroupsResponse)
+	if len(gresp.Groups) != 1 {
+		t.Fatalf("describe groups: %+v", gresp)
+	}
+	return mresp.Topics[0].AuthorizedOperations, mresp.AuthorizedOperations, dresp.ClusterAuthorizedOperations, gresp.Groups[0].AuthorizedOperations
+}
+
+func opBits(ops ...kmsg.ACLOperation) int32 {
+	var b int32
+	for _, op := range ops {
+		b |= 1 << op
+	}
+	return b
+}
+
+// TestAuthorizedOperations: KIP-430's bit sets in Metadata v8+ (topic and cluster),
+// DescribeCluster and DescribeGroups, when asked: with no authorizer every operation of the
+// resource type (what librdkafka's admin tests expect); for a principal, those it holds.
+func TestAuthorizedOperations(t *testing.T) {
+	allTopic := opBits(kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDelete,
+		kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs)
+	allCluster := opBits(kmsg.ACLOperationCreate, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe, kmsg.ACLOperationClusterAction,
+		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite)
+	allGroup := opBits(kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete)
+
+	open := startBroker(t, nil)
+	open.createTopic("t", 1)
+	if mt, mc, c, g := authorizedOps(t, dialRaw(t, open.addr), "t", "g"); mt != allTopic || mc != allCluster || c != allCluster || g != allGroup {
+		t.Errorf("without an authorizer: topic %b cluster %b/%b group %b; want %b %b %b", mt, mc, c, g, allTopic, allCluster, allGroup)
+	}
+
+	b := tenantBroker(t)
+	b.createTopic("alice.data", 1)
+	admin := kadm.NewClient(saslClient(t, b, "admin", "admin-secret"))
+	mustCreateACLs(t, admin, kadm.NewACLs().Topics("alice.").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Allow("User:bob").Operations(kadm.OpRead))
+	mustCreateACLs(t, admin, kadm.NewACLs().Clusters().Allow("User:bob").Operations(kadm.OpDescribe))
+	addr := b.srv.ListenerAddr("sasl")
+	mt, mc, c, g := authorizedOps(t, loginRaw(t, addr, "bob", "bob-secret"), "alice.data", "bob.g")
+	if want := opBits(kmsg.ACLOperationRead, kmsg.ACLOperationDescribe); mt != want {
+		t.Errorf("bob's operations on alice.data: %b, want READ and DESCRIBE %b", mt, want)
+	}
+	if want := opBits(kmsg.ACLOperationDescribe); mc != want || c != want {
+		t.Errorf("bob's operations on the cluster: %b and %b, want DESCRIBE %b", mc, c, want)
+	}
+	if g != allGroup {
+		t.Errorf("bob's operations on bob.g (his prefix): %b, want %b", g, allGroup)
+	}
+	if mt, mc, c, _ := authorizedOps(t, loginRaw(t, addr, "admin", "admin-secret"), "alice.data", "x"); mt != allTopic || mc != allCluster || c != allCluster {
+		t.Errorf("a super user's operations: topic %b cluster %b/%b", mt, mc, c)
+	}
+}

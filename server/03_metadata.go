@@ -3,13 +3,15 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/wire"
 )
 
 // Metadata v0-v12. The node presents itself as a one-broker cluster that leads every
 // partition (leader epoch 0, replicas and ISR = itself). v10+ carries topic ids; requests by
-// topic id alone (v12) are answered UNKNOWN_TOPIC_ID for ids that are not known.
+// topic id alone (v12) are answered UNKNOWN_TOPIC_ID for ids that are not known. v8+ answers
+// KIP-430's authorized operations when asked.
 const metadataKey = 3
 
 func init() {
@@ -37,6 +39,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 		for _, t := range s.blog.Topics() {
 			resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t))
 		}
+		metadataAuthorizedOperations(s.subjectOf(r), req, resp)
 		return resp, nil
 	}
 	// Before v4 there is no AllowAutoTopicCreation field and brokers auto-create.
@@ -67,7 +70,29 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 		}
 		resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t))
 	}
+	metadataAuthorizedOperations(s.subjectOf(r), req, resp)
 	return resp, nil
+}
+
+// metadataAuthorizedOperations sets KIP-430's authorized operations where asked (v8+): the
+// cluster's (v8-v10) and each topic's, as the operations sub holds (every operation when it
+// is unrestricted, as a broker without an authorizer). Topics the principal may not describe
+// never reach the handler (authz.go), so they keep "not provided".
+func metadataAuthorizedOperations(sub subject, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+	if req.Version < 8 {
+		return
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = sub.operations(acl.Cluster, acl.ClusterName)
+	}
+	if !req.IncludeTopicAuthorizedOperations {
+		return
+	}
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.Topic != nil {
+			t.AuthorizedOperations = sub.operations(acl.Topic, *t.Topic)
+		}
+	}
 }
 
 // metadataTopic describes t, or reports code for a topic that could not be found or made.

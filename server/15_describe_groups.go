@@ -1,8 +1,12 @@
 package server
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
 
-// DescribeGroups v0-v5 (v3 authorized operations, answered "not requested"; v4 instance ids).
+	"inlet/acl"
+)
+
+// DescribeGroups v0-v5 (v3 authorized operations, KIP-430, when asked; v4 instance ids).
 // v6 (KIP-1043: GROUP_ID_NOT_FOUND for unknown groups) is not advertised; unknown groups are
 // described as Dead, as before it.
 const describeGroupsKey = 15
@@ -14,8 +18,13 @@ func init() {
 func handleDescribeGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	sub := s.subjectOf(r)
 	for _, g := range req.Groups {
-		resp.Groups = append(resp.Groups, s.groups.Describe(g))
+		d := s.groups.Describe(g)
+		if req.IncludeAuthorizedOperations {
+			d.AuthorizedOperations = sub.operations(acl.Group, g)
+		}
+		resp.Groups = append(resp.Groups, d)
 	}
 	return resp, nil
 }

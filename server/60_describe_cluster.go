@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -32,6 +33,9 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	resp.ClusterID = s.blog.ClusterID()
 	resp.ControllerID = s.cfg.NodeID
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = s.subjectOf(r).operations(acl.Cluster, acl.ClusterName) // KIP-430
+	}
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.Host, b.Port = s.advertised(r.c) // the request's listener's, as Metadata
 	b.NodeID = s.cfg.NodeID
