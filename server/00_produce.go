@@ -19,7 +19,8 @@ import (
 const produceKey = 0
 
 func init() {
-	register(api{key: produceKey, min: 3, max: 12})
+	register(api{key: produceKey, min: 3, max: 12,
+		authz: inHandler(onTopics(acl.Write), onTxnIDs(acl.Write))})
 }
 
 // produceState is the reusable part of a request for the produce path.

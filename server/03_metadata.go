@@ -15,7 +15,8 @@ import (
 const metadataKey = 3
 
 func init() {
-	register(api{key: metadataKey, min: 0, max: 12, handle: handleMetadata})
+	register(api{key: metadataKey, min: 0, max: 12, handle: handleMetadata,
+		authz: before(authorizeMetadata, onTopics(acl.Describe), onTopics(acl.Create), onCluster(acl.Create))})
 }
 
 // authorizedOperationsOmitted is Integer.MIN_VALUE: "not requested".
@@ -117,4 +118,60 @@ func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+func authorizeMetadata(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.MetadataRequest)
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	var denied []string
+	kept := req.Topics[:0]
+	// KafkaApis.getTopicMetadata: a topic that would be auto-created needs CREATE (on the
+	// cluster or the topic); without it the answer is TOPIC_AUTHORIZATION_FAILED. Only
+	// topics the principal may describe are looked up.
+	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) && !p.cluster(acl.Create)
+	for _, t := range req.Topics {
+		if t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
+			denied = append(denied, *t.Topic)
+			continue
+		}
+		if t.Topic != nil && autoCreate && !p.topic(acl.Create, *t.Topic) {
+			if _, ok := s.blog.Topic(*t.Topic); !ok {
+				denied = append(denied, *t.Topic)
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	emptied := !all && len(kept) == 0
+	if emptied {
+		req.Topics = []kmsg.MetadataRequestTopic{} // v0 would read an empty list as "all"
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.MetadataResponse)
+		out := resp.Topics[:0]
+		for _, t := range resp.Topics {
+			if emptied || all && t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
+				continue
+			}
+			if t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
+				// Asked by topic id (v12), which the handler resolved: Kafka answers
+				// TOPIC_AUTHORIZATION_FAILED with the id and no name ("topic IDs are not
+				// considered sensitive").
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID, mt.ErrorCode = t.TopicID, wire.ErrTopicAuthorizationFailed
+				mt.AuthorizedOperations = authorizedOperationsOmitted
+				t = mt
+			}
+			out = append(out, t)
+		}
+		for _, name := range denied {
+			mt := kmsg.NewMetadataResponseTopic()
+			n := name
+			mt.Topic, mt.ErrorCode = &n, wire.ErrTopicAuthorizationFailed
+			mt.AuthorizedOperations = authorizedOperationsOmitted
+			out = append(out, mt)
+		}
+		resp.Topics = out
+	}
 }

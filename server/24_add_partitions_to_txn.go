@@ -16,7 +16,8 @@ import (
 const addPartitionsToTxnKey = 24
 
 func init() {
-	register(api{key: addPartitionsToTxnKey, min: 0, max: 3, handle: handleAddPartitionsToTxn})
+	register(api{key: addPartitionsToTxnKey, min: 0, max: 3, handle: handleAddPartitionsToTxn,
+		authz: inHandler(onTxnIDs(acl.Write), onTopics(acl.Write))})
 }
 
 func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -13,7 +13,8 @@ import (
 const addOffsetsToTxnKey = 25
 
 func init() {
-	register(api{key: addOffsetsToTxnKey, min: 0, max: 3, handle: handleAddOffsetsToTxn})
+	register(api{key: addOffsetsToTxnKey, min: 0, max: 3, handle: handleAddOffsetsToTxn,
+		authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read))})
 }
 
 func handleAddOffsetsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -13,7 +13,8 @@ import (
 const endTxnKey = 26
 
 func init() {
-	register(api{key: endTxnKey, min: 0, max: 3, handle: handleEndTxn})
+	register(api{key: endTxnKey, min: 0, max: 3, handle: handleEndTxn,
+		authz: inHandler(onTxnIDs(acl.Write))})
 }
 
 func handleEndTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -16,7 +16,8 @@ import (
 const txnOffsetCommitKey = 28
 
 func init() {
-	register(api{key: txnOffsetCommitKey, min: 0, max: 3, handle: handleTxnOffsetCommit})
+	register(api{key: txnOffsetCommitKey, min: 0, max: 3, handle: handleTxnOffsetCommit,
+		authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read), onTopics(acl.Read))})
 }
 
 func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

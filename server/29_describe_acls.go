@@ -16,7 +16,8 @@ import (
 const describeACLsKey = 29
 
 func init() {
-	register(api{key: describeACLsKey, min: 0, max: 3, handle: handleDescribeACLs})
+	register(api{key: describeACLsKey, min: 0, max: 3, handle: handleDescribeACLs,
+		authz: inHandler(onCluster(acl.Describe))})
 }
 
 func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

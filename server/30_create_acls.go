@@ -16,7 +16,8 @@ import (
 const createACLsKey = 30
 
 func init() {
-	register(api{key: createACLsKey, min: 0, max: 3, handle: handleCreateACLs})
+	register(api{key: createACLsKey, min: 0, max: 3, handle: handleCreateACLs,
+		authz: inHandler(onCluster(acl.Alter))})
 }
 
 func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

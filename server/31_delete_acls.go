@@ -15,7 +15,8 @@ import (
 const deleteACLsKey = 31
 
 func init() {
-	register(api{key: deleteACLsKey, min: 0, max: 3, handle: handleDeleteACLs})
+	register(api{key: deleteACLsKey, min: 0, max: 3, handle: handleDeleteACLs,
+		authz: inHandler(onCluster(acl.Alter))})
 }
 
 func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

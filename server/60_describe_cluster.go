@@ -12,7 +12,8 @@ import (
 const describeClusterKey = 60
 
 func init() {
-	register(api{key: describeClusterKey, min: 0, max: 1, handle: handleDescribeCluster})
+	register(api{key: describeClusterKey, min: 0, max: 1, handle: handleDescribeCluster,
+		authz: unchecked("the one broker is no secret; KIP-430's operations are the principal's own")})
 }
 
 func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -14,7 +14,8 @@ import (
 const describeTransactionsKey = 65
 
 func init() {
-	register(api{key: describeTransactionsKey, min: 0, max: 0, handle: handleDescribeTransactions})
+	register(api{key: describeTransactionsKey, min: 0, max: 0, handle: handleDescribeTransactions,
+		authz: inHandler(onTxnIDs(acl.Describe), onTopics(acl.Describe))})
 }
 
 func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -17,7 +17,8 @@ import (
 const listTransactionsKey = 66
 
 func init() {
-	register(api{key: listTransactionsKey, min: 0, max: 1, handle: handleListTransactions})
+	register(api{key: listTransactionsKey, min: 0, max: 1, handle: handleListTransactions,
+		authz: inHandler(onTxnIDs(acl.Describe))})
 }
 
 func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
