@@ -26,6 +26,7 @@ type options struct {
 	version                                                                  *bool
 	metricsListen                                                            *string
 	pprof                                                                    *bool
+	allowEveryoneIfNoACLFound                                                *bool
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
@@ -71,6 +72,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		connectionsMaxIdleMs:         fs.Int("connections-max-idle-ms", 600000, "Kafka's connections.max.idle.ms: close a connection with no request outstanding after this long without traffic; -1: never"),
 		saslMaxReceive:               fs.String("sasl-server-max-receive-size", "524288", "Kafka's sasl.server.max.receive.size: largest frame before SASL authentication on SASL listeners"),
 		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),
+		allowEveryoneIfNoACLFound:    fs.Bool("allow-everyone-if-no-acl-found", false, "Kafka's allow.everyone.if.no.acl.found: a topic, group or other resource that no ACL binding matches is open to every principal"),
 		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals that may change ACLs and users at run time, e.g. User:admin;User:ops"),
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
 		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire (0: never, neither)"),
