@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/tenants"
 )
 
 // mustCreateACLs creates b's bindings with kadm as cl, failing on any error.
@@ -356,4 +360,51 @@ func TestAuthorizedOperations(t *testing.T) {
 	if mt, mc, c, _ := authorizedOps(t, loginRaw(t, addr, "admin", "admin-secret"), "alice.data", "x"); mt != allTopic || mc != allCluster || c != allCluster {
 		t.Errorf("a super user's operations: topic %b cluster %b/%b", mt, mc, c)
 	}
+}
+
+// TestTenantsFileBeforeACLsMigrates: a tenants.json holding prefix changes, as the node
+// wrote them before ACLs (tenants.State.AddPrefix and RemovePrefix, the format it kept), is
+// migrated at start-up to the bindings it stood for: alice's added prefix is a binding in
+// force, bob's removed one is gone (his groups, which followed it, too); the file is
+// rewritten as bindings and a second restart keeps them.
+func TestTenantsFileBeforeACLsMigrates(t *testing.T) {
+	b := tenantBroker(t)
+	b.stop()
+	path := filepath.Join(b.dir, "tenants.json")
+	st, err := tenants.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Change(func(s *tenants.State) (bool, error) {
+		s.AddPrefix("alice", tenants.Topic, "shared.", []string{"alice."})
+		s.RemovePrefix("bob", tenants.Topic, "bob.", []string{"bob."})
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := os.ReadFile(path); !bytes.Contains(raw, []byte(`"prefixes"`)) {
+		t.Fatalf("the file is not in the old format: %s", raw)
+	}
+	for round := range 2 {
+		b.cfg.Users = tenantUsers(t)
+		b.start()
+		alice := saslClient(t, b, "alice", "alice-secret")
+		if err := produceErr(alice, fmt.Sprintf("shared.x%d", round)); err != nil {
+			t.Errorf("round %d: alice to shared. (added before ACLs): %v", round, err)
+		}
+		bob := saslClient(t, b, "bob", "bob-secret")
+		if err := produceErr(bob, "bob.x"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("round %d: bob to bob. (removed before ACLs): %v", round, err)
+		}
+		acls, _ := aclsOf(t, saslClient(t, b, "admin", "admin-secret"), nil)
+		if !acls["TOPIC PREFIXED shared. User:alice"] || acls["TOPIC PREFIXED bob. User:bob"] || acls["GROUP PREFIXED bob. User:bob"] {
+			t.Errorf("round %d: bindings %v", round, acls)
+		}
+		raw, _ := os.ReadFile(path)
+		if bytes.Contains(raw, []byte(`"prefixes"`)) || !bytes.Contains(raw, []byte(`"acls"`)) {
+			t.Errorf("round %d: tenants.json not migrated: %s", round, raw)
+		}
+		b.stop()
+	}
+	b.start() // for the cleanup's stop
 }
