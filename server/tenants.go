@@ -11,13 +11,13 @@ import (
 	"inlet/tenants"
 )
 
-// Tenants at run time: users' prefixes (managed as ACLs, 29_describe_acls.go) and SCRAM
-// credentials (50_describe_user_scram_credentials.go) change through the admin APIs. Changes
-// are made durable by package tenants first, then the effective users (the config file's with
-// every change) are published in cfg.Users, copy-on-write. A connection reads its user's
+// Tenants at run time: ACL bindings (acls.go, 29-31_*_acls.go) and SCRAM credentials
+// (50_describe_user_scram_credentials.go) change through the admin APIs. Changes are made
+// durable by package tenants first, then the effective users (the config file's with every
+// change) are published in cfg.Users, copy-on-write, and the bindings in s.authz. A connection reads its user's
 // current principal before each request (currentPrincipal), so a change applies to
 // connections already open; the connections of a user that no longer exists are closed.
-// Only principals named in super.users may make changes.
+// ACL changes need ALTER on the cluster; user changes a principal named in super.users.
 
 // baseUsers (the config file's) are read by changes under tenantsMu, and replaced by
 // ReloadUsers under it.
