@@ -161,6 +161,8 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchReply, total int,
 	return resp, total, stop
 }
 
+// authorizeFetch: READ on each topic (KafkaApis.handleFetchRequest); refused partitions are
+// answered without records.
 func authorizeFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.FetchRequest)
 	var denied []kmsg.FetchRequestTopic

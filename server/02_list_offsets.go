@@ -170,6 +170,7 @@ func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) 
 	return foundOff, foundTS, nil
 }
 
+// authorizeListOffsets: DESCRIBE on each topic (KafkaApis.handleListOffsetRequest).
 func authorizeListOffsets(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	var denied []kmsg.ListOffsetsRequestTopic

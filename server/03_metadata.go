@@ -120,6 +120,9 @@ func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.
 	return mt
 }
 
+// authorizeMetadata: DESCRIBE on each named topic, CREATE for one that would be auto-created;
+// a listing of every topic keeps those the principal may describe
+// (KafkaApis.handleTopicMetadataRequest).
 func authorizeMetadata(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.MetadataRequest)
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)

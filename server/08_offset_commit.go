@@ -22,6 +22,8 @@ func handleOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	return s.groups.Commit(kreq.(*kmsg.OffsetCommitRequest)), nil
 }
 
+// authorizeOffsetCommit: READ on the group, then READ on each topic
+// (KafkaApis.handleOffsetCommitRequest).
 func authorizeOffsetCommit(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	// KafkaApis.handleOffsetCommitRequest: READ on the group, then READ on each topic;

@@ -71,6 +71,8 @@ func (s *Server) markUnstable(group string, topics []kmsg.OffsetFetchResponseTop
 	}
 }
 
+// authorizeOffsetFetch: DESCRIBE on the group and on each topic
+// (KafkaApis.handleOffsetFetchRequest).
 func authorizeOffsetFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	// KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; named topics it may not

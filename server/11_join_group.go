@@ -25,6 +25,7 @@ func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 	return s.groups.Join(req, clientID, host, s.drainCh, r.c.done), nil
 }
 
+// authorizeJoinGroup: READ on the group (KafkaApis.handleJoinGroupRequest).
 func authorizeJoinGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	if !p.group(acl.Read, req.Group) {

@@ -22,6 +22,7 @@ func handleHeartbeat(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 	return resp, nil
 }
 
+// authorizeHeartbeat: READ on the group (KafkaApis.handleHeartbeatRequest).
 func authorizeHeartbeat(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.HeartbeatRequest)
 	if !p.group(acl.Read, req.Group) {

@@ -20,6 +20,7 @@ func handleLeaveGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	return s.groups.Leave(kreq.(*kmsg.LeaveGroupRequest)), nil
 }
 
+// authorizeLeaveGroup: READ on the group (KafkaApis.handleLeaveGroupRequest).
 func authorizeLeaveGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	if !p.group(acl.Read, req.Group) {

@@ -20,6 +20,7 @@ func handleSyncGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 	return s.groups.Sync(kreq.(*kmsg.SyncGroupRequest), s.drainCh, r.c.done), nil
 }
 
+// authorizeSyncGroup: READ on the group (KafkaApis.handleSyncGroupRequest).
 func authorizeSyncGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.SyncGroupRequest)
 	if !p.group(acl.Read, req.Group) {

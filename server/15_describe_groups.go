@@ -31,6 +31,7 @@ func handleDescribeGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	return resp, nil
 }
 
+// authorizeDescribeGroups: DESCRIBE on each group (KafkaApis.handleDescribeGroupsRequest).
 func authorizeDescribeGroups(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	var denied []string

@@ -42,6 +42,8 @@ func handleListGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	return resp, nil
 }
 
+// authorizeListGroups: every group with DESCRIBE on the cluster, else those the principal may
+// describe.
 func authorizeListGroups(s *Server, p subject, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	// KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the cluster, else
 	// those the principal may describe.

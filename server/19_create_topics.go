@@ -174,6 +174,8 @@ func (s *Server) checkNewTopicName(name string) (int16, string) {
 	return 0, ""
 }
 
+// authorizeCreateTopics: CREATE on the cluster, else on each topic
+// (KafkaApis.handleCreateTopicsRequest).
 func authorizeCreateTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	var denied []string

@@ -92,6 +92,8 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	return resp, nil
 }
 
+// authorizeDeleteTopics: DELETE on each topic, named or by id
+// (KafkaApis.handleDeleteTopicsRequest).
 func authorizeDeleteTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	var denied []string

@@ -52,6 +52,7 @@ func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 	return resp, nil
 }
 
+// authorizeDeleteRecords: DELETE on each topic (KafkaApis.handleDeleteRecordsRequest).
 func authorizeDeleteRecords(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	var denied []kmsg.DeleteRecordsRequestTopic

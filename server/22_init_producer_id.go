@@ -45,6 +45,8 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	return resp, nil
 }
 
+// authorizeInitProducerID: WRITE on the transactional id, or for an idempotent producer
+// IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
 func authorizeInitProducerID(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	// KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; without one

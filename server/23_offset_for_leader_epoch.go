@@ -45,6 +45,8 @@ func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.
 	return resp, nil
 }
 
+// authorizeOffsetForLeaderEpoch: DESCRIBE on each topic (a client's request; Kafka's replicas
+// need CLUSTER_ACTION).
 func authorizeOffsetForLeaderEpoch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	var denied []kmsg.OffsetForLeaderEpochRequestTopic

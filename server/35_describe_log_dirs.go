@@ -84,6 +84,8 @@ func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	return resp, nil
 }
 
+// authorizeDescribeLogDirs: the topics the principal may describe; the volume's sizes need
+// DESCRIBE on the cluster (Kafka needs it for the whole request).
 func authorizeDescribeLogDirs(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes,

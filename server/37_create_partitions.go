@@ -67,6 +67,7 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 	return resp, nil
 }
 
+// authorizeCreatePartitions: ALTER on each topic (KafkaApis.handleCreatePartitionsRequest).
 func authorizeCreatePartitions(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	var denied []string

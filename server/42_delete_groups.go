@@ -28,6 +28,7 @@ func handleDeleteGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	return resp, nil
 }
 
+// authorizeDeleteGroups: DELETE on each group (KafkaApis.handleDeleteGroupsRequest).
 func authorizeDeleteGroups(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	// Groups outside the principal's prefixes are taken out of the request before the

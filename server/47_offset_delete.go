@@ -19,6 +19,8 @@ func handleOffsetDelete(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	return s.groups.DeleteOffsets(kreq.(*kmsg.OffsetDeleteRequest)), nil
 }
 
+// authorizeOffsetDelete: DELETE on the group, READ on each topic
+// (KafkaApis.handleOffsetDeleteRequest).
 func authorizeOffsetDelete(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetDeleteRequest)
 	// KafkaApis.handleOffsetDeleteRequest: DELETE on the group (a group error is the

@@ -56,6 +56,7 @@ func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 	return resp, nil
 }
 
+// authorizeDescribeProducers: READ on each topic (KafkaApis.handleDescribeProducersRequest).
 func authorizeDescribeProducers(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	var denied []kmsg.DescribeProducersRequestTopic

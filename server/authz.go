@@ -73,6 +73,7 @@ func (a authz) declared() bool {
 // The filters of the configuration APIs (a topic resource needs the operation; broker
 // resources are the handlers') and of the cluster-wide ones (CLUSTER_AUTHORIZATION_FAILED).
 
+// authorizeDescribeConfigs: DESCRIBE_CONFIGS on each topic resource.
 func authorizeDescribeConfigs(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	var denied []kmsg.DescribeConfigsRequestResource
@@ -92,6 +93,7 @@ func authorizeDescribeConfigs(s *Server, p subject, kreq kmsg.Request) (kmsg.Res
 	}
 }
 
+// authorizeAlterConfigs: ALTER_CONFIGS on each topic resource.
 func authorizeAlterConfigs(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	var denied []kmsg.AlterConfigsRequestResource
@@ -111,6 +113,7 @@ func authorizeAlterConfigs(s *Server, p subject, kreq kmsg.Request) (kmsg.Respon
 	}
 }
 
+// authorizeIncrementalAlterConfigs: ALTER_CONFIGS on each topic resource.
 func authorizeIncrementalAlterConfigs(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	var denied []kmsg.IncrementalAlterConfigsRequestResource
@@ -130,6 +133,7 @@ func authorizeIncrementalAlterConfigs(s *Server, p subject, kreq kmsg.Request) (
 	}
 }
 
+// authorizeElectLeaders: ALTER on the cluster.
 func authorizeElectLeaders(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	if !p.cluster(acl.Alter) {
@@ -150,6 +154,7 @@ func authorizeElectLeaders(s *Server, p subject, kreq kmsg.Request) (kmsg.Respon
 	return nil, nil
 }
 
+// authorizeAlterPartitionAssignments: ALTER on the cluster.
 func authorizeAlterPartitionAssignments(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	if !p.cluster(acl.Alter) {
@@ -160,6 +165,7 @@ func authorizeAlterPartitionAssignments(s *Server, p subject, kreq kmsg.Request)
 	return nil, nil
 }
 
+// authorizeListPartitionReassignments: DESCRIBE on the cluster.
 func authorizeListPartitionReassignments(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	if !p.cluster(acl.Describe) {
@@ -170,6 +176,7 @@ func authorizeListPartitionReassignments(s *Server, p subject, kreq kmsg.Request
 	return nil, nil
 }
 
+// authorizeUpdateFeatures: ALTER on the cluster.
 func authorizeUpdateFeatures(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.UpdateFeaturesRequest)
 	if !p.cluster(acl.Alter) {
