@@ -68,8 +68,15 @@ func (s *Server) subjectOf(r *request) subject {
 			return subject{} // a certificate naming no user, no anonymous prefixes: unrestricted
 		}
 	}
-	return subject{az: s.authz.Load(), principal: sec.aclPrincipal, host: r.c.ip}
+	az := s.authz.Load()
+	if az == nil {
+		az = denyAll // nothing published (yet): a restricted principal may do nothing
+	}
+	return subject{az: az, principal: sec.aclPrincipal, host: r.c.ip}
 }
+
+// denyAll is an authorizer without bindings.
+var denyAll = acl.New(nil, nil, false)
 
 // restricted tells whether sub's requests are checked at all.
 func (sub subject) restricted() bool { return sub.az != nil }
