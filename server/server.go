@@ -64,8 +64,8 @@ type Config struct {
 	SaslServerMaxReceiveSize     int           // sasl.server.max.receive.size: frames before SASL authentication; default 512 KiB
 	FailedAuthenticationDelay    time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
 
-	// SuperUsers are the principal names of Kafka's super.users: they alone may change ACLs
-	// and users at run time.
+	// SuperUsers are the principal names of Kafka's super.users: allowed everything, whatever
+	// the ACLs; they alone may change users and quotas at run time.
 	SuperUsers []string
 	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found: a resource no ACL binding
 	// matches is open to every principal. Default false, as Kafka's.

@@ -73,7 +73,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		saslMaxReceive:               fs.String("sasl-server-max-receive-size", "524288", "Kafka's sasl.server.max.receive.size: largest frame before SASL authentication on SASL listeners"),
 		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),
 		allowEveryoneIfNoACLFound:    fs.Bool("allow-everyone-if-no-acl-found", false, "Kafka's allow.everyone.if.no.acl.found: a topic, group or other resource that no ACL binding matches is open to every principal"),
-		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals that may change ACLs and users at run time, e.g. User:admin;User:ops"),
+		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals allowed everything whatever the ACLs, the only ones that may change users and quotas at run time, e.g. User:admin;User:ops"),
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
 		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire (0: never, neither)"),
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
