@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -407,4 +408,40 @@ func TestTenantsFileBeforeACLsMigrates(t *testing.T) {
 		b.stop()
 	}
 	b.start() // for the cleanup's stop
+}
+
+// TestACLsWithSarama: sarama's ClusterAdmin creates a host-restricted DENY and lists and
+// deletes it by filter, as against Kafka; the DENY is in force in between.
+func TestACLsWithSarama(t *testing.T) {
+	b := tenantBroker(t)
+	adm := saramaAdmin(t, b)
+	res := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: "alice.", ResourcePatternType: sarama.AclPatternPrefixed}
+	deny := sarama.Acl{Principal: "User:alice", Host: "127.0.0.1", Operation: sarama.AclOperationWrite, PermissionType: sarama.AclPermissionDeny}
+	if err := adm.CreateACL(res, deny); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceErr(saslClient(t, b, "alice", "alice-secret", kgo.DisableIdempotentWrite()), "alice.t"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("alice writes from 127.0.0.1 under a DENY for it: %v", err)
+	}
+	// An idempotent producer needs WRITE on some topic (Kafka's authorizeByResourceType): the
+	// DENY covers all of hers, so InitProducerId is refused.
+	if err := produceErr(saslClient(t, b, "alice", "alice-secret"), "alice.t"); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("alice's idempotent producer under a DENY of all her writes: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	filter := sarama.AclFilter{ResourceType: sarama.AclResourceTopic, ResourcePatternTypeFilter: sarama.AclPatternAny,
+		Principal: strPtr("User:alice"), Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionDeny}
+	got, err := adm.ListAcls(filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Acls) != 1 || got[0].ResourceName != "alice." || *got[0].Acls[0] != deny {
+		t.Fatalf("sarama lists alice's DENY bindings as %+v", got)
+	}
+	m, err := adm.DeleteACL(filter, false)
+	if err != nil || len(m) != 1 {
+		t.Fatalf("sarama deletes alice's DENY: %v %+v", err, m)
+	}
+	if err := produceErr(saslClient(t, b, "alice", "alice-secret"), "alice.t"); err != nil {
+		t.Errorf("alice writes after the DENY was deleted: %v", err)
+	}
 }
