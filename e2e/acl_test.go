@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/auth"
+	"inlet/server"
 	"inlet/tenants"
 )
 
@@ -443,5 +445,37 @@ func TestACLsWithSarama(t *testing.T) {
 	}
 	if err := produceErr(saslClient(t, b, "alice", "alice-secret"), "alice.t"); err != nil {
 		t.Errorf("alice writes after the DENY was deleted: %v", err)
+	}
+}
+
+// TestAllowEveryoneIfNoACLFound: with allow.everyone.if.no.acl.found, a topic no binding
+// matches is open to every principal, and one that a binding matches (anyone's) is not;
+// without it (the default) the unmatched topic is refused too.
+func TestAllowEveryoneIfNoACLFound(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		b := startBroker(t, func(c *server.Config) {
+			var us []auth.User
+			for _, u := range []struct{ name, prefix string }{{"alice", "alice."}, {"bob", "bob."}} {
+				cred, err := auth.NewCredential(auth.ScramSHA256, u.name+"-secret", auth.MinIterations)
+				if err != nil {
+					t.Fatal(err)
+				}
+				us = append(us, auth.User{Principal: auth.Principal{Name: u.name, TopicPrefixes: []string{u.prefix}}, SHA256: &cred})
+			}
+			users, err := auth.NewUsers(us)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Users, c.AllowEveryoneIfNoACLFound = users, open
+			c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		})
+		alice := saslClient(t, b, "alice", "alice-secret", kgo.DisableIdempotentWrite())
+		if err := produceErr(alice, "bob.t"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("allow-everyone %v: alice to bob.t (bob's binding matches it): %v", open, err)
+		}
+		err := produceErr(alice, "free.t")
+		if open && err != nil || !open && !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("allow-everyone %v: alice to free.t (no binding matches): %v", open, err)
+		}
 	}
 }
