@@ -332,14 +332,21 @@ func (st *State) RemoveACL(b acl.Binding, file []acl.Binding) bool {
 // Bindings are the bindings in force: file's, less those deleted, and those created; a new
 // slice.
 func (st *State) Bindings(file []acl.Binding) []acl.Binding {
+	removed := make(map[acl.Binding]bool, len(st.RemovedACLs))
+	for _, b := range st.RemovedACLs {
+		removed[b] = true
+	}
 	out := make([]acl.Binding, 0, len(file)+len(st.ACLs))
+	in := make(map[acl.Binding]bool, len(file)+len(st.ACLs))
 	for _, b := range file {
-		if !slices.Contains(st.RemovedACLs, b) && !slices.Contains(out, b) {
+		if !removed[b] && !in[b] {
+			in[b] = true
 			out = append(out, b)
 		}
 	}
 	for _, b := range st.ACLs {
-		if !slices.Contains(out, b) {
+		if !in[b] {
+			in[b] = true
 			out = append(out, b)
 		}
 	}
