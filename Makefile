@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCommittedOffset$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./batchlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
+	$(GO) test -run '^$$' -fuzz '^FuzzAuthorize$$' -fuzztime $(FUZZTIME) ./acl/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroAgreesWithHamba$$' -fuzztime $(FUZZTIME) ./schema/
 	$(GO) test -count=1 -race -timeout 30m -run '^TestProtocolFuzzOverTCP$$' ./e2e/ -protofuzz.execs=$(PROTOFUZZ_EXECS) -protofuzz.shapes=$(PROTOFUZZ_SHAPES) -protofuzz.seed=$(PROTOFUZZ_SEED)

@@ -1,4 +1,4 @@
-// Package auth holds Inlet's principals, their topic-prefix scopes, the users' SCRAM
+// Package auth holds Inlet's principals, their topic prefixes, the users' SCRAM
 // credentials, and the server side of the SASL mechanisms PLAIN (RFC 4616) and
 // SCRAM-SHA-256/512 (RFC 5802, RFC 7677; Kafka's KIP-84).
 //
@@ -34,14 +34,15 @@ func KnownMechanism(m string) bool {
 	return false
 }
 
-// Principal is who a connection acts as, and what it may touch. A nil *Principal is
-// unrestricted (a listener without security settings): every method answers true for it, so
-// the unsecured path pays one nil check.
+// Principal is who a connection acts as, and the prefixes its config file gives it. The
+// prefixes are the shorthand of ACL bindings (tenants.PrefixBindings): the server authorizes
+// through the ACLs in force (package acl), not through the Allows methods here, which say
+// what the prefixes alone allow. A nil *Principal is unrestricted (a listener without
+// security settings): every method answers true for it.
 type Principal struct {
 	Name string
-	// TopicPrefixes scope the topics the principal may produce to, fetch, describe, create and
-	// delete. Empty means none (a principal with no prefixes can do nothing with topics); a
-	// prefix "" or "*" allows every topic.
+	// TopicPrefixes: topics the principal may use every operation on (PREFIXED ALLOW ALL).
+	// Empty means none; a prefix "" or "*" is every topic (the LITERAL wildcard).
 	TopicPrefixes []string
 	// GroupPrefixes scope consumer groups; empty means the topic prefixes apply to groups too,
 	// unless GroupsExplicit is set (the list was set at run time, and empty means none).

@@ -64,6 +64,7 @@ type File struct {
 	MaxConnectionsPerIP          yaml.Node `yaml:"max_connections_per_ip"`
 	MaxConnectionsPerIPOverrides yaml.Node `yaml:"max_connections_per_ip_overrides"`
 	SuperUsers                   yaml.Node `yaml:"super_users"`
+	AllowEveryoneIfNoACLFound    yaml.Node `yaml:"allow_everyone_if_no_acl_found"`
 	ConnectionsMaxIdleMs         yaml.Node `yaml:"connections_max_idle_ms"`
 	SaslServerMaxReceiveSize     yaml.Node `yaml:"sasl_server_max_receive_size"`
 	SaslServerMaxInflightBytes   yaml.Node `yaml:"sasl_server_max_inflight_bytes"`
@@ -111,7 +112,8 @@ var FlagKeys = map[string]Kind{
 	"sasl_session_lifetime": Duration,
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
 	"max_connections_per_ip_overrides": String, "super_users": String,
-	"sasl_server_max_receive_size": Size, "connection_failed_authentication_delay_ms": Int,
+	"allow_everyone_if_no_acl_found": Bool,
+	"sasl_server_max_receive_size":   Size, "connection_failed_authentication_delay_ms": Int,
 	"sasl_server_max_inflight_bytes": Size, "fetch_max_bytes": Size,
 	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
 	"metrics_listen": String, "pprof": Bool,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/quota"
 	"inlet/schema"
@@ -18,7 +19,8 @@ import (
 const produceKey = 0
 
 func init() {
-	register(api{key: produceKey, min: 3, max: 12})
+	register(api{key: produceKey, min: 3, max: 12,
+		authz: inHandler(onTopics(acl.Write), onTxnIDs(acl.Write))})
 }
 
 // produceState is the reusable part of a request for the produce path.
@@ -48,8 +50,8 @@ func (s *Server) handleProduce(r *request) {
 	ps.where = ps.where[:0]
 	ps.acks = ps.req.Acks
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
-	sec := r.c.sec // nil: no principal to check (security.go)
-	txnID := ""    // the request's transactional id, made a string once if a batch needs it
+	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (acls.go)
+	txnID := ""           // the request's transactional id, made a string once if a batch needs it
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]
 		ot := ps.resp.AppendTopic(rt.Name)
@@ -60,10 +62,10 @@ func (s *Server) handleProduce(r *request) {
 		)
 		switch {
 		case !validAcks:
-		case sec != nil && !sec.principal.AllowsTopic(rt.Name):
+		case sub.restricted() && !sub.topicBytes(acl.Write, rt.Name):
 			// Checked before the lookup, so an unauthorized topic is never auto-created.
 			code = wire.ErrTopicAuthorizationFailed
-		case sec != nil && ps.req.TransactionalID != nil && !sec.principal.AllowsTransactionalID(string(ps.req.TransactionalID)):
+		case sub.restricted() && ps.req.TransactionalID != nil && !sub.txnID(acl.Write, string(ps.req.TransactionalID)):
 			code = wire.ErrTransactionalIDAuthorizationFailed
 		default:
 			topic, code, _ = s.topicFor(rt.Name, true)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/quota"
 	"inlet/wire"
@@ -30,7 +31,8 @@ import (
 const fetchKey = 1
 
 func init() {
-	register(api{key: fetchKey, min: 4, max: 12, handle: handleFetch})
+	register(api{key: fetchKey, min: 4, max: 12, handle: handleFetch,
+		authz: before(authorizeFetch, onTopics(acl.Read))})
 }
 
 func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -165,4 +167,33 @@ func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, total, stop
+}
+
+// authorizeFetch: READ on each topic (KafkaApis.handleFetchRequest); refused partitions are
+// answered without records.
+func authorizeFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.FetchRequest)
+	var denied []kmsg.FetchRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp, ok := kresp.(*kmsg.FetchResponse) // a throttled fetch's empty answer
+		if !ok {
+			resp = kresp.(*fetchReply).FetchResponse
+		}
+		for _, t := range denied {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, pt := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+				rp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null set
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
 }

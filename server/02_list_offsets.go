@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/wire"
 )
@@ -16,7 +17,8 @@ import (
 const listOffsetsKey = 2
 
 func init() {
-	register(api{key: listOffsetsKey, min: 0, max: 7, handle: handleListOffsets})
+	register(api{key: listOffsetsKey, min: 0, max: 7, handle: handleListOffsets,
+		authz: before(authorizeListOffsets, onTopics(acl.Describe))})
 }
 
 const (
@@ -166,4 +168,28 @@ func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) 
 		return -1, -1, err
 	}
 	return foundOff, foundTS, nil
+}
+
+// authorizeListOffsets: DESCRIBE on each topic (KafkaApis.handleListOffsetRequest).
+func authorizeListOffsets(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	var denied []kmsg.ListOffsetsRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.ListOffsetsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, pt := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+				rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -13,7 +14,8 @@ import (
 const offsetFetchKey = 9
 
 func init() {
-	register(api{key: offsetFetchKey, min: 0, max: 8, handle: handleOffsetFetch})
+	register(api{key: offsetFetchKey, min: 0, max: 8, handle: handleOffsetFetch,
+		authz: before(authorizeOffsetFetch, onGroups(acl.Describe), onTopics(acl.Describe))})
 }
 
 func handleOffsetFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -65,6 +67,71 @@ func (s *Server) markUnstable(group string, topics []kmsg.OffsetFetchResponseTop
 			if s.txns.PendingOffset(group, topics[ti].Topic, p.Partition) {
 				p.Offset, p.ErrorCode = -1, wire.ErrUnstableOffsetCommit
 			}
+		}
+	}
+}
+
+// authorizeOffsetFetch: DESCRIBE on the group and on each topic
+// (KafkaApis.handleOffsetFetchRequest).
+func authorizeOffsetFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	// KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; named topics it may not
+	// describe are TOPIC_AUTHORIZATION_FAILED per partition (offset -1) without being
+	// looked up; asked for every topic (null topics), only topics it may describe are
+	// returned. v8 does the same per group.
+	if req.Version < 8 {
+		if !p.group(acl.Describe, req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
+			return resp, nil
+		}
+		var denied []kmsg.OffsetFetchRequestTopic
+		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+		return nil, func(kresp kmsg.Response) {
+			resp := kresp.(*kmsg.OffsetFetchResponse)
+			resp.Topics, _ = splitAllowed(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.topic(acl.Describe, t.Topic) })
+			for _, t := range denied {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, i := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					md := ""
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = i, -1, -1, &md, wire.ErrTopicAuthorizationFailed
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+	}
+	var deniedGroups []kmsg.OffsetFetchRequestGroup
+	req.Groups, deniedGroups = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.group(acl.Describe, g.Group) })
+	deniedTopics := make([][]kmsg.OffsetFetchRequestGroupTopic, len(req.Groups)) // by the kept group's index
+	for i := range req.Groups {
+		req.Groups[i].Topics, deniedTopics[i] = splitAllowed(req.Groups[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	}
+	kept := len(req.Groups)
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.OffsetFetchResponse)
+		// The handler answers one group per request group, in order.
+		for i := 0; i < kept && i < len(resp.Groups); i++ {
+			rg := &resp.Groups[i]
+			rg.Topics, _ = splitAllowed(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return p.topic(acl.Describe, t.Topic) })
+			for _, t := range deniedTopics[i] {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, pi := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					md := ""
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = pi, -1, -1, &md, wire.ErrTopicAuthorizationFailed
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+		}
+		for _, g := range deniedGroups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, wire.ErrGroupAuthorizationFailed
+			resp.Groups = append(resp.Groups, rg)
 		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 const findCoordinatorKey = 10
 
 func init() {
-	register(api{key: findCoordinatorKey, min: 0, max: 4, handle: handleFindCoordinator})
+	register(api{key: findCoordinatorKey, min: 0, max: 4, handle: handleFindCoordinator,
+		authz: unchecked("this node coordinates every group and transactional id: the answer is the same for any name")})
 }
 
 func handleFindCoordinator(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

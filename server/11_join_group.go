@@ -1,6 +1,11 @@
 package server
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/acl"
+	"inlet/wire"
+)
 
 // JoinGroup v0-v9 (classic protocol; package groups has the state machine). v1 adds the
 // rebalance timeout, v4 MEMBER_ID_REQUIRED (KIP-394), v5 static membership (KIP-345), v7 the
@@ -10,7 +15,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 const joinGroupKey = 11
 
 func init() {
-	register(api{key: joinGroupKey, min: 0, max: 9, handle: handleJoinGroup})
+	register(api{key: joinGroupKey, min: 0, max: 9, handle: handleJoinGroup,
+		authz: before(authorizeJoinGroup, onGroups(acl.Read))})
 }
 
 func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -24,4 +30,15 @@ func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 	}
 	s.shed(r)
 	return s.groups.Join(req, clientID, host, s.drainCh, r.c.done), nil
+}
+
+// authorizeJoinGroup: READ on the group (KafkaApis.handleJoinGroupRequest).
+func authorizeJoinGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.JoinGroupRequest)
+	if !p.group(acl.Read, req.Group) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation = wire.ErrGroupAuthorizationFailed, -1
+		return resp, nil
+	}
+	return nil, nil
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/acl"
 )
 
 // ListGroups v0-v5: v4 filters by state (KIP-518), v5 by group type (KIP-848: every group
@@ -11,7 +13,8 @@ import (
 const listGroupsKey = 16
 
 func init() {
-	register(api{key: listGroupsKey, min: 0, max: 5, handle: handleListGroups})
+	register(api{key: listGroupsKey, min: 0, max: 5, handle: handleListGroups,
+		authz: before(authorizeListGroups, onCluster(acl.Describe), onGroups(acl.Describe))})
 }
 
 func handleListGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -37,4 +40,24 @@ func handleListGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp, nil
+}
+
+// authorizeListGroups: every group with DESCRIBE on the cluster, else those the principal may
+// describe.
+func authorizeListGroups(s *Server, p subject, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	// KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the cluster, else
+	// those the principal may describe.
+	if p.cluster(acl.Describe) {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.ListGroupsResponse)
+		out := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if p.group(acl.Describe, g.Group) {
+				out = append(out, g)
+			}
+		}
+		resp.Groups = out
+	}
 }

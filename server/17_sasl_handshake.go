@@ -14,7 +14,8 @@ import (
 const saslHandshakeKey = 17
 
 func init() {
-	register(api{key: saslHandshakeKey, min: 0, max: 1, handle: handleSaslHandshake})
+	register(api{key: saslHandshakeKey, min: 0, max: 1, handle: handleSaslHandshake,
+		authz: unchecked("served before authentication")})
 }
 
 func handleSaslHandshake(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -13,7 +13,8 @@ import (
 const apiVersionsKey = 18
 
 func init() {
-	register(api{key: apiVersionsKey, min: 0, max: 4, handle: handleAPIVersions})
+	register(api{key: apiVersionsKey, min: 0, max: 4, handle: handleAPIVersions,
+		authz: unchecked("served before authentication")})
 }
 
 func handleAPIVersions(s *Server, r *request, req kmsg.Request) (kmsg.Response, error) {

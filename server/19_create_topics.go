@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/topicconfig"
 	"inlet/wire"
@@ -22,7 +23,8 @@ import (
 const createTopicsKey = 19
 
 func init() {
-	register(api{key: createTopicsKey, min: 0, max: 7, handle: handleCreateTopics})
+	register(api{key: createTopicsKey, min: 0, max: 7, handle: handleCreateTopics,
+		authz: before(authorizeCreateTopics, onCluster(acl.Create), onTopics(acl.Create))})
 }
 
 func handleCreateTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -170,4 +172,37 @@ func (s *Server) checkNewTopicName(name string) (int16, string) {
 		}
 	}
 	return 0, ""
+}
+
+// authorizeCreateTopics: CREATE on the cluster, else on each topic
+// (KafkaApis.handleCreateTopicsRequest).
+func authorizeCreateTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	var denied []string
+	kept := req.Topics[:0]
+	mayCreate := p.cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
+	for _, t := range req.Topics {
+		if !mayCreate && !p.topic(acl.Create, t.Topic) {
+			denied = append(denied, t.Topic)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.CreateTopicsResponse)
+		for _, name := range denied {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = name, wire.ErrTopicAuthorizationFailed
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			if req.Version >= 1 {
+				msg := "Authorization failed."
+				rt.ErrorMessage = &msg
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
 }

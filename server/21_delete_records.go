@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/wire"
 )
@@ -15,7 +16,8 @@ import (
 const deleteRecordsKey = 21
 
 func init() {
-	register(api{key: deleteRecordsKey, min: 0, max: 2, handle: handleDeleteRecords})
+	register(api{key: deleteRecordsKey, min: 0, max: 2, handle: handleDeleteRecords,
+		authz: before(authorizeDeleteRecords, onTopics(acl.Delete))})
 }
 
 func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -48,4 +50,27 @@ func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// authorizeDeleteRecords: DELETE on each topic (KafkaApis.handleDeleteRecordsRequest).
+func authorizeDeleteRecords(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	var denied []kmsg.DeleteRecordsRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.topic(acl.Delete, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, pt := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = pt.Partition, wire.ErrTopicAuthorizationFailed, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -16,7 +17,8 @@ import (
 const initProducerIDKey = 22
 
 func init() {
-	register(api{key: initProducerIDKey, min: 0, max: 4, handle: handleInitProducerID})
+	register(api{key: initProducerIDKey, min: 0, max: 4, handle: handleInitProducerID,
+		authz: before(authorizeInitProducerID, onTxnIDs(acl.Write), onCluster(acl.IdempotentWrite), onTopics(acl.Write))})
 }
 
 func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -41,4 +43,27 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp, nil
+}
+
+// authorizeInitProducerID: WRITE on the transactional id, or for an idempotent producer
+// IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+func authorizeInitProducerID(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.InitProducerIDRequest)
+	// KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; without one
+	// (an idempotent producer), IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+	code := int16(0)
+	switch {
+	case req.TransactionalID != nil:
+		if !p.txnID(acl.Write, *req.TransactionalID) {
+			code = wire.ErrTransactionalIDAuthorizationFailed
+		}
+	case !p.cluster(acl.IdempotentWrite) && !p.anyTopic(acl.Write):
+		code = wire.ErrClusterAuthorizationFailed
+	}
+	if code != 0 {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+		return resp, nil
+	}
+	return nil, nil
 }

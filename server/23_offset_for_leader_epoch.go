@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -13,7 +14,8 @@ import (
 const offsetForLeaderEpochKey = 23
 
 func init() {
-	register(api{key: offsetForLeaderEpochKey, min: 0, max: 4, handle: handleOffsetForLeaderEpoch})
+	register(api{key: offsetForLeaderEpochKey, min: 0, max: 4, handle: handleOffsetForLeaderEpoch,
+		authz: before(authorizeOffsetForLeaderEpoch, onTopics(acl.Describe))})
 }
 
 func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -41,4 +43,29 @@ func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// authorizeOffsetForLeaderEpoch: DESCRIBE on each topic (a client's request; Kafka's replicas
+// need CLUSTER_ACTION).
+func authorizeOffsetForLeaderEpoch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	var denied []kmsg.OffsetForLeaderEpochRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, pt := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+				rp.LeaderEpoch, rp.EndOffset = -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
 }

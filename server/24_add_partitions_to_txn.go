@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/txn"
 	"inlet/wire"
 )
@@ -15,13 +16,14 @@ import (
 const addPartitionsToTxnKey = 24
 
 func init() {
-	register(api{key: addPartitionsToTxnKey, min: 0, max: 3, handle: handleAddPartitionsToTxn})
+	register(api{key: addPartitionsToTxnKey, min: 0, max: 3, handle: handleAddPartitionsToTxn,
+		authz: inHandler(onTxnIDs(acl.Write), onTopics(acl.Write))})
 }
 
 func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	p := principal(r)
+	p := s.subjectOf(r)
 	var parts []txn.TopicPartition
 	codes := map[txn.TopicPartition]int16{}
 	bad := false
@@ -30,7 +32,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 		for _, i := range rt.Partitions {
 			tp := txn.TopicPartition{Topic: rt.Topic, Partition: i}
 			switch {
-			case p != nil && !p.AllowsTopicString(rt.Topic):
+			case !p.topic(acl.Write, rt.Topic):
 				codes[tp], bad = wire.ErrTopicAuthorizationFailed, true
 			case !ok || t.Internal() || i < 0 || int(i) >= len(t.Partitions):
 				codes[tp], bad = wire.ErrUnknownTopicOrPartition, true
@@ -40,7 +42,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 	}
 	code := wire.ErrNone
 	switch {
-	case p != nil && !p.AllowsTransactionalID(req.TransactionalID):
+	case !p.txnID(acl.Write, req.TransactionalID):
 		code = wire.ErrTransactionalIDAuthorizationFailed
 	case bad:
 		code = wire.ErrOperationNotAttempted

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -12,17 +13,18 @@ import (
 const addOffsetsToTxnKey = 25
 
 func init() {
-	register(api{key: addOffsetsToTxnKey, min: 0, max: 3, handle: handleAddOffsetsToTxn})
+	register(api{key: addOffsetsToTxnKey, min: 0, max: 3, handle: handleAddOffsetsToTxn,
+		authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read))})
 }
 
 func handleAddOffsetsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	p := principal(r)
+	p := s.subjectOf(r)
 	switch {
-	case p != nil && !p.AllowsTransactionalID(req.TransactionalID):
+	case !p.txnID(acl.Write, req.TransactionalID):
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
-	case p != nil && !p.AllowsGroup(req.Group):
+	case !p.group(acl.Read, req.Group):
 		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 	case req.Group == "":
 		resp.ErrorCode = wire.ErrInvalidGroupID

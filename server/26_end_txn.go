@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -12,13 +13,14 @@ import (
 const endTxnKey = 26
 
 func init() {
-	register(api{key: endTxnKey, min: 0, max: 3, handle: handleEndTxn})
+	register(api{key: endTxnKey, min: 0, max: 3, handle: handleEndTxn,
+		authz: inHandler(onTxnIDs(acl.Write))})
 }
 
 func handleEndTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	if p := principal(r); p != nil && !p.AllowsTransactionalID(req.TransactionalID) {
+	if !s.subjectOf(r).txnID(acl.Write, req.TransactionalID) {
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		return resp, nil
 	}

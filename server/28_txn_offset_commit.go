@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/txn"
 	"inlet/wire"
 )
@@ -15,18 +16,19 @@ import (
 const txnOffsetCommitKey = 28
 
 func init() {
-	register(api{key: txnOffsetCommitKey, min: 0, max: 3, handle: handleTxnOffsetCommit})
+	register(api{key: txnOffsetCommitKey, min: 0, max: 3, handle: handleTxnOffsetCommit,
+		authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read), onTopics(acl.Read))})
 }
 
 func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	p := principal(r)
+	p := s.subjectOf(r)
 	code := wire.ErrNone
 	switch {
-	case p != nil && !p.AllowsTransactionalID(req.TransactionalID):
+	case !p.txnID(acl.Write, req.TransactionalID):
 		code = wire.ErrTransactionalIDAuthorizationFailed
-	case p != nil && !p.AllowsGroup(req.Group):
+	case !p.group(acl.Read, req.Group):
 		code = wire.ErrGroupAuthorizationFailed
 	default:
 		generation, member := int32(-1), ""
@@ -54,7 +56,7 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 				md = *rp.Metadata
 			}
 			switch {
-			case p != nil && !p.AllowsTopicString(rt.Topic):
+			case !p.topic(acl.Read, rt.Topic):
 				codes[tp] = wire.ErrTopicAuthorizationFailed
 			case !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				codes[tp] = wire.ErrUnknownTopicOrPartition

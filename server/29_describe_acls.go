@@ -3,17 +3,21 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
-// DescribeAcls v0-v3 (KIP-140; v1 pattern types, KIP-290; v2 flexible): every user's prefixes
-// as ACL bindings (acls.go) matching the filter. A super user, or a principal scoped to every
-// topic, sees all of them; any other principal sees its own. Without SASL users there is
-// nothing to describe: SECURITY_DISABLED, as Kafka without an authorizer.
+// DescribeAcls v0-v3 (KIP-140; v1 pattern types, KIP-290; v2 flexible): the bindings in force
+// (acls.go) that the filter matches, grouped by resource pattern. A principal with DESCRIBE on
+// the cluster (super users) sees all of them; any other sees only its own bindings, where
+// Kafka answers CLUSTER_AUTHORIZATION_FAILED (a tenant may learn its own grants, nothing of
+// the others'). Without SASL users there is nothing to describe: SECURITY_DISABLED, as Kafka
+// without an authorizer.
 const describeACLsKey = 29
 
 func init() {
-	register(api{key: describeACLsKey, min: 0, max: 3, handle: handleDescribeACLs})
+	register(api{key: describeACLsKey, min: 0, max: 3, handle: handleDescribeACLs,
+		authz: inHandler(onCluster(acl.Describe))})
 }
 
 func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -24,34 +28,39 @@ func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 		resp.ErrorCode, resp.ErrorMessage = wire.ErrSecurityDisabled, &msg
 		return resp, nil
 	}
-	f := aclFilter{req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType}
-	if req.Version == 0 {
-		f.pattern = kmsg.ACLResourcePatternTypeLiteral
+	f := aclFilterOf(req.Version, req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType)
+	if err := f.Validate(); err != nil {
+		msg := err.Error()
+		resp.ErrorCode, resp.ErrorMessage = wire.ErrInvalidRequest, &msg
+		return resp, nil
 	}
+	sub := s.subjectOf(r)
 	own := ""
-	if !s.seesAllTenants(r) {
-		own = "User:" + r.c.sec.principal.Name
+	if !sub.cluster(acl.Describe) {
+		own = sub.principal
 	}
-	index := map[aclBinding]int{} // resource (user left empty) -> its index in resp.Resources
-	for _, b := range s.aclBindings() {
-		if !f.matches(b) || own != "" && b.principal() != own {
+	type resource struct {
+		rt      kmsg.ACLResourceType
+		name    string
+		pattern kmsg.ACLResourcePatternType
+	}
+	index := map[resource]int{} // its index in resp.Resources
+	for _, b := range s.authz.Load().Bindings() {
+		if !f.Matches(b) || own != "" && b.Principal != own {
 			continue
 		}
-		if req.Version == 0 && b.pattern != kmsg.ACLResourcePatternTypeLiteral {
-			continue // v0 knows only literal names
-		}
-		key := aclBinding{b.resourceType, b.name, b.pattern, ""}
+		key := resource{b.ResourceType, b.Name, b.Pattern}
 		i, ok := index[key]
 		if !ok {
 			res := kmsg.NewDescribeACLsResponseResource()
-			res.ResourceType, res.ResourceName, res.ResourcePatternType = b.resourceType, b.name, b.pattern
+			res.ResourceType, res.ResourceName, res.ResourcePatternType = b.ResourceType, b.Name, b.Pattern
 			resp.Resources = append(resp.Resources, res)
 			i = len(resp.Resources) - 1
 			index[key] = i
 		}
-		acl := kmsg.NewDescribeACLsResponseResourceACL()
-		acl.Principal, acl.Host, acl.Operation, acl.PermissionType = b.principal(), "*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow
-		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, acl)
+		a := kmsg.NewDescribeACLsResponseResourceACL()
+		a.Principal, a.Host, a.Operation, a.PermissionType = b.Principal, b.Host, b.Operation, b.Permission
+		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, a)
 	}
 	return resp, nil
 }

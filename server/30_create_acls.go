@@ -3,18 +3,21 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/tenants"
 	"inlet/wire"
 )
 
-// CreateAcls v0-v3: each creation adds a prefix to a user (acls.go has the one shape a
-// binding may take), durably, for connections already open too. Only super users may;
-// others get CLUSTER_AUTHORIZATION_FAILED, as Kafka needs ALTER on the cluster. A binding for
-// a user that does not exist (yet) is kept and applies once the user does.
+// CreateAcls v0-v3: each creation is validated as Kafka does (acl.Binding.Validate: resource
+// type, LITERAL or PREFIXED, an operation of the resource type, ALLOW or DENY, User:<name>,
+// kafka-cluster for CLUSTER) and stored durably, in force at once for connections already
+// open. Needs ALTER on the cluster (super users): CLUSTER_AUTHORIZATION_FAILED otherwise. A
+// binding for a user that does not exist (yet) is kept and applies once the user does.
 const createACLsKey = 30
 
 func init() {
-	register(api{key: createACLsKey, min: 0, max: 3, handle: handleCreateACLs})
+	register(api{key: createACLsKey, min: 0, max: 3, handle: handleCreateACLs,
+		authz: inHandler(onCluster(acl.Alter))})
 }
 
 func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -24,31 +27,35 @@ func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	switch {
 	case s.tenantsDisabled():
 		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
-	case !s.isSuperUser(r):
-		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may create ACLs."
+	case !s.subjectOf(r).cluster(acl.Alter):
+		code, msg = wire.ErrClusterAuthorizationFailed, "Creating ACLs needs ALTER on the cluster."
 	}
 	results := make([]kmsg.CreateACLsResponseResult, len(req.Creations))
-	var valid []aclBinding
+	var valid []acl.Binding
 	for i, c := range req.Creations {
 		results[i] = kmsg.NewCreateACLsResponseResult()
 		if req.Version == 0 {
 			c.ResourcePatternType = kmsg.ACLResourcePatternTypeLiteral
 		}
-		b, why := bindingFromCreation(c)
-		switch {
-		case code != 0:
+		b := acl.Binding{ResourceType: c.ResourceType, Name: c.ResourceName, Pattern: c.ResourcePatternType,
+			Principal: c.Principal, Host: c.Host, Operation: c.Operation, Permission: c.PermissionType}
+		if code != 0 {
 			results[i].ErrorCode, results[i].ErrorMessage = code, &msg
-		case why != "":
-			results[i].ErrorCode, results[i].ErrorMessage = wire.ErrInvalidRequest, &why
-		default:
-			valid = append(valid, b)
+			continue
 		}
+		if err := b.Validate(); err != nil {
+			why := err.Error()
+			results[i].ErrorCode, results[i].ErrorMessage = wire.ErrInvalidRequest, &why
+			continue
+		}
+		valid = append(valid, b)
 	}
 	if len(valid) > 0 {
+		file := s.fileBindings()
 		err := s.changeTenants(func(st *tenants.State) (bool, error) {
 			changed := false
 			for _, b := range valid {
-				if s.changePrefix(st, b, true) {
+				if st.AddACL(b, file) {
 					changed = true
 				}
 			}

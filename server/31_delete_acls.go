@@ -3,16 +3,20 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/tenants"
 	"inlet/wire"
 )
 
-// DeleteAcls v0-v3: every binding a filter matches is removed (the user loses that prefix),
-// durably, for connections already open too, and listed in the result. Only super users may.
+// DeleteAcls v0-v3: every binding in force that a filter matches (acl.Filter: ANY and MATCH
+// as Kafka's AclBindingFilter) is removed, durably and at once for connections already open,
+// and listed in that filter's result; the config file's bindings are removed too (recorded
+// as deleted). Needs ALTER on the cluster.
 const deleteACLsKey = 31
 
 func init() {
-	register(api{key: deleteACLsKey, min: 0, max: 3, handle: handleDeleteACLs})
+	register(api{key: deleteACLsKey, min: 0, max: 3, handle: handleDeleteACLs,
+		authz: inHandler(onCluster(acl.Alter))})
 }
 
 func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -22,31 +26,34 @@ func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	switch {
 	case s.tenantsDisabled():
 		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
-	case !s.isSuperUser(r):
-		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may delete ACLs."
+	case !s.subjectOf(r).cluster(acl.Alter):
+		code, msg = wire.ErrClusterAuthorizationFailed, "Deleting ACLs needs ALTER on the cluster."
 	}
-	var matched [][]aclBinding
-	if code == 0 {
-		bindings := s.aclBindings()
-		for _, rf := range req.Filters {
-			f := aclFilter{rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType}
-			if req.Version == 0 {
-				f.pattern = kmsg.ACLResourcePatternTypeLiteral
-			}
-			var m []aclBinding
-			for _, b := range bindings {
-				if f.matches(b) {
-					m = append(m, b)
-				}
-			}
-			matched = append(matched, m)
+	filters := make([]acl.Filter, len(req.Filters))
+	invalid := make([]string, len(req.Filters))
+	for i, rf := range req.Filters {
+		filters[i] = aclFilterOf(req.Version, rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
+		if err := filters[i].Validate(); err != nil {
+			invalid[i] = err.Error()
 		}
+	}
+	matched := make([][]acl.Binding, len(req.Filters))
+	if code == 0 {
+		file := s.fileBindings()
 		err := s.changeTenants(func(st *tenants.State) (bool, error) {
+			clear(matched) // a retried change starts again
+			bindings := st.Bindings(file)
 			changed := false
-			for _, m := range matched {
-				for _, b := range m {
-					if s.changePrefix(st, b, false) {
-						changed = true
+			for i, f := range filters {
+				if invalid[i] != "" {
+					continue
+				}
+				for _, b := range bindings {
+					if f.Matches(b) {
+						matched[i] = append(matched[i], b)
+						if st.RemoveACL(b, file) {
+							changed = true
+						}
 					}
 				}
 			}
@@ -54,20 +61,25 @@ func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 		})
 		if err != nil {
 			s.log.Error("delete acls", "err", err)
-			code, msg, matched = wire.ErrUnknownServerError, "The ACLs could not be removed: "+err.Error(), nil
+			code, msg = wire.ErrUnknownServerError, "The ACLs could not be removed: "+err.Error()
 		}
 	}
 	for i := range req.Filters {
 		res := kmsg.NewDeleteACLsResponseResult()
-		if code != 0 {
+		switch {
+		case code != 0:
 			res.ErrorCode, res.ErrorMessage = code, &msg
+		case invalid[i] != "":
+			res.ErrorCode, res.ErrorMessage = wire.ErrInvalidRequest, &invalid[i]
+		}
+		if res.ErrorCode != 0 {
 			resp.Results = append(resp.Results, res)
 			continue
 		}
 		for _, b := range matched[i] {
 			m := kmsg.NewDeleteACLsResponseResultMatchingACL()
-			m.ResourceType, m.ResourceName, m.ResourcePatternType = b.resourceType, b.name, b.pattern
-			m.Principal, m.Host, m.Operation, m.PermissionType = b.principal(), "*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow
+			m.ResourceType, m.ResourceName, m.ResourcePatternType = b.ResourceType, b.Name, b.Pattern
+			m.Principal, m.Host, m.Operation, m.PermissionType = b.Principal, b.Host, b.Operation, b.Permission
 			res.MatchingACLs = append(res.MatchingACLs, m)
 		}
 		resp.Results = append(resp.Results, res)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/topicconfig"
 	"inlet/wire"
@@ -26,7 +27,8 @@ import (
 const describeConfigsKey = 32
 
 func init() {
-	register(api{key: describeConfigsKey, min: 0, max: 4, handle: handleDescribeConfigs})
+	register(api{key: describeConfigsKey, min: 0, max: 4, handle: handleDescribeConfigs,
+		authz: before(authorizeDescribeConfigs, onTopics(acl.DescribeConfigs))})
 }
 
 // Config resource types (ConfigResource.Type) and sources (DescribeConfigsResponse.ConfigSource).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/batchlog"
 	"inlet/topicconfig"
 	"inlet/wire"
@@ -19,7 +20,8 @@ import (
 const alterConfigsKey = 33
 
 func init() {
-	register(api{key: alterConfigsKey, min: 0, max: 2, handle: handleAlterConfigs})
+	register(api{key: alterConfigsKey, min: 0, max: 2, handle: handleAlterConfigs,
+		authz: before(authorizeAlterConfigs, onTopics(acl.AlterConfigs), onCluster(acl.Describe))})
 }
 
 func handleAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -17,7 +18,8 @@ import (
 const describeLogDirsKey = 35
 
 func init() {
-	register(api{key: describeLogDirsKey, min: 0, max: 4, handle: handleDescribeLogDirs})
+	register(api{key: describeLogDirsKey, min: 0, max: 4, handle: handleDescribeLogDirs,
+		authz: before(authorizeDescribeLogDirs, onTopics(acl.Describe), onCluster(acl.Describe))})
 }
 
 func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -80,4 +82,29 @@ func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	}
 	resp.Dirs = append(resp.Dirs, dir)
 	return resp, nil
+}
+
+// authorizeDescribeLogDirs: the topics the principal may describe; the volume's sizes need
+// DESCRIBE on the cluster (Kafka needs it for the whole request).
+func authorizeDescribeLogDirs(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeLogDirsRequest)
+	// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes,
+	// and not the volume's total and usable bytes (KIP-827's -1, unknown): how they
+	// move tells how much the other tenants write.
+	if req.Topics != nil {
+		req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	}
+	cluster := p.cluster(acl.Describe)
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.DescribeLogDirsResponse)
+		for i := range resp.Dirs {
+			resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.topic(acl.Describe, t.Topic) })
+			if !cluster {
+				resp.Dirs[i].TotalBytes, resp.Dirs[i].UsableBytes = -1, -1
+			}
+		}
+	}
+
+	// Elections and reassignments act on the cluster (Kafka: ALTER or DESCRIBE on CLUSTER):
+	// only a principal allowed every topic may use them.
 }

@@ -20,7 +20,8 @@ import (
 const saslAuthenticateKey = 36
 
 func init() {
-	register(api{key: saslAuthenticateKey, min: 0, max: 2, handle: handleSaslAuthenticate})
+	register(api{key: saslAuthenticateKey, min: 0, max: 2, handle: handleSaslAuthenticate,
+		authz: unchecked("served before authentication")})
 }
 
 func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -13,7 +14,8 @@ import (
 const createPartitionsKey = 37
 
 func init() {
-	register(api{key: createPartitionsKey, min: 0, max: 3, handle: handleCreatePartitions})
+	register(api{key: createPartitionsKey, min: 0, max: 3, handle: handleCreatePartitions,
+		authz: before(authorizeCreatePartitions, onTopics(acl.Alter))})
 }
 
 func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -63,4 +65,30 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// authorizeCreatePartitions: ALTER on each topic (KafkaApis.handleCreatePartitionsRequest).
+func authorizeCreatePartitions(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	var denied []string
+	kept := req.Topics[:0]
+	for _, t := range req.Topics {
+		if !p.topic(acl.Alter, t.Topic) {
+			denied = append(denied, t.Topic)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	req.Topics = kept
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.CreatePartitionsResponse)
+		for _, name := range denied {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = name, wire.ErrTopicAuthorizationFailed
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -16,7 +17,8 @@ import (
 const electLeadersKey = 43
 
 func init() {
-	register(api{key: electLeadersKey, min: 0, max: 2, handle: handleElectLeaders})
+	register(api{key: electLeadersKey, min: 0, max: 2, handle: handleElectLeaders,
+		authz: before(authorizeElectLeaders, onCluster(acl.Alter))})
 }
 
 func handleElectLeaders(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

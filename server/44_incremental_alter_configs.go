@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/topicconfig"
 	"inlet/wire"
 )
@@ -17,7 +18,8 @@ import (
 const incrementalAlterConfigsKey = 44
 
 func init() {
-	register(api{key: incrementalAlterConfigsKey, min: 0, max: 1, handle: handleIncrementalAlterConfigs})
+	register(api{key: incrementalAlterConfigsKey, min: 0, max: 1, handle: handleIncrementalAlterConfigs,
+		authz: before(authorizeIncrementalAlterConfigs, onTopics(acl.AlterConfigs), onCluster(acl.Describe))})
 }
 
 func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -21,8 +22,10 @@ const (
 )
 
 func init() {
-	register(api{key: alterPartitionReassignmentsKey, min: 0, max: 1, handle: handleAlterPartitionReassignments})
-	register(api{key: listPartitionReassignmentsKey, min: 0, max: 0, handle: handleListPartitionReassignments})
+	register(api{key: alterPartitionReassignmentsKey, min: 0, max: 1, handle: handleAlterPartitionReassignments,
+		authz: before(authorizeAlterPartitionAssignments, onCluster(acl.Alter))})
+	register(api{key: listPartitionReassignmentsKey, min: 0, max: 0, handle: handleListPartitionReassignments,
+		authz: before(authorizeListPartitionReassignments, onCluster(acl.Describe))})
 }
 
 func handleAlterPartitionReassignments(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/quota"
 	"inlet/wire"
 )
@@ -20,7 +21,8 @@ import (
 const describeClientQuotasKey = 48
 
 func init() {
-	register(api{key: describeClientQuotasKey, min: 0, max: 1, handle: handleDescribeClientQuotas})
+	register(api{key: describeClientQuotasKey, min: 0, max: 1, handle: handleDescribeClientQuotas,
+		authz: inHandler(onCluster(acl.Describe))})
 }
 
 // Quota entity types (ClientQuotaEntity) and filter match types.

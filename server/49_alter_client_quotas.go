@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/quota"
 	"inlet/tenants"
 	"inlet/wire"
@@ -26,7 +27,8 @@ import (
 const alterClientQuotasKey = 49
 
 func init() {
-	register(api{key: alterClientQuotasKey, min: 0, max: 1, handle: handleAlterClientQuotas})
+	register(api{key: alterClientQuotasKey, min: 0, max: 1, handle: handleAlterClientQuotas,
+		authz: inHandler(onCluster(acl.Alter))})
 }
 
 func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/auth"
 	"inlet/tenants"
 	"inlet/wire"
@@ -36,8 +37,10 @@ const (
 )
 
 func init() {
-	register(api{key: describeUserScramCredentialsKey, min: 0, max: 0, handle: handleDescribeUserScramCredentials})
-	register(api{key: alterUserScramCredentialsKey, min: 0, max: 0, handle: handleAlterUserScramCredentials})
+	register(api{key: describeUserScramCredentialsKey, min: 0, max: 0, handle: handleDescribeUserScramCredentials,
+		authz: inHandler(onCluster(acl.Describe))})
+	register(api{key: alterUserScramCredentialsKey, min: 0, max: 0, handle: handleAlterUserScramCredentials,
+		authz: inHandler(onCluster(acl.Alter))})
 }
 
 // scramMechanisms are the mechanisms by their numbers in the SCRAM credential APIs.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -21,7 +22,8 @@ import (
 const updateFeaturesKey = 57
 
 func init() {
-	register(api{key: updateFeaturesKey, min: 0, max: 2, handle: handleUpdateFeatures})
+	register(api{key: updateFeaturesKey, min: 0, max: 2, handle: handleUpdateFeatures,
+		authz: before(authorizeUpdateFeatures, onCluster(acl.Alter))})
 }
 
 func handleUpdateFeatures(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {

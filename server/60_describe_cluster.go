@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -11,7 +12,8 @@ import (
 const describeClusterKey = 60
 
 func init() {
-	register(api{key: describeClusterKey, min: 0, max: 1, handle: handleDescribeCluster})
+	register(api{key: describeClusterKey, min: 0, max: 1, handle: handleDescribeCluster,
+		authz: unchecked("the one broker is no secret; KIP-430's operations are the principal's own")})
 }
 
 func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -32,6 +34,9 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	resp.ClusterID = s.blog.ClusterID()
 	resp.ControllerID = s.cfg.NodeID
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = s.subjectOf(r).operations(acl.Cluster, acl.ClusterName) // KIP-430
+	}
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.Host, b.Port = s.advertised(r.c) // the request's listener's, as Metadata
 	b.NodeID = s.cfg.NodeID

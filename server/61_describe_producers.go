@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -15,7 +16,8 @@ import (
 const describeProducersKey = 61
 
 func init() {
-	register(api{key: describeProducersKey, min: 0, max: 0, handle: handleDescribeProducers})
+	register(api{key: describeProducersKey, min: 0, max: 0, handle: handleDescribeProducers,
+		authz: before(authorizeDescribeProducers, onTopics(acl.Read))})
 }
 
 func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -52,4 +54,24 @@ func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// authorizeDescribeProducers: READ on each topic (KafkaApis.handleDescribeProducersRequest).
+func authorizeDescribeProducers(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.DescribeProducersRequest)
+	var denied []kmsg.DescribeProducersRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.DescribeProducersResponse)
+		for _, t := range denied {
+			ot := kmsg.NewDescribeProducersResponseTopic()
+			ot.Topic = t.Topic
+			for _, i := range t.Partitions {
+				op := kmsg.NewDescribeProducersResponseTopicPartition()
+				op.Partition, op.ErrorCode = i, wire.ErrTopicAuthorizationFailed
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/wire"
 )
 
@@ -13,19 +14,20 @@ import (
 const describeTransactionsKey = 65
 
 func init() {
-	register(api{key: describeTransactionsKey, min: 0, max: 0, handle: handleDescribeTransactions})
+	register(api{key: describeTransactionsKey, min: 0, max: 0, handle: handleDescribeTransactions,
+		authz: inHandler(onTxnIDs(acl.Describe), onTopics(acl.Describe))})
 }
 
 func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-	p := principal(r)
+	p := s.subjectOf(r)
 	for _, id := range req.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
 		d, ok := s.txns.Describe(id)
 		switch {
-		case p != nil && !p.AllowsTransactionalID(id):
+		case !p.txnID(acl.Describe, id):
 			st.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		case !ok:
 			st.ErrorCode = wire.ErrTransactionalIDNotFound
@@ -34,7 +36,7 @@ func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			st.ProducerID, st.ProducerEpoch = d.ProducerID, d.Epoch
 			at := map[string]int{} // topic -> its index in st.Topics
 			for _, tp := range d.Partitions {
-				if p != nil && !p.AllowsTopicString(tp.Topic) {
+				if !p.topic(acl.Describe, tp.Topic) {
 					// KafkaApis.handleDescribeTransactionsRequest lists only the partitions
 					// of topics the principal may describe.
 					continue

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/txn"
 )
 
@@ -16,13 +17,14 @@ import (
 const listTransactionsKey = 66
 
 func init() {
-	register(api{key: listTransactionsKey, min: 0, max: 1, handle: handleListTransactions})
+	register(api{key: listTransactionsKey, min: 0, max: 1, handle: handleListTransactions,
+		authz: inHandler(onTxnIDs(acl.Describe))})
 }
 
 func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
-	p := principal(r)
+	p := s.subjectOf(r)
 	states := map[string]bool{}
 	for _, f := range req.StateFilters {
 		if !slices.Contains(txn.StateNames, f) {
@@ -34,7 +36,7 @@ func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 	now := time.Now().UnixMilli()
 	for _, d := range s.txns.List() {
 		switch {
-		case p != nil && !p.AllowsTransactionalID(d.ID):
+		case !p.txnID(acl.Describe, d.ID):
 		case len(req.StateFilters) > 0 && !states[d.State.String()]:
 		case len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, d.ProducerID):
 		case req.Version >= 1 && req.DurationFilterMillis >= 0 && (d.State != txn.Ongoing || now-d.StartMs < req.DurationFilterMillis):

@@ -1,187 +1,129 @@
 package server
 
 import (
-	"strings"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/acl"
 	"inlet/tenants"
 )
 
-// ACLs are the public face of prefix scoping (DescribeAcls, CreateAcls, DeleteAcls): each
-// prefix a user has for topics, groups or transactional ids is one ACL binding of Kafka's
-// shape — resource (TOPIC, GROUP or TRANSACTIONAL_ID, the prefix, PREFIXED; the prefix "*" as
-// the LITERAL wildcard "*"), principal User:<name>, host "*", operation ALL, permission ALLOW.
-// Nothing finer exists here, so a binding that is not of that shape (another operation, a
-// DENY, a host) is refused with INVALID_REQUEST rather than stored and ignored: an operator
-// must never believe a user is narrower than it is.
+// ACLs: Kafka's model (package acl) over the bindings in force, which are the config file's
+// (each user's and each listener's anonymous principal's prefixes as PREFIXED ALLOW ALL
+// bindings, tenants.PrefixBindings) less those DeleteAcls removed, plus those CreateAcls
+// created (kept in tenants.json). Every change publishes a new acl.Authorizer in s.authz
+// (copy-on-write, one atomic load per request), so it applies to open connections at once.
+//
+// A connection authorizes as Kafka's principal User:<name>: the SASL or certificate user, or
+// for clients that do not authenticate (and certificates naming no user) the listener's
+// anonymous principal (User:ANONYMOUS). A connection without a principal (a listener without
+// security, or a certificate on a listener without anonymous prefixes) is not checked: as a
+// Kafka broker without an authorizer, and KIP-430's authorized operations are then every
+// operation.
 
-// aclBinding is one prefix of one user, as an ACL.
-type aclBinding struct {
-	resourceType kmsg.ACLResourceType
-	name         string
-	pattern      kmsg.ACLResourcePatternType
-	user         string
-}
-
-func (b aclBinding) principal() string { return "User:" + b.user }
-
-// prefix is the user's prefix the binding stands for.
-func (b aclBinding) prefix() string { return b.name } // the wildcard "*" is the prefix "*"
-
-func (b aclBinding) kind() tenants.Kind {
-	switch b.resourceType {
-	case kmsg.ACLResourceTypeGroup:
-		return tenants.Group
-	case kmsg.ACLResourceTypeTransactionalId:
-		return tenants.TransactionalID
+// fileBindings are the bindings the config file's users and listeners give.
+func (s *Server) fileBindings() []acl.Binding {
+	var out []acl.Binding
+	for _, u := range s.baseUsers {
+		out = append(out, tenants.PrefixBindings(&u.Principal)...)
 	}
-	return tenants.Topic
-}
-
-// bindingOf is the binding of prefix of kind for user.
-func bindingOf(rt kmsg.ACLResourceType, prefix, user string) aclBinding {
-	if prefix == "*" || prefix == "" {
-		return aclBinding{rt, "*", kmsg.ACLResourcePatternTypeLiteral, user}
-	}
-	return aclBinding{rt, prefix, kmsg.ACLResourcePatternTypePrefixed, user}
-}
-
-// aclBindings lists every user's prefixes as bindings, sorted by user.
-func (s *Server) aclBindings() []aclBinding {
-	var out []aclBinding
-	for _, u := range s.cfg.Users.All() {
-		for _, p := range u.TopicPrefixes {
-			out = append(out, bindingOf(kmsg.ACLResourceTypeTopic, p, u.Name))
-		}
-		for _, p := range u.Groups() {
-			out = append(out, bindingOf(kmsg.ACLResourceTypeGroup, p, u.Name))
-		}
-		for _, p := range u.TransactionalIDs() {
-			out = append(out, bindingOf(kmsg.ACLResourceTypeTransactionalId, p, u.Name))
+	for _, l := range s.cfg.Listeners {
+		if l.Anonymous != nil {
+			out = append(out, tenants.PrefixBindings(l.Anonymous)...)
 		}
 	}
 	return out
 }
 
-// aclFilter is the filter of DescribeAcls and DeleteAcls (Kafka's AclBindingFilter).
-type aclFilter struct {
-	resourceType    kmsg.ACLResourceType
-	name            *string
-	pattern         kmsg.ACLResourcePatternType
-	principal, host *string
-	operation       kmsg.ACLOperation
-	permission      kmsg.ACLPermissionType
+// publishACLs makes st's bindings the ones in force.
+func (s *Server) publishACLs(st *tenants.State) {
+	var super []string
+	for _, name := range s.cfg.SuperUsers {
+		super = append(super, "User:"+name)
+	}
+	s.authz.Store(acl.New(st.Bindings(s.fileBindings()), super, s.cfg.AllowEveryoneIfNoACLFound))
 }
 
-// matches is AclBindingFilter.matches for b (host "*", operation ALL, permission ALLOW).
-func (f aclFilter) matches(b aclBinding) bool {
-	if f.resourceType != kmsg.ACLResourceTypeAny && f.resourceType != b.resourceType {
-		return false
+// subject is who a request acts as, for authorization. The zero subject is unrestricted.
+type subject struct {
+	az        *acl.Authorizer // nil: unrestricted
+	principal string          // User:<name>
+	host      string          // the client's address
+}
+
+// subjectOf is r's subject.
+func (s *Server) subjectOf(r *request) subject {
+	sec := r.c.sec
+	if sec == nil || sec.principal == nil {
+		return subject{}
 	}
-	if f.name != nil {
-		switch f.pattern {
-		case kmsg.ACLResourcePatternTypeAny:
-			if *f.name != b.name {
-				return false
-			}
-		case kmsg.ACLResourcePatternTypeMatch:
-			// The bindings that apply to a resource of that name.
-			switch b.pattern {
-			case kmsg.ACLResourcePatternTypeLiteral:
-				if b.name != "*" && b.name != *f.name {
-					return false
-				}
-			case kmsg.ACLResourcePatternTypePrefixed:
-				if !strings.HasPrefix(*f.name, b.name) {
-					return false
-				}
-			}
+	if sec.aclPrincipal == "" {
+		switch {
+		case sec.user != "":
+			sec.aclPrincipal = "User:" + sec.user
+		case sec.l.Anonymous != nil:
+			sec.aclPrincipal = "User:" + sec.l.Anonymous.Name
 		default:
-			if f.pattern != b.pattern || *f.name != b.name {
-				return false
-			}
+			return subject{} // a certificate naming no user, no anonymous prefixes: unrestricted
 		}
-	} else if f.pattern != kmsg.ACLResourcePatternTypeAny && f.pattern != kmsg.ACLResourcePatternTypeMatch && f.pattern != b.pattern {
-		return false
 	}
-	if f.principal != nil && *f.principal != b.principal() {
-		return false
+	az := s.authz.Load()
+	if az == nil {
+		az = denyAll // nothing published (yet): a restricted principal may do nothing
 	}
-	if f.host != nil && *f.host != "*" {
-		return false
-	}
-	if f.operation != kmsg.ACLOperationAny && f.operation != kmsg.ACLOperationAll {
-		return false
-	}
-	return f.permission == kmsg.ACLPermissionTypeAny || f.permission == kmsg.ACLPermissionTypeAllow
+	return subject{az: az, principal: sec.aclPrincipal, host: r.c.ip}
 }
 
-// bindingFromCreation checks a CreateAcls entry against the one shape prefixes take and
-// returns its binding, or a message saying why it cannot be one.
-func bindingFromCreation(c kmsg.CreateACLsRequestCreation) (aclBinding, string) {
-	switch c.ResourceType {
-	case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTransactionalId:
-	default:
-		return aclBinding{}, "only TOPIC, GROUP and TRANSACTIONAL_ID ACLs exist here: they scope a user by name prefix"
-	}
-	user, ok := strings.CutPrefix(c.Principal, "User:")
-	if !ok || user == "" {
-		return aclBinding{}, "the principal must be User:<name>"
-	}
-	if c.Host != "*" {
-		return aclBinding{}, "ACLs apply to every host here: the host must be *"
-	}
-	if c.Operation != kmsg.ACLOperationAll || c.PermissionType != kmsg.ACLPermissionTypeAllow {
-		return aclBinding{}, "only ALLOW ALL ACLs exist here: a prefix grants every operation on the names under it"
-	}
-	switch {
-	case c.ResourcePatternType == kmsg.ACLResourcePatternTypePrefixed && c.ResourceName != "":
-		return aclBinding{c.ResourceType, c.ResourceName, c.ResourcePatternType, user}, ""
-	case c.ResourcePatternType == kmsg.ACLResourcePatternTypeLiteral && c.ResourceName == "*":
-		return bindingOf(c.ResourceType, "*", user), ""
-	}
-	return aclBinding{}, "only PREFIXED ACLs (or the LITERAL wildcard *) exist here: a user is scoped by name prefixes"
+// denyAll is an authorizer without bindings.
+var denyAll = acl.New(nil, nil, false)
+
+// restricted tells whether sub's requests are checked at all.
+func (sub subject) restricted() bool { return sub.az != nil }
+
+// may is the one check every API's declaration goes through (authz.go).
+func (sub subject) may(rt acl.ResourceType, name string, op acl.Operation) bool {
+	return sub.az == nil || sub.az.Authorize(sub.principal, sub.host, rt, name, op)
 }
 
-// baseList is the config file's list of kind for user: what tenants' changes apply to.
-func (s *Server) baseList(user string, kind tenants.Kind) []string {
-	for _, u := range s.baseUsers {
-		if u.Name != user {
-			continue
-		}
-		switch kind {
-		case tenants.Group:
-			return u.Groups()
-		case tenants.TransactionalID:
-			return u.TransactionalIDs()
-		}
-		return u.TopicPrefixes
+func (sub subject) topic(op acl.Operation, name string) bool { return sub.may(acl.Topic, name, op) }
+
+// topicBytes is topic for a name that aliases a request (the produce path): not copied.
+func (sub subject) topicBytes(op acl.Operation, name []byte) bool {
+	if sub.az == nil {
+		return true
 	}
-	return nil
+	return sub.az.Authorize(sub.principal, sub.host, acl.Topic, unsafe.String(unsafe.SliceData(name), len(name)), op)
 }
 
-// changePrefix adds (or removes) b's prefix for its user in st. A user's groups and
-// transactional ids follow its topic prefixes until changed themselves; the first change
-// makes the list explicit, starting from what it is now (the topic prefixes added at run time
-// included), so that removing one of them as a group removes just that.
-func (s *Server) changePrefix(st *tenants.State, b aclBinding, add bool) bool {
-	kind, base := b.kind(), s.baseList(b.user, b.kind())
-	if kind != tenants.Topic && st.Prefixes[b.user][kind] == nil {
-		if u, ok := s.cfg.Users.Lookup(b.user); ok {
-			now := u.Groups()
-			if kind == tenants.TransactionalID {
-				now = u.TransactionalIDs()
-			}
-			for _, p := range now {
-				st.AddPrefix(b.user, kind, p, base)
-			}
-		}
+func (sub subject) group(op acl.Operation, id string) bool { return sub.may(acl.Group, id, op) }
+
+func (sub subject) txnID(op acl.Operation, id string) bool {
+	return sub.may(acl.TransactionalID, id, op)
+}
+
+func (sub subject) cluster(op acl.Operation) bool { return sub.may(acl.Cluster, acl.ClusterName, op) }
+
+// anyTopic tells whether sub may perform op on some topic (authorizeByResourceType).
+func (sub subject) anyTopic(op acl.Operation) bool {
+	return sub.az == nil || sub.az.AuthorizeAny(sub.principal, sub.host, acl.Topic, op)
+}
+
+// operations is KIP-430's authorized operations of sub on a resource: every operation of
+// the type when unrestricted.
+func (sub subject) operations(rt acl.ResourceType, name string) int32 {
+	if sub.az == nil {
+		return acl.AllOperations(rt)
 	}
-	if add {
-		return st.AddPrefix(b.user, kind, b.prefix(), base)
+	return sub.az.AuthorizedOperations(sub.principal, sub.host, rt, name)
+}
+
+// aclFilterOf is a request's filter (v0 knows only LITERAL patterns).
+func aclFilterOf(version int16, rt kmsg.ACLResourceType, name *string, pattern kmsg.ACLResourcePatternType, principal, host *string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acl.Filter {
+	if version == 0 {
+		pattern = kmsg.ACLResourcePatternTypeLiteral
 	}
-	return st.RemovePrefix(b.user, kind, b.prefix(), base)
+	return acl.Filter{ResourceType: rt, Name: name, Pattern: pattern, Principal: principal, Host: host, Operation: op, Permission: perm}
 }
 
 // tenantsDisabled answers for the ACL and user APIs on a node without SASL users: Kafka's

@@ -18,6 +18,8 @@ type api struct {
 	min, max int16
 	// handle answers a decoded request; nil for APIs with a hand-written path (produce).
 	handle func(s *Server, r *request, req kmsg.Request) (kmsg.Response, error)
+	// authz declares what the API checks and where (authz.go); every API has one.
+	authz authz
 }
 
 var apis = map[int16]api{}
@@ -98,11 +100,11 @@ func (s *Server) handle(r *request) {
 		return
 	}
 	var deny func(kmsg.Response)
-	if sec != nil && sec.principal != nil {
-		// Topics outside the principal's prefixes are taken out of the request before the
+	if sub := s.subjectOf(r); sub.restricted() && a.authz.filter != nil {
+		// Entries the principal may not use are taken out of the request before the
 		// handler sees it (so nothing is auto-created) and answered by deny (authz.go).
 		var resp kmsg.Response
-		if resp, deny = s.authorize(sec.principal, req); resp != nil {
+		if resp, deny = a.authz.filter(s, sub, req); resp != nil {
 			if m := s.m; m != nil {
 				m.ResponseErrors(hdr.APIKey, resp)
 			}

@@ -116,6 +116,12 @@ func produceFrame(topic string, partitions int, batch []byte) []byte {
 // warm-up of a test fills it and the measured requests are in its steady state, where each
 // staging buffer the cache lets go of is reused for the next group.
 func producePath(tb testing.TB, layout string, withMetrics bool, quotas quota.Bounds, frame []byte) (run func(), m *metrics.Metrics) {
+	return producePathWith(tb, layout, withMetrics, quotas, frame, nil)
+}
+
+// producePathWith is producePath with setup run on the server and connection before the
+// first request.
+func producePathWith(tb testing.TB, layout string, withMetrics bool, quotas quota.Bounds, frame []byte, setup func(*Server, *conn)) (run func(), m *metrics.Metrics) {
 	opts := batchlog.Options{Dir: tb.TempDir(), Layout: layout, FetchCacheBytes: 4 << 20}
 	if layout == "discard" {
 		opts.Layout, opts.Discard = "", true
@@ -143,6 +149,9 @@ func producePath(tb testing.TB, layout string, withMetrics bool, quotas quota.Bo
 	s.tr = s.newTransport()
 	rc := &replyConn{written: make(chan int, 1)}
 	c := s.newConn(s.tr.NewConn(rc, "bench", nil), nil)
+	if setup != nil {
+		setup(s, c)
+	}
 	return func() {
 		r := getRequest()
 		r.t, r.c = c.t.Inject(frame), c

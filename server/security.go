@@ -32,6 +32,8 @@ type connSecurity struct {
 	expiry     time.Time     // zero: the session does not expire
 	closeAfter bool          // close the connection once the current reply is queued
 	closeDelay time.Duration // ... after this long (a failed authentication)
+
+	aclPrincipal string // User:<name> as ACLs name it, set on the first check (acls.go)
 }
 
 // newConnSecurity returns nil for a connection that needs no checks at all: a listener without

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"inlet/acl"
 	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
@@ -69,9 +70,12 @@ type Config struct {
 	FetchMaxBytes             int
 	FailedAuthenticationDelay time.Duration // connection.failed.authentication.delay.ms: the first delay; default 100 ms
 
-	// SuperUsers are the principal names of Kafka's super.users: they alone may change ACLs
-	// and users at run time.
+	// SuperUsers are the principal names of Kafka's super.users: allowed everything, whatever
+	// the ACLs; they alone may change users and quotas at run time.
 	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found: a resource no ACL binding
+	// matches is open to every principal. Default false, as Kafka's.
+	AllowEveryoneIfNoACLFound bool
 
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a new group
 	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:
@@ -178,10 +182,11 @@ type Server struct {
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
-	tenantsMu sync.Mutex     // serialises changeTenants
-	tenants   *tenants.Store // run-time changes to users and quotas (tenants.go); nil without a data directory
-	quotas    *quota.Manager // byte-rate quotas in force and each user's rates (quotas.go)
-	baseUsers []*auth.User   // the users of the config file
+	tenantsMu sync.Mutex                     // serialises changeTenants
+	tenants   *tenants.Store                 // run-time changes to users and quotas (tenants.go); nil without a data directory
+	quotas    *quota.Manager                 // byte-rate quotas in force and each user's rates (quotas.go)
+	baseUsers []*auth.User                   // the users of the config file
+	authz     atomic.Pointer[acl.Authorizer] // the ACL bindings in force (acls.go)
 
 	groups *groups.Coordinator
 	txns   *txn.Coordinator // transactions (txn.go)

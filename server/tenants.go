@@ -6,17 +6,18 @@ import (
 	"slices"
 	"strings"
 
+	"inlet/acl"
 	"inlet/auth"
 	"inlet/tenants"
 )
 
-// Tenants at run time: users' prefixes (managed as ACLs, 29_describe_acls.go) and SCRAM
-// credentials (50_describe_user_scram_credentials.go) change through the admin APIs. Changes
-// are made durable by package tenants first, then the effective users (the config file's with
-// every change) are published in cfg.Users, copy-on-write. A connection reads its user's
+// Tenants at run time: ACL bindings (acls.go, 29-31_*_acls.go) and SCRAM credentials
+// (50_describe_user_scram_credentials.go) change through the admin APIs. Changes are made
+// durable by package tenants first, then the effective users (the config file's with every
+// change) are published in cfg.Users, copy-on-write, and the bindings in s.authz. A connection reads its user's
 // current principal before each request (currentPrincipal), so a change applies to
 // connections already open; the connections of a user that no longer exists are closed.
-// Only principals named in super.users may make changes.
+// ACL changes need ALTER on the cluster; user changes a principal named in super.users.
 
 // baseUsers (the config file's) are read by changes under tenantsMu, and replaced by
 // ReloadUsers under it.
@@ -40,6 +41,7 @@ func (s *Server) openTenants() error {
 		s.cfg.Users = users
 	}
 	if s.blog.Dir() == "" {
+		s.publishACLs(&tenants.State{})
 		return nil // nowhere to keep changes: none are taken (tenantsDisabled)
 	}
 	st, err := tenants.Open(filepath.Join(s.blog.Dir(), "tenants.json"))
@@ -47,6 +49,10 @@ func (s *Server) openTenants() error {
 		return err
 	}
 	s.tenants = st
+	// A file written before ACLs holds prefix changes: rewritten once as bindings.
+	if _, err := st.Change(func(st *tenants.State) (bool, error) { return st.MigratePrefixes(s.baseUsers), nil }); err != nil {
+		return err
+	}
 	s.publish(st.State())
 	return nil
 }
@@ -56,6 +62,7 @@ func (s *Server) publish(st *tenants.State) {
 	if s.cfg.Users != nil {
 		s.publishUsers(st)
 	}
+	s.publishACLs(st)
 	s.publishQuotas(st)
 }
 
@@ -136,11 +143,11 @@ func (s *Server) isSuperUser(r *request) bool {
 	return sec != nil && sec.principal != nil && slices.Contains(s.cfg.SuperUsers, sec.principal.Name)
 }
 
-// seesAllTenants tells whether r's connection may describe every user and ACL: a super user,
-// or a principal scoped to every topic (or none at all: a listener without security).
+// seesAllTenants tells whether r's connection may describe every user and ACL: DESCRIBE on
+// the cluster (a super user, or a binding), or no principal at all (a listener without
+// security).
 func (s *Server) seesAllTenants(r *request) bool {
-	sec := r.c.sec
-	return sec == nil || sec.principal == nil || allowsCluster(sec.principal) || s.isSuperUser(r)
+	return s.subjectOf(r).cluster(acl.Describe)
 }
 
 // ParseSuperUsers parses Kafka's super.users: principals separated by ';', each "User:<name>".
@@ -176,5 +183,6 @@ func (s *Server) ReloadUsers(users *auth.Users) error {
 		st = s.tenants.State()
 	}
 	s.publishUsers(st)
+	s.publishACLs(st)
 	return nil
 }

@@ -1,8 +1,11 @@
-// Package tenants keeps what the admin APIs change about users at run time — the prefixes
-// that scope them (shown and managed as Kafka ACLs), their SCRAM credentials and their
-// quotas — durably, on top of the config file, which stays the starting point: a user's
-// prefixes are the file's plus those added minus those removed, its credentials and quotas
-// the file's overridden one by one.
+// Package tenants keeps what the admin APIs change at run time — ACL bindings, users' SCRAM
+// credentials and quotas — durably, on top of the config file, which stays the starting
+// point: the bindings in force are the file's (its users' prefixes, as PREFIXED ALLOW ALL
+// bindings: PrefixBindings) minus those deleted plus those created, credentials and quotas the
+// file's overridden one by one.
+//
+// Files written before ACLs kept per-user prefix changes (State.Prefixes); MigratePrefixes
+// turns them into the bindings they stood for, once, at start-up.
 //
 // The changes live in one small JSON file in the data directory, replaced whole on every
 // change by writing a temporary file, syncing it, renaming it over the old one and syncing
@@ -20,6 +23,7 @@ import (
 	"slices"
 	"sync"
 
+	"inlet/acl"
 	"inlet/auth"
 	"inlet/quota"
 	"inlet/segfs"
@@ -48,7 +52,12 @@ type CredentialChange struct {
 
 // State is every change made at run time.
 type State struct {
-	// Prefixes by user and kind.
+	// ACLs are the bindings created at run time that the config file does not give.
+	ACLs []acl.Binding `json:"acls,omitempty"`
+	// RemovedACLs are bindings of the config file deleted at run time.
+	RemovedACLs []acl.Binding `json:"removed_acls,omitempty"`
+	// Prefixes by user and kind: the changes of files written before ACLs, read only to be
+	// migrated (MigratePrefixes); nil after.
 	Prefixes map[string]map[Kind]*Delta `json:"prefixes,omitempty"`
 	// Credentials by user and mechanism (auth.ScramSHA256, auth.ScramSHA512).
 	Credentials map[string]map[string]*CredentialChange `json:"credentials,omitempty"`
@@ -194,19 +203,7 @@ func Apply(base []*auth.User, st *State) []auth.User {
 		if !ok {
 			continue // the changes stay recorded for a user that may come back
 		}
-		// Each kind's changes apply to the file's list of that kind. Groups and transactional
-		// ids that follow the topic prefixes keep following them (the changed ones included)
-		// until changes of their own make their list explicit.
-		orig := u
-		if d := kinds[Topic]; d != nil {
-			u.TopicPrefixes = d.apply(orig.TopicPrefixes)
-		}
-		if d := kinds[Group]; d != nil {
-			u.GroupPrefixes, u.GroupsExplicit = d.apply(orig.Groups()), true
-		}
-		if d := kinds[TransactionalID]; d != nil {
-			u.TransactionalIDPrefixes, u.TransactionalIDsExplicit = d.apply(orig.TransactionalIDs()), true
-		}
+		u.Principal = applyPrefixes(u.Principal, kinds)
 		byName[name] = u
 	}
 	out := make([]auth.User, 0, len(byName))
@@ -222,6 +219,138 @@ func Apply(base []*auth.User, st *State) []auth.User {
 		}
 		return 0
 	})
+	return out
+}
+
+// applyPrefixes is p with the prefix changes of kinds (files before ACLs). Each kind's
+// changes apply to the file's list of that kind. Groups and transactional ids that follow
+// the topic prefixes keep following them (the changed ones included) until changes of their
+// own make their list explicit.
+func applyPrefixes(p auth.Principal, kinds map[Kind]*Delta) auth.Principal {
+	orig := p
+	if d := kinds[Topic]; d != nil {
+		p.TopicPrefixes = d.apply(orig.TopicPrefixes)
+	}
+	if d := kinds[Group]; d != nil {
+		p.GroupPrefixes, p.GroupsExplicit = d.apply(orig.Groups()), true
+	}
+	if d := kinds[TransactionalID]; d != nil {
+		p.TransactionalIDPrefixes, p.TransactionalIDsExplicit = d.apply(orig.TransactionalIDs()), true
+	}
+	return p
+}
+
+// PrefixBindings are the ACL bindings p's prefixes stand for (the config file's shorthand):
+// one PREFIXED ALLOW ALL binding from any host per prefix of topics, groups and
+// transactional ids ("" and "*" being the LITERAL wildcard "*").
+func PrefixBindings(p *auth.Principal) []acl.Binding {
+	var out []acl.Binding
+	add := func(rt acl.ResourceType, prefixes []string) {
+		for _, pre := range prefixes {
+			b := acl.Binding{ResourceType: rt, Name: pre, Pattern: acl.Prefixed, Principal: "User:" + p.Name, Host: acl.Wildcard, Operation: acl.All, Permission: acl.Allow}
+			if pre == "" || pre == acl.Wildcard {
+				b.Name, b.Pattern = acl.Wildcard, acl.Literal
+			}
+			if !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+	}
+	add(acl.Topic, p.TopicPrefixes)
+	add(acl.Group, p.Groups())
+	add(acl.TransactionalID, p.TransactionalIDs())
+	return out
+}
+
+// MigratePrefixes turns the prefix changes of a file written before ACLs into bindings: for
+// each user, the bindings of its prefixes as they were in force (the file's users, base, with
+// the changes) that the file does not give are created, and those of the file that the
+// changes removed are deleted; the prefix changes are then dropped. It reports whether there
+// was anything to migrate.
+func (st *State) MigratePrefixes(base []*auth.User) bool {
+	if st.Prefixes == nil {
+		return false
+	}
+	users := map[string]auth.Principal{}
+	for _, u := range base {
+		users[u.Name] = u.Principal
+	}
+	names := make([]string, 0, len(st.Prefixes))
+	for name := range st.Prefixes {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same file migrates to the same bindings
+	for _, name := range names {
+		before, ok := users[name]
+		if !ok {
+			before = auth.Principal{Name: name}
+		}
+		after := applyPrefixes(before, st.Prefixes[name])
+		was, is := PrefixBindings(&before), PrefixBindings(&after)
+		for _, b := range is {
+			if !slices.Contains(was, b) && !slices.Contains(st.ACLs, b) {
+				st.ACLs = append(st.ACLs, b)
+			}
+		}
+		for _, b := range was {
+			if !slices.Contains(is, b) && !slices.Contains(st.RemovedACLs, b) {
+				st.RemovedACLs = append(st.RemovedACLs, b)
+			}
+		}
+	}
+	st.Prefixes = nil
+	return true
+}
+
+// AddACL records binding b as created; file are the config file's bindings. It reports
+// whether that changed the bindings in force.
+func (st *State) AddACL(b acl.Binding, file []acl.Binding) bool {
+	if i := slices.Index(st.RemovedACLs, b); i >= 0 {
+		st.RemovedACLs = slices.Delete(st.RemovedACLs, i, i+1)
+		return true
+	}
+	if slices.Contains(file, b) || slices.Contains(st.ACLs, b) {
+		return false
+	}
+	st.ACLs = append(st.ACLs, b)
+	return true
+}
+
+// RemoveACL records binding b as deleted; it reports whether that changed the bindings in
+// force.
+func (st *State) RemoveACL(b acl.Binding, file []acl.Binding) bool {
+	if i := slices.Index(st.ACLs, b); i >= 0 {
+		st.ACLs = slices.Delete(st.ACLs, i, i+1)
+		return true
+	}
+	if !slices.Contains(file, b) || slices.Contains(st.RemovedACLs, b) {
+		return false
+	}
+	st.RemovedACLs = append(st.RemovedACLs, b)
+	return true
+}
+
+// Bindings are the bindings in force: file's, less those deleted, and those created; a new
+// slice.
+func (st *State) Bindings(file []acl.Binding) []acl.Binding {
+	removed := make(map[acl.Binding]bool, len(st.RemovedACLs))
+	for _, b := range st.RemovedACLs {
+		removed[b] = true
+	}
+	out := make([]acl.Binding, 0, len(file)+len(st.ACLs))
+	in := make(map[acl.Binding]bool, len(file)+len(st.ACLs))
+	for _, b := range file {
+		if !removed[b] && !in[b] {
+			in[b] = true
+			out = append(out, b)
+		}
+	}
+	for _, b := range st.ACLs {
+		if !in[b] {
+			in[b] = true
+			out = append(out, b)
+		}
+	}
 	return out
 }
 

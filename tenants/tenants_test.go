@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -77,5 +79,66 @@ func TestStoreIsDurable(t *testing.T) {
 	}
 	if matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".tenants-*")); len(matches) != 0 {
 		t.Errorf("temporary files left: %v", matches)
+	}
+}
+
+// TestMigratePrefixesOfAnOlderFile: a tenants.json written before ACLs (per-user prefix
+// changes) opens as the bindings those prefixes stood for: added prefixes are created
+// bindings (groups and transactional ids following the topic prefixes get theirs too),
+// removed file prefixes deleted bindings; the bindings in force are what the prefixes
+// allowed, and credentials are untouched.
+func TestMigratePrefixesOfAnOlderFile(t *testing.T) {
+	// As the code before ACLs wrote it: alice got shared. (topics, so groups and ids too) and
+	// lost her file group prefix alice.; carol (no file user) got carol. for topics.
+	old := `{
+  "prefixes": {
+    "alice": {
+      "topic": {"added": ["shared."]},
+      "group": {"added": ["shared."], "removed": ["alice."]}
+    },
+    "carol": {"topic": {"added": ["carol."]}}
+  },
+  "credentials": {"carol": {"SCRAM-SHA-256": {"deleted": true}}}
+}`
+	path := filepath.Join(t.TempDir(), "tenants.json")
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := &auth.User{Principal: auth.Principal{Name: "alice", TopicPrefixes: []string{"alice."}}}
+	base := []*auth.User{alice}
+	file := PrefixBindings(&alice.Principal)
+	st, err := s.Change(func(st *State) (bool, error) { return st.MigratePrefixes(base), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Prefixes != nil || st.Credentials["carol"] == nil {
+		t.Fatalf("after migration: prefixes %v, credentials %v", st.Prefixes, st.Credentials)
+	}
+	got := map[string]bool{}
+	for _, b := range st.Bindings(file) {
+		got[b.ResourceType.String()+" "+b.Pattern.String()+" "+b.Name+" "+b.Principal] = true
+	}
+	want := map[string]bool{
+		"TOPIC PREFIXED alice. User:alice": true, "TOPIC PREFIXED shared. User:alice": true,
+		"GROUP PREFIXED shared. User:alice":            true,
+		"TRANSACTIONAL_ID PREFIXED alice. User:alice":  true,
+		"TRANSACTIONAL_ID PREFIXED shared. User:alice": true,
+		"TOPIC PREFIXED carol. User:carol":             true, "GROUP PREFIXED carol. User:carol": true,
+		"TRANSACTIONAL_ID PREFIXED carol. User:carol": true,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("bindings after migration:\n got %v\nwant %v", got, want)
+	}
+	// The migrated file is written as bindings and reopens the same, with nothing left to migrate.
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2 := s2.State(); st2.Prefixes != nil || len(st2.ACLs) != len(st.ACLs) || st2.MigratePrefixes(base) {
+		t.Errorf("reopened: %+v", st2)
 	}
 }

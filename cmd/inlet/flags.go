@@ -26,6 +26,7 @@ type options struct {
 	version                                                                  *bool
 	metricsListen                                                            *string
 	pprof                                                                    *bool
+	allowEveryoneIfNoACLFound                                                *bool
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
@@ -74,7 +75,8 @@ func newFlags() (*flag.FlagSet, *options) {
 		saslMaxInflight:              fs.String("sasl-server-max-inflight-bytes", "16MiB", "in-flight budget of its own shared by connections before SASL authentication on SASL listeners (frames charged what has arrived, and unwritten replies), so they never take --inflight-budget from authenticated clients"),
 		fetchMaxBytes:                fs.String("fetch-max-bytes", "57671680", "Kafka's fetch.max.bytes: the most record bytes a Fetch is answered with, whatever it asks (also at most half the in-flight budget not held by unwritten replies)"),
 		failedAuthDelayMs:            fs.Int("connection-failed-authentication-delay-ms", 100, "Kafka's connection.failed.authentication.delay.ms: a failed SASL authentication is answered and closed after this, doubled for each further failure from the same address within a minute (at most 5 s); 0: at once"),
-		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals that may change ACLs and users at run time, e.g. User:admin;User:ops"),
+		allowEveryoneIfNoACLFound:    fs.Bool("allow-everyone-if-no-acl-found", false, "Kafka's allow.everyone.if.no.acl.found: a topic, group or other resource that no ACL binding matches is open to every principal"),
+		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals allowed everything whatever the ACLs, the only ones that may change users and quotas at run time, e.g. User:admin;User:ops"),
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
 		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire (0: never, neither)"),
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),

@@ -103,6 +103,7 @@ func main() {
 		MaxConnectionsPerIP:          *o.maxConnectionsPerIP,
 		MaxConnectionsPerIPOverrides: perIPOverrides,
 		SuperUsers:                   superUsers,
+		AllowEveryoneIfNoACLFound:    *o.allowEveryoneIfNoACLFound,
 		ConnectionsMaxIdle:           msFlag(*o.connectionsMaxIdleMs),
 		SaslServerMaxReceiveSize:     int(mustSize("sasl-server-max-receive-size", *o.saslMaxReceive)),
 		SaslServerMaxInflightBytes:   mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight),
