@@ -63,7 +63,7 @@ const (
 // MaxBufferedRecords stands for); its fetch settings are kgo's defaults (FetchMaxWait is kgo's
 // 5 s, not the Java client's 500 ms), set explicitly so that a kgo upgrade cannot move a figure.
 //
-// "pinned" is the shape of issue 24's side-by-side run: each producer writes one partition and
+// "pinned" is the shape of an independent side-by-side run against klite and kfake: each producer writes one partition and
 // buffers little, so every partition is a stream of large batches of one producer id, and the
 // consumers fetch 10 MiB a partition and wait at most the Java client's 500 ms.
 var ConsumeShapes = []ConsumeShape{

@@ -198,8 +198,8 @@ func TestConsumeSettingsNormalize(t *testing.T) {
 	}
 }
 
-// TestConsumeShapes: the pinned preset sets the producer and fetch settings of issue 24's
-// conditions; a setting given beside a preset overrides it and makes the shape custom; the
+// TestConsumeShapes: the pinned preset sets the producer and fetch settings of the pinned
+// shape; a setting given beside a preset overrides it and makes the shape custom; the
 // shape is named from the settings, so the same settings given one by one are the preset; the
 // default shape's buffer follows the produce run's --max-buffered-records.
 func TestConsumeShapes(t *testing.T) {

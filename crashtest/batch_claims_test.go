@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestBatchClaimingTwoBillionRecordsIsRefused is issue 20's "batches are trusted" against the
-// real binary: a CRC-valid batch whose header claims 2,000,000,000 records (the last offset
+// TestBatchClaimingTwoBillionRecordsIsRefused is the trusted-batch-header attack against
+// the real binary: a CRC-valid batch whose header claims 2,000,000,000 records (the last offset
 // delta agreeing) and holds one used to move the high watermark by two billion. Now it is
 // INVALID_RECORD, the high watermark stays where it was, the connection and a fresh one keep
 // being answered, and after a restart the partition still ends where it did.

@@ -22,8 +22,9 @@ import (
 // Liveness under attack, against the real binary: while a hostile client runs, a legitimate
 // kgo producer and ApiVersions on a fresh connection keep being answered (p99 under 1 s), the
 // node's peak resident set stays under its in-flight budget plus 64 MiB, and once the
-// attackers have closed everything is answered at once. One test per attack of issue 20
-// ("A permanent stall", "Replies are not bounded", "Half-sent frames push out real clients").
+// attackers have closed everything is answered at once. One test per attack: a
+// permanent stall behind parked long polls, unbounded unread replies, half-sent frames that
+// push out real clients.
 
 const (
 	livenessP99     = time.Second

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-// Admin answers that tools rely on, as Kafka gives them (issue 21's admin details).
+// Admin answers that tools rely on, as Kafka gives them.
 
 // TestScramCredentialsWithoutSASLUsers: on a node without SASL users, as on any Kafka
 // broker, DescribeUserScramCredentials answers (nothing, at first) and an upsertion is

@@ -69,7 +69,7 @@ func claimRecords(b []byte, n int32) []byte {
 	return b
 }
 
-// TestProduceTwoBillionRecordClaimIsRefused is issue 20's "batches are trusted": a CRC-valid
+// TestProduceTwoBillionRecordClaimIsRefused guards against trusted batch headers: a CRC-valid
 // batch whose header claims 2,000,000,000 records, with the last offset delta to match, holding
 // one record, used to be accepted and move the high watermark by two billion. Kafka walks the
 // records (DefaultRecordBatch's iterator: "premature EOF"): INVALID_RECORD, with the message

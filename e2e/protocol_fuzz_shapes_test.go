@@ -21,7 +21,7 @@ import (
 	"inlet/server"
 )
 
-// The hostile shapes of the protocol fuzzer (issue 20), beside "mutate" (fuzzOnce: mutated
+// The hostile shapes of the protocol fuzzer, beside "mutate" (fuzzOnce: mutated
 // pipelines of the corpus). Each is one execution, driven by its own seeded generator, so an
 // execution is reproduced from the seed and its index; each is bounded in time (a few seconds
 // at most) and closes every connection it opens.
@@ -392,7 +392,7 @@ func fuzzBatch(rng *rand.Rand, addr string, sh *fuzzShared) (replied int64) {
 			binary.BigEndian.PutUint32(b[offNumRecords:], uint32(lies[rng.IntN(len(lies))]))
 		case 1: // the last offset delta
 			binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(lies[rng.IntN(len(lies))]))
-		case 2: // both, agreeing with each other (the issue's 2,000,000,000 records in one)
+		case 2: // both, agreeing with each other (2,000,000,000 records claimed for one)
 			l := lies[rng.IntN(len(lies))]
 			binary.BigEndian.PutUint32(b[offNumRecords:], uint32(l))
 			binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(l-1))

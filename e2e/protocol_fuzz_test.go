@@ -23,7 +23,7 @@ import (
 // corpus of valid requests of every API key and version it serves (plus versions it does not),
 // mutated: sizes, versions, api keys, correlation ids, flipped bytes, truncation, pipelining
 // of up to 100 requests, writes split at random points, and connections closed mid-frame and
-// mid-response ("mutate"); and with the hostile shapes of issue 20 (protocol_fuzz_shapes_test.go:
+// mid-response ("mutate"); and with hostile shapes (protocol_fuzz_shapes_test.go:
 // parked long polls with requests behind them, replies never read, half-sent frames,
 // oversized names, batches whose headers lie).
 //

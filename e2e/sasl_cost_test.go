@@ -43,7 +43,7 @@ func plainAttempt(t *testing.T, addr, user, pw string) int16 {
 	return resp.(*kmsg.SASLAuthenticateResponse).ErrorCode
 }
 
-// TestWrongPlainPasswordsStopCostingPBKDF2 is issue 20's "cheap to make it burn": every wrong
+// TestWrongPlainPasswordsStopCostingPBKDF2 guards against cheap CPU burning: every wrong
 // PLAIN password cost a PBKDF2 on the worker, so 100 connections retrying from one address
 // (not waiting out the failed-authentication delay) burned the node's CPU. Now an address's
 // failures spend a token bucket (10, one back a second), and past it an attempt is answered
