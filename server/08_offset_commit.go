@@ -26,22 +26,12 @@ func handleOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 // (KafkaApis.handleOffsetCommitRequest).
 func authorizeOffsetCommit(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
-	// KafkaApis.handleOffsetCommitRequest: READ on the group, then READ on each topic;
-	// a topic it may not read is TOPIC_AUTHORIZATION_FAILED per partition, checked before
-	// the topic is looked up (so whether it exists, and its partition count, stay
-	// hidden) and never reaches the coordinator (nothing is stored for it).
+	// A topic it may not read is TOPIC_AUTHORIZATION_FAILED per partition, checked before
+	// the topic is looked up (so whether it exists, and its partition count, stay hidden)
+	// and never reaches the coordinator (nothing is stored for it).
 	if !p.group(acl.Read, req.Group) {
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, t := range req.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrGroupAuthorizationFailed
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+		appendOffsetCommitErrors(resp, req.Topics, wire.ErrGroupAuthorizationFailed)
 		return resp, nil
 	}
 	var denied []kmsg.OffsetCommitRequestTopic
@@ -49,23 +39,27 @@ func authorizeOffsetCommit(s *Server, p subject, kreq kmsg.Request) (kmsg.Respon
 	if len(denied) == 0 {
 		return nil, nil
 	}
-	add := func(resp *kmsg.OffsetCommitResponse) {
-		for _, t := range denied {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, pt := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	}
 	if len(req.Topics) == 0 {
 		// As Kafka: nothing authorized is left, so the coordinator is not asked.
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		add(resp)
+		appendOffsetCommitErrors(resp, denied, wire.ErrTopicAuthorizationFailed)
 		return resp, nil
 	}
-	return nil, func(kresp kmsg.Response) { add(kresp.(*kmsg.OffsetCommitResponse)) }
+	return nil, func(kresp kmsg.Response) {
+		appendOffsetCommitErrors(kresp.(*kmsg.OffsetCommitResponse), denied, wire.ErrTopicAuthorizationFailed)
+	}
+}
+
+// appendOffsetCommitErrors answers every partition of topics with code.
+func appendOffsetCommitErrors(resp *kmsg.OffsetCommitResponse, topics []kmsg.OffsetCommitRequestTopic, code int16) {
+	for _, t := range topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = pt.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
 }

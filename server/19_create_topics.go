@@ -178,25 +178,19 @@ func (s *Server) checkNewTopicName(name string) (int16, string) {
 // (KafkaApis.handleCreateTopicsRequest).
 func authorizeCreateTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
-	var denied []string
-	kept := req.Topics[:0]
 	mayCreate := p.cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
-	for _, t := range req.Topics {
-		if !mayCreate && !p.topic(acl.Create, t.Topic) {
-			denied = append(denied, t.Topic)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	var denied []kmsg.CreateTopicsRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+		return mayCreate || p.topic(acl.Create, t.Topic)
+	})
 	if len(denied) == 0 {
 		return nil, nil
 	}
 	return nil, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.CreateTopicsResponse)
-		for _, name := range denied {
+		for _, t := range denied {
 			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = name, wire.ErrTopicAuthorizationFailed
+			rt.Topic, rt.ErrorCode = t.Topic, wire.ErrTopicAuthorizationFailed
 			rt.NumPartitions, rt.ReplicationFactor = -1, -1
 			if req.Version >= 1 {
 				msg := "Authorization failed."

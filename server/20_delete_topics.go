@@ -47,11 +47,9 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 		if tg.name != nil {
 			name = *tg.name
 		} else {
-			for _, t := range s.blog.Topics() {
-				if t.ID == tg.id {
-					name = t.Name
-					ot.Topic = strp(name)
-				}
+			if n, ok := s.topicNameByID(tg.id); ok {
+				name = n
+				ot.Topic = strp(name)
 			}
 			if name == "" {
 				ot.ErrorCode = wire.ErrUnknownTopicID
@@ -97,15 +95,7 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 func authorizeDeleteTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	var denied []string
-	keptNames := req.TopicNames[:0]
-	for _, n := range req.TopicNames {
-		if !p.topic(acl.Delete, n) {
-			denied = append(denied, n)
-			continue
-		}
-		keptNames = append(keptNames, n)
-	}
-	req.TopicNames = keptNames
+	req.TopicNames, denied = splitAllowed(req.TopicNames, func(n string) bool { return p.topic(acl.Delete, n) })
 	var deniedIDs [][16]byte
 	kept := req.Topics[:0]
 	for _, t := range req.Topics {
@@ -114,11 +104,8 @@ func authorizeDeleteTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Respon
 			// v6 by id: resolved here; an unknown id is left to the handler
 			// (UNKNOWN_TOPIC_ID), a known one of a topic the principal may not delete
 			// is TOPIC_AUTHORIZATION_FAILED with the id and no name, as Kafka answers.
-			for _, tp := range s.blog.Topics() {
-				if tp.ID == t.TopicID {
-					name = &tp.Name
-					break
-				}
+			if n, ok := s.topicNameByID(t.TopicID); ok {
+				name = &n
 			}
 			if name != nil && !p.topic(acl.Delete, *name) {
 				deniedIDs = append(deniedIDs, t.TopicID)
@@ -148,4 +135,15 @@ func authorizeDeleteTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Respon
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
+}
+
+// topicNameByID returns the name of the topic whose id is id (DeleteTopics v6 names topics
+// by id only).
+func (s *Server) topicNameByID(id [16]byte) (string, bool) {
+	for _, t := range s.blog.Topics() {
+		if t.ID == id {
+			return t.Name, true
+		}
+	}
+	return "", false
 }

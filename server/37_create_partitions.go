@@ -70,24 +70,16 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 // authorizeCreatePartitions: ALTER on each topic (KafkaApis.handleCreatePartitionsRequest).
 func authorizeCreatePartitions(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
-	var denied []string
-	kept := req.Topics[:0]
-	for _, t := range req.Topics {
-		if !p.topic(acl.Alter, t.Topic) {
-			denied = append(denied, t.Topic)
-			continue
-		}
-		kept = append(kept, t)
-	}
-	req.Topics = kept
+	var denied []kmsg.CreatePartitionsRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return p.topic(acl.Alter, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}
 	return nil, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.CreatePartitionsResponse)
-		for _, name := range denied {
+		for _, t := range denied {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode = name, wire.ErrTopicAuthorizationFailed
+			rt.Topic, rt.ErrorCode = t.Topic, wire.ErrTopicAuthorizationFailed
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
