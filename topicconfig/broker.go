@@ -109,17 +109,6 @@ var ignoredDynamic = []*BrokerDef{
 	{Name: "transaction.partition.verification.enable", Type: Boolean, Default: "true", Doc: "Enable verification that checks that the partition has been added to the transaction before writing transactional records to the partition."},
 }
 
-// IgnoredDynamic returns the names of the dynamic broker configs accepted and ignored,
-// sorted.
-func IgnoredDynamic() []string {
-	out := make([]string, 0, len(ignoredDynamic))
-	for _, d := range ignoredDynamic {
-		out = append(out, d.Name)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // brokerSynonymDocs documents the broker configs that are defaults of topic configs.
 var brokerSynonymDocs = map[string]string{
 	"log.cleanup.policy":                      "The default cleanup policy for segments beyond the retention window. A comma separated list of valid policies.",

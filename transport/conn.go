@@ -134,8 +134,8 @@ func (c *Conn) budgetNow() *budget {
 // own MaxBytes and fetch.max.bytes (and still returns its first batch, KIP-74).
 func (c *Conn) ReplyRoom() int64 { return c.budgetNow().replyRoom() }
 
-// Unwritten is the bytes of c's replies not yet taken by the socket (tests, metrics).
-func (c *Conn) Unwritten() int64 { return c.unwritten.Load() }
+// unwrittenBytes is the bytes of c's replies not yet taken by the socket (tests).
+func (c *Conn) unwrittenBytes() int64 { return c.unwritten.Load() }
 
 // Limits on a connection that is not read from (held): a request that waits holds it
 // (Request.HoldConn); so do unwritten replies over maxUnwritten, as Kafka mutes a channel

@@ -161,8 +161,8 @@ func TestUnwrittenRepliesHoldConn(t *testing.T) {
 	big := GetOut(maxUnwritten + 1)
 	big.B = big.B[:maxUnwritten+1]
 	rs[0].Reply(big)
-	if c.Unwritten() < maxUnwritten || tr.BudgetHeld() < int64(maxUnwritten) {
-		t.Fatalf("unwritten %d, held %d after a reply the socket has not taken", c.Unwritten(), tr.BudgetHeld())
+	if c.unwrittenBytes() < maxUnwritten || tr.BudgetHeld() < int64(maxUnwritten) {
+		t.Fatalf("unwritten %d, held %d after a reply the socket has not taken", c.unwrittenBytes(), tr.BudgetHeld())
 	}
 	if !c.held() {
 		t.Fatal("a connection with more than maxUnwritten unwritten is not held")
@@ -175,8 +175,8 @@ func TestUnwrittenRepliesHoldConn(t *testing.T) {
 		t.Fatalf("feed with replies unread: %v, want hold", a)
 	}
 	w.flush()
-	if c.Unwritten() != 0 || c.held() {
-		t.Fatalf("unwritten %d, held %v after the socket took the reply", c.Unwritten(), c.held())
+	if c.unwrittenBytes() != 0 || c.held() {
+		t.Fatalf("unwritten %d, held %v after the socket took the reply", c.unwrittenBytes(), c.held())
 	}
 	if a := c.feed(src); a != more {
 		t.Fatalf("feed after the reply was taken: %v", a)
@@ -253,7 +253,7 @@ func TestPreAuthBudget(t *testing.T) {
 	if one.feed(&sliceSource{b: stream[:4+65536]}) != more || one.feed(&sliceSource{b: stream[4+65536:]}) != more {
 		t.Fatal("feed refused")
 	}
-	if got := tr.PreAuthHeld(); got != 128<<10 {
+	if got := tr.preAuthHeld(); got != 128<<10 {
 		t.Fatalf("pre-auth budget holds %d for 65,537 bytes arrived, want %d", got, 128<<10)
 	}
 	if got := tr.BudgetHeld(); got != 0 {
@@ -279,8 +279,8 @@ func TestPreAuthBudget(t *testing.T) {
 		c.markClosed()
 	}
 	checkIdle(t, tr)
-	if tr.PreAuthHeld() != 0 {
-		t.Fatalf("pre-auth budget holds %d after every connection closed", tr.PreAuthHeld())
+	if tr.preAuthHeld() != 0 {
+		t.Fatalf("pre-auth budget holds %d after every connection closed", tr.preAuthHeld())
 	}
 }
 

@@ -140,8 +140,8 @@ func (t *Transport) InFlight() int64 { return t.inflight.Load() }
 // BudgetHeld is the budget's bytes held now (metrics).
 func (t *Transport) BudgetHeld() int64 { return t.budget.held() }
 
-// PreAuthHeld is the pre-authentication budget's bytes held now (0 without one).
-func (t *Transport) PreAuthHeld() int64 {
+// preAuthHeld is the pre-authentication budget's bytes held now (0 without one).
+func (t *Transport) preAuthHeld() int64 {
 	if t.preAuth == nil {
 		return 0
 	}
