@@ -120,3 +120,8 @@ func (g plainGate) Return() { g.s.plainAttempts.give(g.ip, time.Now()) }
 
 // plainAttemptsRefused is the Refusals reason (and log line) of an attempt the bucket refused.
 const plainAttemptsRefused = "SASL PLAIN attempts: too many failed authentications from this address"
+
+// PlainDerivations is how many PBKDF2 derivations SASL PLAIN logins have run since start: what
+// the cache of verified passwords and the per-address buckets bound. Refusals counts the
+// attempts refused without one (plainAttemptsRefused).
+func (s *Server) PlainDerivations() int64 { return s.cfg.Users.PlainDerivations() }
