@@ -1,36 +1,20 @@
 package batchlog
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
 
-	"github.com/cockroachdb/pebble/v2"
-
+	"inlet/meta"
 	"inlet/topicconfig"
 )
 
 // Dynamic broker configs (IncrementalAlterConfigs and AlterConfigs on the broker resource):
-// this broker's and the cluster default's, each one JSON map in the metadata store, written
+// this broker's and the cluster default's, stored by the catalog (meta.Store.SaveBrokerConfigs)
 // with a sync before they apply. They are the defaults of the topic configs they are
 // synonyms of (log.retention.hours of retention.ms): every topic's Settings are parsed from
 // its overrides over them, and parsed again when they change.
 
-// BrokerLevel is where a dynamic broker config is set.
-type BrokerLevel int
-
-const (
-	BrokerNode           BrokerLevel = iota // this broker (resource name: its id)
-	BrokerClusterDefault                    // every broker (resource name: empty)
-)
-
-var brokerConfigKeys = [2][]byte{
-	{kindMeta, 'b', 'c', 'n'},
-	{kindMeta, 'b', 'c', 'd'},
-}
-
 // BrokerConfigs returns the dynamic broker configs set at level (a copy).
-func (l *Log) BrokerConfigs(level BrokerLevel) map[string]string {
+func (l *Log) BrokerConfigs(level meta.BrokerLevel) map[string]string {
 	l.topicsMu.RLock()
 	defer l.topicsMu.RUnlock()
 	return maps.Clone(l.brokerConfigs[level])
@@ -38,20 +22,14 @@ func (l *Log) BrokerConfigs(level BrokerLevel) map[string]string {
 
 // SetBrokerConfigs replaces the dynamic broker configs of level (validated by the caller),
 // durably, and re-parses every topic's settings over them.
-func (l *Log) SetBrokerConfigs(level BrokerLevel, configs map[string]string) error {
+func (l *Log) SetBrokerConfigs(level meta.BrokerLevel, configs map[string]string) error {
 	l.topicsMu.Lock()
 	defer l.topicsMu.Unlock()
-	if l.db != nil {
-		v, err := json.Marshal(configs)
-		if err != nil {
-			return err
-		}
-		if err := l.db.Set(brokerConfigKeys[level], v, pebble.Sync); err != nil {
-			return fmt.Errorf("batchlog: dynamic broker configs: %w", err)
-		}
+	if err := l.meta.SaveBrokerConfigs(level, configs); err != nil {
+		return err
 	}
 	l.brokerConfigs[level] = maps.Clone(configs)
-	l.topicDefaults = topicconfig.TopicDefaults(l.brokerConfigs[BrokerNode], l.brokerConfigs[BrokerClusterDefault])
+	l.topicDefaults = topicconfig.TopicDefaults(l.brokerConfigs[meta.BrokerNode], l.brokerConfigs[meta.BrokerClusterDefault])
 	for name, old := range l.topics {
 		t := *old
 		t.Settings = l.parse(old.Configs)
@@ -61,23 +39,13 @@ func (l *Log) SetBrokerConfigs(level BrokerLevel, configs map[string]string) err
 }
 
 // loadBrokerConfigs reads the dynamic broker configs at open, before the topics.
-func (l *Log) loadBrokerConfigs(get func([]byte) ([]byte, bool, error)) error {
-	for level, key := range brokerConfigKeys {
-		v, ok, err := get(key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		var m map[string]string
-		if err := json.Unmarshal(v, &m); err != nil {
-			l.skipBadKey("dynamic broker config", key, err) // Kafka's defaults stand
-			continue
-		}
-		l.brokerConfigs[level] = m
+func (l *Log) loadBrokerConfigs() error {
+	bc, err := l.meta.BrokerConfigs()
+	if err != nil {
+		return err
 	}
-	l.topicDefaults = topicconfig.TopicDefaults(l.brokerConfigs[BrokerNode], l.brokerConfigs[BrokerClusterDefault])
+	l.brokerConfigs = bc
+	l.topicDefaults = topicconfig.TopicDefaults(l.brokerConfigs[meta.BrokerNode], l.brokerConfigs[meta.BrokerClusterDefault])
 	return nil
 }
 

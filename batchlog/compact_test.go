@@ -346,7 +346,7 @@ func TestCrashDuringCompactionLosesNothing(t *testing.T) {
 				case <-passDone:
 					return
 				case <-time.After(500 * time.Microsecond):
-					_ = l.SaveTxn("beside", []byte("x"))
+					_ = l.Meta().SaveTxn("beside", []byte("x"))
 				}
 			}
 		}()

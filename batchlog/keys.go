@@ -6,33 +6,29 @@ import (
 	"strconv"
 )
 
-// Key layout. Every key starts with a one-byte kind so the kinds never interleave and each can
-// be scanned alone at startup. Integers are big-endian so byte order is numeric order.
+// Key layout of the log's own keys, in the Pebble database it shares with the catalog (package
+// meta: t, o, g, x, and m keys other than m lay). Every key starts with a one-byte kind so the
+// kinds never interleave and each can be scanned alone at startup. Integers are big-endian so
+// byte order is numeric order.
 //
 //	d <partition u32> <base offset u64>   record batch, exactly as the producer sent it except baseOffset
+//	                                      (segments layout: the batch's place in its segment, index.go)
 //	h <partition u32>                     next offset (high watermark) u64, log start offset u64
 //	p <producer id u64> <partition u32>   idem.State encoding
-//	t <topic name>                        topic record (JSON)
-//	m <name>                              node metadata: producer-id block, partition-id counter
+//	m lay                                 the record-data layout the directory holds
+//	m ckpt                                the segments' checkpoint (segment.go)
 //	l <partition u32>                     log start offset u64 (retention, DeleteRecords)
-//	o <u16 len><group><u16 len><topic> <partition u32>   committed offset (offsets.go)
-//	g <group>                             group record (JSON: protocol type, generation)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
 //	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (compact.go)
-//	x <transactional id>                  the transaction coordinator's record of the id (package txn's encoding)
 const (
 	kindData     = 'd'
 	kindHigh     = 'h'
 	kindProducer = 'p'
-	kindTopic    = 't'
 	kindMeta     = 'm'
 	kindLogStart = 'l'
-	kindOffset   = 'o'
-	kindGroup    = 'g'
 	kindRelocate = 'r'
 	kindAborted  = 'a'
-	kindTxn      = 'x'
 	kindCleaned  = 'c'
 )
 
@@ -77,14 +73,7 @@ func putProducerKey(dst []byte, producerID int64, partition uint32) {
 	binary.BigEndian.PutUint32(dst[9:], partition)
 }
 
-func topicKey(name string) []byte { return append([]byte{kindTopic}, name...) }
-
-var (
-	metaProducerIDBlock = []byte{kindMeta, 'p', 'i', 'd'}
-	metaPartitionSeq    = []byte{kindMeta, 'p', 'a', 'r', 't'}
-	metaClusterID       = []byte{kindMeta, 'c', 'i', 'd'}
-	metaLayout          = []byte{kindMeta, 'l', 'a', 'y'}
-)
+var metaLayout = []byte{kindMeta, 'l', 'a', 'y'}
 
 // prefixEnd returns the smallest key greater than every key starting with prefix.
 func prefixEnd(prefix []byte) []byte {
@@ -107,9 +96,8 @@ func quoteKey(k []byte) string {
 }
 
 // skipBadKey logs a metadata key that does not decode and is skipped at start-up. Only keys
-// that are not record data are skipped: committed offsets, group and transactional-id
-// records, dynamic broker configs and compacted-to marks (the next compaction pass redoes
-// the work). A bad key of a partition's log state (high watermarks, log starts, producer
+// that are not record data are skipped: of the log's, compacted-to marks (the next compaction
+// pass redoes the work); the catalog skips its own (meta.Store). A bad key of a partition's log state (high watermarks, log starts, producer
 // windows, the batch index, the aborted-transaction index) still stops start-up: skipping it
 // would change what a reader sees of the records.
 func (l *Log) skipBadKey(what string, k []byte, err error) {

@@ -58,7 +58,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,6 +71,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"inlet/idem"
+	"inlet/meta"
 	"inlet/segfs"
 	"inlet/topicconfig"
 	"inlet/wire"
@@ -81,6 +81,10 @@ import (
 type Options struct {
 	// Dir is the Pebble directory. Ignored when Discard is set.
 	Dir string
+	// Meta is the catalog, opened on Dir (meta.Open) by the caller, whose Pebble database the
+	// log keeps its own keys in; the caller closes it after the log. Nil: Open opens it (a
+	// meta.Discard one with Discard) and Close closes it.
+	Meta *meta.Store
 	// Discard acknowledges without storing anything (benchmark ceiling only).
 	Discard bool
 	// Layout chooses where record data lives: LayoutSegments (the default: append-only segment
@@ -164,7 +168,6 @@ const (
 const (
 	defaultMaxGroupBytes = 16 << 20
 	defaultMemTableSize  = 64 << 20
-	producerIDBlock      = 1024
 )
 
 // Topic is a topic's immutable description; changes replace the whole value.
@@ -274,7 +277,10 @@ type Log struct {
 	log   *slog.Logger
 	store store
 	segs  *segmentStore // the store, with the segments layout; nil otherwise
-	db    *pebble.DB    // nil in discard mode
+	db    *pebble.DB    // meta's database, holding the log's keys too; nil in discard mode
+	meta  *meta.Store   // the catalog: topic records, broker configs (package meta)
+	// ownMeta: Open opened meta, so Close closes it.
+	ownMeta bool
 
 	queue   chan *Request
 	pending chan *pendingGroup
@@ -293,16 +299,11 @@ type Log struct {
 	// (broker_configs.go); under topicsMu.
 	brokerConfigs [2]map[string]string
 	topicDefaults map[string]string
-	partSeq       uint32
-	clusterID     string
+	partSeq       uint32 // the next partition id (meta.Store.PartitionSeq at start-up)
 
 	retainMu       sync.Mutex   // serialises log-start changes (retention, DeleteRecords)
 	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
 	compacted      compactionCounts
-
-	pidMu       sync.Mutex
-	nextPID     int64
-	pidBlockEnd int64
 
 	// committer-owned
 	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
@@ -315,7 +316,6 @@ type Log struct {
 	notifyCh    chan struct{}
 	notifyTaken bool // someone may be waiting on notifyCh: replace it at the next advance
 
-	stalls writeStalls // Pebble's write stalls, counted by its event listener (stats.go)
 }
 
 // pendingGroup is an applied group awaiting its sync.
@@ -385,14 +385,23 @@ func Open(opts Options) (*Log, error) {
 		producers: map[producerKey]*idem.State{},
 		notifyCh:  make(chan struct{}),
 	}
+	l.meta = opts.Meta
+	if l.meta == nil {
+		l.ownMeta = true
+		if opts.Discard {
+			l.meta = meta.Discard(opts.Logger)
+		} else {
+			m, err := meta.Open(meta.Options{Dir: opts.Dir, MemTableSize: opts.MemTableSize, FS: opts.PebbleFS, Logger: opts.Logger})
+			if err != nil {
+				return nil, err
+			}
+			l.meta = m
+		}
+	}
 	if opts.Discard {
 		l.store = discardStore{}
-		l.clusterID = newClusterID()
 	} else {
-		db, err := pebble.Open(opts.Dir, pebbleOptions(opts, &l.stalls))
-		if err != nil {
-			return nil, fmt.Errorf("batchlog: open %s: %w", opts.Dir, err)
-		}
+		db := l.meta.DB()
 		l.db = db
 		switch opts.Layout {
 		case "", LayoutSegments:
@@ -400,9 +409,9 @@ func Open(opts Options) (*Log, error) {
 			if fs == nil {
 				fs = segfs.OS
 			}
-			ss, err := openSegmentStore(fs, opts.Dir, db, opts.SegmentBytes, opts.BufferedSegments)
+			ss, err := openSegmentStore(fs, opts.Dir, l.meta, opts.SegmentBytes, opts.BufferedSegments)
 			if err != nil {
-				db.Close()
+				l.closeMeta()
 				return nil, fmt.Errorf("batchlog: open segments: %w", err)
 			}
 			switch {
@@ -423,11 +432,12 @@ func Open(opts Options) (*Log, error) {
 		case LayoutPebble:
 			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
 		default:
-			db.Close()
+			l.closeMeta()
 			return nil, fmt.Errorf("batchlog: unknown layout %q", opts.Layout)
 		}
 		if err := l.recover(); err != nil {
 			l.store.close()
+			l.closeMeta()
 			return nil, err
 		}
 	}
@@ -450,7 +460,7 @@ func newWithStore(s store, opts Options) *Log {
 		opts.OnFatal = func(err error) { panic(err) }
 	}
 	l := &Log{opts: opts, log: opts.Logger, store: s, topics: map[string]*Topic{},
-		producers: map[producerKey]*idem.State{}, notifyCh: make(chan struct{}), clusterID: "test"}
+		producers: map[producerKey]*idem.State{}, notifyCh: make(chan struct{}), meta: meta.Discard(opts.Logger)}
 	l.start()
 	return l
 }
@@ -466,77 +476,17 @@ func (l *Log) start() {
 	go l.completeLoop()
 }
 
-func pebbleOptions(opts Options, stalls *writeStalls) *pebble.Options {
-	o := &pebble.Options{
-		MemTableSize:                opts.MemTableSize,
-		MemTableStopWritesThreshold: 4,
-		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      quietLogger{},
-		EventListener:               stalls.listener(),
-		FS:                          opts.PebbleFS,
+// closeMeta closes the catalog if Open opened it.
+func (l *Log) closeMeta() error {
+	if !l.ownMeta {
+		return nil
 	}
-	// Record data is already compressed (or deliberately not) by producers; keep it out of
-	// Pebble's compressors. Value separation moves record batches into blob files at flush,
-	// so compactions, which interleaved partitions make unavoidable, rewrite only keys and
-	// blob references instead of the data itself.
-	o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
-		return pebble.ValueSeparationPolicy{
-			Enabled:               true,
-			MinimumSize:           256,
-			MaxBlobReferenceDepth: 64,
-			RewriteMinimumAge:     0,
-			TargetGarbageRatio:    1.0,
-		}
-	}
-	o.EnsureDefaults()
-	o.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
-	return o
+	return l.meta.Close()
 }
 
-// quietLogger keeps Pebble's informational chatter out of Inlet's logs; errors still surface
-// through returned errors and Fatalf.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...interface{})      {}
-func (quietLogger) Errorf(f string, a ...interface{}) { slog.Error(fmt.Sprintf("pebble: "+f, a...)) }
-func (quietLogger) Fatalf(f string, a ...interface{}) {
-	slog.Error(fmt.Sprintf("pebble: "+f, a...))
-	os.Exit(1)
-}
-
-func newClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	// Kafka cluster ids are 22-character url-safe base64 of a UUID (Uuid.toString).
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-	out := make([]byte, 22)
-	var acc uint32
-	bits := 0
-	j := 0
-	for _, c := range b {
-		acc = acc<<8 | uint32(c)
-		bits += 8
-		for bits >= 6 && j < 22 {
-			bits -= 6
-			out[j] = alphabet[(acc>>uint(bits))&63]
-			j++
-		}
-	}
-	if j < 22 {
-		out[j] = alphabet[(acc<<uint(6-bits))&63]
-	}
-	return string(out)
-}
-
-// ClusterID is stable across restarts.
-func (l *Log) ClusterID() string { return l.clusterID }
-
-type topicRecord struct {
-	Name       string            `json:"name"`
-	ID         [16]byte          `json:"id"`
-	Partitions []uint32          `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
-}
+// Meta is the catalog the log keeps its topics in: group offsets, transaction records, broker
+// configs and ids are read and written there directly.
+func (l *Log) Meta() *meta.Store { return l.meta }
 
 func (l *Log) recover() error {
 	get := func(k []byte) ([]byte, bool, error) {
@@ -551,45 +501,16 @@ func (l *Log) recover() error {
 		c.Close()
 		return out, true, nil
 	}
-	if v, ok, err := get(metaClusterID); err != nil {
+	l.partSeq = l.meta.PartitionSeq()
+	if err := l.loadBrokerConfigs(); err != nil {
 		return err
-	} else if ok {
-		l.clusterID = string(v)
-	} else {
-		l.clusterID = newClusterID()
-		if err := l.db.Set(metaClusterID, []byte(l.clusterID), pebble.Sync); err != nil {
-			return err
-		}
 	}
-	if v, ok, err := get(metaProducerIDBlock); err != nil {
-		return err
-	} else if ok {
-		if len(v) != 8 {
-			// Not skipped: ids below it may have been handed out.
-			return fmt.Errorf("batchlog: corrupt producer id block key %s", quoteKey(metaProducerIDBlock))
-		}
-		// Ids below the persisted block end may have been handed out before the crash.
-		l.nextPID = int64(binary.BigEndian.Uint64(v))
-		l.pidBlockEnd = l.nextPID
-	}
-	if v, ok, err := get(metaPartitionSeq); err != nil {
-		return err
-	} else if ok {
-		if len(v) != 4 {
-			return fmt.Errorf("batchlog: corrupt partition id counter key %s", quoteKey(metaPartitionSeq))
-		}
-		l.partSeq = binary.BigEndian.Uint32(v)
-	}
-
-	if err := l.loadBrokerConfigs(get); err != nil {
+	recs, err := l.meta.Topics()
+	if err != nil {
 		return err
 	}
 	byID := map[uint32]*Partition{}
-	err := l.scan([]byte{kindTopic}, func(k, v []byte) error {
-		var rec topicRecord
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return fmt.Errorf("batchlog: topic record %q: %w", k[1:], err)
-		}
+	for _, rec := range recs {
 		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: l.parse(rec.Configs)}
 		for i, id := range rec.Partitions {
 			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i)}
@@ -597,10 +518,6 @@ func (l *Log) recover() error {
 			byID[id] = p
 		}
 		l.topics[rec.Name] = t
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	// Two layouts cannot share a directory: the data keys mean different things.
 	layout := []byte(LayoutPebble)
@@ -940,27 +857,14 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	}
 	t := &Topic{Name: name, Configs: configs, Settings: l.parse(configs)}
 	_, _ = rand.Read(t.ID[:])
-	rec := topicRecord{Name: name, ID: t.ID, Configs: configs}
 	seq := l.partSeq
 	for i := 0; i < partitions; i++ {
 		p := &Partition{ID: seq, Topic: name, Index: int32(i)}
 		t.Partitions = append(t.Partitions, p)
-		rec.Partitions = append(rec.Partitions, seq)
 		seq++
 	}
-	if l.db != nil {
-		v, err := json.Marshal(rec)
-		if err != nil {
-			return nil, err
-		}
-		b := l.db.NewBatch()
-		_ = b.Set(topicKey(name), v, nil)
-		_ = b.Set(metaPartitionSeq, binary.BigEndian.AppendUint32(nil, seq), nil)
-		err = b.Commit(pebble.Sync)
-		b.Close()
-		if err != nil {
-			return nil, fmt.Errorf("batchlog: create topic %q: %w", name, err)
-		}
+	if err := l.meta.SaveTopic(t.record(), seq); err != nil {
+		return nil, fmt.Errorf("batchlog: create topic %q: %w", name, err)
 	}
 	l.partSeq = seq
 	l.topics[name] = t
@@ -992,25 +896,6 @@ func (l *Log) EnsureOffsetsTopic() (*Topic, error) {
 	return t, err
 }
 
-// AllocateProducerID returns a producer id never returned before, also across restarts: ids
-// are reserved in durable blocks, and a restart resumes after the last reserved block.
-func (l *Log) AllocateProducerID() (int64, error) {
-	l.pidMu.Lock()
-	defer l.pidMu.Unlock()
-	if l.nextPID >= l.pidBlockEnd {
-		end := l.nextPID + producerIDBlock
-		if l.db != nil {
-			if err := l.db.Set(metaProducerIDBlock, binary.BigEndian.AppendUint64(nil, uint64(end)), pebble.Sync); err != nil {
-				return -1, fmt.Errorf("batchlog: reserve producer ids: %w", err)
-			}
-		}
-		l.pidBlockEnd = end
-	}
-	id := l.nextPID
-	l.nextPID++
-	return id, nil
-}
-
 // Submit queues r for the next group commit. r.Done is called exactly once, after the
 // commit that holds its appends is durable. Submit must not be called after Close.
 func (l *Log) Submit(r *Request) {
@@ -1024,7 +909,11 @@ func (l *Log) Close() error {
 	}
 	close(l.stop)
 	l.done.Wait()
-	return l.store.close()
+	err := l.store.close()
+	if cerr := l.closeMeta(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Changed returns a channel closed at the next high-watermark advance of any partition. Long

@@ -130,7 +130,7 @@ func TestRestartRecoversOffsetsProducerStateAndTopics(t *testing.T) {
 	l := openTemp(t, dir)
 	topic, _ := l.CreateTopic("orders", 3, map[string]string{"cleanup.policy": "delete"})
 	p := topic.Partitions[2]
-	pid, _ := l.AllocateProducerID()
+	pid, _ := l.Meta().AllocateProducerID()
 	submitWait(t, l, idempotent(p, pid, 0, 0, 4, 'a'))
 	submitWait(t, l, idempotent(p, pid, 0, 4, 4, 'b'))
 	if err := l.Close(); err != nil {
@@ -156,27 +156,15 @@ func TestRestartRecoversOffsetsProducerStateAndTopics(t *testing.T) {
 	if r.Appends[0].Err != 45 {
 		t.Fatalf("gap after restart: err %d", r.Appends[0].Err)
 	}
-	next, _ := l.AllocateProducerID()
+	next, _ := l.Meta().AllocateProducerID()
 	if next <= pid {
 		t.Fatalf("producer id %d reused after restart (had %d)", next, pid)
 	}
 	if got, _ := l.ReadBatches(p, 0, p.HighWatermark(), 1<<20, true, nil); len(got) != 124 {
 		t.Fatalf("read after restart: %d bytes", len(got))
 	}
-	if l.ClusterID() == "" || len(l.ClusterID()) != 22 {
-		t.Fatalf("cluster id %q", l.ClusterID())
-	}
-}
-
-func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
-	dir := t.TempDir()
-	l := openTemp(t, dir)
-	id := l.ClusterID()
-	l.Close()
-	l = openTemp(t, dir)
-	defer l.Close()
-	if l.ClusterID() != id {
-		t.Fatalf("cluster id changed: %q -> %q", id, l.ClusterID())
+	if l.Meta().ClusterID() == "" || len(l.Meta().ClusterID()) != 22 {
+		t.Fatalf("cluster id %q", l.Meta().ClusterID())
 	}
 }
 

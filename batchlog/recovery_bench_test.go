@@ -146,7 +146,7 @@ func writeCrashedLog(b *testing.B, dir string, size int64) (ckSeg uint32, ckPos 
 	producers := make([][]producer, len(topic.Partitions))
 	for i := range producers {
 		for range 2 {
-			id, err := l.AllocateProducerID()
+			id, err := l.Meta().AllocateProducerID()
 			if err != nil {
 				b.Fatal(err)
 			}

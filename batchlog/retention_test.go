@@ -137,39 +137,6 @@ func TestDeleteTopicFreesNameAndRestarts(t *testing.T) {
 	}
 }
 
-// TestCommittedOffsetsSurviveRestart guards the offset store.
-func TestCommittedOffsetsSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
-	l := openTemp(t, dir)
-	k := OffsetKey{Topic: "t", Partition: 3}
-	if err := l.CommitOffsets("g", map[OffsetKey]CommittedOffset{k: {Offset: 42, LeaderEpoch: 0, Metadata: "m", CommitTime: 7}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.CommitOffsets("g2", map[OffsetKey]CommittedOffset{k: {Offset: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SaveGroup("g", GroupRecord{ProtocolType: "consumer", Generation: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.DeleteGroup("g2"); err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
-	l = openTemp(t, dir)
-	defer l.Close()
-	gs, err := l.LoadGroups()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gs["g"]
-	if g == nil || g.Offsets[k].Offset != 42 || g.Offsets[k].Metadata != "m" || g.Record.Generation != 5 {
-		t.Fatalf("loaded %+v", g)
-	}
-	if _, ok := gs["g2"]; ok {
-		t.Fatal("deleted group came back")
-	}
-}
-
 // TestRetentionRacesReads: reads of a partition's oldest batches run while retention moves its
 // log start and reclaims the segments under them, over and over. A read either returns data
 // or says the offset is out of range; it never meets a closed file or an index naming a

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"inlet/meta"
 	"inlet/segfs"
 	"inlet/wire"
 )
@@ -150,7 +151,8 @@ var metaCheckpoint = []byte{kindMeta, 'c', 'k', 'p', 't'}
 
 func segmentName(id uint32) string { return fmt.Sprintf("%010d.seg", id) }
 
-func openSegmentStore(fs segfs.FS, dir string, db *pebble.DB, segBytes int64, buffered bool) (*segmentStore, error) {
+func openSegmentStore(fs segfs.FS, dir string, m *meta.Store, segBytes int64, buffered bool) (*segmentStore, error) {
+	db := m.DB()
 	if segBytes <= 0 {
 		segBytes = defaultSegmentSize
 	}
@@ -160,7 +162,7 @@ func openSegmentStore(fs segfs.FS, dir string, db *pebble.DB, segBytes int64, bu
 	if errors.Is(err, iofs.ErrNotExist) {
 		// A node's first start, or a directory lost with every segment in it: Pebble says
 		// which. Data the catalog names is never served as empty; nothing is changed.
-		if what, err := catalogNamesData(db); err != nil {
+		if what, err := catalogNamesData(m); err != nil {
 			return nil, err
 		} else if what != "" {
 			return nil, fmt.Errorf("batchlog: %s is missing, but the metadata names %s: the segment files are gone; start-up stopped, nothing changed", s.dir, what)
@@ -799,13 +801,8 @@ func (g *segmentGroup) release() {
 	}
 }
 
-func (s *segmentStore) close() error {
-	first := s.closeFiles()
-	if err := s.db.Close(); err != nil && first == nil {
-		first = err
-	}
-	return first
-}
+// close closes the segment files; the database is the catalog's (Log.Close closes it after).
+func (s *segmentStore) close() error { return s.closeFiles() }
 
 func (s *segmentStore) closeFiles() error {
 	var first error

@@ -27,16 +27,21 @@ import (
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/meta"
 )
 
 // catalogNamesData returns what in Pebble names record data (a topic, a high watermark, the
 // checkpoint, an index entry or a producer window), or "" if nothing does: a fresh node.
-func catalogNamesData(db *pebble.DB) (string, error) {
+func catalogNamesData(m *meta.Store) (string, error) {
+	if name, ok, err := m.FirstTopic(); err != nil || ok {
+		return fmt.Sprintf("topic %q", name), err
+	}
+	db := m.DB()
 	for _, kind := range []struct {
 		prefix []byte
 		what   string
 	}{
-		{[]byte{kindTopic}, "topic"},
 		{[]byte{kindHigh}, "high watermark of partition"},
 		{metaCheckpoint, "the segment checkpoint"},
 		{[]byte{kindData}, "index entry"},
@@ -50,8 +55,6 @@ func catalogNamesData(db *pebble.DB) (string, error) {
 		what := kind.what
 		if found {
 			switch kind.prefix[0] {
-			case kindTopic:
-				what = fmt.Sprintf("topic %q", it.Key()[1:])
 			case kindHigh, kindData:
 				if len(it.Key()) >= 5 {
 					what = fmt.Sprintf("%s %d", kind.what, binary.BigEndian.Uint32(it.Key()[1:]))

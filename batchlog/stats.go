@@ -1,7 +1,6 @@
 package batchlog
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -42,7 +41,7 @@ func (l *Log) Stats() Stats {
 	if l.closed.Load() {
 		return st
 	}
-	st.WriteStalls, st.WriteStallTime = l.stalls.read()
+	st.WriteStalls, st.WriteStallTime = l.meta.WriteStalls()
 	st.RelocatedBytes = l.relocatedBytes.Load()
 	st.WritesSuspended = l.suspended.Load()
 	st.CompactionPasses, st.CompactedRecordsRemoved = l.compacted.passes.Load(), l.compacted.removed.Load()
@@ -69,34 +68,4 @@ func (l *Log) Stats() Stats {
 		ss.mu.RUnlock()
 	}
 	return st
-}
-
-// writeStalls counts Pebble's write stalls through its event listener, which Pebble calls
-// when a stall begins and ends (never two at once).
-type writeStalls struct {
-	count atomic.Int64
-	nanos atomic.Int64 // total duration of the stalls that have ended
-	began atomic.Int64 // unix nanoseconds when the stall under way began; 0: none
-}
-
-func (w *writeStalls) listener() *pebble.EventListener {
-	return &pebble.EventListener{
-		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
-			w.count.Add(1)
-			w.began.Store(time.Now().UnixNano())
-		},
-		WriteStallEnd: func() {
-			if b := w.began.Swap(0); b != 0 {
-				w.nanos.Add(time.Now().UnixNano() - b)
-			}
-		},
-	}
-}
-
-func (w *writeStalls) read() (int64, time.Duration) {
-	d := w.nanos.Load()
-	if b := w.began.Load(); b != 0 {
-		d += max(time.Now().UnixNano()-b, 0)
-	}
-	return w.count.Load(), time.Duration(d)
 }

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // recordingObserver keeps what Options.Observer was told.
@@ -78,27 +76,5 @@ func TestObserverCountsAppendedRecordsOnly(t *testing.T) {
 				t.Errorf("Stats: %d segment files of %d bytes, want at least 1 holding %d bytes", st.SegmentFiles, st.SegmentBytes, obs.bytes)
 			}
 		})
-	}
-}
-
-// TestWriteStallTimeIncludesTheStallUnderWay: a stall still going on counts towards the
-// total, and an end without a begin (cannot happen in Pebble) adds nothing.
-func TestWriteStallTimeIncludesTheStallUnderWay(t *testing.T) {
-	var w writeStalls
-	el := w.listener()
-	el.WriteStallEnd()
-	if n, d := w.read(); n != 0 || d != 0 {
-		t.Fatalf("after a lone end: %d stalls, %v", n, d)
-	}
-	el.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "test"})
-	time.Sleep(5 * time.Millisecond)
-	if n, d := w.read(); n != 1 || d < 5*time.Millisecond {
-		t.Fatalf("during a stall: %d stalls, %v", n, d)
-	}
-	el.WriteStallEnd()
-	n, d := w.read()
-	time.Sleep(2 * time.Millisecond)
-	if n2, d2 := w.read(); n != 1 || n2 != 1 || d2 != d {
-		t.Fatalf("after the stall: %d stalls, %v, then %v", n, d, d2)
 	}
 }

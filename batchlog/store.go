@@ -128,7 +128,7 @@ func eachIndexedBatch(db *pebble.DB, partition uint32, offset, limit int64, fn f
 	return it.Error()
 }
 
-func (s *pebbleStore) close() error { return s.db.Close() }
+func (s *pebbleStore) close() error { return nil } // the database is the catalog's
 
 func (s *pebbleStore) dropUnwritten() {}
 

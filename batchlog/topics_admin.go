@@ -2,34 +2,32 @@ package batchlog
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/meta"
 )
 
 // Admin changes to topics: configs, partition counts, deletion, DeleteRecords.
 //
 // A Topic value is immutable once published; every change builds a new one (sharing the
 // *Partition values, which carry the live offsets) and swaps it in under topicsMu after its
-// record is synced. Partition ids are never reused (metaPartitionSeq only grows), so anything
+// record is synced (package meta). Partition ids are never reused (the counter only grows), so anything
 // a racing produce writes for a partition of a deleted topic is an orphan that recovery and
 // readers ignore rather than data that could surface in a new topic of the same name.
 
 // ErrUnknownTopic is returned for a topic that does not exist.
 var ErrUnknownTopic = errors.New("unknown topic")
 
-func (l *Log) putTopicRecord(b *pebble.Batch, t *Topic) error {
-	rec := topicRecord{Name: t.Name, ID: t.ID, Configs: t.Configs}
+// record is t as the catalog stores it.
+func (t *Topic) record() meta.TopicRecord {
+	rec := meta.TopicRecord{Name: t.Name, ID: t.ID, Configs: t.Configs}
 	for _, p := range t.Partitions {
 		rec.Partitions = append(rec.Partitions, p.ID)
 	}
-	v, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return b.Set(topicKey(t.Name), v, nil)
+	return rec
 }
 
 // SetTopicConfigs replaces a topic's config overrides (validated by the caller).
@@ -44,15 +42,8 @@ func (l *Log) SetTopicConfigs(name string, configs map[string]string) (*Topic, e
 		configs = nil
 	}
 	t := &Topic{Name: old.Name, ID: old.ID, Partitions: old.Partitions, Configs: configs, Settings: l.parse(configs)}
-	if l.db != nil {
-		b := l.db.NewBatch()
-		defer b.Close()
-		if err := l.putTopicRecord(b, t); err != nil {
-			return nil, err
-		}
-		if err := b.Commit(pebble.Sync); err != nil {
-			return nil, fmt.Errorf("batchlog: alter topic %q: %w", name, err)
-		}
+	if err := l.meta.SaveTopic(t.record(), l.partSeq); err != nil {
+		return nil, fmt.Errorf("batchlog: alter topic %q: %w", name, err)
 	}
 	l.topics[name] = t
 	return t, nil
@@ -76,16 +67,8 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 		t.Partitions = append(t.Partitions, &Partition{ID: seq, Topic: name, Index: int32(i)})
 		seq++
 	}
-	if l.db != nil {
-		b := l.db.NewBatch()
-		defer b.Close()
-		if err := l.putTopicRecord(b, t); err != nil {
-			return nil, err
-		}
-		_ = b.Set(metaPartitionSeq, binary.BigEndian.AppendUint32(nil, seq), nil)
-		if err := b.Commit(pebble.Sync); err != nil {
-			return nil, fmt.Errorf("batchlog: add partitions to %q: %w", name, err)
-		}
+	if err := l.meta.SaveTopic(t.record(), seq); err != nil {
+		return nil, fmt.Errorf("batchlog: add partitions to %q: %w", name, err)
 	}
 	l.partSeq = seq
 	l.topics[name] = t
@@ -162,7 +145,6 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 	if l.db != nil {
 		b := l.db.NewBatch()
 		defer b.Close()
-		_ = b.Delete(topicKey(name), nil)
 		for _, p := range t.Partitions {
 			_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID+1, 0), nil)
 			var k [highKeyLen]byte
@@ -185,7 +167,8 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := b.Commit(pebble.Sync); err != nil {
+		// The topic's record goes in the same synced batch (meta.Store.DeleteTopic).
+		if err := l.meta.DeleteTopic(name, b); err != nil {
 			return nil, fmt.Errorf("batchlog: delete topic %q: %w", name, err)
 		}
 		if l.segs != nil {

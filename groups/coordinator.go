@@ -39,7 +39,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/wire"
 )
 
@@ -106,13 +106,13 @@ const (
 	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute
 )
 
-// Store keeps offsets and group records durable (batchlog.Log implements it).
+// Store keeps offsets and group records durable (meta.Store implements it).
 type Store interface {
-	CommitOffsets(group string, offsets map[batchlog.OffsetKey]batchlog.CommittedOffset) error
-	DeleteOffsets(group string, keys []batchlog.OffsetKey) error
+	CommitOffsets(group string, offsets map[meta.OffsetKey]meta.CommittedOffset) error
+	DeleteOffsets(group string, keys []meta.OffsetKey) error
 	DeleteGroup(group string) error
-	SaveGroup(group string, rec batchlog.GroupRecord) error
-	LoadGroups() (map[string]*batchlog.StoredGroup, error)
+	SaveGroup(group string, rec meta.GroupRecord) error
+	LoadGroups() (map[string]*meta.StoredGroup, error)
 }
 
 // Coordinator coordinates every group of the node.
@@ -168,14 +168,14 @@ type group struct {
 	static       map[string]string // group.instance.id -> member id
 	pending      map[string]bool   // member ids handed out with MEMBER_ID_REQUIRED
 	timerSeq     uint64            // invalidates stale rebalance/sync timers
-	offsets      map[batchlog.OffsetKey]batchlog.CommittedOffset
+	offsets      map[meta.OffsetKey]meta.CommittedOffset
 	// stateMs is when the group last became Empty (unix ms), stored in its record while it is
 	// Empty: its offsets expire from it (GroupMetadata.currentStateTimestamp).
 	stateMs int64
 	// committedAt orders the commits of each offset (unix ns) for those of transactions,
 	// applied when they commit: a later plain commit wins over them. Offsets loaded at
 	// start-up count from their commit time.
-	committedAt map[batchlog.OffsetKey]int64
+	committedAt map[meta.OffsetKey]int64
 }
 
 // New loads the stored groups and offsets.
@@ -269,7 +269,7 @@ func (c *Coordinator) isClosed() bool {
 
 func (c *Coordinator) newGroup(name string) *group {
 	return &group{c: c, name: name, members: map[string]*member{}, static: map[string]string{},
-		pending: map[string]bool{}, offsets: map[batchlog.OffsetKey]batchlog.CommittedOffset{}}
+		pending: map[string]bool{}, offsets: map[meta.OffsetKey]meta.CommittedOffset{}}
 }
 
 // get returns the named group, creating it (Empty) when create is set.
@@ -799,7 +799,7 @@ func (g *group) persist() {
 	if g.c.isClosed() {
 		return
 	}
-	rec := batchlog.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
+	rec := meta.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
 	if g.state == Empty {
 		rec.StateMs = g.stateMs // when it emptied; otherwise a restart empties it (New)
 	}
@@ -807,11 +807,11 @@ func (g *group) persist() {
 		rec.Protocol, rec.Leader = g.protocol, g.leader
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {
 			m := g.members[id]
-			mr := batchlog.GroupMemberRecord{ID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+			mr := meta.GroupMemberRecord{ID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
 				SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds(),
 				Assignment: m.assignment}
 			for _, p := range m.protocols {
-				mr.Protocols = append(mr.Protocols, batchlog.GroupProtocolRecord{Name: p.name, Metadata: p.metadata})
+				mr.Protocols = append(mr.Protocols, meta.GroupProtocolRecord{Name: p.name, Metadata: p.metadata})
 			}
 			rec.Members = append(rec.Members, mr)
 		}
@@ -824,7 +824,7 @@ func (g *group) persist() {
 // restoreMembers brings back a stable group's members as persist saved them (at start-up,
 // before any request): the group is Stable again and each member's session starts now, as
 // GroupMetadataManager does when it loads a group.
-func (g *group) restoreMembers(rec batchlog.GroupRecord) {
+func (g *group) restoreMembers(rec meta.GroupRecord) {
 	if len(rec.Members) == 0 {
 		return
 	}

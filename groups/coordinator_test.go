@@ -7,33 +7,33 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/wire"
 )
 
 type memStore struct {
 	mu      sync.Mutex
-	offsets map[string]map[batchlog.OffsetKey]batchlog.CommittedOffset
+	offsets map[string]map[meta.OffsetKey]meta.CommittedOffset
 }
 
-func (m *memStore) CommitOffsets(g string, o map[batchlog.OffsetKey]batchlog.CommittedOffset) error {
+func (m *memStore) CommitOffsets(g string, o map[meta.OffsetKey]meta.CommittedOffset) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.offsets[g] == nil {
-		m.offsets[g] = map[batchlog.OffsetKey]batchlog.CommittedOffset{}
+		m.offsets[g] = map[meta.OffsetKey]meta.CommittedOffset{}
 	}
 	for k, v := range o {
 		m.offsets[g][k] = v
 	}
 	return nil
 }
-func (m *memStore) DeleteOffsets(string, []batchlog.OffsetKey) error      { return nil }
-func (m *memStore) DeleteGroup(string) error                              { return nil }
-func (m *memStore) SaveGroup(string, batchlog.GroupRecord) error          { return nil }
-func (m *memStore) LoadGroups() (map[string]*batchlog.StoredGroup, error) { return nil, nil }
+func (m *memStore) DeleteOffsets(string, []meta.OffsetKey) error      { return nil }
+func (m *memStore) DeleteGroup(string) error                          { return nil }
+func (m *memStore) SaveGroup(string, meta.GroupRecord) error          { return nil }
+func (m *memStore) LoadGroups() (map[string]*meta.StoredGroup, error) { return nil, nil }
 
 func newTestCoordinator(t *testing.T) *Coordinator {
-	c, err := New(&memStore{offsets: map[string]map[batchlog.OffsetKey]batchlog.CommittedOffset{}},
+	c, err := New(&memStore{offsets: map[string]map[meta.OffsetKey]meta.CommittedOffset{}},
 		Config{MinSessionTimeout: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -241,22 +241,22 @@ func TestCommittedOffsetsListsLiveGroups(t *testing.T) {
 // the batch log does across a restart.
 type savingStore struct {
 	memStore
-	recs map[string]batchlog.GroupRecord
+	recs map[string]meta.GroupRecord
 }
 
-func (s *savingStore) SaveGroup(g string, r batchlog.GroupRecord) error {
+func (s *savingStore) SaveGroup(g string, r meta.GroupRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs[g] = r
 	return nil
 }
 
-func (s *savingStore) LoadGroups() (map[string]*batchlog.StoredGroup, error) {
+func (s *savingStore) LoadGroups() (map[string]*meta.StoredGroup, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]*batchlog.StoredGroup{}
+	out := map[string]*meta.StoredGroup{}
 	for g, r := range s.recs {
-		out[g] = &batchlog.StoredGroup{Record: r, Offsets: map[batchlog.OffsetKey]batchlog.CommittedOffset{}}
+		out[g] = &meta.StoredGroup{Record: r, Offsets: map[meta.OffsetKey]meta.CommittedOffset{}}
 	}
 	return out, nil
 }
@@ -266,7 +266,7 @@ func (s *savingStore) LoadGroups() (map[string]*batchlog.StoredGroup, error) {
 // (as after a Kafka coordinator moves) instead of getting UNKNOWN_MEMBER_ID and rejoining; a
 // group caught between JoinGroup and SyncGroup comes back Empty at its generation.
 func TestStableGroupSurvivesARestart(t *testing.T) {
-	store := &savingStore{memStore: memStore{offsets: map[string]map[batchlog.OffsetKey]batchlog.CommittedOffset{}}, recs: map[string]batchlog.GroupRecord{}}
+	store := &savingStore{memStore: memStore{offsets: map[string]map[meta.OffsetKey]meta.CommittedOffset{}}, recs: map[string]meta.GroupRecord{}}
 	open := func() *Coordinator {
 		c, err := New(store, Config{MinSessionTimeout: 10 * time.Millisecond})
 		if err != nil {
@@ -333,7 +333,7 @@ func TestStableGroupSurvivesARestart(t *testing.T) {
 // after does.
 func TestTxnOffsetsDoNotOverwriteALaterCommit(t *testing.T) {
 	c := newTestCoordinator(t)
-	k := batchlog.OffsetKey{Topic: "t", Partition: 0}
+	k := meta.OffsetKey{Topic: "t", Partition: 0}
 	given := time.Now().UnixNano()
 	r := kmsg.NewPtrOffsetCommitRequest()
 	r.Version, r.Group, r.Generation = 8, "g", -1
@@ -346,13 +346,13 @@ func TestTxnOffsetsDoNotOverwriteALaterCommit(t *testing.T) {
 	if resp := c.Commit(r); resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("plain commit: %+v", resp)
 	}
-	if err := c.ApplyTxnOffsets("g", map[batchlog.OffsetKey]batchlog.CommittedOffset{k: {Offset: 40}}, map[batchlog.OffsetKey]int64{k: given}); err != nil {
+	if err := c.ApplyTxnOffsets("g", map[meta.OffsetKey]meta.CommittedOffset{k: {Offset: 40}}, map[meta.OffsetKey]int64{k: given}); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.FetchOffsets("g", map[string][]int32{"t": {0}}, false)[0].Partitions[0].Offset; got != 50 {
 		t.Fatalf("offset %d after an older transaction's commit, want the later plain 50", got)
 	}
-	if err := c.ApplyTxnOffsets("g", map[batchlog.OffsetKey]batchlog.CommittedOffset{k: {Offset: 60}}, map[batchlog.OffsetKey]int64{k: time.Now().UnixNano()}); err != nil {
+	if err := c.ApplyTxnOffsets("g", map[meta.OffsetKey]meta.CommittedOffset{k: {Offset: 60}}, map[meta.OffsetKey]int64{k: time.Now().UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.FetchOffsets("g", map[string][]int32{"t": {0}}, false)[0].Partitions[0].Offset; got != 60 {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/batchlog"
+	"inlet/meta"
 )
 
 // Offset expiry: Kafka's offsets.retention.minutes as KIP-211 defines it
@@ -105,7 +105,7 @@ func (g *group) expire(nowMs int64) (int, bool) {
 	default:
 		return 0, false
 	}
-	var del []batchlog.OffsetKey
+	var del []meta.OffsetKey
 	for k, o := range g.offsets {
 		base := o.CommitTime
 		if subscribed == nil && g.protocolType != "" {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/wire"
 )
 
@@ -25,13 +25,13 @@ func (c *clock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// node is a coordinator over a real batch log in dir, reopened by restart.
+// node is a coordinator over a real catalog in dir, reopened by restart.
 type node struct {
 	t    *testing.T
 	dir  string
 	clk  *clock
 	cfg  Config
-	blog *batchlog.Log
+	blog *meta.Store
 	c    *Coordinator
 }
 
@@ -43,7 +43,7 @@ func newNode(t *testing.T, cfg Config) *node {
 }
 
 func (n *node) open() {
-	blog, err := batchlog.Open(batchlog.Options{Dir: n.dir, MemTableSize: 8 << 20, MaxGroupBytes: 1 << 20})
+	blog, err := meta.Open(meta.Options{Dir: n.dir, MemTableSize: 8 << 20})
 	if err != nil {
 		n.t.Fatal(err)
 	}

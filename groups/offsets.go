@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/wire"
 )
 
@@ -54,7 +54,7 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 		return all(code)
 	}
 	now := c.cfg.Now().UnixMilli()
-	batch := map[batchlog.OffsetKey]batchlog.CommittedOffset{}
+	batch := map[meta.OffsetKey]meta.CommittedOffset{}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetCommitResponseTopic()
 		ot.Topic = rt.Topic
@@ -75,7 +75,7 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 				if req.Version == 1 && rp.Timestamp >= 0 {
 					ts = rp.Timestamp
 				}
-				batch[batchlog.OffsetKey{Topic: rt.Topic, Partition: rp.Partition}] = batchlog.CommittedOffset{
+				batch[meta.OffsetKey{Topic: rt.Topic, Partition: rp.Partition}] = meta.CommittedOffset{
 					Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: md, CommitTime: ts,
 				}
 			}
@@ -102,15 +102,15 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 	return resp
 }
 
-func (g *group) setCommittedAt(k batchlog.OffsetKey, at int64) {
+func (g *group) setCommittedAt(k meta.OffsetKey, at int64) {
 	if g.committedAt == nil {
-		g.committedAt = map[batchlog.OffsetKey]int64{}
+		g.committedAt = map[meta.OffsetKey]int64{}
 	}
 	g.committedAt[k] = at
 }
 
 // lastCommitAt is when the group's offset of k was last committed (unix ns; 0: never).
-func (g *group) lastCommitAt(k batchlog.OffsetKey) int64 {
+func (g *group) lastCommitAt(k meta.OffsetKey) int64 {
 	if at, ok := g.committedAt[k]; ok {
 		return at
 	}
@@ -152,11 +152,11 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) i
 // A partition without a committed offset answers -1 (no error), as Kafka does.
 func (c *Coordinator) FetchOffsets(name string, topics map[string][]int32, all bool) []kmsg.OffsetFetchResponseTopic {
 	g := c.get(name, false)
-	var offsets map[batchlog.OffsetKey]batchlog.CommittedOffset
+	var offsets map[meta.OffsetKey]meta.CommittedOffset
 	if g != nil {
 		g.mu.Lock()
 		if g.state != Dead {
-			offsets = make(map[batchlog.OffsetKey]batchlog.CommittedOffset, len(g.offsets))
+			offsets = make(map[meta.OffsetKey]meta.CommittedOffset, len(g.offsets))
 			for k, v := range g.offsets {
 				offsets[k] = v
 			}
@@ -164,7 +164,7 @@ func (c *Coordinator) FetchOffsets(name string, topics map[string][]int32, all b
 		g.mu.Unlock()
 	}
 	var out []kmsg.OffsetFetchResponseTopic
-	add := func(topic string, partition int32, o batchlog.CommittedOffset, ok bool) {
+	add := func(topic string, partition int32, o meta.CommittedOffset, ok bool) {
 		if len(out) == 0 || out[len(out)-1].Topic != topic {
 			ot := kmsg.NewOffsetFetchResponseTopic()
 			ot.Topic = topic
@@ -181,7 +181,7 @@ func (c *Coordinator) FetchOffsets(name string, topics map[string][]int32, all b
 		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, op)
 	}
 	if all {
-		keys := make([]batchlog.OffsetKey, 0, len(offsets))
+		keys := make([]meta.OffsetKey, 0, len(offsets))
 		for k := range offsets {
 			keys = append(keys, k)
 		}
@@ -203,7 +203,7 @@ func (c *Coordinator) FetchOffsets(name string, topics map[string][]int32, all b
 	sort.Strings(names)
 	for _, t := range names {
 		for _, p := range topics[t] {
-			o, ok := offsets[batchlog.OffsetKey{Topic: t, Partition: p}]
+			o, ok := offsets[meta.OffsetKey{Topic: t, Partition: p}]
 			add(t, p, o, ok)
 		}
 	}
@@ -319,7 +319,7 @@ func (c *Coordinator) Delete(name string) int16 {
 		return wire.ErrUnknownServerError
 	}
 	g.state = Dead
-	g.offsets = map[batchlog.OffsetKey]batchlog.CommittedOffset{}
+	g.offsets = map[meta.OffsetKey]meta.CommittedOffset{}
 	c.mu.Lock()
 	if c.groups[name] == g {
 		delete(c.groups, name)
@@ -359,7 +359,7 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 			}
 		}
 	}
-	var del []batchlog.OffsetKey
+	var del []meta.OffsetKey
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetDeleteResponseTopic()
 		ot.Topic = rt.Topic
@@ -372,7 +372,7 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 			case !c.cfg.PartitionExists(rt.Topic, rp.Partition):
 				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 			default:
-				del = append(del, batchlog.OffsetKey{Topic: rt.Topic, Partition: rp.Partition})
+				del = append(del, meta.OffsetKey{Topic: rt.Topic, Partition: rp.Partition})
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
@@ -400,7 +400,7 @@ func (c *Coordinator) RemoveTopic(topic string) {
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
-		var del []batchlog.OffsetKey
+		var del []meta.OffsetKey
 		for k := range g.offsets {
 			if k.Topic == topic {
 				del = append(del, k)
@@ -449,7 +449,7 @@ func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, 
 // ApplyTxnOffsets commits the offsets of a committed transaction to the group, durably (one
 // synced Pebble batch, as OffsetCommit). at says when each was given (TxnOffsetCommit): an
 // offset committed since then outside the transaction stays, as Kafka keeps the later record.
-func (c *Coordinator) ApplyTxnOffsets(name string, offsets map[batchlog.OffsetKey]batchlog.CommittedOffset, at map[batchlog.OffsetKey]int64) error {
+func (c *Coordinator) ApplyTxnOffsets(name string, offsets map[meta.OffsetKey]meta.CommittedOffset, at map[meta.OffsetKey]int64) error {
 	g := c.get(name, true)
 	if g == nil {
 		return errors.New("groups: coordinator closed")

@@ -29,7 +29,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 	b.NodeID = s.cfg.NodeID
 	b.Host, b.Port = s.advertised(r.c)
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}
-	cid := s.blog.ClusterID()
+	cid := s.blog.Meta().ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.cfg.NodeID
 	resp.AuthorizedOperations = authorizedOperationsOmitted

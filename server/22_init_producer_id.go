@@ -35,7 +35,7 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = id, epoch, fenced(code, req.Version, 4)
 		return resp, nil
 	}
-	id, err := s.blog.AllocateProducerID()
+	id, err := s.blog.Meta().AllocateProducerID()
 	if err != nil {
 		s.log.Error("allocate producer id", "err", err)
 		resp.ErrorCode = wire.ErrUnknownServerError

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
-	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/topicconfig"
 	"inlet/wire"
 )
@@ -107,8 +107,8 @@ type brokerLevels struct {
 
 func (s *Server) brokerLevels() brokerLevels {
 	return brokerLevels{
-		node:           s.blog.BrokerConfigs(batchlog.BrokerNode),
-		clusterDefault: s.blog.BrokerConfigs(batchlog.BrokerClusterDefault),
+		node:           s.blog.BrokerConfigs(meta.BrokerNode),
+		clusterDefault: s.blog.BrokerConfigs(meta.BrokerClusterDefault),
 		static:         s.staticBrokerConfigs(),
 	}
 }

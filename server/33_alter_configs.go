@@ -9,6 +9,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/topicconfig"
 	"inlet/wire"
 )
@@ -111,11 +112,11 @@ func (s *Server) applyConfigs(r *request, typ kmsg.ConfigResourceType, name stri
 // ALTER_CONFIGS on CLUSTER): a super user, one scoped to every topic, or any client of a
 // listener without security.
 func (s *Server) applyBrokerConfigs(r *request, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
-	level := batchlog.BrokerNode
+	level := meta.BrokerNode
 	switch name {
 	case strconv.Itoa(int(s.cfg.NodeID)):
 	case "":
-		level = batchlog.BrokerClusterDefault
+		level = meta.BrokerClusterDefault
 	default:
 		return wire.ErrInvalidRequest, "unexpected broker id, expected " + strconv.Itoa(int(s.cfg.NodeID))
 	}

@@ -31,7 +31,7 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		return resp, nil
 	}
 	resp.EndpointType = 1
-	resp.ClusterID = s.blog.ClusterID()
+	resp.ClusterID = s.blog.Meta().ClusterID()
 	resp.ControllerID = s.cfg.NodeID
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
 	if req.IncludeClusterAuthorizedOperations {

@@ -7,6 +7,7 @@ import (
 
 	"inlet/auth"
 	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/txn"
 	"inlet/wire"
 )
@@ -22,17 +23,17 @@ const transactionMaxTimeout = 15 * time.Minute
 
 func (s *Server) startTxns() error {
 	c, err := txn.New(txn.Config{
-		Store:        s.blog,
+		Store:        s.blog.Meta(),
 		MaxTimeout:   transactionMaxTimeout,
 		IDExpiration: s.cfg.TransactionalIDExpiration,
 		WriteMarkers: s.writeMarkers,
 		CommitOffsets: func(group string, offsets []txn.PendingOffset) error {
 			now := time.Now().UnixMilli()
-			m := make(map[batchlog.OffsetKey]batchlog.CommittedOffset, len(offsets))
-			at := make(map[batchlog.OffsetKey]int64, len(offsets))
+			m := make(map[meta.OffsetKey]meta.CommittedOffset, len(offsets))
+			at := make(map[meta.OffsetKey]int64, len(offsets))
 			for _, o := range offsets {
-				k := batchlog.OffsetKey{Topic: o.Topic, Partition: o.Partition}
-				m[k] = batchlog.CommittedOffset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: now}
+				k := meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}
+				m[k] = meta.CommittedOffset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: now}
 				at[k] = o.At
 			}
 			return s.groups.ApplyTxnOffsets(group, m, at)
@@ -51,8 +52,12 @@ func (s *Server) startTxns() error {
 
 // writeMarkers appends a marker to each partition in one request and waits until they are
 // durable. A partition of a topic deleted since it was added is skipped.
-func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16, kind batchlog.Marker, parts []txn.TopicPartition) error {
+func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16, outcome txn.Marker, parts []txn.TopicPartition) error {
 	now := time.Now().UnixMilli()
+	kind := batchlog.AbortMarker
+	if outcome == txn.CommitMarker {
+		kind = batchlog.CommitMarker
+	}
 	req := &batchlog.Request{}
 	for _, tp := range parts {
 		t, ok := s.blog.Topic(tp.Topic)

@@ -37,7 +37,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"inlet/batchlog"
 	"inlet/wire"
 )
 
@@ -59,6 +58,14 @@ const (
 var StateNames = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"}
 
 func (s State) String() string { return StateNames[s] }
+
+// Marker is the kind of control batch that ends a transaction on each of its partitions.
+type Marker uint8
+
+const (
+	AbortMarker Marker = iota + 1
+	CommitMarker
+)
 
 // TopicPartition names a partition added to a transaction.
 type TopicPartition struct {
@@ -111,7 +118,7 @@ func (r *record) clone() *record {
 
 func (r *record) hasPartition(tp TopicPartition) bool { return slices.Contains(r.Partitions, tp) }
 
-// Store keeps transaction records durable (batchlog.Log implements it).
+// Store keeps transaction records durable (meta.Store implements it).
 type Store interface {
 	SaveTxn(id string, v []byte) error
 	DeleteTxn(id string) error
@@ -127,7 +134,7 @@ type Config struct {
 	MaxTimeout time.Duration
 	// WriteMarkers appends a marker of kind for the producer at epoch to each partition and
 	// returns once they are durable.
-	WriteMarkers func(ctx context.Context, producerID int64, epoch int16, kind batchlog.Marker, parts []TopicPartition) error
+	WriteMarkers func(ctx context.Context, producerID int64, epoch int16, kind Marker, parts []TopicPartition) error
 	// CommitOffsets applies a committed transaction's offsets to their group, durably.
 	CommitOffsets func(group string, offsets []PendingOffset) error
 	// CheckInterval is how often timeouts and unfinished completions are looked at
@@ -651,9 +658,9 @@ func (c *Coordinator) endLocked(t *txn, n *record, commit bool) int16 {
 // saves it Complete*.
 func (c *Coordinator) complete(t *txn, r *record) error {
 	commit := r.State == PrepareCommit
-	kind := batchlog.AbortMarker
+	kind := AbortMarker
 	if commit {
-		kind = batchlog.CommitMarker
+		kind = CommitMarker
 	}
 	if len(r.Partitions) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"inlet/batchlog"
 	"inlet/wire"
 )
 
@@ -62,7 +61,7 @@ func (s *memStore) AllocateProducerID() (int64, error) {
 type markerCall struct {
 	pid   int64
 	epoch int16
-	kind  batchlog.Marker
+	kind  Marker
 	parts []TopicPartition
 }
 
@@ -82,7 +81,7 @@ func newHarness(t *testing.T, store *memStore) *harness {
 	h := &harness{t: t, store: store, offsets: map[string][]PendingOffset{}, now: time.UnixMilli(1_000_000)}
 	c, err := New(Config{
 		Store: store,
-		WriteMarkers: func(_ context.Context, pid int64, epoch int16, kind batchlog.Marker, parts []TopicPartition) error {
+		WriteMarkers: func(_ context.Context, pid int64, epoch int16, kind Marker, parts []TopicPartition) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			if h.failMk {
@@ -155,7 +154,7 @@ func TestCommitWritesMarkersAndAppliesOffsets(t *testing.T) {
 		t.Fatalf("described %+v", d)
 	}
 	want(t, "commit", h.c.EndTxn("t1", pid, epoch, true), wire.ErrNone)
-	if m := h.lastMarker(); m.pid != pid || m.epoch != epoch || m.kind != batchlog.CommitMarker || !reflect.DeepEqual(m.parts, []TopicPartition{tp0, tp1}) {
+	if m := h.lastMarker(); m.pid != pid || m.epoch != epoch || m.kind != CommitMarker || !reflect.DeepEqual(m.parts, []TopicPartition{tp0, tp1}) {
 		t.Fatalf("markers %+v", m)
 	}
 	if got := h.offsets["g"]; !reflect.DeepEqual(got, []PendingOffset{{Topic: "a", Offset: 7}}) {
@@ -175,7 +174,7 @@ func TestCommitWritesMarkersAndAppliesOffsets(t *testing.T) {
 	want(t, "add group", h.c.AddGroup("t1", pid, epoch, "g"), wire.ErrNone)
 	want(t, "offsets", h.c.CommitOffsets("t1", pid, epoch, "g", []PendingOffset{{Topic: "a", Offset: 9}}), wire.ErrNone)
 	want(t, "abort", h.c.EndTxn("t1", pid, epoch, false), wire.ErrNone)
-	if m := h.lastMarker(); m.kind != batchlog.AbortMarker || !reflect.DeepEqual(m.parts, []TopicPartition{tp1}) {
+	if m := h.lastMarker(); m.kind != AbortMarker || !reflect.DeepEqual(m.parts, []TopicPartition{tp1}) {
 		t.Fatalf("abort markers %+v", m)
 	}
 	if got := h.offsets["g"]; len(got) != 1 {
@@ -196,7 +195,7 @@ func TestInitProducerIDFencesAndAbortsTheOpenTransaction(t *testing.T) {
 	want(t, "second init", code, wire.ErrNone)
 	// The open transaction was aborted at a bumped epoch (fencing the old producer's batches
 	// on the partition), and the new producer got a further one.
-	if m := h.lastMarker(); m.kind != batchlog.AbortMarker || m.epoch != e0+1 || m.pid != pid {
+	if m := h.lastMarker(); m.kind != AbortMarker || m.epoch != e0+1 || m.pid != pid {
 		t.Fatalf("abort on re-init: %+v", m)
 	}
 	if pid2 != pid || e1 != e0+2 {
@@ -255,7 +254,7 @@ func TestTimeoutAbortsAndFences(t *testing.T) {
 	h.now = h.now.Add(1001 * time.Millisecond)
 	h.mu.Unlock()
 	h.c.sweep()
-	if m := h.lastMarker(); m.kind != batchlog.AbortMarker || m.epoch != epoch+1 {
+	if m := h.lastMarker(); m.kind != AbortMarker || m.epoch != epoch+1 {
 		t.Fatalf("timeout abort %+v", m)
 	}
 	want(t, "commit after the timeout", h.c.EndTxn("t1", pid, epoch, true), wire.ErrProducerFenced)
@@ -300,7 +299,7 @@ func TestPreparedTransactionsCompleteAfterFailureAndRestart(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if m := h2.lastMarker(); m.kind != batchlog.CommitMarker || m.pid != pid {
+	if m := h2.lastMarker(); m.kind != CommitMarker || m.pid != pid {
 		t.Fatalf("markers after restart %+v", m)
 	}
 	if got := h2.offsets["g"]; !reflect.DeepEqual(got, []PendingOffset{{Topic: "a", Offset: 3}}) {

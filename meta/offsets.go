@@ -1,4 +1,4 @@
-package batchlog
+package meta
 
 import (
 	"encoding/binary"
@@ -72,7 +72,7 @@ type GroupProtocolRecord struct {
 const maxKeyName = 1<<16 - 1
 
 // ErrNameTooLong is returned for a group id or topic name the offset key cannot hold.
-var ErrNameTooLong = errors.New("batchlog: name too long for an offset key")
+var ErrNameTooLong = errors.New("meta: name too long for an offset key")
 
 func groupPrefix(group string) []byte {
 	k := make([]byte, 0, 3+len(group))
@@ -94,7 +94,7 @@ func fitsOffsetKey(group, topic string) bool {
 }
 
 func parseOffsetKey(k []byte) (group string, key OffsetKey, err error) {
-	bad := fmt.Errorf("batchlog: corrupt offset key %s", quoteKey(k))
+	bad := fmt.Errorf("meta: corrupt offset key %s", quoteKey(k))
 	if len(k) < 3 || k[0] != kindOffset {
 		return "", key, bad
 	}
@@ -124,7 +124,7 @@ func appendCommittedOffset(v []byte, o CommittedOffset) []byte {
 
 func parseCommittedOffset(v []byte) (CommittedOffset, error) {
 	if len(v) < committedOffsetLen {
-		return CommittedOffset{}, errors.New("batchlog: corrupt committed offset")
+		return CommittedOffset{}, errors.New("meta: corrupt committed offset")
 	}
 	return CommittedOffset{
 		Offset:      int64(binary.BigEndian.Uint64(v)),
@@ -135,8 +135,8 @@ func parseCommittedOffset(v []byte) (CommittedOffset, error) {
 }
 
 // CommitOffsets stores offsets of one group durably (one synced Pebble batch).
-func (l *Log) CommitOffsets(group string, offsets map[OffsetKey]CommittedOffset) error {
-	if l.db == nil || len(offsets) == 0 {
+func (s *Store) CommitOffsets(group string, offsets map[OffsetKey]CommittedOffset) error {
+	if s.db == nil || len(offsets) == 0 {
 		return nil
 	}
 	for k := range offsets {
@@ -144,7 +144,7 @@ func (l *Log) CommitOffsets(group string, offsets map[OffsetKey]CommittedOffset)
 			return ErrNameTooLong
 		}
 	}
-	b := l.db.NewBatch()
+	b := s.db.NewBatch()
 	defer b.Close()
 	var v []byte
 	for k, o := range offsets {
@@ -155,8 +155,8 @@ func (l *Log) CommitOffsets(group string, offsets map[OffsetKey]CommittedOffset)
 }
 
 // DeleteOffsets removes some committed offsets of a group (OffsetDelete, topic deletion).
-func (l *Log) DeleteOffsets(group string, keys []OffsetKey) error {
-	if l.db == nil || len(keys) == 0 {
+func (s *Store) DeleteOffsets(group string, keys []OffsetKey) error {
+	if s.db == nil || len(keys) == 0 {
 		return nil
 	}
 	for _, k := range keys {
@@ -164,7 +164,7 @@ func (l *Log) DeleteOffsets(group string, keys []OffsetKey) error {
 			return ErrNameTooLong
 		}
 	}
-	b := l.db.NewBatch()
+	b := s.db.NewBatch()
 	defer b.Close()
 	for _, k := range keys {
 		_ = b.Delete(offsetKey(group, k.Topic, k.Partition), nil)
@@ -173,14 +173,14 @@ func (l *Log) DeleteOffsets(group string, keys []OffsetKey) error {
 }
 
 // DeleteGroup removes a group's record and every offset it committed (DeleteGroups).
-func (l *Log) DeleteGroup(group string) error {
-	if l.db == nil {
+func (s *Store) DeleteGroup(group string) error {
+	if s.db == nil {
 		return nil
 	}
 	if !fitsOffsetKey(group, "") {
 		return ErrNameTooLong
 	}
-	b := l.db.NewBatch()
+	b := s.db.NewBatch()
 	defer b.Close()
 	p := groupPrefix(group)
 	// The u16 length in the prefix keeps "ab" from matching "abc"'s keys.
@@ -191,15 +191,15 @@ func (l *Log) DeleteGroup(group string) error {
 
 // SaveGroup stores a group's record. It is synced: a generation handed out must not be
 // handed out again after a crash.
-func (l *Log) SaveGroup(group string, rec GroupRecord) error {
-	if l.db == nil {
+func (s *Store) SaveGroup(group string, rec GroupRecord) error {
+	if s.db == nil {
 		return nil
 	}
 	v, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return l.db.Set(append([]byte{kindGroup}, group...), v, pebble.Sync)
+	return s.db.Set(append([]byte{kindGroup}, group...), v, pebble.Sync)
 }
 
 // StoredGroup is one group as LoadGroups finds it.
@@ -211,9 +211,9 @@ type StoredGroup struct {
 // LoadGroups reads every stored group record and committed offset. A key or value that does
 // not decode is not record data: it is logged, named, and skipped (the group starts without
 // that offset or record) rather than stopping start-up.
-func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
+func (s *Store) LoadGroups() (map[string]*StoredGroup, error) {
 	out := map[string]*StoredGroup{}
-	if l.db == nil {
+	if s.db == nil {
 		return out, nil
 	}
 	get := func(name string) *StoredGroup {
@@ -224,10 +224,10 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 		}
 		return g
 	}
-	err := l.scan([]byte{kindGroup}, func(k, v []byte) error {
+	err := s.scan([]byte{kindGroup}, func(k, v []byte) error {
 		var rec GroupRecord
 		if err := json.Unmarshal(v, &rec); err != nil {
-			l.skipBadKey("group record", k, err)
+			s.skipBadKey("group record", k, err)
 			return nil
 		}
 		get(string(k[1:])).Record = rec
@@ -236,7 +236,7 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = l.scan([]byte{kindOffset}, func(k, v []byte) error {
+	err = s.scan([]byte{kindOffset}, func(k, v []byte) error {
 		group, key, err := parseOffsetKey(k)
 		if err == nil {
 			var o CommittedOffset
@@ -245,7 +245,7 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 				return nil
 			}
 		}
-		l.skipBadKey("committed offset", k, err)
+		s.skipBadKey("committed offset", k, err)
 		return nil
 	})
 	return out, err
@@ -253,20 +253,20 @@ func (l *Log) LoadGroups() (map[string]*StoredGroup, error) {
 
 // SaveTxn stores the transaction coordinator's record of a transactional id, synced: the
 // coordinator answers only once it is durable.
-func (l *Log) SaveTxn(id string, v []byte) error {
-	if l.db == nil {
+func (s *Store) SaveTxn(id string, v []byte) error {
+	if s.db == nil {
 		return nil
 	}
-	return l.db.Set(append([]byte{kindTxn}, id...), v, pebble.Sync)
+	return s.db.Set(append([]byte{kindTxn}, id...), v, pebble.Sync)
 }
 
 // LoadTxns reads every stored transactional id's record.
-func (l *Log) LoadTxns() (map[string][]byte, error) {
+func (s *Store) LoadTxns() (map[string][]byte, error) {
 	out := map[string][]byte{}
-	if l.db == nil {
+	if s.db == nil {
 		return out, nil
 	}
-	err := l.scan([]byte{kindTxn}, func(k, v []byte) error {
+	err := s.scan([]byte{kindTxn}, func(k, v []byte) error {
 		out[string(k[1:])] = append([]byte(nil), v...)
 		return nil
 	})
@@ -274,9 +274,9 @@ func (l *Log) LoadTxns() (map[string][]byte, error) {
 }
 
 // DeleteTxn forgets a transactional id (transactional.id.expiration.ms), synced.
-func (l *Log) DeleteTxn(id string) error {
-	if l.db == nil {
+func (s *Store) DeleteTxn(id string) error {
+	if s.db == nil {
 		return nil
 	}
-	return l.db.Delete(append([]byte{kindTxn}, id...), pebble.Sync)
+	return s.db.Delete(append([]byte{kindTxn}, id...), pebble.Sync)
 }
