@@ -62,7 +62,7 @@ func (l *Log) commitLoop() {
 // so that a restart after Close replays nothing.
 func (l *Log) finalCheckpoint() {
 	s := &l.scratch
-	if l.opts.noFinalCheckpoint || len(s.partitions) == 0 && len(s.producers) == 0 && len(s.expired) == 0 {
+	if l.noFinalCheckpoint || len(s.partitions) == 0 && len(s.producers) == 0 && len(s.expired) == 0 {
 		return
 	}
 	l.commitGroup(nil, 0, true)

@@ -19,10 +19,11 @@ import (
 func writeThreeSegments(t *testing.T, segFS *segfs.MemFS, pebFS vfs.FS, buffered bool) {
 	t.Helper()
 	l, err := Open(Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 8 << 10,
-		SegmentFS: segFS, PebbleFS: pebFS, BufferedSegments: buffered, CheckpointInterval: time.Hour, noFinalCheckpoint: true})
+		SegmentFS: segFS, PebbleFS: pebFS, BufferedSegments: buffered, CheckpointInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.withoutFinalCheckpoint()
 	topic, _ := l.CreateTopic("t", 1, nil)
 	for i := 0; ; i++ {
 		submitWait(t, l, plain(topic.Partitions[0], 1, byte(i)))

@@ -55,7 +55,6 @@
 package batchlog
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -111,9 +110,6 @@ type Options struct {
 	// noSpaceRetry is how long writes stay suspended after a full disk (default
 	// defaultNoSpaceRetry; tests shorten it).
 	noSpaceRetry time.Duration
-	// noFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
-	// replay, as a crash does (tests of the replay).
-	noFinalCheckpoint bool
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int
@@ -305,6 +301,10 @@ type Log struct {
 	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
 	compacted      compactionCounts
 
+	// noFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
+	// replay, as a crash does (set by tests of the replay before Close: export_test.go).
+	noFinalCheckpoint bool
+
 	// committer-owned
 	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
 	verifyTxn     atomic.Pointer[func(string, int64, int16, string, int32) bool]
@@ -446,23 +446,6 @@ func Open(opts Options) (*Log, error) {
 		l.startRetention()
 	}
 	return l, nil
-}
-
-// newWithStore builds a Log around a test store; nothing is recovered.
-func newWithStore(s store, opts Options) *Log {
-	if opts.MaxGroupBytes <= 0 {
-		opts.MaxGroupBytes = defaultMaxGroupBytes
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.OnFatal == nil {
-		opts.OnFatal = func(err error) { panic(err) }
-	}
-	l := &Log{opts: opts, log: opts.Logger, store: s, topics: map[string]*Topic{},
-		producers: map[producerKey]*idem.State{}, notifyCh: make(chan struct{}), meta: meta.Discard(opts.Logger)}
-	l.start()
-	return l
 }
 
 func (l *Log) start() {
@@ -939,18 +922,6 @@ func (l *Log) notify() {
 
 // errSegmentGone: an index entry read names a segment that has been reclaimed since.
 var errSegmentGone = errors.New("batchlog: index names a reclaimed segment")
-
-// WaitIdle is for tests: it returns once every submitted request has been answered.
-func (l *Log) waitIdle(ctx context.Context) error {
-	done := make(chan struct{})
-	l.Submit(&Request{Done: func(*Request) { close(done) }})
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // ProducerWindow is what the log remembers of one idempotent producer on one partition
 // (DescribeProducers).

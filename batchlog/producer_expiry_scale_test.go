@@ -54,8 +54,6 @@ func testManyShortLivedProducers(t *testing.T, layout string) {
 	dir := t.TempDir()
 	var replay replayLog
 	opts := Options{ProducerIDExpiration: exp, RetentionCheckInterval: -1, Logger: slog.New(&replay)}
-	crashOpts := opts
-	crashOpts.noFinalCheckpoint = true
 
 	l := openLayoutOpts(t, dir, layout, opts)
 	topic, err := l.CreateTopic("t", 1, nil)
@@ -124,7 +122,7 @@ func testManyShortLivedProducers(t *testing.T, layout string) {
 	// Restart after a clean Close: the final checkpoint holds the last pass's deletes.
 	replay.reset()
 	began := time.Now()
-	l = openLayoutOpts(t, dir, layout, crashOpts)
+	l = openLayoutOpts(t, dir, layout, opts).withoutFinalCheckpoint()
 	took := time.Since(began)
 	t.Logf("%s: Open after %d producer ids and a clean Close: %v (%d windows loaded, %d producer keys, %d batches replayed)",
 		layout, nextPID, took, liveWindows(t, l), producerKeys(t, l), replay.batches())

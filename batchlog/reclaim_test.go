@@ -27,8 +27,8 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
 			const segBytes = 64 << 10
-			opts := Options{RetentionCheckInterval: -1, CheckpointInterval: -1, noFinalCheckpoint: true}
-			l := openLayoutOpts(t, dir, layout, opts)
+			opts := Options{RetentionCheckInterval: -1, CheckpointInterval: -1}
+			l := openLayoutOpts(t, dir, layout, opts).withoutFinalCheckpoint()
 			l.opts.SegmentBytes = segBytes // openLayoutOpts sets 4 KiB; the store reads its own copy
 			l.segs.segBytes = segBytes
 			slow, _ := l.CreateTopic("slow", 1, nil) // Kafka's default: 7 days
@@ -102,7 +102,7 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 			}
 			check(l, "after a second pass")
 			l.Close() // leaves the replay to the next start (noFinalCheckpoint)
-			l = openLayoutOpts(t, dir, layout, opts)
+			l = openLayoutOpts(t, dir, layout, opts).withoutFinalCheckpoint()
 			check(l, "after a restart")
 			// The copies keep no segment alive either: another firehose hour goes too.
 			fire = mustTopic(t, l, "fire")

@@ -85,11 +85,12 @@ func benchRecovery(b *testing.B, size int64) {
 		b.StartTimer()
 
 		began := time.Now()
-		l, err := Open(Options{Dir: work, noFinalCheckpoint: true, Logger: discard})
+		l, err := Open(Options{Dir: work, Logger: discard})
 		opening += time.Since(began)
 		if err != nil {
 			b.Fatal(err)
 		}
+		l.withoutFinalCheckpoint()
 		if err := l.Close(); err != nil {
 			b.Fatal(err)
 		}
@@ -131,10 +132,11 @@ func pebbleWALBytes(b *testing.B, dir string) int64 {
 // dir and closes it without a final checkpoint. It returns the checkpoint left in Pebble and
 // whether segments were written with O_DIRECT.
 func writeCrashedLog(b *testing.B, dir string, size int64) (ckSeg uint32, ckPos int64, direct bool) {
-	l, err := Open(Options{Dir: dir, noFinalCheckpoint: true, Logger: slog.New(slog.DiscardHandler)})
+	l, err := Open(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
+	l.withoutFinalCheckpoint()
 	topic, err := l.CreateTopic("recovery", 4, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -42,7 +42,7 @@ func TestBothLayoutsRecoverAfterRestart(t *testing.T) {
 	for _, layout := range []string{LayoutSegments, segmentsBuffered, LayoutPebble} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			l := openLayoutOpts(t, dir, layout, Options{noFinalCheckpoint: true, CheckpointInterval: time.Hour})
+			l := openLayoutOpts(t, dir, layout, Options{CheckpointInterval: time.Hour}).withoutFinalCheckpoint()
 			topic, _ := l.CreateTopic("t", 2, nil)
 			var appends []Append
 			for i := 0; i < 40; i++ {

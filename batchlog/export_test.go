@@ -1,0 +1,45 @@
+package batchlog
+
+import (
+	"context"
+	"log/slog"
+
+	"inlet/idem"
+	"inlet/meta"
+)
+
+// newWithStore builds a Log around a test store; nothing is recovered.
+func newWithStore(s store, opts Options) *Log {
+	if opts.MaxGroupBytes <= 0 {
+		opts.MaxGroupBytes = defaultMaxGroupBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.OnFatal == nil {
+		opts.OnFatal = func(err error) { panic(err) }
+	}
+	l := &Log{opts: opts, log: opts.Logger, store: s, topics: map[string]*Topic{},
+		producers: map[producerKey]*idem.State{}, notifyCh: make(chan struct{}), meta: meta.Discard(opts.Logger)}
+	l.start()
+	return l
+}
+
+// waitIdle returns once every submitted request has been answered.
+func (l *Log) waitIdle(ctx context.Context) error {
+	done := make(chan struct{})
+	l.Submit(&Request{Done: func(*Request) { close(done) }})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// withoutFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
+// replay, as a crash does. Call it before Close (the committer reads it once Close stops it).
+func (l *Log) withoutFinalCheckpoint() *Log {
+	l.noFinalCheckpoint = true
+	return l
+}
