@@ -253,12 +253,11 @@ func TestCompactionKeepsTheLatestRecordPerKey(t *testing.T) {
 // after its first batch, are not compacted.
 func TestCompactionStopsAtTheLastStableOffset(t *testing.T) {
 	l, err := Open(Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segfs.NewCrashableMem(),
-		PebbleFS: vfs.NewCrashableMem(), RetentionCheckInterval: -1})
+		PebbleFS: vfs.NewCrashableMem(), RetentionCheckInterval: -1, Txns: verifyFunc(func(string, int64, int16, string, int32) bool { return true })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.VerifyTransactionalWrites(func(string, int64, int16, string, int32) bool { return true })
 	p := compactedTopic(t, l, nil)
 	c := &compactionLog{t: t, written: map[int64]keyed{}, ts: time.Now().UnixMilli() - 60_000}
 	for range 5 {

@@ -47,8 +47,11 @@ func storedWindows(t *testing.T, l *Log, id uint32) int {
 // still holds for a deleted partition is dropped at start-up.
 func TestDeletedTopicDropsItsOpenTransactionWindows(t *testing.T) {
 	dir := t.TempDir()
-	l := openTemp(t, dir)
-	l.VerifyTransactionalWrites(func(string, int64, int16, string, int32) bool { return true })
+	l, err := Open(Options{Dir: dir, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20,
+		Txns: verifyFunc(func(string, int64, int16, string, int32) bool { return true })})
+	if err != nil {
+		t.Fatal(err)
+	}
 	gone, _ := l.CreateTopic("gone", 1, nil)
 	keep, _ := l.CreateTopic("keep", 1, nil)
 	pg, pk := gone.Partitions[0], keep.Partitions[0]

@@ -43,3 +43,10 @@ func (l *Log) withoutFinalCheckpoint() *Log {
 	l.noFinalCheckpoint = true
 	return l
 }
+
+// verifyFunc is a TxnVerifier answering with a function.
+type verifyFunc func(transactionalID string, producerID int64, epoch int16, topic string, partition int32) bool
+
+func (f verifyFunc) Verify(transactionalID string, producerID int64, epoch int16, topic string, partition int32) bool {
+	return f(transactionalID, producerID, epoch, topic, partition)
+}

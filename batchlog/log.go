@@ -80,9 +80,9 @@ import (
 type Options struct {
 	// Dir is the Pebble directory. Ignored when Discard is set.
 	Dir string
-	// Meta is the catalog, opened on Dir (meta.Open) by the caller, whose Pebble database the
-	// log keeps its own keys in; the caller closes it after the log. Nil: Open opens it (a
-	// meta.Discard one with Discard) and Close closes it.
+	// Meta is the catalog, opened on Dir by the caller (meta.Open, or meta.Discard with
+	// Discard): the log keeps its own keys in its Pebble database. Open takes it over: Close,
+	// or a failed Open, closes it. Nil: Open opens it, with Dir, MemTableSize and PebbleFS.
 	Meta *meta.Store
 	// Discard acknowledges without storing anything (benchmark ceiling only).
 	Discard bool
@@ -129,6 +129,9 @@ type Options struct {
 	OnFatal func(error)
 	// Observer, when set, is told of every durable group and every segment fsync (metrics).
 	Observer Observer
+	// Txns, the transaction coordinator, is asked about every transactional batch (txn.go).
+	// Nil: every transactional batch is refused (INVALID_TXN_STATE).
+	Txns TxnVerifier
 	// MinFreeBytes suspends writes (appends answered KAFKA_STORAGE_ERROR, as on a full disk)
 	// while the segments' file system has less free space than this, checked every 100 ms by
 	// the committer: Pebble then never meets a full disk, which it cannot survive (a failed
@@ -275,8 +278,6 @@ type Log struct {
 	segs  *segmentStore // the store, with the segments layout; nil otherwise
 	db    *pebble.DB    // meta's database, holding the log's keys too; nil in discard mode
 	meta  *meta.Store   // the catalog: topic records, broker configs (package meta)
-	// ownMeta: Open opened meta, so Close closes it.
-	ownMeta bool
 
 	queue   chan *Request
 	pending chan *pendingGroup
@@ -307,7 +308,6 @@ type Log struct {
 
 	// committer-owned
 	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
-	verifyTxn     atomic.Pointer[func(string, int64, int16, string, int32) bool]
 	producers     map[producerKey]*idem.State
 	scratch       groupScratch
 	free          chan *pendingGroup
@@ -362,10 +362,16 @@ func Open(opts Options) (*Log, error) {
 	if opts.MaxGroupBytes <= 0 {
 		opts.MaxGroupBytes = defaultMaxGroupBytes
 	}
+	if opts.Meta != nil && opts.Meta.MemTableSize() != 0 {
+		opts.MemTableSize = opts.Meta.MemTableSize()
+	}
 	if opts.MemTableSize == 0 {
 		opts.MemTableSize = defaultMemTableSize
 	}
 	if uint64(opts.MaxGroupBytes) >= opts.MemTableSize/2 {
+		if opts.Meta != nil {
+			opts.Meta.Close()
+		}
 		return nil, fmt.Errorf("batchlog: MaxGroupBytes %d must be below MemTableSize/2 (%d)", opts.MaxGroupBytes, opts.MemTableSize/2)
 	}
 	if opts.Logger == nil {
@@ -387,7 +393,6 @@ func Open(opts Options) (*Log, error) {
 	}
 	l.meta = opts.Meta
 	if l.meta == nil {
-		l.ownMeta = true
 		if opts.Discard {
 			l.meta = meta.Discard(opts.Logger)
 		} else {
@@ -459,13 +464,8 @@ func (l *Log) start() {
 	go l.completeLoop()
 }
 
-// closeMeta closes the catalog if Open opened it.
-func (l *Log) closeMeta() error {
-	if !l.ownMeta {
-		return nil
-	}
-	return l.meta.Close()
-}
+// closeMeta closes the catalog, the log's since Open.
+func (l *Log) closeMeta() error { return l.meta.Close() }
 
 // Meta is the catalog the log keeps its topics in: group offsets, transaction records, broker
 // configs and ids are read and written there directly.

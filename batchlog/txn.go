@@ -18,7 +18,7 @@ import (
 // transaction, its partitions, its timeout) lives in package txn; this file only
 //
 //   - opens a transaction on a partition at a producer's first transactional batch there
-//     (idem.State.TxnFirstOffset), asking the coordinator first (VerifyTransactionalWrites):
+//     (idem.State.TxnFirstOffset), asking the coordinator first (Options.Txns, a TxnVerifier):
 //     a batch for a partition the transaction has not added, or after it began to end, is
 //     INVALID_TXN_STATE, as with KIP-890's verification;
 //   - appends the markers that end it (control batches, Append.Marker), through the same
@@ -132,12 +132,13 @@ func (p *Partition) stableOffset() int64 {
 	return lso
 }
 
-// VerifyTransactionalWrites sets the function the committer asks about every transactional
-// batch (the coordinator's record of AddPartitionsToTxn): is the transactional id's current
-// producer this one, at this epoch, in a transaction that added the partition? It runs on the
-// committer goroutine and must not wait for it. Unset, every transactional batch is refused.
-func (l *Log) VerifyTransactionalWrites(fn func(transactionalID string, producerID int64, epoch int16, topic string, partition int32) bool) {
-	l.verifyTxn.Store(&fn)
+// TxnVerifier is what the committer asks about every transactional batch (Options.Txns; package
+// txn's Coordinator is one): is the transactional id's current producer this one, at this
+// epoch, in a transaction that added the partition (the coordinator's record of
+// AddPartitionsToTxn)? Verify runs on the committer goroutine: it must be quick and must not
+// wait for the committer.
+type TxnVerifier interface {
+	Verify(transactionalID string, producerID int64, epoch int16, topic string, partition int32) bool
 }
 
 // MarkerAppend returns the append of a transaction marker for producerID at epoch on p.
@@ -189,8 +190,8 @@ func (l *Log) checkTransactional(transactionalID string, a *Append, st *idem.Sta
 	if st.TxnFirstOffset >= 0 && a.ProducerEpoch != st.Epoch {
 		return wire.ErrInvalidProducerEpoch
 	}
-	fn := l.verifyTxn.Load()
-	if fn == nil || !(*fn)(transactionalID, a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
+	v := l.opts.Txns
+	if v == nil || !v.Verify(transactionalID, a.ProducerID, a.ProducerEpoch, a.Partition.Topic, a.Partition.Index) {
 		return wire.ErrInvalidTxnState
 	}
 	return wire.ErrNone

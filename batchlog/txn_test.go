@@ -41,15 +41,15 @@ func wantOK(t *testing.T, r *Request) {
 // After a clean restart and after a power loss the same state comes back.
 func TestTransactionsOnThePartition(t *testing.T) {
 	segFS, pebFS := segfs.NewCrashableMem(), vfs.NewCrashableMem()
+	allowed := map[int64]bool{1: true, 2: true}
 	opts := Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 8 << 10,
-		SegmentFS: segFS, PebbleFS: pebFS, OnFatal: func(err error) { t.Errorf("log stopped: %v", err) }}
+		SegmentFS: segFS, PebbleFS: pebFS, OnFatal: func(err error) { t.Errorf("log stopped: %v", err) },
+		Txns: verifyFunc(func(_ string, pid int64, _ int16, _ string, _ int32) bool { return allowed[pid] })}
 	open := func() *Log {
 		l, err := Open(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		allowed := map[int64]bool{1: true, 2: true}
-		l.VerifyTransactionalWrites(func(_ string, pid int64, _ int16, _ string, _ int32) bool { return allowed[pid] })
 		return l
 	}
 	l := open()

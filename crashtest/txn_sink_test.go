@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/segfs"
 	"inlet/server"
 )
@@ -327,14 +328,21 @@ func (p *powerLossNode) start(t *testing.T) {
 	t.Helper()
 	var err error
 	for range 50 {
+		cat, err := meta.Open(meta.Options{Dir: "/data", FS: p.pebFS, Logger: quietLogger()})
+		if err != nil {
+			t.Fatalf("open the catalog after a power loss: %v", err)
+		}
+		p.srv, err = server.New(server.Config{Listen: p.listen, DefaultPartitions: 1, Workers: 2,
+			Logger: quietLogger(), GroupInitialRebalanceDelay: -1}, cat)
+		if err != nil {
+			t.Fatalf("load the coordinators after a power loss: %v", err)
+		}
 		p.blog, err = batchlog.Open(batchlog.Options{Dir: "/data", SegmentFS: p.segFS, PebbleFS: p.pebFS,
-			SegmentBytes: 1 << 20, Logger: quietLogger()})
+			SegmentBytes: 1 << 20, Logger: quietLogger(), Meta: cat, Txns: p.srv.Txns()})
 		if err != nil {
 			t.Fatalf("open the log after a power loss: %v", err)
 		}
-		p.srv, err = server.Start(server.Config{Listen: p.listen, DefaultPartitions: 1, Workers: 2,
-			Logger: quietLogger(), GroupInitialRebalanceDelay: -1}, p.blog)
-		if err == nil {
+		if err = p.srv.Start(p.blog); err == nil {
 			if strings.HasSuffix(p.listen, ":0") {
 				p.listen = p.srv.Addr() // the first start, before the sink and the crashes
 			}

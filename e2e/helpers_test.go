@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/meta"
 	"inlet/metrics"
 	"inlet/server"
 )
@@ -72,14 +73,23 @@ func (b *broker) tryStart() error {
 		keys = append(keys, k.ApiKey)
 	}
 	m := metrics.New(keys, "test", "")
-	blog, err := batchlog.Open(batchlog.Options{Dir: b.dir, Logger: testLogger(), Observer: m.Commits})
+	cat, err := meta.Open(meta.Options{Dir: b.dir, Logger: testLogger()})
 	if err != nil {
-		return fmt.Errorf("open batch log: %w", err)
+		return fmt.Errorf("open catalog: %w", err)
 	}
 	cfg := b.cfg
 	cfg.Metrics = m.Requests
-	srv, err := server.Start(cfg, blog)
+	srv, err := server.New(cfg, cat)
 	if err != nil {
+		cat.Close()
+		return fmt.Errorf("start server: %w", err)
+	}
+	blog, err := batchlog.Open(batchlog.Options{Dir: b.dir, Logger: testLogger(), Observer: m.Commits, Meta: cat, Txns: srv.Txns()})
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("open batch log: %w", err)
+	}
+	if err := srv.Start(blog); err != nil {
 		blog.Close()
 		return fmt.Errorf("start server: %w", err)
 	}

@@ -73,7 +73,7 @@ type Store struct {
 	db     *pebble.DB // nil: nothing is stored (Discard)
 	log    *slog.Logger
 	stalls writeStalls // Pebble's write stalls, counted by its event listener (pebble.go)
-	owned  bool        // Close closes db (Open opened it)
+	memTableSize uint64
 
 	clusterID string
 	partSeq   uint32 // the stored partition-id counter as loaded; the log advances it (SaveTopic)
@@ -131,13 +131,18 @@ func (s *Store) load() error {
 // Store that stores nothing.
 func (s *Store) DB() *pebble.DB { return s.db }
 
-// Close closes the database if Open opened it. The record log must be closed first.
+// Close closes the database. The record log that took the Store closes it (batchlog's
+// Log.Close), after its own files.
 func (s *Store) Close() error {
-	if s.db == nil || !s.owned {
+	if s.db == nil {
 		return nil
 	}
 	return s.db.Close()
 }
+
+// MemTableSize is Pebble's memtable size, which the log's group commits must stay below half
+// of (0 for a Store that stores nothing).
+func (s *Store) MemTableSize() uint64 { return s.memTableSize }
 
 // ClusterID is stable across restarts.
 func (s *Store) ClusterID() string { return s.clusterID }

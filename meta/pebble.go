@@ -15,7 +15,8 @@ import (
 // the log's index and record batches are most of what the database holds.
 type Options struct {
 	Dir string
-	// MemTableSize is Pebble's memtable size (the log's group commits must stay below half).
+	// MemTableSize is Pebble's memtable size (the log's group commits must stay below half);
+	// 0 means the default, 64 MiB.
 	MemTableSize uint64
 	// FS is Pebble's file system (default the operating system's); tests crash a
 	// vfs.NewCrashableMem under it.
@@ -26,7 +27,10 @@ type Options struct {
 // Open opens (or creates) the Pebble database in o.Dir and the catalog in it. Close closes the
 // database.
 func Open(o Options) (*Store, error) {
-	s := &Store{log: o.Logger, owned: true}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = defaultMemTableSize
+	}
+	s := &Store{log: o.Logger, memTableSize: o.MemTableSize}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -41,6 +45,8 @@ func Open(o Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+const defaultMemTableSize = 64 << 20
 
 func pebbleOptions(opts Options, stalls *writeStalls) *pebble.Options {
 	o := &pebble.Options{

@@ -13,7 +13,7 @@ import (
 
 func (s *Server) startGroups() error {
 	delay := max(s.cfg.GroupInitialRebalanceDelay, 0) // negative: none
-	c, err := groups.New(s.blog.Meta(), groups.Config{
+	c, err := groups.New(s.meta, groups.Config{
 		Logger:                s.log,
 		InitialRebalanceDelay: time.Duration(delay),
 		OffsetsRetention:      s.cfg.OffsetsRetention,

@@ -24,6 +24,7 @@ import (
 	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/groups"
+	"inlet/meta"
 	"inlet/metrics"
 	"inlet/quota"
 	"inlet/schema"
@@ -162,6 +163,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	blog *batchlog.Log
+	meta *meta.Store          // the catalog the coordinators load from and write to
 	tr   *transport.Transport // framing, the in-flight budget, ordered replies, both back-ends
 	m    *metrics.Requests    // Config.Metrics; nil: none
 
@@ -195,31 +197,51 @@ type Server struct {
 	streams []*listener // listeners served a goroutine per connection (tls.go)
 }
 
-// Start listens and serves until Shutdown. It returns once the listener is bound.
-func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
+// New builds a server on the catalog m, before the log opens: the transaction coordinator
+// loads its records from m, and Txns is what the log takes to verify transactional batches
+// (batchlog.Options.Txns). Start serves on that log; a server that is not started is released
+// with Close.
+func New(cfg Config, m *meta.Store) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		blog:    blog,
+		meta:    m,
 		m:       cfg.Metrics,
 		drainCh: make(chan struct{}),
 		quotas:  quota.NewManager(),
 	}
-	s.tr = s.newTransport()
-	if err := s.setupListeners(); err != nil {
-		return nil, err
-	}
-	if err := s.openTenants(); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	if err := s.startGroups(); err != nil {
-		return nil, fmt.Errorf("server: load groups: %w", err)
-	}
-	if err := s.startTxns(); err != nil {
-		s.groups.Close()
+	if err := s.loadTxns(); err != nil {
 		return nil, fmt.Errorf("server: load transactions: %w", err)
 	}
+	return s, nil
+}
+
+// Txns is the transaction coordinator, for batchlog.Options.Txns.
+func (s *Server) Txns() batchlog.TxnVerifier { return s.txns }
+
+// Close releases a server New built that is not started (its log failed to open).
+func (s *Server) Close() { s.closeCoordinators() }
+
+// Start listens on the log blog (opened with Txns) and serves until Shutdown. It returns once
+// the listener is bound. On an error it releases the server (as Close does).
+func (s *Server) Start(blog *batchlog.Log) error {
+	s.blog = blog
+	s.tr = s.newTransport()
+	if err := s.setupListeners(); err != nil {
+		s.closeCoordinators()
+		return err
+	}
+	if err := s.openTenants(); err != nil {
+		s.closeCoordinators()
+		return fmt.Errorf("server: %w", err)
+	}
+	// The groups load once the log is open, as their members' sessions start counting then.
+	if err := s.startGroups(); err != nil {
+		s.closeCoordinators()
+		return fmt.Errorf("server: load groups: %w", err)
+	}
+	s.startTxns()
 	s.connTab.init()
 	s.clock.Store(time.Now().UnixNano())
 	s.reaperStop, s.reaperDone = make(chan struct{}), make(chan struct{})
@@ -228,10 +250,10 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		if err := s.startStreams(); err != nil {
 			s.stopReaper()
 			s.closeCoordinators()
-			return nil, err
+			return err
 		}
 		s.addr = s.streams[0].addr.(*net.TCPAddr)
-		return s, nil
+		return nil
 	}
 	var bootErr error // the advertised address's, from gnetBooted
 	g, err := s.tr.ServeGnet(&endpoint{s, s.gnetL}, transport.GnetConfig{
@@ -243,19 +265,19 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		s.stopReaper()
 		s.closeCoordinators()
 		if bootErr != nil {
-			return nil, bootErr
+			return bootErr
 		}
-		return nil, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	s.gnet = g
-	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
+	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", s.cfg.Workers)
 	if err := s.startStreams(); err != nil {
 		_ = g.Stop()
 		s.stopReaper()
 		s.closeCoordinators()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // newTransport is the transport every listener of s shares: the in-flight budget, frames of 8

@@ -21,9 +21,12 @@ import (
 // transactionMaxTimeout is transaction.max.timeout.ms's default.
 const transactionMaxTimeout = 15 * time.Minute
 
-func (s *Server) startTxns() error {
+// loadTxns builds the transaction coordinator on the catalog, before the log opens (the log
+// takes it: Txns). Its markers go to the log, and its offsets to the group coordinator, once
+// startTxns has started it.
+func (s *Server) loadTxns() error {
 	c, err := txn.New(txn.Config{
-		Store:        s.blog.Meta(),
+		Store:        s.meta,
 		MaxTimeout:   transactionMaxTimeout,
 		IDExpiration: s.cfg.TransactionalIDExpiration,
 		WriteMarkers: s.writeMarkers,
@@ -44,10 +47,14 @@ func (s *Server) startTxns() error {
 		return err
 	}
 	s.txns = c
-	s.blog.VerifyTransactionalWrites(c.Verify)
-	c.Start()
-	s.groups.Start() // offset expiry asks the transaction coordinator about pending offsets
 	return nil
+}
+
+// startTxns starts the transaction coordinator on the log (Start has set s.blog), then the
+// groups' offset expiry, which asks it about pending offsets.
+func (s *Server) startTxns() {
+	s.txns.Start()
+	s.groups.Start()
 }
 
 // writeMarkers appends a marker to each partition in one request and waits until they are
@@ -107,5 +114,7 @@ func (s *Server) closeCoordinators() {
 	if s.txns != nil {
 		s.txns.Close()
 	}
-	s.groups.Close()
+	if s.groups != nil { // nil until Start loads them
+		s.groups.Close()
+	}
 }

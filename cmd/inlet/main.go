@@ -14,6 +14,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/config"
+	"inlet/meta"
 	"inlet/server"
 )
 
@@ -69,11 +70,6 @@ func main() {
 	default:
 		usage("--storage must be segments, pebble or discard, not %q", *o.storage)
 	}
-	blog, err := batchlog.Open(opts)
-	if err != nil {
-		logger.Error("open log", "err", err)
-		os.Exit(1)
-	}
 	perIPOverrides, err := server.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
@@ -82,7 +78,7 @@ func main() {
 	if err != nil {
 		usage("--super-users: %v", err)
 	}
-	srv, err := server.Start(server.Config{
+	blog, srv := openNode(logger, opts, server.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
 		NodeID:            int32(*o.nodeID),
@@ -113,12 +109,7 @@ func main() {
 		OffsetsRetention:             minutesFlag(*o.offsetsRetentionMinutes),
 		TransactionalIDExpiration:    msFlag(*o.transactionalIDExpirationMs),
 		Metrics:                      mon.requests(),
-	}, blog)
-	if err != nil {
-		logger.Error("start", "err", err)
-		blog.Close()
-		os.Exit(1)
-	}
+	})
 
 	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
@@ -222,4 +213,37 @@ func minutesFlag(m int) time.Duration {
 func usage(f string, a ...any) {
 	fmt.Fprintf(os.Stderr, "inlet: "+f+"\n", a...)
 	os.Exit(2)
+}
+
+// openNode opens the catalog, builds the server on it, opens the log with the server's
+// transaction coordinator (the log verifies transactional batches against it) and starts the
+// server on the log. It exits on an error.
+func openNode(logger *slog.Logger, opts batchlog.Options, cfg server.Config) (*batchlog.Log, *server.Server) {
+	cat := meta.Discard(logger)
+	if !opts.Discard {
+		var err error
+		if cat, err = meta.Open(meta.Options{Dir: opts.Dir, Logger: logger}); err != nil {
+			logger.Error("open log", "err", err)
+			os.Exit(1)
+		}
+	}
+	srv, err := server.New(cfg, cat)
+	if err != nil {
+		logger.Error("start", "err", err)
+		cat.Close()
+		os.Exit(1)
+	}
+	opts.Meta, opts.Txns = cat, srv.Txns()
+	blog, err := batchlog.Open(opts)
+	if err != nil {
+		logger.Error("open log", "err", err)
+		srv.Close()
+		os.Exit(1)
+	}
+	if err := srv.Start(blog); err != nil {
+		logger.Error("start", "err", err)
+		blog.Close()
+		os.Exit(1)
+	}
+	return blog, srv
 }
