@@ -1,6 +1,11 @@
 // Package batchlog is Inlet's durable log: record batches in append-only segment files, and in
-// Pebble their index, high watermarks, producer windows, topics and group offsets, written by
-// one group committer.
+// Pebble their index, high watermarks, log starts and producer windows, written by one group
+// committer. The Pebble database is the catalog's (package meta, given at Open or opened by
+// it): topic records, group offsets, transaction records, broker configs and ids live there
+// and are written by meta, not by the committer. The log keeps the in-memory topic table the
+// produce and fetch paths read (Topic, Topics), and asks meta to write a topic's record
+// (synced) before it changes it. It asks the transaction coordinator, given at Open as a
+// TxnVerifier (txn.go), about every transactional batch.
 //
 // # Commit pipeline (the default: --storage segments, direct I/O)
 //
@@ -44,14 +49,20 @@
 // A simpler design, the committer waiting for each fsync itself (bbolt's DB.Batch), leaves the
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
 //
-// Files: commit.go (the committer and completer), segment.go (segment files, the write paths,
-// replay), index.go (the segment index's encoding), store.go (the store seam, the pebble and
-// discard layouts), retention.go, compact.go (compacted topics), reclaim.go (space per
-// partition), nospace.go (a full disk), producer_expiry.go, txn.go (transactions on the
-// partition), offsets.go, topics_admin.go, broker_configs.go, keys.go (Pebble keys).
+// Files: log.go (Open, recovery, the topic table, Submit), commit.go (the committer and
+// completer), segment.go (segment files, the write paths, replay), startcheck.go (the
+// start-up check of the metadata against the segments), index.go (the segment index's
+// encoding), store.go (the store seam, the pebble and discard layouts), readplan.go (read
+// planning, the tail cache), recent.go (the recent index), stats.go, retention.go,
+// compact.go (compacted topics), reclaim.go (space per partition), nospace.go (a full disk),
+// producer_expiry.go, txn.go (transactions on the partition), topics_admin.go (topic changes,
+// DeleteRecords), broker_configs.go (the broker configs in force as topic defaults), keys.go
+// (the log's Pebble keys).
 //
-// Lock order: Log.retainMu before Log.topicsMu before Log.pidMu; none is held while waiting on
-// the committer, except retainMu by the reclaim pass (so the committer only TryLocks it).
+// Lock order: Log.retainMu before Log.topicsMu (and before the segment set's mu); none is held
+// while waiting on the committer, except retainMu by the reclaim pass (so the committer only
+// TryLocks it). Under topicsMu the log calls meta's synced writes, which take no lock of the
+// log's.
 package batchlog
 
 import (
