@@ -693,7 +693,7 @@ func (c *Coordinator) complete(t *txn, r *record) error {
 
 // Verify reports whether a transactional batch may be written: the transactional id's
 // producer is this one at this epoch, its transaction is Ongoing and added the partition
-// (batchlog's VerifyTransactionalWrites).
+// (the log holds the coordinator as its batchlog.TxnVerifier, given at its Open).
 func (c *Coordinator) Verify(id string, producerID int64, epoch int16, topic string, partition int32) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
