@@ -124,7 +124,7 @@ type Options struct {
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int
-	// MemTableSize is Pebble's memtable size.
+	// MemTableSize is Pebble's memtable size (with Meta, the one it was opened with).
 	MemTableSize uint64
 	Logger       *slog.Logger
 	// RetentionCheckInterval is how often retention runs in the background (default 5
