@@ -15,9 +15,11 @@
 // and returns. Nothing here runs on the produce path.
 //
 // Who opens Pebble: Open, with the options of the record log that shares the database (Options
-// mirrors the ones it needs); the log takes the Store at its own Open and keeps its keys
-// (index, high watermarks, checkpoint, producer windows, log starts, aborted transactions) in
-// DB. A Store with no database (Discard) stores nothing and loads nothing.
+// mirrors the ones it needs), before the log, so that the transaction coordinator can load
+// from it and be handed to the log. The log takes the Store at its own Open
+// (batchlog.Options.Meta), keeps its keys (index, high watermarks, checkpoint, producer
+// windows, log starts, aborted transactions) in DB, and closes it at Close. A Store with no
+// database (Discard) stores nothing and loads nothing.
 //
 // Files: meta.go (Store, Open, the key layout, the producer-id and cluster-id allocation),
 // pebble.go (Pebble's options and write-stall counting), topics.go (topic records),
