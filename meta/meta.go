@@ -72,9 +72,9 @@ const producerIDBlock = 1024
 
 // Store is the catalog of one node.
 type Store struct {
-	db     *pebble.DB // nil: nothing is stored (Discard)
-	log    *slog.Logger
-	stalls writeStalls // Pebble's write stalls, counted by its event listener (pebble.go)
+	db           *pebble.DB // nil: nothing is stored (Discard)
+	log          *slog.Logger
+	stalls       writeStalls // Pebble's write stalls, counted by its event listener (pebble.go)
 	memTableSize uint64
 
 	clusterID string
