@@ -44,14 +44,19 @@
 // A simpler design, the committer waiting for each fsync itself (bbolt's DB.Batch), leaves the
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
 //
+// The upkeep passes (retention, compaction, the reclaim of segment files, producer expiry)
+// are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the segment
+// store's side of the reclaim (which files can go, the copies forward).
+//
 // Files: commit.go (the committer and completer), segment.go (segment files, the write paths,
 // replay), index.go (the segment index's encoding), store.go (the store seam, the pebble and
-// discard layouts), retention.go, compact.go (compacted topics), reclaim.go (space per
-// partition), nospace.go (a full disk), producer_expiry.go, txn.go (transactions on the
-// partition), offsets.go, topics_admin.go, broker_configs.go, keys.go (Pebble keys).
+// discard layouts), upkeep_ops.go (the passes' operations), reclaim.go (space per partition),
+// nospace.go (a full disk), txn.go (transactions on the partition), offsets.go,
+// topics_admin.go, broker_configs.go, keys.go (Pebble keys).
 //
 // Lock order: Log.retainMu before Log.topicsMu before Log.pidMu; none is held while waiting on
-// the committer, except retainMu by the reclaim pass (so the committer only TryLocks it).
+// the committer, except retainMu by an upkeep pass (Log.RunPass; so the committer only
+// TryLocks it).
 package batchlog
 
 import (
@@ -99,14 +104,6 @@ type Options struct {
 	// written last, kept so that reads of recent data come from memory (readplan.go). 0 means
 	// the default, 64 MiB; negative, no cache.
 	FetchCacheBytes int64
-	// noRelocate keeps the reclaim pass from copying batches forward: it deletes only
-	// segments no live batch is in (BenchmarkMixedRetentionSpace compares).
-	noRelocate bool
-	// compactPace and compactChunk replace compactBytesPerSec and compactChunk (tests).
-	compactPace, compactChunk int
-	// noSpaceRetry is how long writes stay suspended after a full disk (default
-	// defaultNoSpaceRetry; tests shorten it).
-	noSpaceRetry time.Duration
 	// noFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
 	// replay, as a crash does (tests of the replay).
 	noFinalCheckpoint bool
@@ -116,13 +113,6 @@ type Options struct {
 	// MemTableSize is Pebble's memtable size.
 	MemTableSize uint64
 	Logger       *slog.Logger
-	// RetentionCheckInterval is how often retention runs in the background (default 5
-	// minutes, Kafka's log.retention.check.interval.ms); negative disables it.
-	RetentionCheckInterval time.Duration
-	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: a producer window with no
-	// write for this long is dropped by the background pass (default 24 hours; negative:
-	// never). A producer that writes again after that starts a new window, as on Kafka.
-	ProducerIDExpiration time.Duration
 	// OnFatal is called when a group cannot be written or synced. The log cannot continue
 	// after that (a later group may not be acknowledged while an earlier one is in doubt);
 	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
@@ -194,11 +184,8 @@ type Partition struct {
 	// txn: open transactions, the last stable offset and the aborted index (txn.go).
 	txn txnState
 	// cleanedTo: a compacted partition's batches below it were compacted by the last pass
-	// (compact.go); the retention goroutine's.
+	// (Pass.MarkCompacted).
 	cleanedTo atomic.Int64
-	// cleanPasses: when passes compacted up to where (compact.go), for tombstones' delete
-	// horizon; the retention goroutine's.
-	cleanPasses []cleanPass
 }
 
 // HighWatermark is the offset after the last durable record.
@@ -283,9 +270,11 @@ type Log struct {
 	closed  atomic.Bool
 	failed  atomic.Bool
 	// suspended: a segment write ran out of space (nospace.go); until resume succeeds, every
-	// append is answered KAFKA_STORAGE_ERROR. suspendedAt is when (unix ns), for the retry.
-	suspended   atomic.Bool
-	suspendedAt atomic.Int64
+	// append is answered KAFKA_STORAGE_ERROR. suspendedAt is when (unix ns), for the retry
+	// after noSpaceRetry.
+	suspended    atomic.Bool
+	suspendedAt  atomic.Int64
+	noSpaceRetry time.Duration
 
 	topicsMu sync.RWMutex
 	topics   map[string]*Topic
@@ -296,7 +285,7 @@ type Log struct {
 	partSeq       uint32
 	clusterID     string
 
-	retainMu       sync.Mutex   // serialises log-start changes (retention, DeleteRecords)
+	retainMu       sync.Mutex   // serialises log-start changes (upkeep passes, DeleteRecords)
 	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
 	compacted      compactionCounts
 
@@ -357,8 +346,12 @@ func (pg *pendingGroup) advance(p *Partition) {
 	pg.advances = append(pg.advances, hwAdvance{p: p, hw: p.next, lso: lso})
 }
 
-// Open opens (or creates) the log and recovers its state.
-func Open(opts Options) (*Log, error) {
+// Open opens (or creates) the log and recovers its state. The upkeep passes (retention,
+// compaction, reclaim, producer expiry) are package upkeep's, started beside it.
+func Open(opts Options) (*Log, error) { return open(opts, defaultNoSpaceRetry) }
+
+// open is Open with how long writes stay suspended after a full disk (tests shorten it).
+func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 	if opts.MaxGroupBytes <= 0 {
 		opts.MaxGroupBytes = defaultMaxGroupBytes
 	}
@@ -384,6 +377,8 @@ func Open(opts Options) (*Log, error) {
 		topics:    map[string]*Topic{},
 		producers: map[producerKey]*idem.State{},
 		notifyCh:  make(chan struct{}),
+
+		noSpaceRetry: noSpaceRetry,
 	}
 	if opts.Discard {
 		l.store = discardStore{}
@@ -432,9 +427,6 @@ func Open(opts Options) (*Log, error) {
 		}
 	}
 	l.start()
-	if !opts.Discard {
-		l.startRetention()
-	}
 	return l, nil
 }
 
@@ -1017,13 +1009,16 @@ func (l *Log) Submit(r *Request) {
 	l.queue <- r
 }
 
-// Close commits everything already submitted, answers it, and closes the store.
+// Close commits everything already submitted, answers it, and closes the store. A pass
+// under way (Log.RunPass) sees the log closing, stops early, and is waited for.
 func (l *Log) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	close(l.stop)
 	l.done.Wait()
+	l.retainMu.Lock()
+	defer l.retainMu.Unlock()
 	return l.store.close()
 }
 

@@ -100,3 +100,26 @@ func (w *writeStalls) read() (int64, time.Duration) {
 	}
 	return w.count.Load(), time.Duration(d)
 }
+
+// compactionCounts is what compaction passes did since start (Stats; Pass.CountCompaction).
+type compactionCounts struct {
+	passes, rewritten, dropped, removed atomic.Int64
+}
+
+// PartitionBytes is the bytes of record batches p holds from its log start to its high
+// watermark (DescribeLogDirs' size). It walks p's index: an admin call's cost, not a hot
+// path's.
+func (l *Log) PartitionBytes(p *Partition) (int64, error) {
+	total := int64(0)
+	err := l.IndexedBatches(p, 0, p.HighWatermark(), func(_ int64, size int) bool {
+		total += int64(size)
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// Dir is the log's data directory ("" when nothing is stored).
+func (l *Log) Dir() string { return l.opts.Dir }

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/batchlog/upkeep"
 	"inlet/metrics"
 	"inlet/server"
 )
@@ -29,8 +30,10 @@ type broker struct {
 	dir  string
 	cfg  server.Config
 	blog *batchlog.Log
-	srv  *server.Server
-	addr string
+	// upkeep runs the log's retention, compaction, reclaim and producer expiry, as the node does.
+	upkeep *upkeep.Upkeep
+	srv    *server.Server
+	addr   string
 	// m is the node's metrics: every broker runs with them on (as --metrics-listen does), so
 	// every test, the protocol fuzzer under the race detector included, drives their hooks,
 	// and stop scrapes them once.
@@ -78,13 +81,17 @@ func (b *broker) tryStart() error {
 	}
 	cfg := b.cfg
 	cfg.Metrics = m.Requests
+	upkeepCfg := cfg.Upkeep
+	upkeepCfg.Logger = testLogger()
+	passes := upkeep.Start(blog, upkeepCfg)
 	srv, err := server.Start(cfg, blog)
 	if err != nil {
+		passes.Close()
 		blog.Close()
 		return fmt.Errorf("start server: %w", err)
 	}
 	m.Watch(blog, srv)
-	b.blog, b.srv, b.addr, b.m = blog, srv, srv.Addr(), m
+	b.blog, b.upkeep, b.srv, b.addr, b.m = blog, passes, srv, srv.Addr(), m
 	return nil
 }
 
@@ -110,15 +117,16 @@ func (b *broker) stop() {
 	if err := b.srv.Shutdown(ctx); err != nil {
 		b.t.Errorf("shutdown: %v", err)
 	}
+	b.upkeep.Close()
 	if err := b.blog.Close(); err != nil {
 		b.t.Errorf("close log: %v", err)
 	}
-	b.srv, b.blog = nil, nil
+	b.srv, b.blog, b.upkeep = nil, nil, nil
 }
 
 // abandon forgets a wedged node without shutting it down (Shutdown would wait for its event
 // loops forever), so that a test can fail instead of hanging in cleanup.
-func (b *broker) abandon() { b.srv, b.blog = nil, nil }
+func (b *broker) abandon() { b.srv, b.blog, b.upkeep = nil, nil, nil }
 
 // restart stops the node and starts it again on the same data directory and, so that
 // connected clients find it again, on the same address.

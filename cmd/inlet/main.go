@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/batchlog/upkeep"
 	"inlet/config"
 	"inlet/server"
 )
@@ -48,7 +49,6 @@ func main() {
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
-		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs),
 		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes), FetchCacheBytes: mustSizeOrZero("fetch-cache", *o.fetchCache)}
 	if opts.FetchCacheBytes == 0 {
 		opts.FetchCacheBytes = -1 // --fetch-cache 0: none (0 is the log's default size)
@@ -74,6 +74,8 @@ func main() {
 		logger.Error("open log", "err", err)
 		os.Exit(1)
 	}
+	upkeepCfg := upkeep.Config{ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs), Logger: logger}
+	passes := upkeep.Start(blog, upkeepCfg)
 	perIPOverrides, err := server.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
@@ -112,10 +114,12 @@ func main() {
 		GroupInitialRebalanceDelay:   msFlag(*o.groupInitialRebalanceDelayMs),
 		OffsetsRetention:             minutesFlag(*o.offsetsRetentionMinutes),
 		TransactionalIDExpiration:    msFlag(*o.transactionalIDExpirationMs),
+		Upkeep:                       upkeepCfg,
 		Metrics:                      mon.requests(),
 	}, blog)
 	if err != nil {
 		logger.Error("start", "err", err)
+		passes.Close()
 		blog.Close()
 		os.Exit(1)
 	}
@@ -142,6 +146,7 @@ func main() {
 		code = 1
 	}
 	mon.stop(ctx)
+	passes.Close()
 	if err := blog.Close(); err != nil {
 		logger.Error("close log", "err", err)
 		code = 1
