@@ -19,7 +19,7 @@ import (
 //	g <group>                             group record (JSON: protocol type, generation)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
-//	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (compact.go)
+//	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (upkeep/compact.go)
 //	x <transactional id>                  the transaction coordinator's record of the id (package txn's encoding)
 const (
 	kindData     = 'd'

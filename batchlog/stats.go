@@ -18,7 +18,7 @@ type Stats struct {
 	RelocatedBytes int64
 	// WritesSuspended: a full disk has suspended writes (nospace.go).
 	WritesSuspended bool
-	// Compaction since Open (compact.go): passes that changed something or found nothing to
+	// Compaction since Open (upkeep/compact.go): passes that changed something or found nothing to
 	// do past the dirty ratio, batches rewritten and dropped, records removed.
 	CompactionPasses, CompactedBatchesRewritten, CompactedBatchesDropped, CompactedRecordsRemoved int64
 	// WriteStalls counts the times Pebble delayed writes since Open (too many memtables or L0
