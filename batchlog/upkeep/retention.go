@@ -28,13 +28,6 @@ import (
 // log.retention.check.interval.ms default is 5 minutes).
 const defaultRetentionCheckInterval = 5 * time.Minute
 
-// The reclaim's cost rule (ReclaimPolicy): a pass copies at most 1/relocateRatio of the bytes
-// it frees, and at most relocateMaxBytes.
-const (
-	relocateMaxBytes = 256 << 20
-	relocateRatio    = 8
-)
-
 // CheckInterval is the interval of the background pass in force (negative: none).
 func (c Config) CheckInterval() time.Duration {
 	if c.RetentionCheckInterval == 0 {
@@ -44,36 +37,35 @@ func (c Config) CheckInterval() time.Duration {
 }
 
 // EnforceRetention runs one retention pass as of now, then compaction, then reclaims segment
-// files.
+// files, all in one Log.RunPass.
 func (u *Upkeep) EnforceRetention(now time.Time) error {
 	return u.log.RunPass(func(ps *batchlog.Pass) error {
-		nowMs := now.UnixMilli()
-		var errs []error // a partition's error does not stop the others
-		for _, t := range u.log.Topics() {
-			st := t.Settings
-			if !st.Delete || (st.RetentionMs < 0 && st.RetentionBytes < 0) {
-				continue
-			}
-			for _, p := range t.Partitions {
-				if err := retainPartition(u.log, ps, p, st.RetentionMs, st.RetentionBytes, nowMs); err != nil {
-					errs = append(errs, fmt.Errorf("partition %s/%d: %w", t.Name, p.Index, err))
-				}
-			}
-		}
-		if err := u.compactTopics(ps, now); err != nil {
-			errs = append(errs, err)
-		}
-		// A partition whose pass failed keeps its batches live: the reclaim reads the index,
-		// so it is safe whatever the pass did.
-		n, err := ps.ReclaimSegments(batchlog.ReclaimPolicy{MaxCopyBytes: relocateMaxBytes, CopyRatio: relocateRatio, NoCopy: u.hooks.noRelocate})
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if n > 0 {
-			u.logger.Info("batchlog: reclaimed segment files", "count", n)
-		}
-		return errors.Join(errs...)
+		// A pass's error does not stop the next: a partition whose retention or compaction
+		// failed keeps its batches live, and the reclaim reads the index, so it is safe
+		// whatever they did.
+		retained := u.retain(ps, now)
+		compacted := u.compactTopics(ps, now)
+		return errors.Join(retained, compacted, u.reclaim(ps))
 	})
+}
+
+// retain runs retention on every partition of every topic with cleanup.policy=delete and a
+// limit (inside RunPass).
+func (u *Upkeep) retain(ps *batchlog.Pass, now time.Time) error {
+	nowMs := now.UnixMilli()
+	var errs []error // a partition's error does not stop the others
+	for _, t := range u.log.Topics() {
+		st := t.Settings
+		if !st.Delete || (st.RetentionMs < 0 && st.RetentionBytes < 0) {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if err := retainPartition(u.log, ps, p, st.RetentionMs, st.RetentionBytes, nowMs); err != nil {
+				errs = append(errs, fmt.Errorf("partition %s/%d: %w", t.Name, p.Index, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type batchInfo struct {

@@ -15,8 +15,12 @@
 // compact.go) is the Upkeep's, in memory, touched only inside RunPass. Everything durable
 // (log starts, compacted-to marks, relocated keys) is the log's.
 //
-// Files: upkeep.go (Start, Config, the background goroutine), retention.go (retention and the
-// call of the reclaim), compact.go (compaction), expiry.go (producer expiry).
+// Each pass is a method taking the *batchlog.Pass of the RunPass it runs in (retain,
+// compactTopics, reclaim), so a test can run one alone; EnforceRetention runs the three.
+//
+// Files: upkeep.go (Start, Config, the background goroutine), retention.go (EnforceRetention
+// and retention), compact.go (compaction), reclaim.go (the reclaim's cost rule), expiry.go
+// (producer expiry).
 //
 // Lock order: none of its own. Its passes hold the log's retainMu (Log.RunPass) while they
 // wait on the committer, which only TryLocks it.
