@@ -29,11 +29,14 @@ type Pass struct{ l *Log }
 // full-disk resume changes a log start, an index entry or a segment file beside it. With
 // nothing stored (discard) or the log closed, fn is not run and RunPass returns nil.
 func (l *Log) RunPass(fn func(*Pass) error) error {
-	if l.db == nil || l.closed.Load() {
+	if l.db == nil {
 		return nil
 	}
 	l.retainMu.Lock()
 	defer l.retainMu.Unlock()
+	if l.closed.Load() {
+		return nil // Close may have closed the store while this waited for the lock
+	}
 	return fn(&Pass{l: l})
 }
 
