@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/ ./server/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./server/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/
 	scripts/franz-go-suite.sh
 	KILL_EVERY=2 KILLS=5 scripts/franz-go-suite.sh -test.run '^TestTxnEtl$$' -test.count 2
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
@@ -78,12 +78,12 @@ bench-recovery:
 # Produce throughput beside a compacted topic being compacted, against the same load without
 # the passes (10 s each, three times).
 bench-compaction:
-	$(GO) test -run '^$$' -bench BenchmarkProduceBesideCompaction -benchtime 1x -count 3 -timeout 10m ./batchlog/
+	$(GO) test -run '^$$' -bench BenchmarkProduceBesideCompaction -benchtime 1x -count 3 -timeout 10m ./batchlog/upkeep/
 
 # Disk bytes held against bytes retained: a firehose with 3 s retention beside a 7-day topic,
 # with and without copying live batches forward (20 s each).
 bench-space:
-	$(GO) test -run '^$$' -bench BenchmarkMixedRetentionSpace -benchtime 1x -timeout 5m ./batchlog/
+	$(GO) test -run '^$$' -bench BenchmarkMixedRetentionSpace -benchtime 1x -timeout 5m ./batchlog/upkeep/
 
 # The benchmark harness (bench/, cmd/bench): a sweep of inlet's --workers, inlet against
 # inlet-discard, kfake and kfake-sync (alternating), ack latency at 25/50/75% of the flat-out

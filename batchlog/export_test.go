@@ -3,6 +3,7 @@ package batchlog
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"inlet/idem"
 	"inlet/meta"
@@ -49,4 +50,34 @@ type verifyFunc func(transactionalID string, producerID int64, epoch int16, topi
 
 func (f verifyFunc) Verify(transactionalID string, producerID int64, epoch int16, topic string, partition int32) bool {
 	return f(transactionalID, producerID, epoch, topic, partition)
+}
+
+// What the tests of package batchlog_test use of the package's internals: those tests run the
+// upkeep passes, and package upkeep imports this one.
+
+var (
+	SubmitWait     = submitWait
+	SealBatch      = sealBatch
+	OpenLayoutOpts = openLayoutOpts
+	MustTopic      = mustTopic
+)
+
+const (
+	SegmentsBuffered = segmentsBuffered
+	RaceEnabled      = raceEnabled
+)
+
+// OpenNoSpaceRetry is Open with writes retried noSpaceRetry after a full disk suspends them.
+func OpenNoSpaceRetry(opts Options, noSpaceRetry time.Duration) (*Log, error) {
+	return open(opts, noSpaceRetry)
+}
+
+// WithoutFinalCheckpoint makes Close leave the metadata changed since the last checkpoint to
+// replay, as a crash does (withoutFinalCheckpoint).
+func (l *Log) WithoutFinalCheckpoint() *Log { return l.withoutFinalCheckpoint() }
+
+// SetSegmentBytes changes the size at which the log starts a new segment file.
+func (l *Log) SetSegmentBytes(n int64) {
+	l.opts.SegmentBytes = n
+	l.segs.segBytes = n
 }

@@ -20,7 +20,7 @@ import (
 //	l <partition u32>                     log start offset u64 (retention, DeleteRecords)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
-//	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (compact.go)
+//	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (upkeep/compact.go)
 const (
 	kindData     = 'd'
 	kindHigh     = 'h'

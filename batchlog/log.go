@@ -49,20 +49,23 @@
 // A simpler design, the committer waiting for each fsync itself (bbolt's DB.Batch), leaves the
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
 //
+// The upkeep passes (retention, compaction, the reclaim of segment files, producer expiry)
+// are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the segment
+// store's side of the reclaim (which files can go, the copies forward).
+//
 // Files: log.go (Open, recovery, the topic table, Submit), commit.go (the committer and
 // completer), segment.go (segment files, the write paths, replay), startcheck.go (the
 // start-up check of the metadata against the segments), index.go (the segment index's
 // encoding), store.go (the store seam, the pebble and discard layouts), readplan.go (read
-// planning, the tail cache), recent.go (the recent index), stats.go, retention.go,
-// compact.go (compacted topics), reclaim.go (space per partition), nospace.go (a full disk),
-// producer_expiry.go, txn.go (transactions on the partition), topics_admin.go (topic changes,
-// DeleteRecords), broker_configs.go (the broker configs in force as topic defaults), keys.go
-// (the log's Pebble keys).
+// planning, the tail cache), recent.go (the recent index), stats.go, upkeep_ops.go (the
+// passes' operations), reclaim.go (space per partition), nospace.go (a full disk),
+// txn.go (transactions on the partition), topics_admin.go (topic changes, DeleteRecords), broker_configs.go (the broker
+// configs in force as topic defaults), keys.go (the log's Pebble keys).
 //
 // Lock order: Log.retainMu before Log.topicsMu (and before the segment set's mu); none is held
-// while waiting on the committer, except retainMu by the reclaim pass (so the committer only
-// TryLocks it). Under topicsMu the log calls meta's synced writes, which take no lock of the
-// log's.
+// while waiting on the committer, except retainMu by an upkeep pass (Log.RunPass; so the
+// committer only TryLocks it). Under topicsMu the log calls meta's synced writes, which take no
+// lock of the log's.
 package batchlog
 
 import (
@@ -113,27 +116,12 @@ type Options struct {
 	// written last, kept so that reads of recent data come from memory (readplan.go). 0 means
 	// the default, 64 MiB; negative, no cache.
 	FetchCacheBytes int64
-	// noRelocate keeps the reclaim pass from copying batches forward: it deletes only
-	// segments no live batch is in (BenchmarkMixedRetentionSpace compares).
-	noRelocate bool
-	// compactPace and compactChunk replace compactBytesPerSec and compactChunk (tests).
-	compactPace, compactChunk int
-	// noSpaceRetry is how long writes stay suspended after a full disk (default
-	// defaultNoSpaceRetry; tests shorten it).
-	noSpaceRetry time.Duration
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
 	// MemTableSize/2: Pebble turns larger batches into flushable batches.
 	MaxGroupBytes int
 	// MemTableSize is Pebble's memtable size (with Meta, the one it was opened with).
 	MemTableSize uint64
 	Logger       *slog.Logger
-	// RetentionCheckInterval is how often retention runs in the background (default 5
-	// minutes, Kafka's log.retention.check.interval.ms); negative disables it.
-	RetentionCheckInterval time.Duration
-	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: a producer window with no
-	// write for this long is dropped by the background pass (default 24 hours; negative:
-	// never). A producer that writes again after that starts a new window, as on Kafka.
-	ProducerIDExpiration time.Duration
 	// OnFatal is called when a group cannot be written or synced. The log cannot continue
 	// after that (a later group may not be acknowledged while an earlier one is in doubt);
 	// the default logs and exits the process, as Pebble itself does on a failed WAL write.
@@ -207,11 +195,8 @@ type Partition struct {
 	// txn: open transactions, the last stable offset and the aborted index (txn.go).
 	txn txnState
 	// cleanedTo: a compacted partition's batches below it were compacted by the last pass
-	// (compact.go); the retention goroutine's.
+	// (Pass.MarkCompacted).
 	cleanedTo atomic.Int64
-	// cleanPasses: when passes compacted up to where (compact.go), for tombstones' delete
-	// horizon; the retention goroutine's.
-	cleanPasses []cleanPass
 }
 
 // HighWatermark is the offset after the last durable record.
@@ -297,9 +282,11 @@ type Log struct {
 	closed  atomic.Bool
 	failed  atomic.Bool
 	// suspended: a segment write ran out of space (nospace.go); until resume succeeds, every
-	// append is answered KAFKA_STORAGE_ERROR. suspendedAt is when (unix ns), for the retry.
-	suspended   atomic.Bool
-	suspendedAt atomic.Int64
+	// append is answered KAFKA_STORAGE_ERROR. suspendedAt is when (unix ns), for the retry
+	// after noSpaceRetry.
+	suspended    atomic.Bool
+	suspendedAt  atomic.Int64
+	noSpaceRetry time.Duration
 
 	topicsMu sync.RWMutex
 	topics   map[string]*Topic
@@ -309,7 +296,7 @@ type Log struct {
 	topicDefaults map[string]string
 	partSeq       uint32 // the next partition id (meta.Store.PartitionSeq at start-up)
 
-	retainMu       sync.Mutex   // serialises log-start changes (retention, DeleteRecords)
+	retainMu       sync.Mutex   // serialises log-start changes (upkeep passes, DeleteRecords)
 	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
 	compacted      compactionCounts
 
@@ -368,8 +355,12 @@ func (pg *pendingGroup) advance(p *Partition) {
 	pg.advances = append(pg.advances, hwAdvance{p: p, hw: p.next, lso: lso})
 }
 
-// Open opens (or creates) the log and recovers its state.
-func Open(opts Options) (*Log, error) {
+// Open opens (or creates) the log and recovers its state. The upkeep passes (retention,
+// compaction, reclaim, producer expiry) are package upkeep's, started beside it.
+func Open(opts Options) (*Log, error) { return open(opts, defaultNoSpaceRetry) }
+
+// open is Open with how long writes stay suspended after a full disk (tests shorten it).
+func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 	if opts.MaxGroupBytes <= 0 {
 		opts.MaxGroupBytes = defaultMaxGroupBytes
 	}
@@ -401,6 +392,8 @@ func Open(opts Options) (*Log, error) {
 		topics:    map[string]*Topic{},
 		producers: map[producerKey]*idem.State{},
 		notifyCh:  make(chan struct{}),
+
+		noSpaceRetry: noSpaceRetry,
 	}
 	l.meta = opts.Meta
 	if l.meta == nil {
@@ -458,9 +451,6 @@ func Open(opts Options) (*Log, error) {
 		}
 	}
 	l.start()
-	if !opts.Discard {
-		l.startRetention()
-	}
 	return l, nil
 }
 
@@ -896,13 +886,16 @@ func (l *Log) Submit(r *Request) {
 	l.queue <- r
 }
 
-// Close commits everything already submitted, answers it, and closes the store.
+// Close commits everything already submitted, answers it, and closes the store. A pass
+// under way (Log.RunPass) sees the log closing, stops early, and is waited for.
 func (l *Log) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	close(l.stop)
 	l.done.Wait()
+	l.retainMu.Lock()
+	defer l.retainMu.Unlock()
 	err := l.store.close()
 	if cerr := l.closeMeta(); err == nil {
 		err = cerr

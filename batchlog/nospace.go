@@ -91,9 +91,9 @@ func (l *Log) suspend(err error) {
 }
 
 // resume runs on the committer while writes are suspended: it reports whether they may go
-// on. Retention holding retainMu (its pass may be waiting on the committer) defers it.
+// on. An upkeep pass holding retainMu (it may be waiting on the committer) defers it.
 func (l *Log) resume() bool {
-	retry := l.opts.noSpaceRetry
+	retry := l.noSpaceRetry
 	if retry == 0 {
 		retry = defaultNoSpaceRetry
 	}

@@ -29,9 +29,9 @@ func TestFullDiskAnswersStorageErrorAndResumes(t *testing.T) {
 			return nil
 		})
 		opts := Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 16 << 10,
-			SegmentFS: segFS, PebbleFS: pebFS, BufferedSegments: buffered, noSpaceRetry: 5 * time.Millisecond,
+			SegmentFS: segFS, PebbleFS: pebFS, BufferedSegments: buffered,
 			OnFatal: func(err error) { t.Errorf("buffered=%v: the log stopped: %v", buffered, err) }}
-		l, err := Open(opts)
+		l, err := open(opts, 5*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestFullDiskAnswersStorageErrorAndResumes(t *testing.T) {
 		pebCrashed := pebFS.CrashClone(vfs.CrashCloneCfg{})
 		l.Close()
 		opts.SegmentFS, opts.PebbleFS = crashed, pebCrashed
-		if l, err = Open(opts); err != nil {
+		if l, err = open(opts, 5*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		checkSeqs(l, "after a power loss")
@@ -101,9 +101,9 @@ func TestFullDiskAnswersStorageErrorAndResumes(t *testing.T) {
 // KAFKA_STORAGE_ERROR though no write has failed; above it again, they are written.
 func TestReserveSuspendsWritesBeforeTheDiskIsFull(t *testing.T) {
 	segFS := segfs.NewCrashableMem()
-	l, err := Open(Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segFS,
-		PebbleFS: vfs.NewCrashableMem(), MinFreeBytes: 64 << 20, noSpaceRetry: time.Millisecond,
-		OnFatal: func(err error) { t.Errorf("the log stopped: %v", err) }})
+	l, err := open(Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segFS,
+		PebbleFS: vfs.NewCrashableMem(), MinFreeBytes: 64 << 20,
+		OnFatal: func(err error) { t.Errorf("the log stopped: %v", err) }}, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

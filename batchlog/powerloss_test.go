@@ -1,4 +1,4 @@
-package batchlog
+package batchlog_test
 
 // The power-loss test: the log runs on file systems that keep only what was synced when they
 // "crash" (segfs.MemFS under the segment files, Pebble's crashable vfs.MemFS under Pebble,
@@ -22,6 +22,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	. "inlet/batchlog"
 	"inlet/segfs"
 	"inlet/wire"
 )
@@ -121,13 +122,13 @@ func TestPowerLoss(t *testing.T) {
 
 func (r *powerLossRun) open() *Log {
 	opts := Options{Dir: "/data", Layout: r.layout, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20,
-		SegmentBytes: 16 << 10, SegmentFS: r.segFS, PebbleFS: r.pebFS, noSpaceRetry: 200 * time.Microsecond,
+		SegmentBytes: 16 << 10, SegmentFS: r.segFS, PebbleFS: r.pebFS,
 		OnFatal: func(err error) { r.t.Errorf("log failed: %v", err) }}
 	if r.layout == LayoutSegments {
 		opts.BufferedSegments = r.rng.IntN(2) == 0
 		opts.CheckpointInterval = []time.Duration{-1, time.Millisecond, 0}[r.rng.IntN(3)]
 	}
-	l, err := Open(opts)
+	l, err := OpenNoSpaceRetry(opts, 200*time.Microsecond)
 	if err != nil {
 		r.t.Fatalf("reopen after a crash: %v", err)
 	}
@@ -207,6 +208,7 @@ func (r *powerLossRun) cycle(crash int) bool {
 		// Beside the producers, a firehose whose retention keeps 32 KiB per partition and
 		// retention passes: the producers' batches, which never expire, are copied forward
 		// out of the segments the firehose frees (reclaim.go), crashes included.
+		u := passes(l)
 		fire, ok := l.Topic("fire")
 		if !ok {
 			var err error
@@ -236,7 +238,7 @@ func (r *powerLossRun) cycle(crash int) bool {
 					return
 				case <-time.After(time.Millisecond):
 				}
-				if err := l.EnforceRetention(time.Now()); err != nil {
+				if err := u.EnforceRetention(time.Now()); err != nil {
 					r.mu.Lock()
 					full := r.fullDisk
 					r.mu.Unlock()

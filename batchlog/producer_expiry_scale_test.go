@@ -53,7 +53,7 @@ func testManyShortLivedProducers(t *testing.T, layout string) {
 
 	dir := t.TempDir()
 	var replay replayLog
-	opts := Options{ProducerIDExpiration: exp, RetentionCheckInterval: -1, Logger: slog.New(&replay)}
+	opts := Options{Logger: slog.New(&replay)}
 
 	l := openLayoutOpts(t, dir, layout, opts)
 	topic, err := l.CreateTopic("t", 1, nil)
@@ -100,7 +100,7 @@ func testManyShortLivedProducers(t *testing.T, layout string) {
 		if n := liveWindows(t, l); n > 2*roundSize+1 {
 			t.Fatalf("%d producer windows live before the pass, want at most %d (two rounds and the long-lived producer)", n, 2*roundSize+1)
 		}
-		dropped := l.ExpireProducers(mark.Add(exp))
+		dropped := expireProducers(l, exp, mark.Add(exp))
 		if n := liveWindows(t, l); n != roundSize+1 {
 			t.Fatalf("%d producer windows live after the pass (%d dropped), want %d (this round and the long-lived producer)", n, dropped, roundSize+1)
 		}
@@ -175,7 +175,7 @@ func testManyShortLivedProducers(t *testing.T, layout string) {
 	}
 	// The next pass drops what the crash brought back: windows loaded from Pebble keep their
 	// last write time; replayed ones count from start-up, which is after lastMark.
-	l.ExpireProducers(lastMark.Add(exp))
+	expireProducers(l, exp, lastMark.Add(exp))
 	if n := liveWindows(t, l); n != roundSize+1 {
 		t.Fatalf("%d producer windows live after the first pass since the restart, want %d", n, roundSize+1)
 	}

@@ -14,7 +14,7 @@ func TestProducerWindowsExpire(t *testing.T) {
 	for _, layout := range []string{LayoutPebble, LayoutSegments} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			opts := Options{ProducerIDExpiration: time.Hour, RetentionCheckInterval: -1}
+			opts := Options{}
 			l := openLayoutOpts(t, dir, layout, opts)
 			topic, _ := l.CreateTopic("t", 1, nil)
 			p := topic.Partitions[0]
@@ -26,19 +26,19 @@ func TestProducerWindowsExpire(t *testing.T) {
 				}
 				submitWait(t, l, appends...)
 			}
-			if got := l.ExpireProducers(time.Now().Add(30 * time.Minute)); got != 0 {
+			if got := expireProducers(l, time.Hour, time.Now().Add(30*time.Minute)); got != 0 {
 				t.Fatalf("%d windows expired after 30 minutes of an hour", got)
 			}
 			// Producer 7 writes again two hours on: it is kept, the others go.
 			later := time.Now().Add(2 * time.Hour)
-			if got := l.ExpireProducers(later); got != producers {
+			if got := expireProducers(l, time.Hour, later); got != producers {
 				t.Fatalf("%d windows expired, want %d", got, producers)
 			}
 			if r := submitWait(t, l, idempotent(p, 7, 0, 1, 1, 'b')); r.Appends[0].Err == wire.ErrNone && r.Appends[0].BaseOffset != producers {
 				t.Fatalf("producer 7 after expiry: %+v", r.Appends[0])
 			}
 			submitWait(t, l, idempotent(p, 8, 0, 0, 1, 'c')) // a new window
-			if got := l.ExpireProducers(time.Now().Add(30 * time.Minute)); got != 0 {
+			if got := expireProducers(l, time.Hour, time.Now().Add(30*time.Minute)); got != 0 {
 				t.Fatalf("%d fresh windows expired", got)
 			}
 			l.Close()
@@ -58,4 +58,10 @@ func TestProducerWindowsExpire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// expireProducers is the producer-expiry pass (package upkeep's ExpireProducers) with an
+// expiration of exp, as of now.
+func expireProducers(l *Log, exp time.Duration, now time.Time) int {
+	return l.DropIdleProducers(now.Add(-exp))
 }

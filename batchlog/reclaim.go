@@ -1,6 +1,10 @@
 package batchlog
 
-// Space follows retention per partition.
+// Space follows retention per partition: the reclaim of segment files, which an upkeep pass
+// asks for (Pass.ReclaimSegments) with its cost rule (ReclaimPolicy). Which files can go, and
+// which batches must be copied first, is the segment store's own knowledge: it follows from
+// the checkpoint (replay never reads below it), the index's locations and the relocated-below
+// keys, the invariants replay relies on; so the choice is made here, not by the pass.
 //
 // Segment files are shared by every partition, so a segment can be deleted only once no
 // partition has a live batch in it. Left alone, one partition that keeps its data long (a
@@ -11,9 +15,9 @@ package batchlog
 // forward (through the committer, into the active segment, keeping their offsets) and then
 // deletes the segments.
 //
-// The cost rule: the bytes copied in one pass are at most an eighth of the bytes of the
-// segments the pass deletes (write amplification at most 1/8 per reclaimed byte), and at
-// most relocateMaxBytes. So a firehose whose retention expires its own data frees space at
+// The cost rule (upkeep's default): the bytes copied in one pass are at most an eighth of the
+// bytes of the segments the pass deletes (write amplification at most 1/8 per reclaimed
+// byte), and at most 256 MiB. So a firehose whose retention expires its own data frees space at
 // the rate it writes, while a segment still full of live data (a slow consumer's topic with
 // long retention is data that retention keeps) is never copied.
 //
@@ -40,14 +44,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const (
-	// relocateMaxBytes caps the bytes one pass copies forward.
-	relocateMaxBytes = 256 << 20
-	// relocateRatio: a pass copies at most 1/relocateRatio of the bytes it frees.
-	relocateRatio = 8
-	// relocateChunk is the record data of one relocation request to the committer.
-	relocateChunk = 4 << 20
-)
+// relocateChunk is the record data of one relocation request to the committer.
+const relocateChunk = 4 << 20
 
 // liveEntry is one live batch as the index names it.
 type liveEntry struct {
@@ -89,7 +87,7 @@ func (h *cursorHeap) Pop() any {
 // reclaimSegments deletes the oldest segments once no partition has a live batch in them,
 // copying forward the live batches that would keep them when that is cheap (see the top of
 // the file). It returns how many segment files it deleted. Callers hold retainMu.
-func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
+func (l *Log) reclaimSegments(ss *segmentStore, policy ReclaimPolicy) (int, error) {
 	// The checkpoint is read before the index, so every index entry of a segment below it
 	// is already visible when the index is scanned, and replay never reads below it.
 	ckSeg, _, err := ss.checkpoint()
@@ -107,7 +105,7 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 	if len(sizes) == 0 {
 		return 0, nil
 	}
-	live, target, err := l.chooseReclaim(ckSeg, sizes)
+	live, target, err := l.chooseReclaim(ckSeg, sizes, policy)
 	if err != nil {
 		return 0, err
 	}
@@ -120,6 +118,12 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 		}
 		l.log.Info("batchlog: copied live batches forward out of old segments", "batches", len(live), "below segment", target)
 	}
+	return l.deleteSegmentsBelow(ss, target)
+}
+
+// deleteSegmentsBelow syncs Pebble, then unlinks every segment file below target and syncs
+// the directory; it returns how many it deleted.
+func (l *Log) deleteSegmentsBelow(ss *segmentStore, target uint32) (int, error) {
 	var doomed []*segment
 	ss.mu.RLock()
 	for id, seg := range ss.segs {
@@ -160,105 +164,127 @@ func (l *Log) reclaimSegments(ss *segmentStore) (int, error) {
 // chooseReclaim picks the segment below which every file can go (0: none) and the live
 // batches below it that must be copied forward first. sizes holds the segments below the
 // checkpoint, the only candidates.
-func (l *Log) chooseReclaim(ckSeg uint32, sizes map[uint32]int64) ([]liveEntry, uint32, error) {
-	var (
-		prefix  []liveEntry // entries of relocated prefixes, in any segment order
-		cursors cursorHeap
-	)
+func (l *Log) chooseReclaim(ckSeg uint32, sizes map[uint32]int64, policy ReclaimPolicy) ([]liveEntry, uint32, error) {
+	prefix, cursors, err := l.indexCursors()
 	defer func() {
 		for _, c := range cursors {
 			c.it.Close()
 		}
 	}()
-	for _, t := range l.Topics() {
-		for _, p := range t.Partitions {
-			below := max(p.relocatedBelow.Load(), p.LogStartOffset())
-			it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
-			if err != nil {
-				return nil, 0, err
-			}
-			valid := it.First()
-			for ; valid && dataKeyOffset(it.Key()) < below; valid = it.Next() {
-				v, err := it.ValueAndErr()
-				if err != nil {
-					it.Close()
-					return nil, 0, err
-				}
-				e, err := decodeIndexEntry(p, it.Key(), v)
-				if err != nil {
-					it.Close()
-					return nil, 0, err
-				}
-				prefix = append(prefix, e)
-			}
-			if !valid {
-				if err := it.Close(); err != nil {
-					return nil, 0, err
-				}
-				continue
-			}
-			c := &indexCursor{it: it}
-			if err := c.load(p); err != nil {
-				it.Close()
-				return nil, 0, err
-			}
-			cursors = append(cursors, c)
-		}
+	if err != nil {
+		return nil, 0, err
 	}
 	heap.Init(&cursors)
-
+	w := reclaimWalk{policy: policy, cursors: &cursors, prefixBySeg: map[uint32][]liveEntry{}}
+	for _, e := range prefix {
+		w.prefixBySeg[e.seg] = append(w.prefixBySeg[e.seg], e)
+	}
 	// Walk the segments below the checkpoint in order: target is a candidate end; cost the
 	// live bytes below it, freed the file bytes below it.
 	minSeg := ckSeg
 	for id := range sizes {
 		minSeg = min(minSeg, id)
 	}
-	var (
-		live      []liveEntry
-		cost      int64
-		freed     int64
-		best      uint32
-		bestCount int
-	)
-	prefixBySeg := map[uint32][]liveEntry{}
-	for _, e := range prefix {
-		prefixBySeg[e.seg] = append(prefixBySeg[e.seg], e)
-	}
 	for seg := minSeg; seg < ckSeg; seg++ {
-		// Moving target from seg to seg+1 adds segment seg's live batches and its bytes.
-		for _, e := range prefixBySeg[seg] {
-			live = append(live, e)
-			cost += int64(e.size)
-		}
-		for len(cursors) > 0 && cursors[0].cur.seg <= seg {
-			c := cursors[0]
-			if c.cur.seg < seg {
-				// Below minSeg: names a segment already deleted, which cannot be.
-				return nil, 0, fmt.Errorf("batchlog: partition %d batch %d names segment %d, which is gone", c.cur.p.ID, c.cur.base, c.cur.seg)
-			}
-			live = append(live, c.cur)
-			cost += int64(c.cur.size)
-			if !c.it.Next() {
-				heap.Pop(&cursors)
-				c.it.Close()
-			} else if err := c.load(c.cur.p); err != nil {
+		if ok, err := w.add(seg); err != nil || !ok {
+			if err != nil {
 				return nil, 0, err
-			} else {
-				heap.Fix(&cursors, 0)
 			}
-			if cost > relocateMaxBytes {
-				break
-			}
-		}
-		if cost > relocateMaxBytes {
 			break
 		}
-		freed += sizes[seg]
-		if cost*relocateRatio <= freed && (cost == 0 || !l.opts.noRelocate) {
-			best, bestCount = seg+1, len(live)
+		w.freed += sizes[seg]
+		if w.cost*policy.CopyRatio <= w.freed && (w.cost == 0 || !policy.NoCopy) {
+			w.best, w.bestCount = seg+1, len(w.live)
 		}
 	}
-	return live[:bestCount], best, nil
+	return w.live[:w.bestCount], w.best, nil
+}
+
+// indexCursors reads every partition's relocated prefix whole (entries in any segment order)
+// and opens a cursor on the monotonic rest of each partition's index that has one.
+func (l *Log) indexCursors() ([]liveEntry, cursorHeap, error) {
+	var (
+		prefix  []liveEntry
+		cursors cursorHeap
+	)
+	for _, t := range l.Topics() {
+		for _, p := range t.Partitions {
+			below := max(p.relocatedBelow.Load(), p.LogStartOffset())
+			it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
+			if err != nil {
+				return nil, cursors, err
+			}
+			valid := it.First()
+			for ; valid && dataKeyOffset(it.Key()) < below; valid = it.Next() {
+				v, err := it.ValueAndErr()
+				if err != nil {
+					it.Close()
+					return nil, cursors, err
+				}
+				e, err := decodeIndexEntry(p, it.Key(), v)
+				if err != nil {
+					it.Close()
+					return nil, cursors, err
+				}
+				prefix = append(prefix, e)
+			}
+			if !valid {
+				if err := it.Close(); err != nil {
+					return nil, cursors, err
+				}
+				continue
+			}
+			c := &indexCursor{it: it}
+			if err := c.load(p); err != nil {
+				it.Close()
+				return nil, cursors, err
+			}
+			cursors = append(cursors, c)
+		}
+	}
+	return prefix, cursors, nil
+}
+
+// reclaimWalk is chooseReclaim's state as it moves its candidate end up one segment at a time.
+type reclaimWalk struct {
+	policy      ReclaimPolicy
+	cursors     *cursorHeap
+	prefixBySeg map[uint32][]liveEntry
+	live        []liveEntry
+	cost, freed int64
+	best        uint32
+	bestCount   int
+}
+
+// add moves the candidate end from seg to seg+1: segment seg's live batches join the copies.
+// It reports false once copying would cost more than the policy allows.
+func (w *reclaimWalk) add(seg uint32) (bool, error) {
+	for _, e := range w.prefixBySeg[seg] {
+		w.live = append(w.live, e)
+		w.cost += int64(e.size)
+	}
+	cursors := w.cursors
+	for len(*cursors) > 0 && (*cursors)[0].cur.seg <= seg {
+		c := (*cursors)[0]
+		if c.cur.seg < seg {
+			// Below minSeg: names a segment already deleted, which cannot be.
+			return false, fmt.Errorf("batchlog: partition %d batch %d names segment %d, which is gone", c.cur.p.ID, c.cur.base, c.cur.seg)
+		}
+		w.live = append(w.live, c.cur)
+		w.cost += int64(c.cur.size)
+		if !c.it.Next() {
+			heap.Pop(cursors)
+			c.it.Close()
+		} else if err := c.load(c.cur.p); err != nil {
+			return false, err
+		} else {
+			heap.Fix(cursors, 0)
+		}
+		if w.cost > w.policy.MaxCopyBytes {
+			break
+		}
+	}
+	return w.cost <= w.policy.MaxCopyBytes, nil
 }
 
 func (c *indexCursor) load(p *Partition) error {

@@ -1,9 +1,11 @@
-package batchlog
+package batchlog_test
 
 import (
 	"encoding/binary"
 	"testing"
 	"time"
+
+	. "inlet/batchlog"
 )
 
 // stampedBatch is a plain batch of records whose timestamps are ts (unix ms), padded to size
@@ -27,10 +29,10 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
 			const segBytes = 64 << 10
-			opts := Options{RetentionCheckInterval: -1, CheckpointInterval: -1}
-			l := openLayoutOpts(t, dir, layout, opts).withoutFinalCheckpoint()
-			l.opts.SegmentBytes = segBytes // openLayoutOpts sets 4 KiB; the store reads its own copy
-			l.segs.segBytes = segBytes
+			opts := Options{CheckpointInterval: -1}
+			l := openLayoutOpts(t, dir, layout, opts).WithoutFinalCheckpoint()
+			l.SetSegmentBytes(segBytes) // openLayoutOpts sets 4 KiB
+			u := passes(l)
 			slow, _ := l.CreateTopic("slow", 1, nil) // Kafka's default: 7 days
 			fire, _ := l.CreateTopic("fire", 2, map[string]string{"retention.ms": "60000"})
 			now := time.Now()
@@ -69,7 +71,7 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 					}
 				}()
 			}
-			if err := l.EnforceRetention(now); err != nil {
+			if err := u.EnforceRetention(now); err != nil {
 				t.Fatal(err)
 			}
 			close(stop)
@@ -94,7 +96,7 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 			check(l, "after the pass")
 			// A second pass with nothing left to reclaim copies nothing again.
 			copied := l.Stats().RelocatedBytes
-			if err := l.EnforceRetention(now); err != nil {
+			if err := u.EnforceRetention(now); err != nil {
 				t.Fatal(err)
 			}
 			if again := l.Stats().RelocatedBytes; again != copied {
@@ -102,15 +104,16 @@ func TestMixedRetentionReclaimsPerPartition(t *testing.T) {
 			}
 			check(l, "after a second pass")
 			l.Close() // leaves the replay to the next start (noFinalCheckpoint)
-			l = openLayoutOpts(t, dir, layout, opts).withoutFinalCheckpoint()
+			l = openLayoutOpts(t, dir, layout, opts).WithoutFinalCheckpoint()
+			u = passes(l)
 			check(l, "after a restart")
 			// The copies keep no segment alive either: another firehose hour goes too.
 			fire = mustTopic(t, l, "fire")
-			l.segs.segBytes = segBytes
+			l.SetSegmentBytes(segBytes)
 			for i := 0; i < 2<<20/(16<<10); i++ {
 				submitWait(t, l, stampedBatch(fire.Partitions[i%2], 10, old, 16<<10, 'o'))
 			}
-			if err := l.EnforceRetention(now.Add(time.Hour)); err != nil {
+			if err := u.EnforceRetention(now.Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 			if after := l.Stats().SegmentBytes; after > 4*segBytes {

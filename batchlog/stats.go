@@ -1,6 +1,7 @@
 package batchlog
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -17,7 +18,7 @@ type Stats struct {
 	RelocatedBytes int64
 	// WritesSuspended: a full disk has suspended writes (nospace.go).
 	WritesSuspended bool
-	// Compaction since Open (compact.go): passes that changed something or found nothing to
+	// Compaction since Open (upkeep/compact.go): passes that changed something or found nothing to
 	// do past the dirty ratio, batches rewritten and dropped, records removed.
 	CompactionPasses, CompactedBatchesRewritten, CompactedBatchesDropped, CompactedRecordsRemoved int64
 	// WriteStalls counts the times Pebble delayed writes since Open (too many memtables or L0
@@ -69,3 +70,26 @@ func (l *Log) Stats() Stats {
 	}
 	return st
 }
+
+// compactionCounts is what compaction passes did since start (Stats; Pass.CountCompaction).
+type compactionCounts struct {
+	passes, rewritten, dropped, removed atomic.Int64
+}
+
+// PartitionBytes is the bytes of record batches p holds from its log start to its high
+// watermark (DescribeLogDirs' size). It walks p's index: an admin call's cost, not a hot
+// path's.
+func (l *Log) PartitionBytes(p *Partition) (int64, error) {
+	total := int64(0)
+	err := l.IndexedBatches(p, 0, p.HighWatermark(), func(_ int64, size int) bool {
+		total += int64(size)
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// Dir is the log's data directory ("" when nothing is stored).
+func (l *Log) Dir() string { return l.opts.Dir }

@@ -220,7 +220,7 @@ func TestTinySegmentBytesRollsEveryBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.blog.EnforceRetention(time.Now()); err != nil {
+	if err := b.upkeep.EnforceRetention(time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	cons := newKgo(t, b.addr, kgo.ConsumeTopics("tiny"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

@@ -346,7 +346,7 @@ func TestTopicConfigsTakeEffect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.blog.EnforceRetention(time.Now()); err != nil {
+	if err := b.upkeep.EnforceRetention(time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	lo, _ := adm.ListStartOffsets(ctx, "short")

@@ -99,7 +99,7 @@ func TestCompactionWithAnIdempotentProducer(t *testing.T) {
 			last[string(r.Record.Key)] = string(r.Record.Value)
 		}
 		time.Sleep(150 * time.Millisecond) // past segment.ms: the round's batches roll
-		if err := b.blog.EnforceRetention(time.Now()); err != nil {
+		if err := b.upkeep.EnforceRetention(time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/batchlog/upkeep"
 	"inlet/meta"
 	"inlet/metrics"
 	"inlet/server"
@@ -30,8 +31,10 @@ type broker struct {
 	dir  string
 	cfg  server.Config
 	blog *batchlog.Log
-	srv  *server.Server
-	addr string
+	// upkeep runs the log's retention, compaction, reclaim and producer expiry, as the node does.
+	upkeep *upkeep.Upkeep
+	srv    *server.Server
+	addr   string
 	// m is the node's metrics: every broker runs with them on (as --metrics-listen does), so
 	// every test, the protocol fuzzer under the race detector included, drives their hooks,
 	// and stop scrapes them once.
@@ -89,12 +92,16 @@ func (b *broker) tryStart() error {
 		srv.Close()
 		return fmt.Errorf("open batch log: %w", err)
 	}
+	upkeepCfg := cfg.Upkeep
+	upkeepCfg.Logger = testLogger()
+	passes := upkeep.Start(blog, upkeepCfg)
 	if err := srv.Start(blog); err != nil {
+		passes.Close()
 		blog.Close()
 		return fmt.Errorf("start server: %w", err)
 	}
 	m.Watch(blog, srv)
-	b.blog, b.srv, b.addr, b.m = blog, srv, srv.Addr(), m
+	b.blog, b.upkeep, b.srv, b.addr, b.m = blog, passes, srv, srv.Addr(), m
 	return nil
 }
 
@@ -120,15 +127,16 @@ func (b *broker) stop() {
 	if err := b.srv.Shutdown(ctx); err != nil {
 		b.t.Errorf("shutdown: %v", err)
 	}
+	b.upkeep.Close()
 	if err := b.blog.Close(); err != nil {
 		b.t.Errorf("close log: %v", err)
 	}
-	b.srv, b.blog = nil, nil
+	b.srv, b.blog, b.upkeep = nil, nil, nil
 }
 
 // abandon forgets a wedged node without shutting it down (Shutdown would wait for its event
 // loops forever), so that a test can fail instead of hanging in cleanup.
-func (b *broker) abandon() { b.srv, b.blog = nil, nil }
+func (b *broker) abandon() { b.srv, b.blog, b.upkeep = nil, nil, nil }
 
 // restart stops the node and starts it again on the same data directory and, so that
 // connected clients find it again, on the same address.

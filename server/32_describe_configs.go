@@ -83,10 +83,10 @@ func (s *Server) staticBrokerConfigs() map[string]string {
 		"fetch.max.bytes":                           strconv.Itoa(s.cfg.FetchMaxBytes),
 		"connection.failed.authentication.delay.ms": msString(s.cfg.FailedAuthenticationDelay),
 		"super.users":                               superUsersString(s.cfg.SuperUsers),
-		"producer.id.expiration.ms":                 idleMs(s.blog.ProducerIDExpiration()),
+		"producer.id.expiration.ms":                 idleMs(s.cfg.Upkeep.ProducerExpiration()),
 		"offsets.retention.minutes":                 retentionMinutes(s.cfg.OffsetsRetention),
 		"transactional.id.expiration.ms":            txnIDExpirationMs(s.cfg.TransactionalIDExpiration),
-		"log.retention.check.interval.ms":           idleMs(s.blog.RetentionCheckInterval()),
+		"log.retention.check.interval.ms":           idleMs(s.cfg.Upkeep.CheckInterval()),
 		// One node: every replication factor and ISR minimum is 1.
 		"default.replication.factor":               "1",
 		"offsets.topic.replication.factor":         "1",

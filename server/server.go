@@ -23,6 +23,7 @@ import (
 	"inlet/acl"
 	"inlet/auth"
 	"inlet/batchlog"
+	"inlet/batchlog/upkeep"
 	"inlet/groups"
 	"inlet/meta"
 	"inlet/metrics"
@@ -90,6 +91,10 @@ type Config struct {
 	// TransactionalIDExpiration is transactional.id.expiration.ms: a transactional id with no
 	// transaction open and no change this long is forgotten. Default 7 days; negative: never.
 	TransactionalIDExpiration time.Duration
+	// Upkeep is the log's upkeep passes' settings, which DescribeConfigs reports
+	// (log.retention.check.interval.ms, producer.id.expiration.ms); the zero value: Kafka's
+	// defaults.
+	Upkeep upkeep.Config
 
 	// Metrics, when set, counts requests, their latency, errors and bytes (metrics.go); nil:
 	// nothing is counted and each hook costs one nil check.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/batchlog/upkeep"
 	"inlet/config"
 	"inlet/meta"
 	"inlet/server"
@@ -49,7 +50,6 @@ func main() {
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
-		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs),
 		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes), FetchCacheBytes: mustSizeOrZero("fetch-cache", *o.fetchCache)}
 	if opts.FetchCacheBytes == 0 {
 		opts.FetchCacheBytes = -1 // --fetch-cache 0: none (0 is the log's default size)
@@ -70,6 +70,7 @@ func main() {
 	default:
 		usage("--storage must be segments, pebble or discard, not %q", *o.storage)
 	}
+	upkeepCfg := upkeep.Config{ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs), Logger: logger}
 	perIPOverrides, err := server.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
@@ -108,8 +109,10 @@ func main() {
 		GroupInitialRebalanceDelay:   msFlag(*o.groupInitialRebalanceDelayMs),
 		OffsetsRetention:             minutesFlag(*o.offsetsRetentionMinutes),
 		TransactionalIDExpiration:    msFlag(*o.transactionalIDExpirationMs),
+		Upkeep:                       upkeepCfg,
 		Metrics:                      mon.requests(),
 	})
+	passes := upkeep.Start(blog, upkeepCfg)
 
 	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
@@ -133,6 +136,7 @@ func main() {
 		code = 1
 	}
 	mon.stop(ctx)
+	passes.Close()
 	if err := blog.Close(); err != nil {
 		logger.Error("close log", "err", err)
 		code = 1

@@ -1,4 +1,4 @@
-package batchlog
+package upkeep
 
 import (
 	"encoding/binary"
@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/batchlog"
 	"inlet/segfs"
 	"inlet/wire"
 )
@@ -60,10 +61,10 @@ type compactionLog struct {
 	ts      int64
 }
 
-func (c *compactionLog) write(l *Log, p *Partition, recs []keyed) {
+func (c *compactionLog) write(l *batchlog.Log, p *batchlog.Partition, recs []keyed) {
 	c.t.Helper()
 	b := keyedBatch(7, c.seq, c.ts, recs)
-	a := Append{Partition: p, Batch: b, ProducerID: 7, ProducerEpoch: 0, BaseSequence: c.seq, NumRecords: int32(len(recs))}
+	a := batchlog.Append{Partition: p, Batch: b, ProducerID: 7, ProducerEpoch: 0, BaseSequence: c.seq, NumRecords: int32(len(recs))}
 	r := submitWait(c.t, l, a)
 	if r.Appends[0].Err != wire.ErrNone {
 		c.t.Fatalf("append: error %d", r.Appends[0].Err)
@@ -76,11 +77,11 @@ func (c *compactionLog) write(l *Log, p *Partition, recs []keyed) {
 }
 
 // read returns every stored record of p by offset, in offset order.
-func readKeyed(t *testing.T, l *Log, p *Partition) ([]int64, map[int64]keyed) {
+func readKeyed(t *testing.T, l *batchlog.Log, p *batchlog.Partition) ([]int64, map[int64]keyed) {
 	t.Helper()
 	var offs []int64
 	out := map[int64]keyed{}
-	err := l.scanBatches(p, p.LogStartOffset(), p.HighWatermark(), func(b []byte) error {
+	err := scanBatches(l, p, p.LogStartOffset(), p.HighWatermark(), func(b []byte) error {
 		if !wire.BatchCRCValid(b) {
 			return fmt.Errorf("batch at %d: bad CRC", wire.BatchLastOffset(b))
 		}
@@ -104,7 +105,7 @@ func readKeyed(t *testing.T, l *Log, p *Partition) ([]int64, map[int64]keyed) {
 
 // checkNothingLost: every stored record is the one written at its offset, offsets increase,
 // and each key's last written record is stored unless it is a tombstone (which may go).
-func (c *compactionLog) checkNothingLost(t *testing.T, l *Log, p *Partition, when string) map[int64]keyed {
+func (c *compactionLog) checkNothingLost(t *testing.T, l *batchlog.Log, p *batchlog.Partition, when string) map[int64]keyed {
 	t.Helper()
 	offs, got := readKeyed(t, l, p)
 	for i, off := range offs {
@@ -138,7 +139,7 @@ func (c *compactionLog) checkNothingLost(t *testing.T, l *Log, p *Partition, whe
 	return got
 }
 
-func compactedTopic(t *testing.T, l *Log, extra map[string]string) *Partition {
+func compactedTopic(t *testing.T, l *batchlog.Log, extra map[string]string) *batchlog.Partition {
 	t.Helper()
 	cfg := map[string]string{"cleanup.policy": "compact", "segment.ms": "1", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "100000"}
 	for k, v := range extra {
@@ -156,15 +157,16 @@ func compactedTopic(t *testing.T, l *Log, extra map[string]string) *Partition {
 // tombstones stay until delete.retention.ms and then go; the idempotent producer goes on
 // (its next batch appends, a retry of its last is a duplicate) across passes and restarts.
 func TestCompactionKeepsTheLatestRecordPerKey(t *testing.T) {
-	for _, layout := range []string{LayoutSegments, LayoutPebble} {
+	for _, layout := range []string{batchlog.LayoutSegments, batchlog.LayoutPebble} {
 		t.Run(layout, func(t *testing.T) {
 			segFS, pebFS := segfs.NewCrashableMem(), vfs.NewCrashableMem()
-			opts := Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 64 << 10, Layout: layout,
-				SegmentFS: segFS, PebbleFS: pebFS, RetentionCheckInterval: -1, OnFatal: func(err error) { t.Errorf("log stopped: %v", err) }}
-			l, err := Open(opts)
+			opts := batchlog.Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentBytes: 64 << 10, Layout: layout,
+				SegmentFS: segFS, PebbleFS: pebFS, OnFatal: func(err error) { t.Errorf("log stopped: %v", err) }}
+			l, err := batchlog.Open(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
+			u := passes(l)
 			p := compactedTopic(t, l, nil)
 			now := time.Now().UnixMilli()
 			c := &compactionLog{t: t, written: map[int64]keyed{}, ts: now - 60_000}
@@ -187,7 +189,7 @@ func TestCompactionKeepsTheLatestRecordPerKey(t *testing.T) {
 				lastBase = max(lastBase, off)
 			}
 			lastBase -= 4 // the last batch (5 records) is the active segment
-			if err := l.EnforceRetention(time.Now()); err != nil {
+			if err := u.EnforceRetention(time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			got := c.checkNothingLost(t, l, p, "after a pass")
@@ -217,14 +219,14 @@ func TestCompactionKeepsTheLatestRecordPerKey(t *testing.T) {
 			// The producer goes on.
 			c.write(l, p, []keyed{{[]byte("k1"), []byte("after")}})
 			dup := keyedBatch(7, c.seq-1, c.ts, []keyed{{[]byte("k1"), []byte("after")}})
-			r := submitWait(t, l, Append{Partition: p, Batch: dup, ProducerID: 7, BaseSequence: c.seq - 1, NumRecords: 1})
+			r := submitWait(t, l, batchlog.Append{Partition: p, Batch: dup, ProducerID: 7, BaseSequence: c.seq - 1, NumRecords: 1})
 			if r.Appends[0].Err != wire.ErrNone || r.Appends[0].BaseOffset != p.HighWatermark()-1 {
 				t.Fatalf("retry after compaction: error %d at %d", r.Appends[0].Err, r.Appends[0].BaseOffset)
 			}
 
 			// Later than delete.retention.ms: the tombstone goes (once a newer pass has dirt).
 			c.write(l, p, []keyed{{[]byte("k5"), []byte("late")}})
-			if err := l.EnforceRetention(time.Now().Add(200 * time.Second)); err != nil {
+			if err := u.EnforceRetention(time.Now().Add(200 * time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			got = c.checkNothingLost(t, l, p, "after the tombstone's retention")
@@ -238,7 +240,7 @@ func TestCompactionKeepsTheLatestRecordPerKey(t *testing.T) {
 			crashed, pebCrashed := segFS.Crash(segfs.SyncedOnly, nil, nil), pebFS.CrashClone(vfs.CrashCloneCfg{})
 			l.Close()
 			opts.SegmentFS, opts.PebbleFS = crashed, pebCrashed
-			if l, err = Open(opts); err != nil {
+			if l, err = batchlog.Open(opts); err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
@@ -252,12 +254,13 @@ func TestCompactionKeepsTheLatestRecordPerKey(t *testing.T) {
 // TestCompactionStopsAtTheLastStableOffset: records of an open transaction, and everything
 // after its first batch, are not compacted.
 func TestCompactionStopsAtTheLastStableOffset(t *testing.T) {
-	l, err := Open(Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segfs.NewCrashableMem(),
-		PebbleFS: vfs.NewCrashableMem(), RetentionCheckInterval: -1, Txns: verifyFunc(func(string, int64, int16, string, int32) bool { return true })})
+	l, err := batchlog.Open(batchlog.Options{Dir: "/data", MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, SegmentFS: segfs.NewCrashableMem(),
+		PebbleFS: vfs.NewCrashableMem(), Txns: verifyFunc(func(string, int64, int16, string, int32) bool { return true })})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	u := passes(l)
 	p := compactedTopic(t, l, nil)
 	c := &compactionLog{t: t, written: map[int64]keyed{}, ts: time.Now().UnixMilli() - 60_000}
 	for range 5 {
@@ -267,7 +270,7 @@ func TestCompactionStopsAtTheLastStableOffset(t *testing.T) {
 	tb := keyedBatch(9, 0, c.ts, []keyed{{[]byte("a"), []byte("in txn")}})
 	tb[22] |= 0x10
 	tb = sealCRC(tb)
-	if r := submitWait(t, l, Append{Partition: p, Batch: tb, ProducerID: 9, BaseSequence: 0, NumRecords: 1, Transactional: true}); r.Appends[0].Err != 0 {
+	if r := submitWait(t, l, batchlog.Append{Partition: p, Batch: tb, ProducerID: 9, BaseSequence: 0, NumRecords: 1, Transactional: true}); r.Appends[0].Err != 0 {
 		t.Fatalf("transactional append: %d", r.Appends[0].Err)
 	}
 	c.written[5] = keyed{[]byte("a"), []byte("in txn")}
@@ -275,7 +278,7 @@ func TestCompactionStopsAtTheLastStableOffset(t *testing.T) {
 	for range 5 {
 		c.write(l, p, []keyed{{[]byte("a"), []byte("y")}})
 	}
-	if err := l.EnforceRetention(time.Now()); err != nil {
+	if err := u.EnforceRetention(time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	offs, _ := readKeyed(t, l, p)
@@ -297,12 +300,14 @@ func TestCrashDuringCompactionLosesNothing(t *testing.T) {
 	for i := range 12 {
 		segFS, pebFS := segfs.NewCrashableMem(), vfs.NewCrashableMem()
 		// Slow and in small requests, so that the crashes land inside passes.
-		opts := Options{Dir: "/data", MaxGroupBytes: 64 << 10, MemTableSize: 8 << 20, SegmentBytes: 32 << 10,
-			SegmentFS: segFS, PebbleFS: pebFS, RetentionCheckInterval: -1, compactPace: 1 << 20, compactChunk: 2 << 10}
-		l, err := Open(opts)
+		opts := batchlog.Options{Dir: "/data", MaxGroupBytes: 64 << 10, MemTableSize: 8 << 20, SegmentBytes: 32 << 10,
+			SegmentFS: segFS, PebbleFS: pebFS}
+		l, err := batchlog.Open(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		slow := hooks{compactPace: 1 << 20, compactChunk: 2 << 10}
+		u := start(l, Config{RetentionCheckInterval: -1}, slow)
 		p := compactedTopic(t, l, map[string]string{"delete.retention.ms": "0"})
 		c := &compactionLog{t: t, written: map[int64]keyed{}, ts: time.Now().UnixMilli() - 60_000}
 		for round := range 300 {
@@ -322,7 +327,7 @@ func TestCrashDuringCompactionLosesNothing(t *testing.T) {
 		}
 		// A first pass, then more records: the crash comes in the second, which may remove
 		// tombstones the first kept (delete.retention.ms is 0 from the first pass on).
-		if err := l.EnforceRetention(time.Now()); err != nil {
+		if err := u.EnforceRetention(time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		for round := range 30 {
@@ -334,7 +339,7 @@ func TestCrashDuringCompactionLosesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer close(passDone)
-			_ = l.EnforceRetention(time.Now())
+			_ = u.EnforceRetention(time.Now())
 		}()
 		go func() {
 			// Synced Pebble writes beside the pass, as offset commits and transactions make
@@ -363,12 +368,13 @@ func TestCrashDuringCompactionLosesNothing(t *testing.T) {
 		wg.Wait()
 		l.Close()
 		opts.SegmentFS, opts.PebbleFS = crashed, pebCrashed
-		if l, err = Open(opts); err != nil {
+		if l, err = batchlog.Open(opts); err != nil {
 			t.Fatalf("crash %d: %v", i, err)
 		}
+		u = start(l, Config{RetentionCheckInterval: -1}, slow)
 		p = mustTopic(t, l, "compacted").Partitions[0]
 		before := len(c.checkNothingLost(t, l, p, fmt.Sprintf("crash %d", i)))
-		if err := l.EnforceRetention(time.Now()); err != nil {
+		if err := u.EnforceRetention(time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		after := len(c.checkNothingLost(t, l, p, fmt.Sprintf("crash %d, compacted again", i)))

@@ -1,4 +1,4 @@
-package batchlog
+package upkeep
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"inlet/batchlog"
 )
 
 // BenchmarkProduceBesideCompaction measures what compaction costs a produce load beside it:
@@ -43,11 +45,12 @@ func runProduceBesideCompaction(b *testing.B, compact bool) {
 		stateKeys    = 10_000
 		statePerTurn = 100
 	)
-	l, err := Open(Options{Dir: b.TempDir(), RetentionCheckInterval: -1})
+	l, err := batchlog.Open(batchlog.Options{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
+	u := passes(l)
 	load, _ := l.CreateTopic("load", writers, nil)
 	policy := "delete"
 	if compact {
@@ -76,8 +79,8 @@ func runProduceBesideCompaction(b *testing.B, compact bool) {
 					return
 				case slots <- struct{}{}:
 				}
-				l.Submit(&Request{Appends: []Append{{Partition: load.Partitions[w], Batch: loadBatch(), ProducerID: -1, NumRecords: perBatch}},
-					Done: func(r *Request) {
+				l.Submit(&batchlog.Request{Appends: []batchlog.Append{{Partition: load.Partitions[w], Batch: loadBatch(), ProducerID: -1, NumRecords: perBatch}},
+					Done: func(r *batchlog.Request) {
 						if r.Appends[0].Err == 0 {
 							acked.Add(perBatch)
 						}
@@ -110,7 +113,7 @@ func runProduceBesideCompaction(b *testing.B, compact bool) {
 			p := i % len(state.Partitions)
 			bt := keyedBatch(int64(100+p), seq[p], time.Now().UnixMilli(), recs)
 			seq[p] += statePerTurn
-			submitWait(b, l, Append{Partition: state.Partitions[p], Batch: bt, ProducerID: int64(100 + p), BaseSequence: seq[p] - statePerTurn, NumRecords: statePerTurn})
+			submitWait(b, l, batchlog.Append{Partition: state.Partitions[p], Batch: bt, ProducerID: int64(100 + p), BaseSequence: seq[p] - statePerTurn, NumRecords: statePerTurn})
 			written += len(bt)
 		}
 	}()
@@ -119,7 +122,7 @@ func runProduceBesideCompaction(b *testing.B, compact bool) {
 	startAcked := acked.Load()
 	for time.Since(began) < run {
 		time.Sleep(500 * time.Millisecond)
-		if err := l.EnforceRetention(time.Now()); err != nil {
+		if err := u.EnforceRetention(time.Now()); err != nil {
 			b.Fatal(err)
 		}
 		passes++

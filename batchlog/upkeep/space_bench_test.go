@@ -1,9 +1,11 @@
-package batchlog
+package upkeep
 
 import (
 	"sort"
 	"testing"
 	"time"
+
+	"inlet/batchlog"
 )
 
 // BenchmarkMixedRetentionSpace measures the disk bytes the segment files hold against the
@@ -35,11 +37,12 @@ func runMixedRetention(b *testing.B, noRelocate bool) {
 		batchBytes = 16 << 10
 		perRequest = 8
 	)
-	l, err := Open(Options{Dir: b.TempDir(), SegmentBytes: 16 << 20, RetentionCheckInterval: -1, noRelocate: noRelocate})
+	l, err := batchlog.Open(batchlog.Options{Dir: b.TempDir(), SegmentBytes: 16 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
+	u := start(l, Config{RetentionCheckInterval: -1}, hooks{noRelocate: noRelocate})
 	slow, _ := l.CreateTopic("slow", 1, nil)
 	fire, _ := l.CreateTopic("fire", 8, map[string]string{"retention.ms": "3000"})
 
@@ -63,12 +66,12 @@ func runMixedRetention(b *testing.B, noRelocate bool) {
 				time.Sleep(ahead)
 			}
 			now := time.Now().UnixMilli()
-			appends := make([]Append, perRequest)
+			appends := make([]batchlog.Append, perRequest)
 			for j := range appends {
 				appends[j] = stampedBatch(fire.Partitions[(i*perRequest+j)%len(fire.Partitions)], 16, now, batchBytes, 'f')
 			}
 			written += perRequest * batchBytes
-			l.Submit(&Request{Appends: appends, Done: func(*Request) { <-inflight }})
+			l.Submit(&batchlog.Request{Appends: appends, Done: func(*batchlog.Request) { <-inflight }})
 		}
 	}()
 
@@ -80,7 +83,7 @@ func runMixedRetention(b *testing.B, noRelocate bool) {
 	for time.Since(began) < run {
 		<-tick.C
 		submitWait(b, l, stampedBatch(slow.Partitions[0], 1, time.Now().UnixMilli(), 200, 's'))
-		if err := l.EnforceRetention(time.Now()); err != nil {
+		if err := u.EnforceRetention(time.Now()); err != nil {
 			b.Fatal(err)
 		}
 		disk, retained = l.Stats().SegmentBytes, 0
