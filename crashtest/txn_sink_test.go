@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"inlet/batchlog"
+	"inlet/kafka"
 	"inlet/segfs"
-	"inlet/server"
 )
 
 // A sink shaped like a transactional Kafka sink (Materialize's, Kafka Connect's exactly-once
@@ -318,7 +318,7 @@ type powerLossNode struct {
 	segFS  *segfs.MemFS
 	pebFS  *vfs.MemFS
 	blog   *batchlog.Log
-	srv    *server.Server
+	srv    *kafka.Server
 }
 
 func (p *powerLossNode) addr() string { return p.listen }
@@ -332,7 +332,7 @@ func (p *powerLossNode) start(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open the log after a power loss: %v", err)
 		}
-		p.srv, err = server.Start(server.Config{Listen: p.listen, DefaultPartitions: 1, Workers: 2,
+		p.srv, err = kafka.Start(kafka.Config{Listen: p.listen, DefaultPartitions: 1, Workers: 2,
 			Logger: quietLogger(), GroupInitialRebalanceDelay: -1}, p.blog)
 		if err == nil {
 			if strings.HasSuffix(p.listen, ":0") {

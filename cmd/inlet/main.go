@@ -14,7 +14,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/config"
-	"inlet/server"
+	"inlet/kafka"
 )
 
 func main() {
@@ -74,15 +74,15 @@ func main() {
 		logger.Error("open log", "err", err)
 		os.Exit(1)
 	}
-	perIPOverrides, err := server.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
+	perIPOverrides, err := kafka.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
 	}
-	superUsers, err := server.ParseSuperUsers(*o.superUsers)
+	superUsers, err := kafka.ParseSuperUsers(*o.superUsers)
 	if err != nil {
 		usage("--super-users: %v", err)
 	}
-	srv, err := server.Start(server.Config{
+	srv, err := kafka.Start(kafka.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
 		NodeID:            int32(*o.nodeID),

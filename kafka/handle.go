@@ -1,0 +1,175 @@
+package kafka
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/transport"
+	"inlet/wire"
+)
+
+// api is one served API key: the versions advertised in ApiVersions and its handler. Every
+// file named NN_name.go registers one in init, stating the versions it serves and why.
+type api struct {
+	key      int16
+	min, max int16
+	// handle answers a decoded request; nil for APIs with a hand-written path (produce).
+	handle func(s *Server, r *request, req kmsg.Request) (kmsg.Response, error)
+	// authz declares what the API checks and where (authz.go); every API has one.
+	authz authz
+}
+
+var apis = map[int16]api{}
+
+func register(a api) {
+	if _, dup := apis[a.key]; dup {
+		panic(fmt.Sprintf("BUG: server: api key %d registered twice", a.key))
+	}
+	apis[a.key] = a
+}
+
+// SupportedAPIs lists the served API keys and versions, sorted by key: what ApiVersions
+// advertises (the README's table is checked against it).
+func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for _, a := range apis {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}
+
+// handle runs on the connection's worker goroutine.
+func (s *Server) handle(r *request) {
+	sec := r.c.sec // nil on a listener without security: nothing below costs more than this check
+	if sec != nil && sec.closeAfter {
+		// The connection is being closed (a failed SASL step): nothing more is served.
+		s.finish(r, nil)
+		return
+	}
+	if sec != nil && sec.raw {
+		s.saslRawToken(r)
+		return
+	}
+	if sec != nil && sec.user != "" && !s.currentPrincipal(r, sec) {
+		return
+	}
+	frame := r.frame()
+	hdr, err := wire.ParseRequestHeader(frame)
+	if err != nil {
+		s.protocolError(r, "bad request header", err)
+		return
+	}
+	r.hdr = hdr
+	if sec != nil && !s.admit(r, sec) {
+		return
+	}
+	a, ok := apis[hdr.APIKey]
+	if !ok || hdr.APIVersion < a.min || hdr.APIVersion > a.max {
+		if hdr.APIKey == apiVersionsKey {
+			// KIP-511: an ApiVersions version the broker does not know is answered at v0 with
+			// UNSUPPORTED_VERSION and the broker's ranges, so the client can pick one.
+			r.served = true
+			if m := s.m; m != nil {
+				m.Error(apiVersionsKey, wire.ErrUnsupportedVersion)
+			}
+			s.finish(r, apiVersionsUnsupported(hdr.CorrelationID))
+			return
+		}
+		// Kafka closes the connection on an unknown API or version (SocketServer).
+		s.protocolError(r, "unsupported api or version", fmt.Errorf("api key %d version %d", hdr.APIKey, hdr.APIVersion))
+		return
+	}
+	// From here on r is a request of a served API: release counts it (metrics), whatever
+	// becomes of it. The metrics of every API are hooked here and in release, so an API
+	// registered later is counted without a line of its own.
+	r.served = true
+	if hdr.APIKey == produceKey {
+		s.handleProduce(r)
+		return
+	}
+	req := kmsg.RequestForKey(hdr.APIKey)
+	req.SetVersion(hdr.APIVersion)
+	if err := req.ReadFrom(frame[hdr.BodyOffset:]); err != nil {
+		s.protocolError(r, "bad request body", err)
+		return
+	}
+	var deny func(kmsg.Response)
+	if sub := s.subjectOf(r); sub.restricted() && a.authz.filter != nil {
+		// Entries the principal may not use are taken out of the request before the
+		// handler sees it (so nothing is auto-created) and answered by deny (authz.go).
+		var resp kmsg.Response
+		if resp, deny = a.authz.filter(s, sub, req); resp != nil {
+			if m := s.m; m != nil {
+				m.ResponseErrors(hdr.APIKey, resp)
+			}
+			s.finish(r, encodeResponse(hdr, resp))
+			return
+		}
+	}
+	resp, err := a.handle(s, r, req)
+	if err != nil {
+		s.protocolError(r, "request refused", err)
+		return
+	}
+	if deny != nil {
+		deny(resp)
+	}
+	if m := s.m; m != nil {
+		m.ResponseErrors(hdr.APIKey, resp)
+	}
+	out := encodeResponse(hdr, resp)
+	if sec != nil && sec.closeAfter {
+		// A failed or illegal SASL step.
+		s.finishAndClose(r, out, sec.closeDelay)
+		return
+	}
+	s.finish(r, out)
+}
+
+// finishAndClose answers r with out (nil: nothing) and closes its connection, after delay
+// (a failed authentication, limits.go). The reply is queued before the close: gnet runs
+// AsyncWrite before Close, streamConn flushes before closing. While the delay runs r is in
+// flight (Shutdown waits for it) and the connection's later requests are dropped by handle.
+func (s *Server) finishAndClose(r *request, out *transport.Out, delay time.Duration) {
+	done := func() {
+		c := r.c
+		s.finish(r, out)
+		c.close()
+	}
+	if delay <= 0 {
+		done()
+		return
+	}
+	time.AfterFunc(delay, done)
+}
+
+func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *transport.Out {
+	resp.SetVersion(hdr.APIVersion)
+	// ApiVersions responses always use header v0 (KIP-511), whatever the request's version.
+	flexible := resp.IsFlexible() && hdr.APIKey != apiVersionsKey
+	out := newReply(hdr.CorrelationID, flexible, 4096)
+	out.B = resp.AppendTo(out.B)
+	wire.PatchFrameLength(out.B)
+	return out
+}
+
+// protocolError closes the connection (the first tier of errors: the stream cannot be
+// trusted any more), counts it and logs a short description, once per kind and address a
+// minute (limits.go: a client that reconnects and repeats itself does not flood the log).
+func (s *Server) protocolError(r *request, what string, err error) {
+	s.badFrames.Add(1)
+	frame := r.frame()
+	snippet := frame
+	if len(snippet) > 32 {
+		snippet = snippet[:32]
+	}
+	s.refused(r.c.remote, "closing connection: "+what, "err", err, "frame", fmt.Sprintf("%q", snippet))
+	r.c.close()
+	s.finish(r, nil)
+}
