@@ -151,16 +151,17 @@ func (s *Server) handleProduce(r *request) {
 		r.t.Skip()
 	}
 	if len(ps.log.Appends) == 0 {
-		r.produceCommitted(&ps.log)
+		r.Completed(&ps.log)
 		return
 	}
 	ps.log.TransactionalID = txnID
 	s.blog.Submit(&ps.log)
 }
 
-// produceCommitted is the batch log's Done callback (bound once per pooled request). It runs
-// on the log's completer goroutine, after the group holding the request is durable.
-func (r *request) produceCommitted(lr *batchlog.Request) {
+// Completed is r's batchlog.Completion (set once per pooled request): the log's completer
+// goroutine calls it after the group holding the request is durable, and it fills in the
+// offsets, encodes the reply and releases r.
+func (r *request) Completed(lr *batchlog.Request) {
 	ps := &r.produce
 	c := r.c
 	s := c.s

@@ -84,9 +84,9 @@ var requestPool = sync.Pool{New: func() any { return new(request) }}
 
 func getRequest() *request {
 	r := requestPool.Get().(*request)
-	if r.produce.log.Done == nil {
-		// Bound once per pooled request, so submitting allocates no closure.
-		r.produce.log.Done = r.produceCommitted
+	if r.produce.log.Completion == nil {
+		// Set once per pooled request: the log tells r itself (Completed), no closure.
+		r.produce.log.Completion = r
 	}
 	return r
 }

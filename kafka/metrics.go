@@ -8,7 +8,7 @@ import (
 // What the metrics' state collector reads at scrape time (metrics.Node). Request counts,
 // latencies, errors and bytes are counted as they happen instead, through Config.Metrics:
 // in conn.enqueue (a frame's arrival), handle (which API), release (a request done),
-// handleProduce's Done callback (produce error codes) and the transport's replies (bytes
+// the produce completion (request.Completed: produce error codes) and the transport's replies (bytes
 // out: transport.Config.Sent).
 
 var _ metrics.Node = (*Server)(nil)
