@@ -19,7 +19,7 @@ import (
 const produceKey = 0
 
 func init() {
-	register(api{key: produceKey, min: 3, max: 12,
+	register(api{key: produceKey, min: 3, max: 12, serve: serveProduce,
 		authz: inHandler(onTopics(acl.Write), onTxnIDs(acl.Write))})
 }
 
@@ -37,7 +37,9 @@ type produceState struct {
 
 type respRef struct{ topic, partition int32 }
 
-func (s *Server) handleProduce(r *request) {
+// serveProduce decodes r into its pooled state, checks each batch (checkBatch) and submits
+// those that pass to the batch log; Completed answers once they are durable.
+func serveProduce(s *Server, r *request, _ *api) {
 	ps := &r.produce
 	frame := r.frame()
 	if err := ps.req.Decode(frame[r.hdr.BodyOffset:], r.hdr.APIVersion); err != nil {
@@ -90,31 +92,7 @@ func (s *Server) handleProduce(r *request) {
 				op.ErrorCode = wire.ErrUnknownTopicOrPartition
 				continue
 			}
-			// max.message.bytes is per topic, falling back to the broker's message.max.bytes.
-			maxMessage := s.cfg.MaxMessageBytes
-			if mm := topic.Settings.MaxMessageBytes; mm != 0 {
-				maxMessage = max(mm, 0)
-			}
-			h, vcode, msg := wire.ValidateProduceBatch(rp.Records, maxMessage)
-			if vcode == wire.ErrNone && h.Compression() == wire.CompressionZstd && r.hdr.APIVersion < 7 {
-				// KIP-110 (ProduceRequest.validateRecords): zstd needs Produce v7+, the one
-				// version-dependent check ValidateProduceBatch leaves to its caller.
-				vcode, msg = wire.ErrUnsupportedCompressionType, "produce requests with version < 7 are not allowed to use ZStandard compression"
-			}
-			if vcode == wire.ErrNone {
-				// LogValidator's walk of the records (validate.go): a header that claims more
-				// records, or other offsets, than the batch holds never reaches the log.
-				vcode, msg = validateBatchRecords(rp.Records, &h)
-			}
-			if vcode == wire.ErrNone && bound != nil {
-				// Decompresses and decodes every record, here on the connection's worker (off
-				// the event loop); a failing batch never reaches the batch log, so nothing of
-				// it is stored and the producer's idempotence state is unchanged.
-				vcode, msg = s.validateRecords(ps, op, bound, rp.Records)
-			}
-			if vcode == wire.ErrNone && topic.Settings.Compact {
-				vcode, msg = s.validateKeys(ps, op, rt.Name, rp.Index, rp.Records)
-			}
+			h, vcode, msg := s.checkBatch(r, op, topic, bound, rt.Name, rp)
 			if vcode == wire.ErrNone && h.IsTransactional() {
 				if ps.req.TransactionalID == nil {
 					// KafkaApis.handleProduceRequest: transactional records need an
@@ -156,6 +134,38 @@ func (s *Server) handleProduce(r *request) {
 	}
 	ps.log.TransactionalID = txnID
 	s.blog.Submit(&ps.log)
+}
+
+// checkBatch checks one partition's batch of a produce request before it may reach the log:
+// its header and size (wire.ValidateProduceBatch), the version it needs, its records, and the
+// topic's schema and compaction rules. A failing batch's record errors go into op.
+func (s *Server) checkBatch(r *request, op *wire.ProduceRespPartition, topic *batchlog.Topic, bound *schema.Topic, name []byte, rp *wire.ProducePartition) (h wire.BatchHeader, vcode int16, msg string) {
+	// max.message.bytes is per topic, falling back to the broker's message.max.bytes.
+	maxMessage := s.cfg.MaxMessageBytes
+	if mm := topic.Settings.MaxMessageBytes; mm != 0 {
+		maxMessage = max(mm, 0)
+	}
+	h, vcode, msg = wire.ValidateProduceBatch(rp.Records, maxMessage)
+	if vcode == wire.ErrNone && h.Compression() == wire.CompressionZstd && r.hdr.APIVersion < 7 {
+		// KIP-110 (ProduceRequest.validateRecords): zstd needs Produce v7+, the one
+		// version-dependent check ValidateProduceBatch leaves to its caller.
+		vcode, msg = wire.ErrUnsupportedCompressionType, "produce requests with version < 7 are not allowed to use ZStandard compression"
+	}
+	if vcode == wire.ErrNone {
+		// LogValidator's walk of the records (validate.go): a header that claims more
+		// records, or other offsets, than the batch holds never reaches the log.
+		vcode, msg = validateBatchRecords(rp.Records, &h)
+	}
+	if vcode == wire.ErrNone && bound != nil {
+		// Decompresses and decodes every record, here on the connection's worker (off
+		// the event loop); a failing batch never reaches the batch log, so nothing of
+		// it is stored and the producer's idempotence state is unchanged.
+		vcode, msg = s.validateRecords(&r.produce, op, bound, rp.Records)
+	}
+	if vcode == wire.ErrNone && topic.Settings.Compact {
+		vcode, msg = s.validateKeys(&r.produce, op, name, rp.Index, rp.Records)
+	}
+	return h, vcode, msg
 }
 
 // Completed is r's batchlog.Completion (set once per pooled request): the log's completer

@@ -31,22 +31,42 @@ import (
 const fetchKey = 1
 
 func init() {
-	register(api{key: fetchKey, min: 4, max: 12, handle: handleFetch,
+	register(api{key: fetchKey, min: 4, max: 12, serve: serveFetch,
 		authz: before(authorizeFetch, onTopics(acl.Read))})
 }
 
-func handleFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
-	req := kreq.(*kmsg.FetchRequest)
+// serveFetch serves a Fetch as dispatch serves a kmsg API (decode, the authorization filter,
+// the handler, metrics), except that the answer is a fetchReply, encoded by itself.
+func serveFetch(s *Server, r *request, a *api) {
+	kreq, ok := s.decode(r)
+	if !ok {
+		return
+	}
+	deny, answered := s.filter(r, a, kreq)
+	if answered {
+		return
+	}
+	reply := handleFetch(s, r, kreq.(*kmsg.FetchRequest))
+	if deny != nil {
+		deny(reply.resp)
+	}
+	if m := s.m; m != nil {
+		m.ResponseErrors(fetchKey, reply.resp)
+	}
+	s.respond(r, reply.encode(r.hdr))
+}
+
+func handleFetch(s *Server, r *request, req *kmsg.FetchRequest) *fetchReply {
 	if ms := s.throttled(r, quota.Fetch); ms > 0 {
 		// Its user is over the consumer_byte_rate (other connections took it there): answered
 		// empty, as Kafka answers a throttled fetch.
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.ThrottleMillis = ms
-		return resp, nil
+		return newFetchReply(s, resp)
 	}
-	resp, bytes := s.fetchWait(r, req)
-	resp.ThrottleMillis = s.throttle(r, quota.Fetch, bytes)
-	return resp, nil
+	reply, bytes := s.fetchWait(r, req)
+	reply.resp.ThrottleMillis = s.throttle(r, quota.Fetch, bytes)
+	return reply
 }
 
 // fetchWait answers req once MinBytes are there, or MaxWaitMillis has passed; bytes is the
@@ -97,7 +117,7 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 // answers at once instead of waiting out MaxWaitMillis.
 func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply, total int, stop bool) {
 	resp = newFetchReply(s, req.ResponseKind().(*kmsg.FetchResponse))
-	resp.SessionID = 0
+	resp.resp.SessionID = 0
 	maxBytes := int(req.MaxBytes)
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = int(^uint32(0) >> 1)
@@ -164,7 +184,7 @@ func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
-		resp.Topics = append(resp.Topics, ot)
+		resp.resp.Topics = append(resp.resp.Topics, ot)
 	}
 	return resp, total, stop
 }
@@ -179,10 +199,7 @@ func authorizeFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, fun
 		return nil, nil
 	}
 	return nil, func(kresp kmsg.Response) {
-		resp, ok := kresp.(*kmsg.FetchResponse) // a throttled fetch's empty answer
-		if !ok {
-			resp = kresp.(*fetchReply).FetchResponse
-		}
+		resp := kresp.(*kmsg.FetchResponse) // serveFetch passes its reply's
 		for _, t := range denied {
 			rt := kmsg.NewFetchResponseTopic()
 			rt.Topic = t.Topic

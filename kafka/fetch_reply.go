@@ -8,18 +8,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/transport"
 	"inlet/wire"
 )
 
-// fetchReply is a Fetch response whose record batches are located (batchlog.PlanRead) when
-// the handler builds it and read when it is encoded: wire.AppendFetchResponse calls back for
-// each planned partition, which reads its batches straight into the response frame (from the
-// log's tail cache, or one pread per batch). The data is copied once, and the frame is grown
-// once, to its final size.
+// fetchReply is a Fetch response (resp) whose record batches are located (batchlog.PlanRead)
+// when the handler builds it and read when it is encoded (encode): it is the
+// wire.FetchRecords that wire.AppendFetchResponse takes the batches of each planned partition
+// from, read straight into the response frame (from the log's tail cache, or one pread per
+// batch). The data is copied once, and the frame is grown once, to its final size. It is not
+// a kmsg.Response: the Fetch API serves it on a path of its own (serveFetch).
 //
 // Every fetchReply made is encoded once (which releases its plans) or released.
 type fetchReply struct {
-	*kmsg.FetchResponse
+	resp  *kmsg.FetchResponse
 	blog  *batchlog.Log
 	log   *slog.Logger
 	plans []fetchPlan // in the order the partitions are encoded
@@ -35,7 +37,7 @@ var fetchReplies = sync.Pool{New: func() any { return new(fetchReply) }}
 
 func newFetchReply(s *Server, resp *kmsg.FetchResponse) *fetchReply {
 	r := fetchReplies.Get().(*fetchReply)
-	r.FetchResponse, r.blog, r.log = resp, s.blog, s.log
+	r.resp, r.blog, r.log = resp, s.blog, s.log
 	return r
 }
 
@@ -55,28 +57,38 @@ func (r *fetchReply) release() {
 	}
 	r.plans = r.plans[:0]
 	r.next = 0
-	r.FetchResponse, r.blog, r.log = nil, nil, nil
+	r.resp, r.blog, r.log = nil, nil, nil
 	fetchReplies.Put(r)
 }
 
-// AppendTo encodes the response, reading the planned batches into dst, and releases r.
-func (r *fetchReply) AppendTo(dst []byte) []byte {
+// encode is the reply frame of r, answering the request of hdr, with the planned batches read
+// into it; it releases r.
+func (r *fetchReply) encode(hdr wire.RequestHeader) *transport.Out {
+	r.resp.SetVersion(hdr.APIVersion)
+	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), 4096)
+	out.B = r.appendTo(out.B)
+	wire.PatchFrameLength(out.B)
+	return out
+}
+
+// appendTo encodes the response, reading the planned batches into dst, and releases r.
+func (r *fetchReply) appendTo(dst []byte) []byte {
 	defer r.release()
 	size := 64
-	for i := range r.Topics {
-		size += 8 + len(r.Topics[i].Topic) + 64*len(r.Topics[i].Partitions)
+	for i := range r.resp.Topics {
+		size += 8 + len(r.resp.Topics[i].Topic) + 64*len(r.resp.Topics[i].Partitions)
 	}
 	for i := range r.plans {
 		size += r.plans[i].plan.Bytes
 	}
 	dst = slices.Grow(dst, size)
-	return wire.AppendFetchResponse(dst, r.FetchResponse, r, r.readFailed)
+	return wire.AppendFetchResponse(dst, r.resp, r, r.readFailed)
 }
 
 // readFailed logs a partition whose batches could not be read; it is answered
 // UNKNOWN_SERVER_ERROR.
 func (r *fetchReply) readFailed(t, p int, err error) {
-	r.log.Error("fetch read", "topic", r.Topics[t].Topic, "partition", r.Topics[t].Partitions[p].Partition, "err", err)
+	r.log.Error("fetch read", "topic", r.resp.Topics[t].Topic, "partition", r.resp.Topics[t].Partitions[p].Partition, "err", err)
 }
 
 // Size is wire.FetchRecords': the planned bytes of the partition, or -1 if it has no plan.

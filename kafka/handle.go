@@ -11,24 +11,51 @@ import (
 	"inlet/wire"
 )
 
-// api is one served API key: the versions advertised in ApiVersions and its handler. Every
-// file named NN_name.go registers one in init, stating the versions it serves and why.
+// api is one served API key: the versions advertised in ApiVersions, how it is served and
+// what it checks. Each file named NN_name.go registers its API in init (45_ and 50_ register
+// two related ones each), stating the versions it serves and why.
 type api struct {
 	key      int16
 	min, max int16
-	// handle answers a decoded request; nil for APIs with a hand-written path (produce).
+	// handle answers a request decoded by kmsg; its response is encoded by kmsg (dispatch).
 	handle func(s *Server, r *request, req kmsg.Request) (kmsg.Response, error)
+	// serve, set instead of handle, serves an API with a path of its own: Produce (the
+	// hand-written decoder and encoder, nothing allocated) and Fetch (a reply whose batches are
+	// read as it is encoded). It runs once the header is parsed and the version checked, and
+	// answers r itself.
+	serve func(s *Server, r *request, a *api)
 	// authz declares what the API checks and where (authz.go); every API has one.
 	authz authz
 }
 
-var apis = map[int16]api{}
+// apis is every registered API; byKey indexes the same by key for dispatch (an array, so
+// finding a request's API costs one bounds check, no map lookup).
+var (
+	apis  = map[int16]*api{}
+	byKey [kmsg.MaxKey + 1]*api
+)
 
 func register(a api) {
 	if _, dup := apis[a.key]; dup {
-		panic(fmt.Sprintf("BUG: server: api key %d registered twice", a.key))
+		panic(fmt.Sprintf("BUG: kafka: api key %d registered twice", a.key))
 	}
-	apis[a.key] = a
+	if a.key < 0 || int(a.key) >= len(byKey) || (a.handle == nil) == (a.serve == nil) {
+		panic(fmt.Sprintf("BUG: kafka: api key %d: a key kmsg knows, and one of handle or serve", a.key))
+	}
+	apis[a.key] = &a
+	byKey[a.key] = &a
+}
+
+// served is the API of key at version, or nil when the node does not serve that.
+func served(key, version int16) *api {
+	if key < 0 || int(key) >= len(byKey) {
+		return nil
+	}
+	a := byKey[key]
+	if a == nil || version < a.min || version > a.max {
+		return nil
+	}
+	return a
 }
 
 // SupportedAPIs lists the served API keys and versions, sorted by key: what ApiVersions
@@ -69,8 +96,8 @@ func (s *Server) handle(r *request) {
 	if sec != nil && !s.admit(r, sec) {
 		return
 	}
-	a, ok := apis[hdr.APIKey]
-	if !ok || hdr.APIVersion < a.min || hdr.APIVersion > a.max {
+	a := served(hdr.APIKey, hdr.APIVersion)
+	if a == nil {
 		if hdr.APIKey == apiVersionsKey {
 			// KIP-511: an ApiVersions version the broker does not know is answered at v0 with
 			// UNSUPPORTED_VERSION and the broker's ranges, so the client can pick one.
@@ -89,28 +116,17 @@ func (s *Server) handle(r *request) {
 	// becomes of it. The metrics of every API are hooked here and in release, so an API
 	// registered later is counted without a line of its own.
 	r.served = true
-	if hdr.APIKey == produceKey {
-		s.handleProduce(r)
+	if a.serve != nil {
+		a.serve(s, r, a)
 		return
 	}
-	req := kmsg.RequestForKey(hdr.APIKey)
-	req.SetVersion(hdr.APIVersion)
-	if err := req.ReadFrom(frame[hdr.BodyOffset:]); err != nil {
-		s.protocolError(r, "bad request body", err)
+	req, ok := s.decode(r)
+	if !ok {
 		return
 	}
-	var deny func(kmsg.Response)
-	if sub := s.subjectOf(r); sub.restricted() && a.authz.filter != nil {
-		// Entries the principal may not use are taken out of the request before the
-		// handler sees it (so nothing is auto-created) and answered by deny (authz.go).
-		var resp kmsg.Response
-		if resp, deny = a.authz.filter(s, sub, req); resp != nil {
-			if m := s.m; m != nil {
-				m.ResponseErrors(hdr.APIKey, resp)
-			}
-			s.finish(r, encodeResponse(hdr, resp))
-			return
-		}
+	deny, answered := s.filter(r, a, req)
+	if answered {
+		return
 	}
 	resp, err := a.handle(s, r, req)
 	if err != nil {
@@ -123,9 +139,44 @@ func (s *Server) handle(r *request) {
 	if m := s.m; m != nil {
 		m.ResponseErrors(hdr.APIKey, resp)
 	}
-	out := encodeResponse(hdr, resp)
-	if sec != nil && sec.closeAfter {
-		// A failed or illegal SASL step.
+	s.respond(r, encodeResponse(hdr, resp))
+}
+
+// decode decodes r's body with kmsg; on a bad body it closes the connection and reports false.
+func (s *Server) decode(r *request) (kmsg.Request, bool) {
+	req := kmsg.RequestForKey(r.hdr.APIKey)
+	req.SetVersion(r.hdr.APIVersion)
+	if err := req.ReadFrom(r.frame()[r.hdr.BodyOffset:]); err != nil {
+		s.protocolError(r, "bad request body", err)
+		return nil, false
+	}
+	return req, true
+}
+
+// filter applies a's authorization filter to req for a restricted subject (authz.go): the
+// entries the principal may not use are taken out of req before the handler sees it (so
+// nothing is auto-created) and deny adds their refusals to the response. answered: the filter
+// refused the whole request and r has been answered.
+func (s *Server) filter(r *request, a *api, req kmsg.Request) (deny func(kmsg.Response), answered bool) {
+	sub := s.subjectOf(r)
+	if !sub.restricted() || a.authz.filter == nil {
+		return nil, false
+	}
+	resp, deny := a.authz.filter(s, sub, req)
+	if resp == nil {
+		return deny, false
+	}
+	if m := s.m; m != nil {
+		m.ResponseErrors(r.hdr.APIKey, resp)
+	}
+	s.finish(r, encodeResponse(r.hdr, resp))
+	return nil, true
+}
+
+// respond answers r with out; after a failed or illegal SASL step it also closes the
+// connection.
+func (s *Server) respond(r *request, out *transport.Out) {
+	if sec := r.c.sec; sec != nil && sec.closeAfter {
 		s.finishAndClose(r, out, sec.closeDelay)
 		return
 	}
