@@ -103,10 +103,6 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	type change struct {
-		user, mech string
-		c          tenants.CredentialChange
-	}
 	errs := map[string]*kmsg.AlterUserSCRAMCredentialsResponseResult{}
 	var order []string
 	fail := func(user string, code int16, msg string) {
@@ -148,10 +144,10 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		}
 		return ""
 	}
-	var changes []change
+	var changes []scramChange
 	for _, d := range req.Deletions {
 		if mech := checked(d.Name, d.Mechanism); mech != "" {
-			changes = append(changes, change{d.Name, mech, tenants.CredentialChange{Deleted: true}})
+			changes = append(changes, scramChange{d.Name, mech, tenants.CredentialChange{Deleted: true}})
 		}
 	}
 	for _, u := range req.Upsertions {
@@ -168,7 +164,7 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 				fail(u.Name, wire.ErrUnacceptableCredential, err.Error())
 				continue
 			}
-			changes = append(changes, change{u.Name, mech, tenants.CredentialChange{Credential: &c}})
+			changes = append(changes, scramChange{u.Name, mech, tenants.CredentialChange{Credential: &c}})
 		}
 	}
 	switch {
@@ -187,28 +183,7 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 		changes = nil
 	}
 	if len(changes) > 0 {
-		err := s.changeTenants(func(st *tenants.State) (bool, error) {
-			changed := false
-			for _, ch := range changes {
-				if ch.c.Deleted {
-					// st, not s.tenants.State(): the store is locked during a change.
-					sha256, sha512 := s.scramCredentialsIn(st, ch.user)
-					if ch.mech == auth.ScramSHA256 && sha256 == nil || ch.mech == auth.ScramSHA512 && sha512 == nil {
-						fail(ch.user, wire.ErrResourceNotFound, "Attempt to delete a user credential that does not exist")
-						continue
-					}
-				}
-				st.SetCredential(ch.user, ch.mech, ch.c)
-				changed = true
-			}
-			return changed, nil
-		})
-		if err != nil {
-			s.log.Error("alter user scram credentials", "err", err)
-			for _, ch := range changes {
-				fail(ch.user, wire.ErrUnknownServerError, "The change could not be stored: "+err.Error())
-			}
-		}
+		s.applyScramChanges(changes, fail)
 	}
 	for _, user := range order {
 		if res := errs[user]; res != nil {
@@ -280,4 +255,38 @@ func (s *Server) scramUsers() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// scramChange is one credential change an AlterUserScramCredentials request asks for.
+type scramChange struct {
+	user, mech string
+	c          tenants.CredentialChange
+}
+
+// applyScramChanges makes changes durable and current in one tenants change; fail records
+// why a user's entry failed (a deletion of a credential that does not exist, or the change
+// not stored).
+func (s *Server) applyScramChanges(changes []scramChange, fail func(user string, code int16, msg string)) {
+	err := s.changeTenants(func(st *tenants.State) (bool, error) {
+		changed := false
+		for _, ch := range changes {
+			if ch.c.Deleted {
+				// st, not s.tenants.State(): the store is locked during a change.
+				sha256, sha512 := s.scramCredentialsIn(st, ch.user)
+				if ch.mech == auth.ScramSHA256 && sha256 == nil || ch.mech == auth.ScramSHA512 && sha512 == nil {
+					fail(ch.user, wire.ErrResourceNotFound, "Attempt to delete a user credential that does not exist")
+					continue
+				}
+			}
+			st.SetCredential(ch.user, ch.mech, ch.c)
+			changed = true
+		}
+		return changed, nil
+	})
+	if err != nil {
+		s.log.Error("alter user scram credentials", "err", err)
+		for _, ch := range changes {
+			fail(ch.user, wire.ErrUnknownServerError, "The change could not be stored: "+err.Error())
+		}
+	}
 }
