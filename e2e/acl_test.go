@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/auth"
+	"inlet/conn"
 	"inlet/kafka"
 	"inlet/tenants"
 )
@@ -467,7 +468,7 @@ func TestAllowEveryoneIfNoACLFound(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Users, c.AllowEveryoneIfNoACLFound = users, open
-			c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+			c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		})
 		alice := saslClient(t, b, "alice", "alice-secret", kgo.DisableIdempotentWrite())
 		if err := produceErr(alice, "bob.t"); !errors.Is(err, kerr.TopicAuthorizationFailed) {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"inlet/conn"
 	"inlet/kafka"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestEachListenerAdvertisesItsOwnAddress(t *testing.T) {
 	ca := newTestCA(t)
 	b := startBroker(t, func(c *kafka.Config) {
-		c.Listeners = []kafka.Listener{
+		c.Listeners = []conn.Listener{
 			{Name: "plain", Address: "127.0.0.1:0", Advertise: "plain.inlet.test:19092", Protocol: "PLAINTEXT"},
 			{Name: "tls", Address: "127.0.0.1:0", Advertise: "node1.inlet.test:19093", Protocol: "SSL", TLS: ca.serverTLS()},
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"inlet/conn"
 	"inlet/kafka"
 	"inlet/quota"
 )
@@ -276,7 +277,7 @@ func TestUserClientIDQuotaHoldsItsProducers(t *testing.T) {
 	const rate = 256 << 10
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{
 			quota.EntityKey("alice", "etl"):                       {quota.ProducerByteRate: rate},
 			quota.EntityKey(quota.DefaultUser, quota.DefaultUser): {quota.ProducerByteRate: 1 << 30},

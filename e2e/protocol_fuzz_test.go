@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/conn"
 	"inlet/kafka"
 )
 
@@ -71,7 +72,7 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 		c.MaxRequestBytes = 4 << 20
 		c.InflightBudget = 16 << 20
 		c.FailedAuthenticationDelay = 5 * time.Millisecond
-		c.Listeners = []kafka.Listener{
+		c.Listeners = []conn.Listener{
 			{Name: "loop", Address: "127.0.0.1:0", Protocol: "PLAINTEXT"},
 			{Name: "stream", Address: "127.0.0.1:0", Protocol: "PLAINTEXT"},
 			{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/conn"
 	"inlet/kafka"
 	"inlet/quota"
 )
@@ -68,7 +69,7 @@ func TestClientQuotasAtRunTime(t *testing.T) {
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
 		c.SuperUsers = []string{"admin"}
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"bob": {quota.ConsumerByteRate: 4096}}
 	})
 	adm := kadm.NewClient(saslClient(t, b, "admin", "admin-secret"))
@@ -163,7 +164,7 @@ func TestProducerByteRateHoldsFourProducers(t *testing.T) {
 	const rate = 256 << 10
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ProducerByteRate: rate}}
 	})
 	b.createTopic("alice.q", 4)
@@ -280,7 +281,7 @@ func (h *disconnects) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { h.n.Add
 func TestSendingWhileThrottledIsClosed(t *testing.T) {
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ProducerByteRate: 1024}}
 		c.InflightBudget = 8 << 20
 	})
@@ -321,7 +322,7 @@ func TestSendingWhileThrottledIsClosed(t *testing.T) {
 func TestThrottledFetchOfADeniedTopic(t *testing.T) {
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ConsumerByteRate: 1024}}
 	})
 	b.createTopic("alice.q", 1)

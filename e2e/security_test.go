@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"inlet/auth"
+	"inlet/conn"
 	inletkafka "inlet/kafka"
 )
 
@@ -131,7 +132,7 @@ func testUsers(t testing.TB) *auth.Users {
 func secureBroker(t testing.TB, ca *testCA, mod func(*inletkafka.Config)) *broker {
 	return startBroker(t, func(c *inletkafka.Config) {
 		c.Users = testUsers(t)
-		c.Listeners = []inletkafka.Listener{
+		c.Listeners = []conn.Listener{
 			{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},
 			{Name: "public", Address: "127.0.0.1:0", Protocol: "PLAINTEXT", Anonymous: &auth.Principal{Name: "ANONYMOUS", TopicPrefixes: []string{"public."}}},
 			{Name: "sasl_ssl", Address: "127.0.0.1:0", Protocol: "SASL_SSL", TLS: ca.serverTLS()},

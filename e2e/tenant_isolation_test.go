@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"inlet/auth"
+	"inlet/conn"
 	"inlet/kafka"
 )
 
@@ -719,7 +720,7 @@ func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = isolationUsers(t)
 		c.SuperUsers = []string{"chief"}
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 	})
 	addr := b.srv.ListenerAddr("sasl")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -931,7 +932,7 @@ func TestOffsetAPIsCheckEachTopic(t *testing.T) {
 	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = isolationUsers(t)
 		c.SuperUsers = []string{"chief"}
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 	})
 	addr := b.srv.ListenerAddr("sasl")
 	b.createTopic("a.mine", 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"inlet/auth"
+	"inlet/conn"
 	"inlet/kafka"
 )
 
@@ -40,7 +41,7 @@ func tenantBroker(t *testing.T) *broker {
 	return startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
 		c.SuperUsers = []string{"admin"}
-		c.Listeners = []kafka.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 	})
 }
 

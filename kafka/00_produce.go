@@ -123,7 +123,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 		}
 	}
 	// Counted whatever became of the batches, as Kafka counts the request's size.
-	ps.resp.ThrottleMs = s.throttle(r, quota.Produce, len(frame))
+	ps.resp.ThrottleMs = r.c.Throttle(quota.Produce, r.hdr.ClientID, len(frame))
 	if ps.acks == 0 {
 		// No reply is ever written, but the slot must be passed so later replies can go.
 		r.t.Skip()
@@ -173,8 +173,7 @@ func (s *Server) checkBatch(r *request, op *wire.ProduceRespPartition, topic *ba
 // offsets, encodes the reply and releases r.
 func (r *request) Completed(lr *batchlog.Request) {
 	ps := &r.produce
-	c := r.c
-	s := c.s
+	s := r.s
 	for i := range lr.Appends {
 		a := &lr.Appends[i]
 		ref := ps.where[i]

@@ -57,7 +57,7 @@ func serveFetch(s *Server, r *request, a *api) {
 }
 
 func handleFetch(s *Server, r *request, req *kmsg.FetchRequest) *fetchReply {
-	if ms := s.throttled(r, quota.Fetch); ms > 0 {
+	if ms := r.c.Throttled(quota.Fetch, r.hdr.ClientID); ms > 0 {
 		// Its user is over the consumer_byte_rate (other connections took it there): answered
 		// empty, as Kafka answers a throttled fetch.
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -65,7 +65,7 @@ func handleFetch(s *Server, r *request, req *kmsg.FetchRequest) *fetchReply {
 		return newFetchReply(s, resp)
 	}
 	reply, bytes := s.fetchWait(r, req)
-	reply.resp.ThrottleMillis = s.throttle(r, quota.Fetch, bytes)
+	reply.resp.ThrottleMillis = r.c.Throttle(quota.Fetch, r.hdr.ClientID, bytes)
 	return reply
 }
 
@@ -84,7 +84,7 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		// read and the wait still wakes us.
 		changed := s.blog.Changed()
 		resp, bytes, stop := s.fetchOnce(r, req)
-		if stop || bytes >= int(req.MinBytes) || s.draining.Load() {
+		if stop || bytes >= int(req.MinBytes) || s.net.Draining() {
 			return resp, bytes
 		}
 		wait := time.Until(deadline)
@@ -100,9 +100,9 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		select {
 		case <-changed:
 			resp.release()
-		case <-s.drainCh:
+		case <-s.net.DrainStarted():
 			resp.release()
-		case <-r.c.done:
+		case <-r.c.Done():
 			return resp, bytes // the connection is gone: the reply will be dropped
 		case <-timer.C:
 			resp.release()

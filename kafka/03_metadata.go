@@ -27,7 +27,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID = s.cfg.NodeID
-	b.Host, b.Port = s.advertised(r.c)
+	b.Host, b.Port = r.c.Advertised()
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}
 	cid := s.blog.ClusterID()
 	resp.ClusterID = &cid

@@ -32,7 +32,7 @@ func handleFindCoordinator(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 			s.log.Error("create the offsets topic", "err", err)
 		}
 	}
-	host, port := s.advertised(r.c) // the request's listener's, as Metadata
+	host, port := r.c.Advertised() // the request's listener's, as Metadata
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg
 		resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, host, port

@@ -29,7 +29,7 @@ func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 		req.Protocols[i].Metadata = append([]byte{}, req.Protocols[i].Metadata...)
 	}
 	s.shed(r)
-	return s.groups.Join(req, clientID, host, s.drainCh, r.c.done), nil
+	return s.groups.Join(req, clientID, host, s.net.DrainStarted(), r.c.Done()), nil
 }
 
 // authorizeJoinGroup: READ on the group (KafkaApis.handleJoinGroupRequest).

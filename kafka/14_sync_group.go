@@ -24,7 +24,7 @@ func handleSyncGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 		req.GroupAssignment[i].MemberAssignment = append([]byte{}, req.GroupAssignment[i].MemberAssignment...)
 	}
 	s.shed(r)
-	return s.groups.Sync(req, s.drainCh, r.c.done), nil
+	return s.groups.Sync(req, s.net.DrainStarted(), r.c.Done()), nil
 }
 
 // authorizeSyncGroup: READ on the group (KafkaApis.handleSyncGroupRequest).

@@ -3,6 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/transport"
 	"inlet/wire"
 )
 
@@ -18,46 +19,27 @@ func init() {
 		authz: unchecked("served before authentication")})
 }
 
+// handleSaslHandshake answers with the connection's step (conn.Conn.Handshake, where the
+// exchange's state lives).
 func handleSaslHandshake(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	sec := r.c.sec
-	if sec == nil || !sec.l.sasl {
-		resp.ErrorCode = wire.ErrIllegalSaslState
-		return resp, nil
-	}
-	resp.SupportedMechanisms = sec.l.Mechanisms
-	switch {
-	case sec.exchange != nil:
-		resp.ErrorCode = wire.ErrIllegalSaslState
-		sec.closeAfter = true
-		return resp, nil
-	case sec.authenticated && req.Version == 0:
-		// Re-authentication needs SaslAuthenticate (KIP-368 requires v1).
-		resp.ErrorCode = wire.ErrIllegalSaslState
-		sec.closeAfter = true
-		return resp, nil
-	}
-	offered := false
-	for _, m := range sec.l.Mechanisms {
-		if m == req.Mechanism {
-			offered = true
-		}
-	}
-	if !offered || (sec.authenticated && req.Mechanism != sec.mechanism) {
-		// KIP-368: re-authentication uses the same mechanism.
-		resp.ErrorCode = wire.ErrUnsupportedSaslMechanism
-		sec.closeAfter = true
-		return resp, nil
-	}
-	// PLAIN's derivations are limited per address (sasl_limits.go).
-	x, err := s.cfg.Users.StartGated(req.Mechanism, plainGate{s, r.c.ip})
-	if err != nil {
-		resp.ErrorCode = wire.ErrUnsupportedSaslMechanism
-		sec.closeAfter = true
-		return resp, nil
-	}
-	sec.mechanism, sec.handshakeV, sec.exchange = req.Mechanism, req.Version, x
-	sec.raw = req.Version == 0
+	resp.SupportedMechanisms, resp.ErrorCode = r.c.Handshake(req.Mechanism, req.Version)
 	return resp, nil
+}
+
+// saslRawToken answers a frame after SaslHandshake v0: a raw SASL token (length prefixed, no
+// request header), answered the same way (SaslServerAuthenticator's legacy path). A failed
+// exchange closes the connection without an answer.
+func (s *Server) saslRawToken(r *request) {
+	resp, delay, ok := r.c.RawToken(r.frame())
+	if !ok {
+		s.finishAndClose(r, nil, delay)
+		return
+	}
+	out := transport.GetOut(4 + len(resp))
+	out.B = append(out.B, 0, 0, 0, 0)
+	out.B = append(out.B, resp...)
+	wire.PatchFrameLength(out.B)
+	s.finish(r, out)
 }

@@ -65,12 +65,13 @@ func synonym(name string, value *string, source int8) kmsg.DescribeConfigsRespon
 // staticBrokerConfigs are the broker configs Inlet's flags and config file decide (source
 // STATIC_BROKER_CONFIG); Kafka's defaults stand for the others.
 func (s *Server) staticBrokerConfigs() map[string]string {
-	listener := "PLAINTEXT://" + net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))
+	advHost, advPort := s.net.Advertised()
+	listener := "PLAINTEXT://" + net.JoinHostPort(advHost, strconv.Itoa(int(advPort)))
 	m := map[string]string{
 		"broker.id":                                 strconv.Itoa(int(s.cfg.NodeID)),
 		"node.id":                                   strconv.Itoa(int(s.cfg.NodeID)),
 		"advertised.listeners":                      listener,
-		"listeners":                                 "PLAINTEXT://" + s.addr.String(),
+		"listeners":                                 "PLAINTEXT://" + s.net.Addr(),
 		"num.partitions":                            strconv.Itoa(s.cfg.DefaultPartitions),
 		"auto.create.topics.enable":                 strconv.FormatBool(s.cfg.AutoCreateTopics),
 		"socket.request.max.bytes":                  strconv.Itoa(s.cfg.MaxRequestBytes),

@@ -1,13 +1,7 @@
 package kafka
 
 import (
-	"errors"
-	"time"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"inlet/auth"
-	"inlet/wire"
 )
 
 // SaslAuthenticate v0-v2 (KIP-152; v1 SessionLifetimeMs for KIP-368 re-authentication; v2
@@ -24,42 +18,11 @@ func init() {
 		authz: unchecked("served before authentication")})
 }
 
+// handleSaslAuthenticate answers with the connection's step (conn.Conn.Authenticate, where
+// the exchange's state lives).
 func handleSaslAuthenticate(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	sec := r.c.sec
-	if sec == nil || !sec.l.sasl || sec.exchange == nil || sec.handshakeV == 0 {
-		msg := "SaslAuthenticate without a SaslHandshake v1 before it"
-		resp.ErrorCode, resp.ErrorMessage = wire.ErrIllegalSaslState, &msg
-		if sec != nil {
-			sec.closeAfter = true
-		}
-		return resp, nil
-	}
-	out, done, err := sec.exchange.Step(req.SASLAuthBytes)
-	if err == nil && done {
-		err = s.completeAuth(r, sec, sec.exchange.Principal())
-	}
-	if err != nil {
-		if !errors.Is(err, auth.ErrTooManyFailures) { // plainGate logged it, once a minute
-			s.log.Info("sasl authentication failed", "remote", r.c.remote, "mechanism", sec.mechanism, "err", err)
-		}
-		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + sec.mechanism
-		if !errors.Is(err, auth.ErrAuthenticationFailed) {
-			msg = "Authentication failed: " + err.Error()
-		}
-		resp.ErrorCode, resp.ErrorMessage = wire.ErrSaslAuthenticationFailed, &msg
-		sec.exchange = nil
-		sec.closeAfter = true
-		sec.closeDelay = s.failedAuthDelay(r.c.ip)
-		return resp, nil
-	}
-	resp.SASLAuthBytes = out
-	if done {
-		sec.exchange = nil
-		if !sec.expiry.IsZero() {
-			resp.SessionLifetimeMillis = int64(time.Until(sec.expiry) / time.Millisecond)
-		}
-	}
+	resp.SASLAuthBytes, resp.ErrorCode, resp.ErrorMessage, resp.SessionLifetimeMillis = r.c.Authenticate(req.SASLAuthBytes)
 	return resp, nil
 }

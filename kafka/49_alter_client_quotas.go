@@ -38,7 +38,7 @@ func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 	switch {
 	case s.tenants == nil:
 		code, msg = wire.ErrInvalidRequest, "Quotas cannot be changed: this node keeps no data directory."
-	case r.c.sec != nil && !s.isSuperUser(r):
+	case r.c.Security() != nil && !s.isSuperUser(r):
 		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may alter quotas."
 	}
 	type change struct {

@@ -38,7 +38,7 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		resp.ClusterAuthorizedOperations = s.subjectOf(r).operations(acl.Cluster, acl.ClusterName) // KIP-430
 	}
 	b := kmsg.NewDescribeClusterResponseBroker()
-	b.Host, b.Port = s.advertised(r.c) // the request's listener's, as Metadata
+	b.Host, b.Port = r.c.Advertised() // the request's listener's, as Metadata
 	b.NodeID = s.cfg.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 	return resp, nil

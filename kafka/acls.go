@@ -54,25 +54,19 @@ type subject struct {
 
 // subjectOf is r's subject.
 func (s *Server) subjectOf(r *request) subject {
-	sec := r.c.sec
-	if sec == nil || sec.principal == nil {
+	sec := r.c.Security()
+	if sec == nil {
 		return subject{}
 	}
-	if sec.aclPrincipal == "" {
-		switch {
-		case sec.user != "":
-			sec.aclPrincipal = "User:" + sec.user
-		case sec.l.Anonymous != nil:
-			sec.aclPrincipal = "User:" + sec.l.Anonymous.Name
-		default:
-			return subject{} // a certificate naming no user, no anonymous prefixes: unrestricted
-		}
+	principal, ok := sec.ACLPrincipal()
+	if !ok {
+		return subject{} // no principal, or a certificate naming no user and no anonymous prefixes: unrestricted
 	}
 	az := s.authz.Load()
 	if az == nil {
 		az = denyAll // nothing published (yet): a restricted principal may do nothing
 	}
-	return subject{az: az, principal: sec.aclPrincipal, host: r.c.ip}
+	return subject{az: az, principal: principal, host: r.c.IP()}
 }
 
 // denyAll is an authorizer without bindings.

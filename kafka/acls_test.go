@@ -5,13 +5,14 @@ import (
 
 	"inlet/acl"
 	"inlet/auth"
+	"inlet/conn"
 )
 
 // restrictProducePath makes the produce path's connection the anonymous principal of a
 // listener, authorized by bindings.
-func restrictProducePath(s *Server, c *conn, bindings []acl.Binding) {
+func restrictProducePath(s *Server, c *conn.Conn, bindings []acl.Binding) {
 	anon := &auth.Principal{Name: "ANONYMOUS"}
-	c.sec = &connSecurity{l: &listener{Listener: Listener{Anonymous: anon}}, principal: anon, authenticated: true}
+	c.Secure(&conn.Listener{Anonymous: anon}, nil, "")
 	s.authz.Store(acl.New(bindings, nil, false))
 }
 
@@ -24,8 +25,8 @@ func TestProducePathACLAllocatesNothing(t *testing.T) {
 	}
 	frame := produceFrame("bench", 16, testBatch(150, 100, -1, 0))
 	var s *Server
-	var c *conn
-	run, _ := producePathWith(t, "discard", false, nil, frame, func(srv *Server, cn *conn) {
+	var c *conn.Conn
+	run, _ := producePathWith(t, "discard", false, nil, frame, func(srv *Server, cn *conn.Conn) {
 		s, c = srv, cn
 		restrictProducePath(srv, cn, []acl.Binding{
 			{ResourceType: acl.Topic, Name: "ben", Pattern: acl.Prefixed, Principal: "User:ANONYMOUS", Host: "*", Operation: acl.Write, Permission: acl.Allow},

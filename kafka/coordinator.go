@@ -34,7 +34,7 @@ func (s *Server) startGroups() error {
 
 // clientIDHost is the client id and host DescribeGroups reports for a member.
 func clientIDHost(r *request) (string, string) {
-	return string(r.hdr.ClientID), "/" + r.c.ip
+	return string(r.hdr.ClientID), "/" + r.c.IP()
 }
 
 // retentionMinutes is offsets.retention.minutes as configured (-1: never).

@@ -73,18 +73,22 @@ func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
 
 // handle runs on the connection's worker goroutine.
 func (s *Server) handle(r *request) {
-	sec := r.c.sec // nil on a listener without security: nothing below costs more than this check
-	if sec != nil && sec.closeAfter {
-		// The connection is being closed (a failed SASL step): nothing more is served.
-		s.finish(r, nil)
-		return
-	}
-	if sec != nil && sec.raw {
-		s.saslRawToken(r)
-		return
-	}
-	if sec != nil && sec.user != "" && !s.currentPrincipal(r, sec) {
-		return
+	sec := r.c.Security() // nil on a listener without security: nothing below costs more than this check
+	if sec != nil {
+		if closing, _ := sec.Closing(); closing {
+			// The connection is being closed (a failed SASL step): nothing more is served.
+			s.finish(r, nil)
+			return
+		}
+		if sec.Raw() {
+			s.saslRawToken(r)
+			return
+		}
+		if sec.FollowsUser() && !r.c.CurrentPrincipal() {
+			// The user was deleted: the connection is closed, r dropped.
+			s.finish(r, nil)
+			return
+		}
 	}
 	frame := r.frame()
 	hdr, err := wire.ParseRequestHeader(frame)
@@ -93,8 +97,11 @@ func (s *Server) handle(r *request) {
 		return
 	}
 	r.hdr = hdr
-	if sec != nil && !s.admit(r, sec) {
-		return
+	if sec != nil {
+		if what, err := r.c.Admit(servedBeforeAuth(hdr.APIKey)); err != nil {
+			s.protocolError(r, what, err)
+			return
+		}
 	}
 	a := served(hdr.APIKey, hdr.APIVersion)
 	if a == nil {
@@ -176,9 +183,11 @@ func (s *Server) filter(r *request, a *api, req kmsg.Request) (deny func(kmsg.Re
 // respond answers r with out; after a failed or illegal SASL step it also closes the
 // connection.
 func (s *Server) respond(r *request, out *transport.Out) {
-	if sec := r.c.sec; sec != nil && sec.closeAfter {
-		s.finishAndClose(r, out, sec.closeDelay)
-		return
+	if sec := r.c.Security(); sec != nil {
+		if closing, delay := sec.Closing(); closing {
+			s.finishAndClose(r, out, delay)
+			return
+		}
 	}
 	s.finish(r, out)
 }
@@ -191,7 +200,7 @@ func (s *Server) finishAndClose(r *request, out *transport.Out, delay time.Durat
 	done := func() {
 		c := r.c
 		s.finish(r, out)
-		c.close()
+		c.Close()
 	}
 	if delay <= 0 {
 		done()
@@ -211,16 +220,14 @@ func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *transport.Out {
 }
 
 // protocolError closes the connection (the first tier of errors: the stream cannot be
-// trusted any more), counts it and logs a short description, once per kind and address a
-// minute (limits.go: a client that reconnects and repeats itself does not flood the log).
+// trusted any more; conn.Conn.ProtocolError counts and logs it) and drops r.
 func (s *Server) protocolError(r *request, what string, err error) {
-	s.badFrames.Add(1)
-	frame := r.frame()
-	snippet := frame
-	if len(snippet) > 32 {
-		snippet = snippet[:32]
-	}
-	s.refused(r.c.remote, "closing connection: "+what, "err", err, "frame", fmt.Sprintf("%q", snippet))
-	r.c.close()
+	r.c.ProtocolError(what, err, r.frame())
 	s.finish(r, nil)
+}
+
+// servedBeforeAuth tells whether an API is served on a SASL listener before authentication
+// (SaslServerAuthenticator): ApiVersions, SaslHandshake and SaslAuthenticate.
+func servedBeforeAuth(key int16) bool {
+	return key == apiVersionsKey || key == saslHandshakeKey || key == saslAuthenticateKey
 }

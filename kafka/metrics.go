@@ -7,51 +7,28 @@ import (
 
 // What the metrics' state collector reads at scrape time (metrics.Node). Request counts,
 // latencies, errors and bytes are counted as they happen instead, through Config.Metrics:
-// in conn.enqueue (a frame's arrival), handle (which API), release (a request done),
+// in conn's enqueue (a frame's arrival), handle (which API), release (a request done),
 // the produce completion (request.Completed: produce error codes) and the transport's replies (bytes
 // out: transport.Config.Sent).
 
 var _ metrics.Node = (*Server)(nil)
 
 // InflightBudget is the budget's bytes held now and its limit.
-func (s *Server) InflightBudget() (used, limit int64) {
-	return s.tr.BudgetHeld(), s.cfg.InflightBudget
-}
+func (s *Server) InflightBudget() (used, limit int64) { return s.net.InflightBudget() }
 
 // OpenConnections counts open client connections by listener name.
-func (s *Server) OpenConnections() map[string]int {
-	out := map[string]int{}
-	if s.gnetL != nil {
-		out[s.gnetL.Name] = 0
-	}
-	for _, l := range s.streams {
-		out[l.Name] = 0
-	}
-	t := &s.connTab
-	t.mu.Lock()
-	for c := range t.all {
-		if c.l != nil {
-			out[c.l.Name]++
-		}
-	}
-	t.mu.Unlock()
-	return out
-}
+func (s *Server) OpenConnections() map[string]int { return s.net.OpenConnections() }
 
 // Refusals counts refused or closed connections by reason since start.
-func (s *Server) Refusals() map[string]int64 {
-	t := &s.connTab
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string]int64, len(t.refused))
-	for r, n := range t.refused {
-		out[r] = n
-	}
-	return out
-}
+func (s *Server) Refusals() map[string]int64 { return s.net.Refusals() }
 
 // ProtocolErrors counts connections closed for a bad frame since start.
-func (s *Server) ProtocolErrors() int64 { return s.badFrames.Load() }
+func (s *Server) ProtocolErrors() int64 { return s.net.ProtocolErrors() }
+
+// PlainDerivations is how many PBKDF2 derivations SASL PLAIN logins have run since start: what
+// the cache of verified passwords and package conn's per-address buckets bound. Refusals
+// counts the attempts refused without one.
+func (s *Server) PlainDerivations() int64 { return s.cfg.Users.PlainDerivations() }
 
 // CommittedOffsets lists every consumer group's committed offsets.
 func (s *Server) CommittedOffsets() []groups.CommittedOffset { return s.groups.CommittedOffsets() }

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
+	"inlet/conn"
 	"inlet/metrics"
 	"inlet/quota"
 )
@@ -121,7 +123,7 @@ func producePath(tb testing.TB, layout string, withMetrics bool, quotas quota.Bo
 
 // producePathWith is producePath with setup run on the server and connection before the
 // first request.
-func producePathWith(tb testing.TB, layout string, withMetrics bool, quotas quota.Bounds, frame []byte, setup func(*Server, *conn)) (run func(), m *metrics.Metrics) {
+func producePathWith(tb testing.TB, layout string, withMetrics bool, quotas quota.Bounds, frame []byte, setup func(*Server, *conn.Conn)) (run func(), m *metrics.Metrics) {
 	opts := batchlog.Options{Dir: tb.TempDir(), Layout: layout, FetchCacheBytes: 4 << 20}
 	if layout == "discard" {
 		opts.Layout, opts.Discard = "", true
@@ -146,20 +148,42 @@ func producePathWith(tb testing.TB, layout string, withMetrics bool, quotas quot
 	if m != nil {
 		s.m = m.Requests
 	}
-	s.tr = s.newTransport()
-	rc := &replyConn{written: make(chan int, 1)}
-	c := s.newConn(s.tr.NewConn(rc, "bench", nil), nil)
+	c, rc := benchConn(tb, s)
 	if setup != nil {
 		setup(s, c)
 	}
 	return func() {
-		r := getRequest()
-		r.t, r.c = c.t.Inject(frame), c
-		s.arrived(r)
-		s.handle(r)
+		inject(s, c, frame)
 		<-rc.written
 	}, m
 }
+
+// benchConn wires s's connection policy (not started: nothing listens) and returns a
+// connection no back-end serves, whose replies go to a replyConn.
+func benchConn(tb testing.TB, s *Server) (*conn.Conn, *replyConn) {
+	n, err := conn.New(s.connConfig(), (*handler)(s))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.net = n
+	rc := &replyConn{written: make(chan int, 1)}
+	return n.NewConn(n.Transport().NewConn(rc, "bench", nil)), rc
+}
+
+// inject hands frame to s as c's worker would hand it a request taken off c's queue, counted
+// as arrived as the worker's queue counts it (metrics).
+func inject(s *Server, c *conn.Conn, frame []byte) {
+	r := getRequest()
+	r.t, r.c, r.s = c.T().Inject(frame), c, s
+	if m := s.m; m != nil {
+		r.start = time.Now()
+		m.Received(4 + len(r.frame()))
+	}
+	s.handle(r)
+}
+
+// anonymousUser is the user quotas count a client without a principal under.
+const anonymousUser = conn.AnonymousUser
 
 // BenchmarkProducePath measures one produce request (16 partitions x 16 KiB uncompressed
 // batches of 100-byte records) through everything after the loop's frame copy: header parse,

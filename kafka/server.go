@@ -1,21 +1,32 @@
-// Package server speaks the Kafka protocol on gnet event loops and hands requests to the batch
-// log. One file per API key (00_produce.go, 01_fetch.go, ...) in the manner of franz-go's kfake.
+// Package kafka is Inlet's Kafka protocol: one file per API key (00_produce.go, 01_fetch.go,
+// ...), in the manner of franz-go's kfake, each registering its API with the versions it
+// serves, its authorization (authz.go) and its handler; the registry and dispatch
+// (handle.go); and Start, which wires a node's Kafka server: the connections (package conn),
+// the batch log, the group and transaction coordinators and the tenants.
 //
-// Hot path (DESIGN.md): a gnet loop frames a request and copies it once into a pooled buffer
-// (package transport) -> the connection's worker (conn.go) decodes and validates it off the
-// loop (00_produce.go) -> the batch log's committer assigns offsets and commits a synced group
-// (batchlog) -> the completer's Done callback encodes the reply -> replies leave in request
-// order (transport).
+// Hot path (DESIGN.md): a transport back-end frames a request and copies it once into a
+// pooled buffer (package transport) -> the connection's worker (package conn) hands it to
+// dispatch (handle.go, request.go), which decodes and validates it (00_produce.go) -> the
+// batch log's committer assigns offsets and commits a synced group (batchlog) -> the
+// completer tells the request (request.Completed), which encodes the reply -> replies leave
+// in request order (transport).
+//
+// Files beside the APIs: server.go (Config, Start, Shutdown), request.go (the pooled request
+// and the conn.Handler), handle.go (registry, dispatch), authz.go and acls.go
+// (authorization), tenants.go (run-time users, ACLs and quotas), coordinator.go and txn.go
+// (the coordinators' wiring), topics.go (auto-creation), validate.go (records), fetch_reply.go
+// (the read path's reply), metrics.go (what the metrics read).
+//
+// Locks: createMu (topic auto-creation) and tenantsMu (run-time tenant changes) are each
+// held alone; tenantsMu is held while package conn's connection table is locked to close a
+// deleted user's connections (conn's locks take no other).
 package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,12 +34,12 @@ import (
 	"inlet/acl"
 	"inlet/auth"
 	"inlet/batchlog"
+	"inlet/conn"
 	"inlet/groups"
 	"inlet/metrics"
 	"inlet/quota"
 	"inlet/schema"
 	"inlet/tenants"
-	"inlet/transport"
 	"inlet/txn"
 )
 
@@ -47,7 +58,7 @@ type Config struct {
 
 	// Security and validation (listeners.go, security.go, authz.go). Listeners empty: one
 	// PLAINTEXT listener on Listen/Advertise whose clients are unrestricted.
-	Listeners       []Listener
+	Listeners       []conn.Listener
 	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
 	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
 	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
@@ -157,28 +168,13 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Server is one Inlet node's Kafka listener.
+// Server is one Inlet node's Kafka server.
 type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	blog *batchlog.Log
-	tr   *transport.Transport // framing, the in-flight budget, ordered replies, both back-ends
-	m    *metrics.Requests    // Config.Metrics; nil: none
-
-	gnet      *transport.Gnet // serves gnetL; nil when every listener is a stream listener
-	addr      *net.TCPAddr
-	advHost   string
-	advPort   int32
-	draining  atomic.Bool
-	drainCh   chan struct{} // closed when draining starts: wakes long polls
-	badFrames atomic.Int64
-
-	clock      atomic.Int64 // coarse unix nanoseconds, ticked by the reaper (limits.go)
-	connTab    connTable
-	reaperStop chan struct{}
-	reaperDone chan struct{}
-
-	plainAttempts attemptBuckets // failed SASL PLAIN derivations per address (sasl_limits.go)
+	net  *conn.Node        // the listeners and the connections' policy
+	m    *metrics.Requests // Config.Metrics; nil: none
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
@@ -190,26 +186,26 @@ type Server struct {
 
 	groups *groups.Coordinator
 	txns   *txn.Coordinator // transactions (txn.go)
-
-	gnetL   *listener   // the listener gnet serves (nil: every listener is a stream listener)
-	streams []*listener // listeners served a goroutine per connection (tls.go)
 }
 
-// Start listens and serves until Shutdown. It returns once the listener is bound.
+// Start listens and serves until Shutdown. It returns once the listeners are bound.
 func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		blog:    blog,
-		m:       cfg.Metrics,
-		drainCh: make(chan struct{}),
-		quotas:  quota.NewManager(),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		blog:   blog,
+		m:      cfg.Metrics,
+		quotas: quota.NewManager(),
 	}
-	s.tr = s.newTransport()
-	if err := s.setupListeners(); err != nil {
+	if err := s.ownUsers(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	n, err := conn.New(s.connConfig(), (*handler)(s))
+	if err != nil {
 		return nil, err
 	}
+	s.net = n
 	if err := s.openTenants(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -220,130 +216,53 @@ func Start(cfg Config, blog *batchlog.Log) (*Server, error) {
 		s.groups.Close()
 		return nil, fmt.Errorf("server: load transactions: %w", err)
 	}
-	s.connTab.init()
-	s.clock.Store(time.Now().UnixNano())
-	s.reaperStop, s.reaperDone = make(chan struct{}), make(chan struct{})
-	go s.reap(s.reaperStop, s.reaperDone)
-	if s.gnetL == nil {
-		if err := s.startStreams(); err != nil {
-			s.stopReaper()
-			s.closeCoordinators()
-			return nil, err
-		}
-		s.addr = s.streams[0].addr.(*net.TCPAddr)
-		return s, nil
-	}
-	var bootErr error // the advertised address's, from gnetBooted
-	g, err := s.tr.ServeGnet(&endpoint{s, s.gnetL}, transport.GnetConfig{
-		Addr:    s.cfg.Listen, // setupListeners' choice: the first plaintext listener's address
-		Workers: s.cfg.Workers,
-		Booted:  func(addr *net.TCPAddr) error { bootErr = s.gnetBooted(addr); return bootErr },
-	})
-	if err != nil {
-		s.stopReaper()
-		s.closeCoordinators()
-		if bootErr != nil {
-			return nil, bootErr
-		}
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	s.gnet = g
-	s.log.Info("listening", "listener", s.gnetL.Name, "protocol", s.gnetL.Protocol, "addr", s.addr.String(), "advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort))), "workers", cfg.Workers)
-	if err := s.startStreams(); err != nil {
-		_ = g.Stop()
-		s.stopReaper()
+	if err := s.net.Start(); err != nil {
 		s.closeCoordinators()
 		return nil, err
 	}
 	return s, nil
 }
 
-// newTransport is the transport every listener of s shares: the in-flight budget, frames of 8
-// bytes (a request header's api key, version and correlation id) up to
-// socket.request.max.bytes (SASL listeners lower it per connection: newConn), activity stamped
-// with the reaper's clock (limits.go).
-func (s *Server) newTransport() *transport.Transport {
-	tc := transport.Config{
-		Budget:        s.cfg.InflightBudget,
-		PreAuthBudget: s.cfg.SaslServerMaxInflightBytes,
-		MaxFrame:      s.cfg.MaxRequestBytes,
-		MinFrame:      minFrame,
-		Clock:         s.clock.Load,
-		Logger:        s.log,
+// connConfig is the connection policy's part of s.cfg (defaults applied), with the users and
+// quotas s publishes.
+func (s *Server) connConfig() conn.Config {
+	c := &s.cfg
+	return conn.Config{
+		Listen:                       c.Listen,
+		Advertise:                    c.Advertise,
+		Workers:                      c.Workers,
+		MaxRequestBytes:              c.MaxRequestBytes,
+		InflightBudget:               c.InflightBudget,
+		Logger:                       c.Logger,
+		Listeners:                    c.Listeners,
+		Users:                        c.Users,
+		SessionLifetime:              c.SessionLifetime,
+		Quotas:                       s.quotas,
+		MaxConnections:               c.MaxConnections,
+		MaxConnectionsPerIP:          c.MaxConnectionsPerIP,
+		MaxConnectionsPerIPOverrides: c.MaxConnectionsPerIPOverrides,
+		ConnectionsMaxIdle:           c.ConnectionsMaxIdle,
+		SaslServerMaxReceiveSize:     c.SaslServerMaxReceiveSize,
+		SaslServerMaxInflightBytes:   c.SaslServerMaxInflightBytes,
+		FailedAuthenticationDelay:    c.FailedAuthenticationDelay,
+		Metrics:                      s.m,
 	}
-	if s.m != nil {
-		tc.Sent = s.m.Sent
-	}
-	return transport.New(tc)
-}
-
-// gnetBooted records the bound address of the gnet listener and settles the advertised one.
-// The transport calls it before the event loops start, so no connection (Metadata reads
-// advHost and advPort without a lock) can be served before they are set: clients already
-// queued on the listener, as after a restart, are served the moment the loops start.
-func (s *Server) gnetBooted(addr *net.TCPAddr) error {
-	s.addr = addr
-	adv := s.cfg.Advertise
-	if adv == "" {
-		adv = s.addr.String()
-	}
-	host, port, err := net.SplitHostPort(adv)
-	if err != nil {
-		return fmt.Errorf("server: --advertise %q: %w", adv, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("server: --advertise %q: bad port", adv)
-	}
-	s.advHost, s.advPort = host, int32(p)
-	s.gnetL.addr, s.gnetL.advHost, s.gnetL.advPort = s.addr, s.advHost, s.advPort
-	return nil
 }
 
 // Addr is the bound listener address.
-func (s *Server) Addr() string { return s.addr.String() }
+func (s *Server) Addr() string { return s.net.Addr() }
+
+// ListenerAddr returns the bound address of the listener named name ("" when there is none).
+func (s *Server) ListenerAddr(name string) string { return s.net.ListenerAddr(name) }
 
 // Shutdown drains: it stops reading new requests and refuses new connections, waits until
 // every request already read has been committed and answered (or ctx ends), then closes the
 // listener and every connection. The caller closes the batch log afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.draining.CompareAndSwap(false, true) {
-		close(s.drainCh)
-	}
-	s.tr.Drain()
-	// Wait for the frames in flight. A polled counter rather than a WaitGroup: a loop may
-	// start a frame at the moment draining begins, and a WaitGroup forbids an Add from zero
-	// concurrent with Wait (the race detector reports it: crashtest's SIGTERM tests under
-	// -race). The transport counts a frame before it checks draining, and Drain is called
-	// before the count is read here, so a frame is either waited for or never started.
-	var err error
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for err == nil && s.tr.InFlight() > 0 {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			err = fmt.Errorf("server: drain: %w", ctx.Err())
-		}
-	}
-	if err == nil {
-		// Replies are queued to the loops with AsyncWritev; give them a moment to reach the
-		// sockets before the loops close the connections.
-		time.Sleep(50 * time.Millisecond)
-	}
+	err := s.net.Drain(ctx)
 	s.closeCoordinators()
-	s.closeStreams()
-	s.stopReaper()
-	if s.gnet == nil {
-		return err
-	}
-	if stopErr := s.gnet.Stop(); stopErr != nil && err == nil && !errors.Is(stopErr, context.Canceled) {
-		err = stopErr
+	if closeErr := s.net.Close(); closeErr != nil && err == nil {
+		err = closeErr
 	}
 	return err
-}
-
-func (s *Server) stopReaper() {
-	close(s.reaperStop)
-	<-s.reaperDone
 }

@@ -22,24 +22,30 @@ import (
 // baseUsers (the config file's) are read by changes under tenantsMu, and replaced by
 // ReloadUsers under it.
 
+// ownUsers makes s.cfg.Users a copy of the config file's users: the server owns the users it
+// publishes (and the connections authenticate against).
+func (s *Server) ownUsers() error {
+	if s.cfg.Users == nil {
+		return nil
+	}
+	s.baseUsers = s.cfg.Users.All()
+	base := make([]auth.User, len(s.baseUsers))
+	for i, u := range s.baseUsers {
+		base[i] = *u
+	}
+	users, err := auth.NewUsers(base)
+	if err != nil {
+		return err
+	}
+	s.cfg.Users = users
+	return nil
+}
+
 // openTenants loads the run-time changes kept in the data directory and publishes the users
 // and quotas they give. Without users (no SASL) only quotas are managed, for the anonymous
 // user and the default.
 func (s *Server) openTenants() error {
 	s.quotas.Set(s.cfg.Quotas)
-	if s.cfg.Users != nil {
-		// The server owns the users it publishes: a copy of the config file's.
-		s.baseUsers = s.cfg.Users.All()
-		base := make([]auth.User, len(s.baseUsers))
-		for i, u := range s.baseUsers {
-			base[i] = *u
-		}
-		users, err := auth.NewUsers(base)
-		if err != nil {
-			return err
-		}
-		s.cfg.Users = users
-	}
 	if s.blog.Dir() == "" {
 		s.publishACLs(&tenants.State{})
 		return nil // nowhere to keep changes: none are taken (tenantsDisabled)
@@ -101,46 +107,15 @@ func (s *Server) publishUsers(st *tenants.State) {
 		return nil
 	})
 	for _, name := range gone {
-		s.closeUserConns(name)
+		s.net.CloseUserConns(name)
 	}
-}
-
-// closeUserConns closes every connection authenticated as user.
-func (s *Server) closeUserConns(user string) {
-	t := &s.connTab
-	t.mu.Lock()
-	var conns []*conn
-	for c := range t.all {
-		if u := c.user.Load(); u != nil && *u == user {
-			conns = append(conns, c)
-		}
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
-		s.log.Info("closing connection of a deleted user", "remote", c.remote, "user", user)
-		c.close()
-	}
-}
-
-// currentPrincipal brings sec's principal up to date with its user's current one; false when
-// the user is gone, after closing the connection and dropping r.
-func (s *Server) currentPrincipal(r *request, sec *connSecurity) bool {
-	u, ok := s.cfg.Users.Lookup(sec.user)
-	if !ok {
-		s.refused(r.c.remote, "closing connection: the user was deleted", "user", sec.user)
-		r.c.close()
-		s.finish(r, nil)
-		return false
-	}
-	sec.principal = &u.Principal
-	return true
 }
 
 // isSuperUser tells whether r's connection is authenticated as a principal named in
 // super.users.
 func (s *Server) isSuperUser(r *request) bool {
-	sec := r.c.sec
-	return sec != nil && sec.principal != nil && slices.Contains(s.cfg.SuperUsers, sec.principal.Name)
+	p := r.c.Principal()
+	return p != nil && slices.Contains(s.cfg.SuperUsers, p.Name)
 }
 
 // seesAllTenants tells whether r's connection may describe every user and ACL: DESCRIBE on
@@ -185,4 +160,9 @@ func (s *Server) ReloadUsers(users *auth.Users) error {
 	s.publishUsers(st)
 	s.publishACLs(st)
 	return nil
+}
+
+// publishQuotas makes the config file's quotas with st's changes the quotas in force.
+func (s *Server) publishQuotas(st *tenants.State) {
+	s.quotas.Set(tenants.ApplyQuotas(s.cfg.Quotas, st))
 }

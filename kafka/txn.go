@@ -82,10 +82,7 @@ func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16
 
 // principal is the connection's restricted principal, or nil when it may use everything.
 func principal(r *request) *auth.Principal {
-	if r.c.sec == nil {
-		return nil
-	}
-	return r.c.sec.principal
+	return r.c.Principal()
 }
 
 // fenced answers PRODUCER_FENCED to clients that know it and INVALID_PRODUCER_EPOCH to older

@@ -66,14 +66,10 @@ func BenchmarkProduceValidation(b *testing.B) {
 			s := &Server{cfg: Config{AutoCreateTopics: true, Schemas: mode.reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 			s.cfg.setDefaults()
 			s.log, s.blog = s.cfg.Logger, blog
-			s.tr = s.newTransport()
-			rc := &replyConn{written: make(chan int, 1)}
-			c := s.newConn(s.tr.NewConn(rc, "bench", nil), nil)
+			c, rc := benchConn(b, s)
 			var errCode bool
 			run := func() {
-				r := getRequest()
-				r.t, r.c = c.t.Inject(frame), c
-				s.handle(r)
+				inject(s, c, frame)
 				<-rc.written
 			}
 			for i := 0; i < 20; i++ {

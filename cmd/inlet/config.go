@@ -13,6 +13,7 @@ import (
 
 	"inlet/auth"
 	"inlet/config"
+	"inlet/conn"
 	"inlet/kafka"
 	"inlet/registry"
 	"inlet/schema"
@@ -58,10 +59,10 @@ func applyConfig(fs *flag.FlagSet, path string) security {
 // listeners maps the file's listeners to the server's. Without any, the server serves the
 // --listen/--advertise PLAINTEXT listener. With them, an explicit --listen (or --advertise)
 // replaces the first listener's address (or advertised address).
-func (sec security) listeners(listen, advertise string) []kafka.Listener {
-	var out []kafka.Listener
+func (sec security) listeners(listen, advertise string) []conn.Listener {
+	var out []conn.Listener
 	for i, l := range sec.Listeners {
-		sl := kafka.Listener{Name: l.Name, Address: l.Address, Advertise: l.Advertise, Protocol: l.Protocol, Mechanisms: l.Mechanisms, TLS: l.TLS, Anonymous: l.Anonymous}
+		sl := conn.Listener{Name: l.Name, Address: l.Address, Advertise: l.Advertise, Protocol: l.Protocol, Mechanisms: l.Mechanisms, TLS: l.TLS, Anonymous: l.Anonymous}
 		if i == 0 && sec.explicit["listen"] {
 			sl.Address = listen
 		}

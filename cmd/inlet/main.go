@@ -14,6 +14,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/config"
+	"inlet/conn"
 	"inlet/kafka"
 )
 
@@ -74,7 +75,7 @@ func main() {
 		logger.Error("open log", "err", err)
 		os.Exit(1)
 	}
-	perIPOverrides, err := kafka.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
+	perIPOverrides, err := conn.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
 	}

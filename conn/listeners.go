@@ -1,4 +1,4 @@
-package kafka
+package conn
 
 import (
 	"crypto/tls"
@@ -39,10 +39,10 @@ type listener struct {
 	nl      net.Listener // stream listeners only
 }
 
-func (s *Server) setupListeners() error {
-	ls := s.cfg.Listeners
+func (n *Node) setupListeners() error {
+	ls := n.cfg.Listeners
 	if len(ls) == 0 {
-		ls = []Listener{{Name: "PLAINTEXT", Address: s.cfg.Listen, Advertise: s.cfg.Advertise, Protocol: "PLAINTEXT"}}
+		ls = []Listener{{Name: "PLAINTEXT", Address: n.cfg.Listen, Advertise: n.cfg.Advertise, Protocol: "PLAINTEXT"}}
 	}
 	for i := range ls {
 		l := &listener{Listener: ls[i]}
@@ -56,7 +56,7 @@ func (s *Server) setupListeners() error {
 		case "PLAINTEXT", "SSL":
 		case "SASL_PLAINTEXT", "SASL_SSL":
 			l.sasl = true
-			if s.cfg.Users == nil {
+			if n.cfg.Users == nil {
 				return fmt.Errorf("server: listener %s: %s needs users", l.Name, l.Protocol)
 			}
 			if len(l.Mechanisms) == 0 {
@@ -69,22 +69,25 @@ func (s *Server) setupListeners() error {
 		if tlsProto != (l.TLS != nil) {
 			return fmt.Errorf("server: listener %s: protocol %s with TLS config set=%v", l.Name, l.Protocol, l.TLS != nil)
 		}
-		if s.gnetL == nil && !tlsProto {
-			s.gnetL = l
-			s.cfg.Listen, s.cfg.Advertise = l.Address, l.Advertise
+		if n.gnetL == nil && !tlsProto {
+			n.gnetL = l
+			n.cfg.Listen, n.cfg.Advertise = l.Address, l.Advertise
 			continue
 		}
-		s.streams = append(s.streams, l)
+		n.streams = append(n.streams, l)
 	}
 	return nil
 }
 
+// isSASL tells whether a listener's security protocol authenticates with SASL.
+func isSASL(protocol string) bool { return protocol == "SASL_PLAINTEXT" || protocol == "SASL_SSL" }
+
 // ListenerAddr returns the bound address of the listener named name ("" when there is none).
-func (s *Server) ListenerAddr(name string) string {
-	if s.gnetL != nil && s.gnetL.Name == name {
-		return s.addr.String()
+func (n *Node) ListenerAddr(name string) string {
+	if n.gnetL != nil && n.gnetL.Name == name {
+		return n.addr.String()
 	}
-	for _, l := range s.streams {
+	for _, l := range n.streams {
 		if l.Name == name && l.addr != nil {
 			return l.addr.String()
 		}
@@ -92,13 +95,8 @@ func (s *Server) ListenerAddr(name string) string {
 	return ""
 }
 
-// advertised is the broker address Metadata gives a client: its listener's.
-func (s *Server) advertised(c *conn) (string, int32) {
-	if c != nil && c.l != nil && c.l.advHost != "" {
-		return c.l.advHost, c.l.advPort
-	}
-	return s.advHost, s.advPort
-}
+// Advertised is the address the default listener advertises.
+func (n *Node) Advertised() (string, int32) { return n.advHost, n.advPort }
 
 func (l *listener) resolveAdvertise() error {
 	adv := l.Advertise

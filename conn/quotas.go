@@ -1,10 +1,9 @@
-package kafka
+package conn
 
 import (
 	"time"
 
 	"inlet/quota"
-	"inlet/tenants"
 )
 
 // Quotas (package quota): a request's Produce request bytes and Fetch response bytes are
@@ -27,79 +26,78 @@ import (
 // max.partition.fetch.bytes exceeds a second of its quota.
 //
 // The quotas in force are the config file's with the changes made through AlterClientQuotas
-// (kept by package tenants); publishQuotas makes a new table current.
+// (kept by package tenants); package kafka makes a new table current in the quota.Manager the
+// node is given (Config.Quotas).
 
-// anonymousUser is Kafka's principal name for a client that did not authenticate
+// AnonymousUser is Kafka's principal name for a client that did not authenticate
 // (KafkaPrincipal.ANONYMOUS): quotas set for it, or the default, apply to such clients.
-const anonymousUser = "ANONYMOUS"
+const AnonymousUser = "ANONYMOUS"
 
-// quotaUser is the user r's quotas are counted for.
-func quotaUser(r *request) string {
-	if sec := r.c.sec; sec != nil && sec.principal != nil {
+// quotaUser is the user c's quotas are counted for.
+func (c *Conn) quotaUser() string {
+	if sec := c.sec; sec != nil && sec.principal != nil {
 		return sec.principal.Name
 	}
-	return anonymousUser
+	return AnonymousUser
 }
 
-// quotaClientID is r's client id (the header's; "" when null), as a string kept on the
-// connection while the client sends the same one.
-func quotaClientID(r *request) string {
-	id := r.hdr.ClientID
-	if p := r.c.quotaClient.Load(); p != nil && *p == string(id) {
+// quotaClientID is a request's client id (the header's; "" when null), as a string kept on
+// the connection while the client sends the same one.
+func (c *Conn) quotaClientID(id []byte) string {
+	if p := c.quotaClient.Load(); p != nil && *p == string(id) {
 		return *p
 	}
 	str := string(id)
-	r.c.quotaClient.Store(&str)
+	c.quotaClient.Store(&str)
 	return str
 }
 
-// throttle records n bytes of kind k for r's user and client id and returns the throttle to
-// answer with (ms); when there is one, the connection is muted for that long.
-func (s *Server) throttle(r *request, k quota.Kind, n int) int32 {
-	if !s.quotas.On(k) {
+// Throttle records n bytes of kind k for the connection's user and a request's client id and
+// returns the throttle to answer with (ms); when there is one, the connection is muted for
+// that long.
+func (c *Conn) Throttle(k quota.Kind, clientID []byte, n int) int32 {
+	q := c.n.cfg.Quotas
+	if !q.On(k) {
 		return 0
 	}
 	now := time.Now()
-	d := s.quotas.Record(quotaUser(r), quotaClientID(r), k, n, now)
+	d := q.Record(c.quotaUser(), c.quotaClientID(clientID), k, n, now)
 	if d <= 0 {
 		return 0
 	}
-	r.c.mutedUntil.Store(now.Add(d).UnixNano())
+	c.mutedUntil.Store(now.Add(d).UnixNano())
 	return int32(d.Milliseconds())
 }
 
-// throttled is how long r's user stays throttled for kind k (ms; 0: not throttled); when it
-// is, the connection is muted for that long, as after any throttled answer.
-func (s *Server) throttled(r *request, k quota.Kind) int32 {
-	if !s.quotas.On(k) {
+// Throttled is how long the connection's user stays throttled for kind k (ms; 0: not
+// throttled); when it is, the connection is muted for that long, as after any throttled
+// answer.
+func (c *Conn) Throttled(k quota.Kind, clientID []byte) int32 {
+	q := c.n.cfg.Quotas
+	if !q.On(k) {
 		return 0
 	}
 	now := time.Now()
-	d := s.quotas.Throttled(quotaUser(r), quotaClientID(r), k, now)
+	d := q.Throttled(c.quotaUser(), c.quotaClientID(clientID), k, now)
 	if d <= 0 {
 		return 0
 	}
-	r.c.mutedUntil.Store(now.Add(d).UnixNano())
+	c.mutedUntil.Store(now.Add(d).UnixNano())
 	return int32(d.Milliseconds())
 }
 
 // waitMuted holds the connection's worker until a throttle that muted it has passed, the
 // connection is gone, or the node drains (a throttle then buys nothing).
-func (c *conn) waitMuted(until int64) {
+func (c *Conn) waitMuted(until int64) {
 	if d := time.Until(time.Unix(0, until)); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-c.done:
 			t.Stop()
-		case <-c.s.drainCh:
+		case <-c.n.drainCh:
 			t.Stop()
 		}
 	}
 	c.mutedUntil.CompareAndSwap(until, 0)
-}
-
-// publishQuotas makes the config file's quotas with st's changes the quotas in force.
-func (s *Server) publishQuotas(st *tenants.State) {
-	s.quotas.Set(tenants.ApplyQuotas(s.cfg.Quotas, st))
 }

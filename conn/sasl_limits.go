@@ -1,4 +1,4 @@
-package kafka
+package conn
 
 import (
 	"sync"
@@ -104,24 +104,19 @@ func (a *attemptBuckets) sweepLocked(now time.Time) {
 
 // plainGate is the auth.Gate of one connection's exchanges: its address's bucket.
 type plainGate struct {
-	s  *Server
+	n  *Node
 	ip string
 }
 
 func (g plainGate) Take() bool {
-	if g.s.plainAttempts.take(g.ip, time.Now()) {
+	if g.n.plainAttempts.take(g.ip, time.Now()) {
 		return true
 	}
-	g.s.refused(g.ip, plainAttemptsRefused)
+	g.n.refused(g.ip, plainAttemptsRefused)
 	return false
 }
 
-func (g plainGate) Return() { g.s.plainAttempts.give(g.ip, time.Now()) }
+func (g plainGate) Return() { g.n.plainAttempts.give(g.ip, time.Now()) }
 
 // plainAttemptsRefused is the Refusals reason (and log line) of an attempt the bucket refused.
 const plainAttemptsRefused = "SASL PLAIN attempts: too many failed authentications from this address"
-
-// PlainDerivations is how many PBKDF2 derivations SASL PLAIN logins have run since start: what
-// the cache of verified passwords and the per-address buckets bound. Refusals counts the
-// attempts refused without one (plainAttemptsRefused).
-func (s *Server) PlainDerivations() int64 { return s.cfg.Users.PlainDerivations() }

@@ -1,4 +1,4 @@
-package kafka
+package conn
 
 import (
 	"bytes"
@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-func testLimitsServer(t *testing.T) (*Server, *bytes.Buffer) {
+// testLimitsServer is a node with package kafka's defaults for what the limits read.
+func testLimitsServer(t *testing.T) (*Node, *bytes.Buffer) {
 	var logs bytes.Buffer
-	s := &Server{cfg: Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
-	s.cfg.setDefaults()
+	s := &Node{cfg: Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), FailedAuthenticationDelay: 100 * time.Millisecond}}
 	s.log = s.cfg.Logger
 	s.connTab.init()
 	return s, &logs

@@ -1,4 +1,4 @@
-package kafka
+package conn
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 // Every refusal is logged once with the peer's address: a flood of refusals from one address
 // (a client reconnecting in a loop) is one line per refusalLogEvery with the count suppressed.
 //
-// The reaper goroutine ticks the server clock (a coarse time connections stamp their activity
+// The reaper goroutine ticks the node's clock (a coarse time connections stamp their activity
 // with, so the framing path pays one atomic store and no time.Now) and closes idle
 // connections. Lock order: connMu is never held while taking any other lock.
 
@@ -37,7 +37,7 @@ const (
 // connTable is the server's live connections, by address.
 type connTable struct {
 	mu      sync.Mutex
-	all     map[*conn]struct{}
+	all     map[*Conn]struct{}
 	perIP   map[string]int
 	authBad map[string]failedAuth      // recent authentication failures by address
 	logged  map[refusalKey]*refusalLog // the last log line of each kind of refusal per address
@@ -57,7 +57,7 @@ type refusalLog struct {
 }
 
 func (t *connTable) init() {
-	t.all = map[*conn]struct{}{}
+	t.all = map[*Conn]struct{}{}
 	t.perIP = map[string]int{}
 	t.authBad = map[string]failedAuth{}
 	t.logged = map[refusalKey]*refusalLog{}
@@ -74,14 +74,14 @@ func hostOf(addr string) string {
 
 // admitConn counts a new connection against max.connections and max.connections.per.ip; a
 // connection over either is refused (logged; the caller closes it).
-func (s *Server) admitConn(c *conn, l *listener) bool {
-	t := &s.connTab
+func (n *Node) admitConn(c *Conn, l *listener) bool {
+	t := &n.connTab
 	t.mu.Lock()
 	reason := ""
 	switch {
-	case len(t.all) >= s.cfg.MaxConnections:
+	case len(t.all) >= n.cfg.MaxConnections:
 		reason = "max.connections reached"
-	case t.perIP[c.ip] >= s.perIPLimit(c.ip):
+	case t.perIP[c.ip] >= n.perIPLimit(c.ip):
 		reason = "max.connections.per.ip reached"
 	default:
 		t.all[c] = struct{}{}
@@ -89,18 +89,18 @@ func (s *Server) admitConn(c *conn, l *listener) bool {
 	}
 	t.mu.Unlock()
 	if reason != "" {
-		s.refused(c.remote, reason, "listener", l.Name)
+		n.refused(c.remote, reason, "listener", l.Name)
 		return false
 	}
 	return true
 }
 
 // perIPLimit is max.connections.per.ip for ip, or its override.
-func (s *Server) perIPLimit(ip string) int {
-	if n, ok := s.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+func (n *Node) perIPLimit(ip string) int {
+	if n, ok := n.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
 		return n
 	}
-	return s.cfg.MaxConnectionsPerIP
+	return n.cfg.MaxConnectionsPerIP
 }
 
 // ParsePerIPOverrides parses Kafka's max.connections.per.ip.overrides: a comma-separated list
@@ -132,8 +132,8 @@ func ParsePerIPOverrides(v string) (map[string]int, error) {
 }
 
 // dropConn uncounts a connection admitConn counted.
-func (s *Server) dropConn(c *conn) {
-	t := &s.connTab
+func (n *Node) dropConn(c *Conn) {
+	t := &n.connTab
 	t.mu.Lock()
 	if _, ok := t.all[c]; ok {
 		delete(t.all, c)
@@ -145,10 +145,10 @@ func (s *Server) dropConn(c *conn) {
 }
 
 // refused logs a refused connection or request once (see the file comment).
-func (s *Server) refused(remote, reason string, attrs ...any) {
+func (n *Node) refused(remote, reason string, attrs ...any) {
 	key := refusalKey{reason, hostOf(remote)}
 	now := time.Now()
-	t := &s.connTab
+	t := &n.connTab
 	t.mu.Lock()
 	t.refused[reason]++
 	e := t.logged[key]
@@ -168,7 +168,7 @@ func (s *Server) refused(remote, reason string, attrs ...any) {
 	if suppressed > 0 {
 		attrs = append(attrs, "refused_since_last_line", suppressed)
 	}
-	s.log.Warn(refusalMessage(reason), attrs...)
+	n.log.Warn(refusalMessage(reason), attrs...)
 }
 
 // refusalMessage is the log message of a refusal: "refused: " and the reason, unless the reason
@@ -182,13 +182,13 @@ func refusalMessage(reason string) string {
 
 // failedAuthDelay records a failed authentication from ip and returns how long to wait before
 // answering it and closing the connection.
-func (s *Server) failedAuthDelay(ip string) time.Duration {
-	base := s.cfg.FailedAuthenticationDelay
+func (n *Node) failedAuthDelay(ip string) time.Duration {
+	base := n.cfg.FailedAuthenticationDelay
 	if base <= 0 {
 		return 0
 	}
 	now := time.Now()
-	t := &s.connTab
+	t := &n.connTab
 	t.mu.Lock()
 	f := t.authBad[ip]
 	if now.Sub(f.last) > failedAuthWindow {
@@ -206,8 +206,8 @@ func (s *Server) failedAuthDelay(ip string) time.Duration {
 }
 
 // authSucceeded forgets the failures of ip.
-func (s *Server) authSucceeded(ip string) {
-	t := &s.connTab
+func (n *Node) authSucceeded(ip string) {
+	t := &n.connTab
 	t.mu.Lock()
 	delete(t.authBad, ip)
 	t.mu.Unlock()
@@ -224,19 +224,19 @@ func reapInterval(idle time.Duration) time.Duration {
 
 // reap runs until stop is closed: it ticks the clock, closes idle connections and forgets old
 // authentication failures and refusal log entries.
-func (s *Server) reap(stop <-chan struct{}, done chan<- struct{}) {
+func (n *Node) reap(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	idle := s.cfg.ConnectionsMaxIdle
+	idle := n.cfg.ConnectionsMaxIdle
 	tick := time.NewTicker(reapInterval(idle))
 	defer tick.Stop()
-	var idleConns []*conn
+	var idleConns []*Conn
 	for {
 		select {
 		case <-stop:
 			return
 		case now := <-tick.C:
-			s.clock.Store(now.UnixNano())
-			t := &s.connTab
+			n.clock.Store(now.UnixNano())
+			t := &n.connTab
 			t.mu.Lock()
 			idleConns = idleConns[:0]
 			if idle > 0 {
@@ -254,17 +254,34 @@ func (s *Server) reap(stop <-chan struct{}, done chan<- struct{}) {
 			for k, e := range t.logged {
 				if now.Sub(e.at) > refusalLogEvery {
 					if e.suppressed > 0 {
-						s.log.Warn(refusalMessage(k.reason), "remote", k.ip, "refused_since_last_line", e.suppressed)
+						n.log.Warn(refusalMessage(k.reason), "remote", k.ip, "refused_since_last_line", e.suppressed)
 					}
 					delete(t.logged, k)
 				}
 			}
 			t.mu.Unlock()
 			for _, c := range idleConns {
-				s.log.Debug("closing idle connection", "remote", c.remote, "idle_ms", idle.Milliseconds())
-				c.close()
+				n.log.Debug("closing idle connection", "remote", c.remote, "idle_ms", idle.Milliseconds())
+				c.Close()
 			}
 			clear(idleConns)
 		}
+	}
+}
+
+// CloseUserConns closes every connection authenticated as user (a user deleted at run time).
+func (n *Node) CloseUserConns(user string) {
+	t := &n.connTab
+	t.mu.Lock()
+	var conns []*Conn
+	for c := range t.all {
+		if u := c.user.Load(); u != nil && *u == user {
+			conns = append(conns, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		n.log.Info("closing connection of a deleted user", "remote", c.remote, "user", user)
+		c.Close()
 	}
 }

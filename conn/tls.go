@@ -1,4 +1,4 @@
-package kafka
+package conn
 
 import (
 	"crypto/tls"
@@ -14,15 +14,15 @@ import (
 // per connection on net and crypto/tls), with the same endpoint handler as the gnet listener,
 // so every API behaves the same on both.
 
-func (s *Server) startStreams() error {
-	for i, l := range s.streams {
+func (n *Node) startStreams() error {
+	for i, l := range n.streams {
 		nl, err := net.Listen("tcp", l.Address)
 		if err == nil {
 			l.nl, l.addr = nl, nl.Addr()
 			err = l.resolveAdvertise()
 		}
 		if err != nil {
-			for _, prev := range s.streams[:i+1] {
+			for _, prev := range n.streams[:i+1] {
 				if prev.nl != nil {
 					prev.nl.Close()
 				}
@@ -30,9 +30,9 @@ func (s *Server) startStreams() error {
 			return err
 		}
 	}
-	for _, l := range s.streams {
-		s.log.Info("listening", "listener", l.Name, "protocol", l.Protocol, "addr", l.addr.String(), "advertise", net.JoinHostPort(l.advHost, strconv.Itoa(int(l.advPort))))
-		s.tr.ServeStream(&endpoint{s, l}, l.nl, transport.StreamConfig{Name: l.Name, TLS: l.TLS})
+	for _, l := range n.streams {
+		n.log.Info("listening", "listener", l.Name, "protocol", l.Protocol, "addr", l.addr.String(), "advertise", net.JoinHostPort(l.advHost, strconv.Itoa(int(l.advPort))))
+		n.tr.ServeStream(&endpoint{n, l}, l.nl, transport.StreamConfig{Name: l.Name, TLS: l.TLS})
 	}
 	return nil
 }
@@ -41,12 +41,12 @@ func (s *Server) startStreams() error {
 // by the certificate's common name, else a principal of that name with the listener's
 // anonymous prefixes. No verified certificate: nil (the listener's anonymous principal
 // applies).
-func (s *Server) certPrincipal(l *listener, st tls.ConnectionState) (p *auth.Principal, user string) {
+func (n *Node) certPrincipal(l *listener, st tls.ConnectionState) (p *auth.Principal, user string) {
 	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
 		return nil, ""
 	}
 	cn := st.PeerCertificates[0].Subject.CommonName
-	if u, ok := s.cfg.Users.Lookup(cn); ok {
+	if u, ok := n.cfg.Users.Lookup(cn); ok {
 		return &u.Principal, cn
 	}
 	p = &auth.Principal{Name: cn, TopicPrefixes: []string{"*"}}
@@ -57,8 +57,8 @@ func (s *Server) certPrincipal(l *listener, st tls.ConnectionState) (p *auth.Pri
 }
 
 // closeStreams closes the stream listeners and connections and waits for their goroutines.
-func (s *Server) closeStreams() {
-	if len(s.streams) > 0 {
-		s.tr.CloseStreams()
+func (n *Node) closeStreams() {
+	if len(n.streams) > 0 {
+		n.tr.CloseStreams()
 	}
 }
