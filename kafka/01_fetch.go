@@ -22,7 +22,7 @@ import (
 // the aborted transactions that meet the returned range, so the consumer can drop their
 // records). It waits up to MaxWaitMillis for MinBytes, on the log's commit notification,
 // holding no iterator while it waits, and no in-flight budget: its frame is given back before
-// the first wait (Request.Shed), and its connection is not read meanwhile (endpoint.Frame).
+// the first wait (Request.Shed), and its connection is not read meanwhile (conn.Handler.Holds).
 //
 // The record bytes of an answer are at most the request's MaxBytes, the broker's
 // fetch.max.bytes (Kafka's ReplicaManager caps a fetch the same way) and what of half the

@@ -8,7 +8,7 @@ import (
 // flexible). Each request carries one client message of the exchange begun by SaslHandshake
 // v1. A failed exchange is SASL_AUTHENTICATION_FAILED with Kafka's message and the connection
 // is closed after the reply, both after connection.failed.authentication.delay.ms, which grows
-// with repeated failures from one address (limits.go); a SaslAuthenticate without a handshake is ILLEGAL_SASL_STATE.
+// with repeated failures from one address (conn/limits.go); a SaslAuthenticate without a handshake is ILLEGAL_SASL_STATE.
 // The failure's reason (unknown user, bad password) is logged, never sent: the client learns
 // only that authentication failed.
 const saslAuthenticateKey = 36

@@ -193,7 +193,7 @@ func (s *Server) respond(r *request, out *transport.Out) {
 }
 
 // finishAndClose answers r with out (nil: nothing) and closes its connection, after delay
-// (a failed authentication, limits.go). The reply is queued before the close: gnet runs
+// (a failed authentication, conn/limits.go). The reply is queued before the close: gnet runs
 // AsyncWrite before Close, streamConn flushes before closing. While the delay runs r is in
 // flight (Shutdown waits for it) and the connection's later requests are dropped by handle.
 func (s *Server) finishAndClose(r *request, out *transport.Out, delay time.Duration) {

@@ -56,15 +56,15 @@ type Config struct {
 	InflightBudget    int64 // bytes read but not yet answered; default 256 MiB
 	Logger            *slog.Logger
 
-	// Security and validation (listeners.go, security.go, authz.go). Listeners empty: one
+	// Security and validation (package conn: listeners.go, security.go; authz.go). Listeners empty: one
 	// PLAINTEXT listener on Listen/Advertise whose clients are unrestricted.
 	Listeners       []conn.Listener
 	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
 	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
 	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
-	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (quotas.go)
+	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (tenants.go, conn/quotas.go)
 
-	// Connection limits (limits.go), Kafka's broker configs of the same names. Zero values
+	// Connection limits (conn/limits.go), Kafka's broker configs of the same names. Zero values
 	// take Kafka's defaults; a negative duration turns the limit off.
 	MaxConnections      int // max.connections; default MaxInt32 (no limit)
 	MaxConnectionsPerIP int // max.connections.per.ip; default MaxInt32
@@ -180,7 +180,7 @@ type Server struct {
 
 	tenantsMu sync.Mutex                     // serialises changeTenants
 	tenants   *tenants.Store                 // run-time changes to users and quotas (tenants.go); nil without a data directory
-	quotas    *quota.Manager                 // byte-rate quotas in force and each user's rates (quotas.go)
+	quotas    *quota.Manager                 // byte-rate quotas in force and each user's rates (conn/quotas.go)
 	baseUsers []*auth.User                   // the users of the config file
 	authz     atomic.Pointer[acl.Authorizer] // the ACL bindings in force (acls.go)
 

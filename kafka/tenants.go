@@ -15,7 +15,7 @@ import (
 // (50_describe_user_scram_credentials.go) change through the admin APIs. Changes are made
 // durable by package tenants first, then the effective users (the config file's with every
 // change) are published in cfg.Users, copy-on-write, and the bindings in s.authz. A connection reads its user's
-// current principal before each request (currentPrincipal), so a change applies to
+// current principal before each request (conn.Conn.CurrentPrincipal), so a change applies to
 // connections already open; the connections of a user that no longer exists are closed.
 // ACL changes need ALTER on the cluster; user changes a principal named in super.users.
 
