@@ -34,7 +34,7 @@ const (
 	refusalLogEvery    = time.Minute
 )
 
-// connTable is the server's live connections, by address.
+// connTable is the node's live connections, by address.
 type connTable struct {
 	mu      sync.Mutex
 	all     map[*Conn]struct{}
