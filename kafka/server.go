@@ -17,9 +17,9 @@
 // (the coordinators' wiring), topics.go (auto-creation), validate.go (records), fetch_reply.go
 // (the read path's reply), metrics.go (what the metrics read).
 //
-// Locks: createMu (topic auto-creation) and tenantsMu (run-time tenant changes) are each
-// held alone; tenantsMu is held while package conn's connection table is locked to close a
-// deleted user's connections (conn's locks take no other).
+// Lock order (DESIGN.md): createMu (topic creation and configuration) before the batch log's
+// locks; tenantsMu (run-time tenant changes) before tenants.Store's, auth.Users' and package
+// conn's connection table (closing a deleted user's connections), whose locks take no other.
 package kafka
 
 import (
