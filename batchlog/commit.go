@@ -348,7 +348,9 @@ func (l *Log) completeLoop() {
 			}
 		}
 		for _, r := range pg.requests {
-			if r.Done != nil {
+			if r.Completion != nil {
+				r.Completion.Completed(r)
+			} else if r.Done != nil {
 				r.Done(r)
 			}
 		}

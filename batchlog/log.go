@@ -254,11 +254,21 @@ type Request struct {
 	// Done is called once, from the completer goroutine, after the request's appends are
 	// durable (or refused). It must not block for long: it runs on the commit path.
 	Done func(*Request)
+	// Completion, when set, is told in place of Done: the form for a request that lives in a
+	// pooled value (the produce path's), which implements it once, so submitting binds no
+	// closure.
+	Completion Completion
 	// Inspect, when set, runs on the committer goroutine as the request joins a group, before
 	// its appends: it may read committer-owned state (producer windows), which then includes
 	// every request submitted before. Done follows once that group is durable, so what
 	// Inspect saw is durable by then. It must be quick: the committer waits for it.
 	Inspect func()
+}
+
+// Completion is told once, on the completer goroutine, that a request's appends are durable
+// (or refused), with the same rules as Request.Done.
+type Completion interface {
+	Completed(*Request)
 }
 
 type producerKey struct {

@@ -17,7 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/auth"
-	"inlet/server"
+	"inlet/conn"
+	"inlet/kafka"
 	"inlet/tenants"
 )
 
@@ -453,7 +454,7 @@ func TestACLsWithSarama(t *testing.T) {
 // without it (the default) the unmatched topic is refused too.
 func TestAllowEveryoneIfNoACLFound(t *testing.T) {
 	for _, open := range []bool{false, true} {
-		b := startBroker(t, func(c *server.Config) {
+		b := startBroker(t, func(c *kafka.Config) {
 			var us []auth.User
 			for _, u := range []struct{ name, prefix string }{{"alice", "alice."}, {"bob", "bob."}} {
 				cred, err := auth.NewCredential(auth.ScramSHA256, u.name+"-secret", auth.MinIterations)
@@ -467,7 +468,7 @@ func TestAllowEveryoneIfNoACLFound(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Users, c.AllowEveryoneIfNoACLFound = users, open
-			c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+			c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		})
 		alice := saslClient(t, b, "alice", "alice-secret", kgo.DisableIdempotentWrite())
 		if err := produceErr(alice, "bob.t"); !errors.Is(err, kerr.TopicAuthorizationFailed) {

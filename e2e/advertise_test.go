@@ -9,7 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"inlet/server"
+	"inlet/conn"
+	"inlet/kafka"
 )
 
 // TestEachListenerAdvertisesItsOwnAddress: Metadata, FindCoordinator (single and batched)
@@ -18,8 +19,8 @@ import (
 // listener's address (or none) there would leave the proxy.
 func TestEachListenerAdvertisesItsOwnAddress(t *testing.T) {
 	ca := newTestCA(t)
-	b := startBroker(t, func(c *server.Config) {
-		c.Listeners = []server.Listener{
+	b := startBroker(t, func(c *kafka.Config) {
+		c.Listeners = []conn.Listener{
 			{Name: "plain", Address: "127.0.0.1:0", Advertise: "plain.inlet.test:19092", Protocol: "PLAINTEXT"},
 			{Name: "tls", Address: "127.0.0.1:0", Advertise: "node1.inlet.test:19093", Protocol: "SSL", TLS: ca.serverTLS()},
 		}

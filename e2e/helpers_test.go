@@ -20,20 +20,20 @@ import (
 
 	"inlet/batchlog"
 	"inlet/batchlog/upkeep"
+	"inlet/kafka"
 	"inlet/meta"
 	"inlet/metrics"
-	"inlet/server"
 )
 
 // broker is an Inlet node running in the test process on a loopback port.
 type broker struct {
 	t    testing.TB
 	dir  string
-	cfg  server.Config
+	cfg  kafka.Config
 	blog *batchlog.Log
 	// upkeep runs the log's retention, compaction, reclaim and producer expiry, as the node does.
 	upkeep *upkeep.Upkeep
-	srv    *server.Server
+	srv    *kafka.Server
 	addr   string
 	// m is the node's metrics: every broker runs with them on (as --metrics-listen does), so
 	// every test, the protocol fuzzer under the race detector included, drives their hooks,
@@ -43,9 +43,9 @@ type broker struct {
 
 // startBroker opens a batch log in a fresh temporary directory and serves it on a random
 // loopback port. mod, when given, adjusts the server config before start.
-func startBroker(t testing.TB, mod func(*server.Config)) *broker {
+func startBroker(t testing.TB, mod func(*kafka.Config)) *broker {
 	t.Helper()
-	cfg := server.Config{
+	cfg := kafka.Config{
 		Listen:            "127.0.0.1:0",
 		AutoCreateTopics:  true,
 		DefaultPartitions: 4,
@@ -72,7 +72,7 @@ func (b *broker) start() {
 
 func (b *broker) tryStart() error {
 	var keys []int16
-	for _, k := range server.SupportedAPIs() {
+	for _, k := range kafka.SupportedAPIs() {
 		keys = append(keys, k.ApiKey)
 	}
 	m := metrics.New(keys, "test", "")
@@ -82,7 +82,7 @@ func (b *broker) tryStart() error {
 	}
 	cfg := b.cfg
 	cfg.Metrics = m.Requests
-	srv, err := server.New(cfg, cat)
+	srv, err := kafka.New(cfg, cat)
 	if err != nil {
 		cat.Close()
 		return fmt.Errorf("start server: %w", err)

@@ -15,7 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/server"
+	"inlet/conn"
+	"inlet/kafka"
 )
 
 // Protocol fuzzing over TCP: the real server, on its three kinds of connection (gnet's loops,
@@ -65,13 +66,13 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 	}
 	rerun := fmt.Sprintf("-protofuzz.seed=%d -protofuzz.shapes=%s -protofuzz.execs=%d -protofuzz.live=%v", seed, *protoFuzzShapes, *protoFuzzExecs, *protoFuzzLive)
 	t.Logf("seed %d (rerun with %s), %d executions", seed, rerun, *protoFuzzExecs)
-	b := startBroker(t, func(c *server.Config) {
+	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = testUsers(t)
 		c.DefaultPartitions = 2
 		c.MaxRequestBytes = 4 << 20
 		c.InflightBudget = 16 << 20
 		c.FailedAuthenticationDelay = 5 * time.Millisecond
-		c.Listeners = []server.Listener{
+		c.Listeners = []conn.Listener{
 			{Name: "loop", Address: "127.0.0.1:0", Protocol: "PLAINTEXT"},
 			{Name: "stream", Address: "127.0.0.1:0", Protocol: "PLAINTEXT"},
 			{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},
@@ -322,7 +323,7 @@ type protoCorpus struct{ served, unserved [][]byte }
 
 func fuzzCorpus(t *testing.T) protoCorpus {
 	var out protoCorpus
-	for _, k := range server.SupportedAPIs() {
+	for _, k := range kafka.SupportedAPIs() {
 		for v := k.MinVersion - 1; v <= k.MaxVersion+1; v++ {
 			if v < 0 {
 				continue

@@ -18,7 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"inlet/auth"
-	"inlet/server"
+	"inlet/conn"
+	"inlet/kafka"
 )
 
 // Tenant isolation, walked API by API: alice (prefix "a.") asks every API key the README's
@@ -716,10 +717,10 @@ func isoProbes(nodeID int32) []isoProbe {
 // user; alice walks every API key of the README's table asking about them (see the top of
 // this file) and learns nothing, and changes nothing.
 func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
-	b := startBroker(t, func(c *server.Config) {
+	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = isolationUsers(t)
 		c.SuperUsers = []string{"chief"}
-		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 	})
 	addr := b.srv.ListenerAddr("sasl")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -793,7 +794,7 @@ func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
 
 	keys := readmeAPIKeys(t)
 	served := map[int16]int16{}
-	for _, k := range server.SupportedAPIs() {
+	for _, k := range kafka.SupportedAPIs() {
 		served[k.ApiKey] = k.MaxVersion
 	}
 	byKey := map[int16][]isoProbe{}
@@ -928,10 +929,10 @@ func isoSnapshot(t *testing.T, addr string) []isoState {
 // (committed, fetched, deleted) and answers bob's TOPIC_AUTHORIZATION_FAILED per partition
 // (Kafka's READ on each topic), storing and deleting nothing of them.
 func TestOffsetAPIsCheckEachTopic(t *testing.T) {
-	b := startBroker(t, func(c *server.Config) {
+	b := startBroker(t, func(c *kafka.Config) {
 		c.Users = isolationUsers(t)
 		c.SuperUsers = []string{"chief"}
-		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 	})
 	addr := b.srv.ListenerAddr("sasl")
 	b.createTopic("a.mine", 1)

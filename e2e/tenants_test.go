@@ -14,7 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"inlet/auth"
-	"inlet/server"
+	"inlet/conn"
+	"inlet/kafka"
 )
 
 // tenantUsers are alice (alice.), bob (bob.) and admin (every topic), as a config file gives
@@ -37,10 +38,10 @@ func tenantUsers(t testing.TB) *auth.Users {
 }
 
 func tenantBroker(t *testing.T) *broker {
-	return startBroker(t, func(c *server.Config) {
+	return startBroker(t, func(c *kafka.Config) {
 		c.Users = tenantUsers(t)
 		c.SuperUsers = []string{"admin"}
-		c.Listeners = []server.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 	})
 }
 

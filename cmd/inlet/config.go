@@ -13,9 +13,10 @@ import (
 
 	"inlet/auth"
 	"inlet/config"
+	"inlet/conn"
+	"inlet/kafka"
 	"inlet/registry"
 	"inlet/schema"
-	"inlet/server"
 )
 
 // security is what the config file adds beyond flags.
@@ -58,10 +59,10 @@ func applyConfig(fs *flag.FlagSet, path string) security {
 // listeners maps the file's listeners to the server's. Without any, the server serves the
 // --listen/--advertise PLAINTEXT listener. With them, an explicit --listen (or --advertise)
 // replaces the first listener's address (or advertised address).
-func (sec security) listeners(listen, advertise string) []server.Listener {
-	var out []server.Listener
+func (sec security) listeners(listen, advertise string) []conn.Listener {
+	var out []conn.Listener
 	for i, l := range sec.Listeners {
-		sl := server.Listener{Name: l.Name, Address: l.Address, Advertise: l.Advertise, Protocol: l.Protocol, Mechanisms: l.Mechanisms, TLS: l.TLS, Anonymous: l.Anonymous}
+		sl := conn.Listener{Name: l.Name, Address: l.Address, Advertise: l.Advertise, Protocol: l.Protocol, Mechanisms: l.Mechanisms, TLS: l.TLS, Anonymous: l.Anonymous}
 		if i == 0 && sec.explicit["listen"] {
 			sl.Address = listen
 		}
@@ -120,7 +121,7 @@ func scramCommand(args []string) int {
 // reloadUsers is SIGHUP: the config file's users (credentials and prefixes) are read again and
 // take effect without dropping connections; a removed user's connections are closed. Nothing
 // else in the file is reloaded. A file that does not load changes nothing (logged).
-func reloadUsers(logger *slog.Logger, srv *server.Server, path string) {
+func reloadUsers(logger *slog.Logger, srv *kafka.Server, path string) {
 	if path == "" {
 		logger.Warn("SIGHUP: no --config file to reload")
 		return

@@ -15,8 +15,9 @@ import (
 	"inlet/batchlog"
 	"inlet/batchlog/upkeep"
 	"inlet/config"
+	"inlet/conn"
+	"inlet/kafka"
 	"inlet/meta"
-	"inlet/server"
 )
 
 func main() {
@@ -71,15 +72,15 @@ func main() {
 		usage("--storage must be segments, pebble or discard, not %q", *o.storage)
 	}
 	upkeepCfg := upkeep.Config{ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs), Logger: logger}
-	perIPOverrides, err := server.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
+	perIPOverrides, err := conn.ParsePerIPOverrides(*o.maxConnectionsPerIPOverrides)
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
 	}
-	superUsers, err := server.ParseSuperUsers(*o.superUsers)
+	superUsers, err := kafka.ParseSuperUsers(*o.superUsers)
 	if err != nil {
 		usage("--super-users: %v", err)
 	}
-	blog, srv := openNode(logger, opts, server.Config{
+	blog, srv := openNode(logger, opts, kafka.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
 		NodeID:            int32(*o.nodeID),
@@ -222,7 +223,7 @@ func usage(f string, a ...any) {
 // openNode opens the catalog, builds the server on it, opens the log with the server's
 // transaction coordinator (the log verifies transactional batches against it) and starts the
 // server on the log. It exits on an error.
-func openNode(logger *slog.Logger, opts batchlog.Options, cfg server.Config) (*batchlog.Log, *server.Server) {
+func openNode(logger *slog.Logger, opts batchlog.Options, cfg kafka.Config) (*batchlog.Log, *kafka.Server) {
 	cat := meta.Discard(logger)
 	if !opts.Discard {
 		var err error
@@ -231,7 +232,7 @@ func openNode(logger *slog.Logger, opts batchlog.Options, cfg server.Config) (*b
 			os.Exit(1)
 		}
 	}
-	srv, err := server.New(cfg, cat)
+	srv, err := kafka.New(cfg, cat)
 	if err != nil {
 		logger.Error("start", "err", err)
 		cat.Close()

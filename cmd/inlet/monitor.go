@@ -6,8 +6,8 @@ import (
 	"os"
 
 	"inlet/batchlog"
+	"inlet/kafka"
 	"inlet/metrics"
-	"inlet/server"
 )
 
 // monitor is --metrics-listen: Prometheus metrics, /healthz and /readyz (and pprof with
@@ -27,7 +27,7 @@ func startMonitor(logger *slog.Logger, addr string, pprof bool) *monitor {
 		return nil
 	}
 	var keys []int16
-	for _, k := range server.SupportedAPIs() {
+	for _, k := range kafka.SupportedAPIs() {
 		keys = append(keys, k.ApiKey)
 	}
 	rev, _, _, _ := buildInfo()
@@ -59,7 +59,7 @@ func (mo *monitor) requests() *metrics.Requests {
 
 // ready adds the state of the log and the server to what is scraped and turns /readyz to 200:
 // recovery is done and every listener is up.
-func (mo *monitor) ready(blog *batchlog.Log, srv *server.Server) {
+func (mo *monitor) ready(blog *batchlog.Log, srv *kafka.Server) {
 	if mo == nil {
 		return
 	}

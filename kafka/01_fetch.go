@@ -1,0 +1,216 @@
+package kafka
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/acl"
+	"inlet/batchlog"
+	"inlet/quota"
+	"inlet/wire"
+)
+
+// Fetch v4-v12. v4 brings isolation levels and the last stable offset, v5 the log start
+// offset, v7 fetch sessions (KIP-227: refused cleanly by always answering session id 0, which
+// clients take as "no session" and keep sending full requests), v11 rack ids (ignored: one
+// broker), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
+//
+// A fetch returns whole stored batches, starting with the batch that contains the fetch
+// offset, bounded by the high watermark (or the last stable offset for read_committed, with
+// the aborted transactions that meet the returned range, so the consumer can drop their
+// records). It waits up to MaxWaitMillis for MinBytes, on the log's commit notification,
+// holding no iterator while it waits, and no in-flight budget: its frame is given back before
+// the first wait (Request.Shed), and its connection is not read meanwhile (conn.Handler.Holds).
+//
+// The record bytes of an answer are at most the request's MaxBytes, the broker's
+// fetch.max.bytes (Kafka's ReplicaManager caps a fetch the same way) and what of half the
+// in-flight budget unwritten replies leave (transport.Conn.ReplyRoom); the first batch is
+// returned even when it is larger (KIP-74).
+const fetchKey = 1
+
+func init() {
+	register(api{key: fetchKey, min: 4, max: 12, serve: serveFetch,
+		authz: before(authorizeFetch, onTopics(acl.Read))})
+}
+
+// serveFetch serves a Fetch as dispatch serves a kmsg API (decode, the authorization filter,
+// the handler, metrics), except that the answer is a fetchReply, encoded by itself.
+func serveFetch(s *Server, r *request, a *api) {
+	kreq, ok := s.decode(r)
+	if !ok {
+		return
+	}
+	deny, answered := s.filter(r, a, kreq)
+	if answered {
+		return
+	}
+	reply := handleFetch(s, r, kreq.(*kmsg.FetchRequest))
+	if deny != nil {
+		deny(reply.resp)
+	}
+	if m := s.m; m != nil {
+		m.ResponseErrors(fetchKey, reply.resp)
+	}
+	s.respond(r, reply.encode(r.hdr))
+}
+
+func handleFetch(s *Server, r *request, req *kmsg.FetchRequest) *fetchReply {
+	if ms := r.c.Throttled(quota.Fetch, r.hdr.ClientID); ms > 0 {
+		// Its user is over the consumer_byte_rate (other connections took it there): answered
+		// empty, as Kafka answers a throttled fetch.
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ThrottleMillis = ms
+		return newFetchReply(s, resp)
+	}
+	reply, bytes := s.fetchWait(r, req)
+	reply.resp.ThrottleMillis = r.c.Throttle(quota.Fetch, r.hdr.ClientID, bytes)
+	return reply
+}
+
+// fetchWait answers req once MinBytes are there, or MaxWaitMillis has passed; bytes is the
+// size of the record batches in the answer.
+func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply, bytes int) {
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		// Take the notification channel before reading, so a commit that lands between the
+		// read and the wait still wakes us.
+		changed := s.blog.Changed()
+		resp, bytes, stop := s.fetchOnce(r, req)
+		if stop || bytes >= int(req.MinBytes) || s.net.Draining() {
+			return resp, bytes
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return resp, bytes
+		}
+		s.shed(r)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-changed:
+			resp.release()
+		case <-s.net.DrainStarted():
+			resp.release()
+		case <-r.c.Done():
+			return resp, bytes // the connection is gone: the reply will be dropped
+		case <-timer.C:
+			resp.release()
+			resp, bytes, _ = s.fetchOnce(r, req)
+			return resp, bytes
+		}
+	}
+}
+
+// fetchOnce builds a response from what is committed now, with the record batches located
+// but not read (fetchReply). stop is set when a partition reports an error, which Kafka
+// answers at once instead of waiting out MaxWaitMillis.
+func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply, total int, stop bool) {
+	resp = newFetchReply(s, req.ResponseKind().(*kmsg.FetchResponse))
+	resp.resp.SessionID = 0
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = int(^uint32(0) >> 1)
+	}
+	maxBytes = min(maxBytes, s.cfg.FetchMaxBytes, max(1, int(r.t.Conn().ReplyRoom())))
+	for ti, rt := range req.Topics {
+		ot := kmsg.NewFetchResponseTopic()
+		ot.Topic = rt.Topic
+		ot.TopicID = rt.TopicID
+		t, _ := s.blog.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewFetchResponseTopicPartition()
+			op.Partition = rp.Partition
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
+			op.PreferredReadReplica = -1
+			// Records is nullable on the wire, but Kafka always sends an empty (not null) set
+			// and librdkafka rejects a null one as a bad MessageSetSize.
+			op.RecordBatches = []byte{}
+			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
+				ot.Partitions = append(ot.Partitions, op)
+				stop = true
+				continue
+			}
+			p := t.Partitions[rp.Partition]
+			hw := p.HighWatermark()
+			stable := min(p.LastStableOffset(), hw)
+			op.HighWatermark, op.LastStableOffset, op.LogStartOffset = hw, stable, p.LogStartOffset()
+			limit := hw
+			if req.IsolationLevel == readCommitted {
+				limit = stable
+			}
+			switch {
+			case rp.FetchOffset < p.LogStartOffset() || rp.FetchOffset > hw:
+				op.ErrorCode = wire.ErrOffsetOutOfRange
+				stop = true
+			case rp.FetchOffset < limit && total < maxBytes:
+				partMax := int(rp.PartitionMaxBytes)
+				if room := maxBytes - total; partMax > room {
+					partMax = room
+				}
+				// KIP-74: the first batch of the first partition with data is returned even
+				// when it is larger than the limits, so a consumer always makes progress.
+				includeFirst := total == 0
+				plan := resp.plan(ti, len(ot.Partitions))
+				err := s.blog.PlanRead(p, rp.FetchOffset, limit, partMax, includeFirst, plan)
+				if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
+					// Retention moved the log start past the offset while it was read.
+					op.ErrorCode, stop = wire.ErrOffsetOutOfRange, true
+					op.LogStartOffset = p.LogStartOffset()
+				} else if err != nil {
+					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode = wire.ErrUnknownServerError
+					stop = true
+				}
+				total += plan.Bytes
+				if req.IsolationLevel == readCommitted && plan.Bytes > 0 {
+					for _, a := range p.AbortedTxns(rp.FetchOffset, plan.End) {
+						at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+						at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+						op.AbortedTransactions = append(op.AbortedTransactions, at)
+					}
+				}
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.resp.Topics = append(resp.resp.Topics, ot)
+	}
+	return resp, total, stop
+}
+
+// authorizeFetch: READ on each topic (KafkaApis.handleFetchRequest); refused partitions are
+// answered without records.
+func authorizeFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.FetchRequest)
+	var denied []kmsg.FetchRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.FetchResponse) // serveFetch passes its reply's
+		for _, t := range denied {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, pt := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+				rp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null set
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/acl"
+	"inlet/batchlog"
+	"inlet/wire"
+)
+
+// ListOffsets v0-v7: earliest (-2), latest (-1), by timestamp (the first offset whose
+// record timestamp is >= the target, KIP-79) and v7's max timestamp (-3, KIP-734,
+// list_offsets_max.go), with read_committed bounded by the last stable offset. v8's
+// earliest-local (-4, tiered storage) is not advertised.
+const listOffsetsKey = 2
+
+func init() {
+	register(api{key: listOffsetsKey, min: 0, max: 7, handle: handleListOffsets,
+		authz: before(authorizeListOffsets, onTopics(acl.Describe))})
+}
+
+const (
+	listLatest   = -1
+	listEarliest = -2
+)
+
+func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewListOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t, _ := s.blog.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewListOffsetsResponseTopicPartition()
+			op.Partition = rp.Partition
+			op.Timestamp, op.Offset, op.LeaderEpoch = -1, -1, 0
+			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				op.ErrorCode = wire.ErrUnknownTopicOrPartition
+				ot.Partitions = append(ot.Partitions, op)
+				continue
+			}
+			p := t.Partitions[rp.Partition]
+			op.LeaderEpoch = p.LeaderEpoch()
+			stable := s.lastStableOffset(p, req.IsolationLevel)
+			switch rp.Timestamp {
+			case listLatest:
+				op.Offset = stable
+			case listEarliest:
+				op.Offset = p.LogStartOffset()
+			case listMaxTimestamp:
+				off, ts, err := s.offsetOfMaxTimestamp(p, stable)
+				if err != nil {
+					s.log.Error("list offsets max timestamp", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode = wire.ErrUnknownServerError
+				}
+				op.Offset, op.Timestamp = off, ts
+			default:
+				off, ts, err := s.offsetForTimestamp(p, rp.Timestamp, stable)
+				if err != nil {
+					s.log.Error("list offsets by timestamp", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode = wire.ErrUnknownServerError
+				}
+				op.Offset, op.Timestamp = off, ts
+			}
+			if req.Version == 0 {
+				// v0 answers a list of offsets (MaxNumOffsets of them, newest first); one
+				// segment here, so the answer is the single offset found.
+				if op.Offset >= 0 && rp.MaxNumOffsets > 0 {
+					op.OldStyleOffsets = []int64{op.Offset}
+				}
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}
+
+// lastStableOffset bounds reads: the high watermark for read_uncommitted, the last stable
+// offset (below every open transaction) for read_committed.
+func (s *Server) lastStableOffset(p *batchlog.Partition, isolation int8) int64 {
+	if isolation == readCommitted {
+		return p.LastStableOffset()
+	}
+	return p.HighWatermark()
+}
+
+// readCommitted is the IsolationLevel of a read_committed consumer.
+const readCommitted = 1
+
+var errStopScan = errors.New("found")
+
+// scanBatches calls fn with each stored batch of p from the log start below limit, and its
+// header, until fn says stop or fails. The batch is valid only during the call: the scan reads
+// 4 MiB at a time into one buffer. Retention moving the log start past the scan makes it go on
+// from the new log start.
+func (s *Server) scanBatches(p *batchlog.Partition, limit int64, fn func(batch []byte, h wire.BatchHeader) (stop bool, err error)) error {
+	const chunk = 4 << 20
+	var buf []byte
+	var err error
+	for from := p.LogStartOffset(); from < limit; {
+		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
+		if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
+			// The log start only grows, so the scan ends.
+			from = max(from, p.LogStartOffset())
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		for b := buf; ; {
+			batch, rest, err := wire.NextBatch(b)
+			if err != nil {
+				return err
+			}
+			if batch == nil {
+				break
+			}
+			b = rest
+			h, err := wire.ParseBatchHeader(batch)
+			if err != nil {
+				return err
+			}
+			from = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+			if stop, err := fn(batch, h); stop || err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// offsetForTimestamp scans the partition's batches from the log start for the first record
+// whose timestamp is >= target. Batches whose max timestamp is below the target are skipped
+// without decoding. It answers (-1, -1) when no record qualifies, as Kafka does.
+func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) (int64, int64, error) {
+	var scratch []byte
+	foundOff, foundTS := int64(-1), int64(-1)
+	err := s.scanBatches(p, limit, func(batch []byte, h wire.BatchHeader) (bool, error) {
+		if h.MaxTimestamp < target {
+			return false, nil
+		}
+		if h.TimestampType() == 1 {
+			// LogAppendTime: every record carries the batch's max timestamp.
+			foundOff, foundTS = h.BaseOffset, h.MaxTimestamp
+			return true, nil
+		}
+		var err error
+		scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
+			if ts := h.FirstTimestamp + rec.TimestampDelta; ts >= target {
+				foundOff, foundTS = h.BaseOffset+int64(rec.OffsetDelta), ts
+				return errStopScan
+			}
+			return nil
+		})
+		if errors.Is(err, errStopScan) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return -1, -1, err
+	}
+	return foundOff, foundTS, nil
+}
+
+// authorizeListOffsets: DESCRIBE on each topic (KafkaApis.handleListOffsetRequest).
+func authorizeListOffsets(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	var denied []kmsg.ListOffsetsRequestTopic
+	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(kresp kmsg.Response) {
+		resp := kresp.(*kmsg.ListOffsetsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, pt := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = pt.Partition, wire.ErrTopicAuthorizationFailed
+				rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+}
