@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"inlet/config"
+	"inlet/bytesize"
 	"inlet/loadgen"
 )
 
@@ -254,7 +254,7 @@ func InflightBudget(args []string) (int64, error) {
 		default:
 			continue
 		}
-		n, err := config.ParseSize(v)
+		n, err := bytesize.Parse(v)
 		if err != nil {
 			return 0, fmt.Errorf("--inflight-budget %q: %w", v, err)
 		}

@@ -29,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"inlet/auth"
+	"inlet/bytesize"
 	"inlet/quota"
 	"inlet/schema"
 )
@@ -259,11 +260,11 @@ func checkKind(k Kind, v string) error {
 			return fmt.Errorf("%q is not true or false", v)
 		}
 	case Size:
-		if _, err := ParseSize(v); err != nil {
+		if _, err := bytesize.Parse(v); err != nil {
 			return err
 		}
 	case SizeOrZero:
-		if _, err := ParseSizeOrZero(v); err != nil {
+		if _, err := bytesize.ParseOrZero(v); err != nil {
 			return err
 		}
 	case Duration:
@@ -272,35 +273,6 @@ func checkKind(k Kind, v string) error {
 		}
 	}
 	return nil
-}
-
-// ParseSize parses a positive byte count with an optional KiB/MiB/GiB (or K/M/G, also powers
-// of two) suffix.
-func ParseSize(v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	mult := int64(1)
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, suf.s) {
-			s, mult = strings.TrimSuffix(s, suf.s), suf.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a positive byte count", v)
-	}
-	return n * mult, nil
-}
-
-// ParseSizeOrZero is ParseSize, with "0" allowed: a setting turned off.
-func ParseSizeOrZero(v string) (int64, error) {
-	if strings.TrimSpace(v) == "0" {
-		return 0, nil
-	}
-	return ParseSize(v)
 }
 
 // Protocols are Kafka's security.protocol values.

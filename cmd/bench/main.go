@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"inlet/bench"
-	"inlet/config"
+	"inlet/bytesize"
 	"inlet/loadgen"
 )
 
@@ -244,7 +244,7 @@ func run(ctx context.Context, cmd string, args []string) int {
 			}
 		}
 		if *rssLimit != "" {
-			if o.RSSLimitBytes, err = config.ParseSize(*rssLimit); err != nil {
+			if o.RSSLimitBytes, err = bytesize.Parse(*rssLimit); err != nil {
 				return usage(cmd, fmt.Errorf("--rss-limit: %w", err))
 			}
 		}
@@ -400,10 +400,10 @@ func addShapeFlags(fs *flag.FlagSet, cs *bench.ConsumeSettings) {
 	})
 }
 
-// sizeFlag parses a positive size (config.ParseSize: 1048576, 1MiB, 64KiB) into *dst.
+// sizeFlag parses a positive size (bytesize.Parse: 1048576, 1MiB, 64KiB) into *dst.
 func sizeFlag(dst *int32) func(string) error {
 	return func(v string) error {
-		n, err := config.ParseSize(v)
+		n, err := bytesize.Parse(v)
 		if err != nil || n < 1 || n > math.MaxInt32 {
 			return fmt.Errorf("%q is not a size in [1, %d] bytes", v, math.MaxInt32)
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
-	"inlet/config"
+	"inlet/bytesize"
 	"inlet/server"
 )
 
@@ -187,7 +187,7 @@ func startProfiles(logger *slog.Logger, cpuPath, memPath string) func() {
 // mustSize parses a byte count with an optional KiB/MiB/GiB (or K/M/G, also powers of two)
 // suffix.
 func mustSize(name, v string) int64 {
-	n, err := config.ParseSize(v)
+	n, err := bytesize.Parse(v)
 	if err != nil {
 		usage("--%s: %v", name, err)
 	}
@@ -195,7 +195,7 @@ func mustSize(name, v string) int64 {
 }
 
 func mustSizeOrZero(name, v string) int64 {
-	n, err := config.ParseSizeOrZero(v)
+	n, err := bytesize.ParseOrZero(v)
 	if err != nil {
 		usage("--%s: %v", name, err)
 	}
