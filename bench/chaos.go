@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -122,20 +123,20 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 		}
 	}()
 	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
-	c.DataFS = fsType(base)
+	c.DataFS = proc.FSType(base)
 	target := e.inletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
-	srv, err := startServer(target, dir, logPath)
+	srv, err := proc.Start(target, dir, logPath)
 	if err != nil {
 		return nil, err
 	}
 	r.srv = srv
-	c.Argv = target.argv(srv.port, dir)
+	c.Argv = target.Expand(srv.Port(), dir)
 
 	out := r.killWhileSending(ctx)
-	if !srv.running() {
+	if !srv.Running() {
 		c.UnexpectedExits++
-		r.failf("inlet was not running at the end: %v", srv.state)
-	} else if _, err := srv.stop(); err != nil {
+		r.failf("inlet was not running at the end: %v", srv.State())
+	} else if _, err := srv.Stop(); err != nil {
 		r.failf("stop: %v", err)
 	}
 	r.judge(out)
@@ -145,7 +146,7 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 	}
 	writeChaosSummary(e.Stdout, f)
 	if !c.OK {
-		fmt.Fprintf(e.Stderr, "bench chaos: server log tail (%s):\n%s\n", logPath, logTail(logPath, 30))
+		fmt.Fprintf(e.Stderr, "bench chaos: server log tail (%s):\n%s\n", logPath, proc.LogTail(logPath, 30))
 	}
 	return f, nil
 }
@@ -156,7 +157,7 @@ type chaosRun struct {
 	o   *ChaosOptions
 	e   *Env
 	c   *ChaosOutcome
-	srv *server
+	srv *proc.Server
 }
 
 // chaosLoad is what the verified loadgen run returned.
@@ -174,7 +175,7 @@ func (r *chaosRun) failf(format string, a ...any) {
 // has finished (acks and verification included).
 func (r *chaosRun) killWhileSending(ctx context.Context) chaosLoad {
 	o, e, c, srv := r.o, r.e, r.c, r.srv
-	cfg := o.Load.config(srv.addr(), o.Rate)
+	cfg := o.Load.config(srv.Addr(), o.Rate)
 	cfg.Verify = true
 	cfg.FlushTimeout = o.FlushTimeout
 	watch := &liveWatcher{w: e.Live, sending: make(chan struct{})}
@@ -185,7 +186,7 @@ func (r *chaosRun) killWhileSending(ctx context.Context) chaosLoad {
 		done <- chaosLoad{res, err}
 	}()
 	fmt.Fprintf(e.Stderr, "bench chaos: %s on %s for %v, SIGKILL every %v on average (seed %d)\n",
-		o.Load.label(), srv.addr(), o.Load.Duration, o.KillEvery, o.Seed)
+		o.Load.label(), srv.Addr(), o.Load.Duration, o.KillEvery, o.Seed)
 
 	var out chaosLoad
 	finished := false
@@ -228,16 +229,16 @@ func (r *chaosRun) killWhileSending(ctx context.Context) chaosLoad {
 // broker could not be killed or restarted, and the run kills no more.
 func (r *chaosRun) killAndRestart(sendStart time.Time) bool {
 	o, e, c, srv := r.o, r.e, r.c, r.srv
-	if !srv.running() {
+	if !srv.Running() {
 		c.UnexpectedExits++
-		r.failf("inlet exited without being killed: %v", srv.state)
-		if err := srv.start(); err != nil {
+		r.failf("inlet exited without being killed: %v", srv.State())
+		if err := srv.Restart(); err != nil {
 			r.failf("restart: %v", err)
 			return false
 		}
 		return true
 	}
-	if err := srv.kill(); err != nil {
+	if err := srv.Kill(); err != nil {
 		r.failf("%v", err)
 		return false
 	}
@@ -246,7 +247,7 @@ func (r *chaosRun) killAndRestart(sendStart time.Time) bool {
 	c.KillAt = append(c.KillAt, killedAt.Seconds())
 	time.Sleep(o.Down)
 	began := time.Now()
-	if err := srv.start(); err != nil {
+	if err := srv.Restart(); err != nil {
 		r.failf("restart after kill %d: %v", c.Kills, err)
 		return false
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"inlet/bench/proc"
 )
 
 // Built-in compare targets.
@@ -27,7 +29,7 @@ type CompareOptions struct {
 	Repeat int
 	// Targets are built-in target names; Peers further brokers (ParsePeer).
 	Targets []string
-	Peers   []Target
+	Peers   []proc.Target
 	// Storage and Workers apply to the inlet target (0 workers: inlet's default).
 	Storage   string
 	Workers   int
@@ -44,19 +46,19 @@ type CompareOptions struct {
 // {dir} replaced by the loopback port to listen on and a fresh data directory, and
 // {partitions} by the partition count of the run's load (for a broker's default partition
 // count: bench scale changes it from point to point).
-func ParsePeer(s string) (Target, error) {
+func ParsePeer(s string) (proc.Target, error) {
 	name, cmd, ok := strings.Cut(s, "=")
 	name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
 	if !ok || name == "" || cmd == "" {
-		return Target{}, fmt.Errorf("peer %q: want name='command with {port}, {dir} and optionally {partitions}'", s)
+		return proc.Target{}, fmt.Errorf("peer %q: want name='command with {port}, {dir} and optionally {partitions}'", s)
 	}
 	if !strings.Contains(cmd, "{port}") {
-		return Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
+		return proc.Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
 	}
 	if strings.ContainsAny(name, " \t/|") {
-		return Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/' or '|'", name)
+		return proc.Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/' or '|'", name)
 	}
-	return Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}}, nil
+	return proc.Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}}, nil
 }
 
 // Compare measures several brokers under the same load, alternating them (A B C A B C ...)
@@ -86,16 +88,16 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	}
 
 	label := o.Load.label()
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		label += ", inlet on " + storageLabel(o.Storage)
 	}
 	f := o.Env.newFile(KindCompare, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
 	}
 	f.Consume = consume
 	f.Baseline = targets[0].Name
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		f.Baseline = TargetInlet
 	}
 	perPoint := perPointEstimate(o.Load, o.Env.Pause)
@@ -109,9 +111,9 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 				break
 			}
 			prog.begin("%s, repeat %d/%d", t.Name, rep, o.Repeat)
-			var then func(*server, *Run)
+			var then func(*proc.Server, *Run)
 			if consume != nil {
-				then = func(srv *server, run *Run) {
+				then = func(srv *proc.Server, run *Run) {
 					if t.Name == TargetInletDiscard {
 						run.Consume = &ConsumeRun{Skipped: "stores nothing to read back"}
 						return
@@ -152,8 +154,8 @@ func checkTargetNames(names []string) error {
 // brokers' --default-partitions, a count or {partitions} (replaced per run). It builds the
 // kfake-broker binary once if a kfake target needs it and none was given. o.Env must be
 // prepared.
-func (o *CompareOptions) targets(partitions string) ([]Target, error) {
-	var targets []Target
+func (o *CompareOptions) targets(partitions string) ([]proc.Target, error) {
+	var targets []proc.Target
 	for _, name := range o.Targets {
 		switch name {
 		case TargetInlet:
@@ -172,11 +174,11 @@ func (o *CompareOptions) targets(partitions string) ([]Target, error) {
 			if name == TargetKfakeSync {
 				argv = append(argv, "--data-dir", "{dir}", "--sync")
 			}
-			targets = append(targets, Target{Name: name, Argv: argv})
+			targets = append(targets, proc.Target{Name: name, Argv: argv})
 		}
 	}
 	for _, p := range o.Peers {
-		if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == p.Name }) {
+		if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == p.Name }) {
 			return nil, fmt.Errorf("two targets named %q", p.Name)
 		}
 		targets = append(targets, p)

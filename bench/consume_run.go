@@ -12,12 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
 // consume runs the consume phase (consume.go) on srv, whose produce run is over. Problems end
 // up in the result's Error; the phases that completed keep their figures.
-func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSettings) *ConsumeRun {
+func (e *Env) consume(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings) *ConsumeRun {
 	cr := &ConsumeRun{}
 	fail := func(format string, a ...any) *ConsumeRun {
 		cr.Error = fmt.Sprintf(format, a...)
@@ -35,19 +36,19 @@ func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSett
 	// 2. Catch-up.
 	readCtx, stopReaders := context.WithCancel(ctx)
 	defer stopReaders()
-	cpu0, err := srv.stats(e.clkTck)
+	cpu0, err := srv.Stats(e.clkTck)
 	if err != nil {
 		return fail("catch-up: reading /proc: %v", err)
 	}
 	began := time.Now()
-	readers, err := startReaders(readCtx, srv.addr(), s, starts, ends, base)
+	readers, err := startReaders(readCtx, srv.Addr(), s, starts, ends, base)
 	if err != nil {
 		return fail("catch-up: %v", err)
 	}
 	stopAll := runReaders(readCtx, stopReaders, readers)
 	defer stopAll()
 	timedOut := waitCaughtUp(ctx, readers, s.Timeout)
-	cpu1, serr := srv.stats(e.clkTck)
+	cpu1, serr := srv.Stats(e.clkTck)
 	if timedOut {
 		stopAll()
 	}
@@ -92,8 +93,8 @@ func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSett
 // fill writes the phase's records flat out, bounded by Timeout (loadgen still waits up to its
 // flush timeout for acks), into cr.Fill, and lists the offsets the catch-up reads up to: every
 // fill record is acknowledged, so nothing more arrives. expected is the records between them.
-func (e *Env) fill(ctx context.Context, srv *server, load Load, s ConsumeSettings, cr *ConsumeRun) (starts, ends []int64, expected uint64, err error) {
-	cfg := s.producerConfig(load, srv.addr(), 0)
+func (e *Env) fill(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings, cr *ConsumeRun) (starts, ends []int64, expected uint64, err error) {
+	cfg := s.producerConfig(load, srv.Addr(), 0)
 	cfg.Records = s.FillRecords
 	cfg.Live = e.Live
 	fillCtx, cancel := context.WithTimeout(ctx, s.Timeout)
@@ -110,7 +111,7 @@ func (e *Env) fill(ctx context.Context, srv *server, load Load, s ConsumeSetting
 		return nil, nil, 0, fmt.Errorf("fill: %v", err)
 	}
 
-	starts, ends, err = listOffsets(ctx, srv.addr(), s.Topic, s.Partitions)
+	starts, ends, err = listOffsets(ctx, srv.Addr(), s.Topic, s.Partitions)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -324,16 +325,16 @@ func readerErrors(readers []*reader) string {
 // tail produces at s.TailRate for s.TailDuration while readers follow, waits for every
 // acknowledged record to be received (at most s.DrainTimeout after sending stops), and
 // measures the broker's CPU over that window.
-func (e *Env) tail(ctx context.Context, srv *server, load Load, s ConsumeSettings, base time.Time, readers []*reader) (*TailResult, error) {
+func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings, base time.Time, readers []*reader) (*TailResult, error) {
 	t := &TailResult{OfferedRate: s.TailRate, Errors: map[string]uint64{}}
-	producers, err := startTailProducers(ctx, srv.addr(), load, s)
+	producers, err := startTailProducers(ctx, srv.Addr(), load, s)
 	if err != nil {
 		return t, err
 	}
 	abortCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 
-	cpu0, err := srv.stats(e.clkTck)
+	cpu0, err := srv.Stats(e.clkTck)
 	if err != nil {
 		return t, fmt.Errorf("reading /proc: %v", err)
 	}
@@ -384,7 +385,7 @@ func (e *Env) tail(ctx context.Context, srv *server, load Load, s ConsumeSetting
 		time.Sleep(5 * time.Millisecond)
 	}
 	end := time.Now()
-	cpu1, serr := srv.stats(e.clkTck)
+	cpu1, serr := srv.Stats(e.clkTck)
 
 	var hist, one loadgen.HistogramSnapshot
 	var lastRecv int64

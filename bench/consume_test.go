@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -293,7 +294,7 @@ func consumeRun(catchupRate, perCPU, cores float64, p99 uint64) *ConsumeRun {
 func consumeFile() *File {
 	f := sampleFile(KindCompare)
 	f.Baseline = TargetInlet
-	f.Targets = []Target{{Name: "inlet", Argv: []string{"bin/inlet"}}, {Name: "inlet-discard"}, {Name: "kfake"}, {Name: "klite"}}
+	f.Targets = []proc.Target{{Name: "inlet", Argv: []string{"bin/inlet"}}, {Name: "inlet-discard"}, {Name: "kfake"}, {Name: "klite"}}
 	s, _ := ConsumeSettings{FillRecords: 1000, TailRate: 100, TailDuration: time.Second}.normalize(Load{Producers: 16, Partitions: 16, RecordSize: 100})
 	f.Consume = &s
 	ok := func(target string, rep int, c *ConsumeRun) Run {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -48,7 +49,7 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
-	m := describeMachine(e.Root)
+	m := proc.DescribeMachine(e.Root)
 	stamp := m.Date.Format("20060102-150405")
 	cpu := filepath.Join(out, "cpu-"+stamp+".pprof")
 	mem := filepath.Join(out, "mem-"+stamp+".pprof")
@@ -61,25 +62,25 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	}
 	defer os.RemoveAll(base)
 	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
-	srv, err := startServer(target, dir, logPath)
+	srv, err := proc.Start(target, dir, logPath)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(e.Stderr, "bench profile: %s against %s for %v\n", o.Load.label(), srv.addr(), o.Load.Duration)
-	cfg := o.Load.config(srv.addr(), 0)
+	fmt.Fprintf(e.Stderr, "bench profile: %s against %s for %v\n", o.Load.label(), srv.Addr(), o.Load.Duration)
+	cfg := o.Load.config(srv.Addr(), 0)
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
-	_, serr := srv.stop()
+	_, serr := srv.Stop()
 	if lerr != nil {
 		return nil, fmt.Errorf("loadgen: %w", lerr)
 	}
 	if serr != nil {
-		return nil, fmt.Errorf("%w (log:\n%s)", serr, logTail(logPath, 20))
+		return nil, fmt.Errorf("%w (log:\n%s)", serr, proc.LogTail(logPath, 20))
 	}
 	files := []string{cpu, mem}
 	for _, p := range files {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("inlet wrote no profile: %w (log:\n%s)", err, logTail(logPath, 20))
+			return nil, fmt.Errorf("inlet wrote no profile: %w (log:\n%s)", err, proc.LogTail(logPath, 20))
 		}
 	}
 	loadPath := filepath.Join(out, "load-"+stamp+".json")
@@ -117,7 +118,7 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	}
 	line := fmt.Sprintf("- %s: `%s` — commit %s%s, %s, %d cores; inlet `%s`; load %s records/s, %.1f MB/s: [cpu](%s) ([top](%s)), [mem](%s) ([top](%s)), [load](%s)\n",
 		m.Date.Format(time.RFC3339), e.Command, shortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
-		CommandLine(profileDisplayArgv(target.argv(srv.port, "DATA"), e.Root, cpu, mem)), thousands(res.RecordsPerSec), res.MBPerSec,
+		CommandLine(profileDisplayArgv(target.Expand(srv.Port(), "DATA"), e.Root, cpu, mem)), thousands(res.RecordsPerSec), res.MBPerSec,
 		filepath.Base(cpu), strings.TrimSuffix(filepath.Base(cpu), ".pprof")+".txt",
 		filepath.Base(mem), strings.TrimSuffix(filepath.Base(mem), ".pprof")+".txt", filepath.Base(loadPath))
 	readme := filepath.Join(out, "README.md")

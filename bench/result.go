@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -40,15 +41,15 @@ type File struct {
 	// Command is the command line, as it would be typed from the repository root.
 	Command string            `json:"command"`
 	Flags   map[string]string `json:"flags"` // every flag of the subcommand, defaults included
-	Machine Machine           `json:"machine"`
+	Machine proc.Machine      `json:"machine"`
 
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	// Baseline is the target the ratios in Summary are relative to (compare); Targets are
 	// the commands measured, {port} and {dir} standing for each run's port and data directory,
 	// paths inside the repository relative to it.
-	Baseline string   `json:"baseline,omitempty"`
-	Targets  []Target `json:"targets,omitempty"`
+	Baseline string        `json:"baseline,omitempty"`
+	Targets  []proc.Target `json:"targets,omitempty"`
 	// Interrupted: the run was stopped (SIGINT) before every point was measured.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Notes are warnings about the measurement itself (a data directory on tmpfs, ...).
@@ -102,12 +103,12 @@ type Run struct {
 	AckedValueBytes uint64  `json:"acked_value_bytes"`
 	ElapsedSeconds  float64 `json:"elapsed_seconds"`
 
-	Server ProcStats `json:"server"`
+	Server proc.ProcStats `json:"server"`
 	// CPUSecondsPerMillion is Server.CPUSeconds per million acknowledged records.
 	CPUSecondsPerMillion float64 `json:"cpu_seconds_per_million"`
 	// WriteAmplification is Server.WriteBytes / AckedValueBytes.
-	WriteAmplification float64   `json:"write_amplification"`
-	Exit               ExitStats `json:"exit"`
+	WriteAmplification float64        `json:"write_amplification"`
+	Exit               proc.ExitStats `json:"exit"`
 
 	Loadgen *loadgen.Result `json:"loadgen,omitempty"`
 

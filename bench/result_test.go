@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -19,7 +20,7 @@ func sampleFile(kind string) *File {
 	f := &File{
 		Kind: kind, Label: "idempotent, 16 producers, 100-byte records", Command: "bin/bench " + kind + " --repeat 2",
 		Flags:   map[string]string{"repeat": "2", "producers": "16"},
-		Machine: Machine{CPUModel: "Test CPU", Cores: 2, GitCommit: "abc", GitDirty: true, Date: started},
+		Machine: proc.Machine{CPUModel: "Test CPU", Cores: 2, GitCommit: "abc", GitDirty: true, Date: started},
 		Started: started, Finished: started.Add(time.Minute),
 	}
 	settings := loadgen.Settings{Producers: 16, Idempotent: true, RecordSize: 100, Duration: 20 * time.Second}
@@ -30,7 +31,7 @@ func sampleFile(kind string) *File {
 	}
 	f.Runs = []Run{
 		{Target: "inlet", Workers: 1, Repeat: 1, RecordsPerSec: 1000, Acked: 20000, P99Us: 5000,
-			Server: ProcStats{PeakRSSBytes: 1 << 20}, Loadgen: &loadgen.Result{Settings: settings}},
+			Server: proc.ProcStats{PeakRSSBytes: 1 << 20}, Loadgen: &loadgen.Result{Settings: settings}},
 		{Target: "inlet", Workers: 2, Repeat: 1, Error: "loadgen: refused, \"quoted\"\nnewline"},
 	}
 	f.Summary = summarize(f.Runs, "")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -165,7 +166,7 @@ func (e *Env) prepare() error {
 	if e.Flags == nil {
 		e.Flags = map[string]string{}
 	}
-	e.clkTck = clockTicks()
+	e.clkTck = proc.ClockTicks()
 	if e.InletBin == "" {
 		bin, err := e.build("inlet", "inlet/cmd/inlet")
 		if err != nil {
@@ -212,9 +213,9 @@ func FindRoot(dir string) (string, error) {
 
 // newFile starts a result file.
 func (e *Env) newFile(kind, label string) *File {
-	f := &File{Kind: kind, Label: label, Command: e.Command, Flags: e.Flags, Machine: describeMachine(e.Root),
+	f := &File{Kind: kind, Label: label, Command: e.Command, Flags: e.Flags, Machine: proc.DescribeMachine(e.Root),
 		Started: time.Now().UTC()}
-	if t := fsType(e.TmpDir); t == "tmpfs" || t == "overlayfs" {
+	if t := proc.FSType(e.TmpDir); t == "tmpfs" || t == "overlayfs" {
 		note := fmt.Sprintf("data directories are under %s, a %s: fsync costs nothing there and write_bytes may not count; use --tmp-dir on a disk", e.TmpDir, t)
 		f.Notes = append(f.Notes, note)
 		fmt.Fprintln(e.Stderr, "bench: warning:", note)
@@ -250,13 +251,13 @@ func (e *Env) finish(f *File) error {
 }
 
 // inletTarget is the inlet command with the bench's standard flags.
-func (e *Env) inletTarget(name string, load Load, storage string, workers int, extra []string) Target {
+func (e *Env) inletTarget(name string, load Load, storage string, workers int, extra []string) proc.Target {
 	return e.inletTargetWith(name, strconv.Itoa(load.Partitions), storage, workers, extra)
 }
 
 // inletTargetWith is inletTarget with --default-partitions given as text: a count, or
 // {partitions} for a target measured at several partition counts (bench scale).
-func (e *Env) inletTargetWith(name, partitions, storage string, workers int, extra []string) Target {
+func (e *Env) inletTargetWith(name, partitions, storage string, workers int, extra []string) proc.Target {
 	argv := []string{e.InletBin, "--listen", "127.0.0.1:{port}", "--data-dir", "{dir}",
 		"--default-partitions", partitions}
 	if storage != "" {
@@ -265,12 +266,12 @@ func (e *Env) inletTargetWith(name, partitions, storage string, workers int, ext
 	if workers > 0 {
 		argv = append(argv, "--workers", strconv.Itoa(workers))
 	}
-	return Target{Name: name, Argv: append(argv, extra...)}
+	return proc.Target{Name: name, Argv: append(argv, extra...)}
 }
 
 // measure runs t on a fresh data directory under one loadgen run and returns the run, with
 // every problem (an interrupted ctx included) in Run.Error.
-func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Run {
+func (e *Env) measure(ctx context.Context, t proc.Target, load Load, rate float64) Run {
 	return e.measureThen(ctx, t, load, rate, nil)
 }
 
@@ -278,8 +279,8 @@ func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Ru
 // run and the reading of its /proc figures, before the broker is stopped: a further phase on
 // the same broker (compare --consume) cannot move the produce figures. then is not called
 // when the broker is no longer running.
-func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64, then func(*server, *Run)) Run {
-	t = t.withPartitions(load.Partitions)
+func (e *Env) measureThen(ctx context.Context, t proc.Target, load Load, rate float64, then func(*proc.Server, *Run)) Run {
+	t = t.WithPartitions(load.Partitions)
 	run := Run{Target: t.Name, Rate: rate, Started: time.Now().UTC()}
 	fail := func(format string, a ...any) Run {
 		msg := fmt.Sprintf(format, a...)
@@ -306,21 +307,21 @@ func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fail("%v", err)
 	}
-	run.DataFS = fsType(dir)
-	srv, err := startServer(t, dir, logPath)
+	run.DataFS = proc.FSType(dir)
+	srv, err := proc.Start(t, dir, logPath)
 	if err != nil {
 		return fail("%v", err)
 	}
-	run.Argv = t.argv(srv.port, dir)
+	run.Argv = t.Expand(srv.Port(), dir)
 
-	cfg := load.config(srv.addr(), rate)
+	cfg := load.config(srv.Addr(), rate)
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
-	stats, serr := srv.stats(e.clkTck)
-	if then != nil && srv.running() {
+	stats, serr := srv.Stats(e.clkTck)
+	if then != nil && srv.Running() {
 		then(srv, &run)
 	}
-	exit, xerr := srv.stop()
+	exit, xerr := srv.Stop()
 	run.Exit = exit
 	if lerr != nil {
 		fail("loadgen: %v", lerr)
@@ -332,7 +333,7 @@ func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64
 		fail("stop: %v", xerr)
 	}
 	if run.Error != "" {
-		run.Error += " (server log: " + strings.ReplaceAll(logTail(logPath, 5), "\n", " | ") + ")"
+		run.Error += " (server log: " + strings.ReplaceAll(proc.LogTail(logPath, 5), "\n", " | ") + ")"
 	}
 	if res != nil {
 		run.Loadgen = res

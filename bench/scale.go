@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"inlet/bench/proc"
 	"inlet/bytesize"
 	"inlet/loadgen"
 )
@@ -77,7 +78,7 @@ type ScaleOptions struct {
 	// Targets, Peers, Storage, Workers, InletArgs and KfakeBin are as in CompareOptions; a
 	// built-in target's --default-partitions and a peer's {partitions} follow each point.
 	Targets   []string
-	Peers     []Target
+	Peers     []proc.Target
 	Storage   string
 	Workers   int
 	InletArgs []string
@@ -303,15 +304,15 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 	base := o.Base
 	base.Compression = cmp.Or(base.Compression, benchCompression)
 	label := fmt.Sprintf("%s, %d partitions", base.label(), base.Partitions)
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		label += ", inlet on " + storageLabel(o.Storage)
 	}
 	f := o.Env.newFile(KindScale, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
 	}
 	f.Baseline = targets[0].Name
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		f.Baseline = TargetInlet
 	}
 	f.Scale = &ScaleSettings{RSSLimitBytes: o.RSSLimitBytes, Base: ScaleBase{Producers: base.Producers,

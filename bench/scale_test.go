@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -126,24 +127,24 @@ func TestTargetWithPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := p.withPartitions(1000).argv(9092, "/d")
+	got := p.WithPartitions(1000).Expand(9092, "/d")
 	if want := "/k --listen 127.0.0.1:9092 --data-dir /d --default-partitions 1000"; got[2] != want {
 		t.Errorf("argv %q, want %q", got[2], want)
 	}
 	if !strings.Contains(p.Argv[2], "{partitions}") {
 		t.Error("withPartitions changed the template")
 	}
-	plain := Target{Name: "x", Argv: []string{"/x", "{port}"}}
-	if q := plain.withPartitions(5); &q.Argv[0] != &plain.Argv[0] {
+	plain := proc.Target{Name: "x", Argv: []string{"/x", "{port}"}}
+	if q := plain.WithPartitions(5); &q.Argv[0] != &plain.Argv[0] {
 		t.Error("a target without {partitions} was copied")
 	}
 	e := &Env{InletBin: "/inlet"}
-	co := CompareOptions{Env: *e, Targets: []string{TargetInlet}, Peers: []Target{p}}
+	co := CompareOptions{Env: *e, Targets: []string{TargetInlet}, Peers: []proc.Target{p}}
 	ts, err := co.targets("{partitions}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := CommandLine(ts[0].withPartitions(7).Argv); !strings.Contains(got, "--default-partitions 7") {
+	if got := CommandLine(ts[0].WithPartitions(7).Argv); !strings.Contains(got, "--default-partitions 7") {
 		t.Errorf("inlet target %q does not follow the point", got)
 	}
 }
@@ -172,9 +173,9 @@ func TestInflightBudget(t *testing.T) {
 func scaleFile() *File {
 	started := time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC)
 	f := &File{Kind: KindScale, Label: "idempotent, 16 producers, 100-byte records, 16 partitions, inlet on segments storage",
-		Command: "bin/bench scale --dimension partitions,compression", Machine: Machine{Cores: 2, GitCommit: "abc", Date: started},
+		Command: "bin/bench scale --dimension partitions,compression", Machine: proc.Machine{Cores: 2, GitCommit: "abc", Date: started},
 		Started: started, Finished: started.Add(time.Minute), Baseline: TargetInlet,
-		Targets: []Target{{Name: "inlet", Argv: []string{"bin/inlet", "--default-partitions", "{partitions}"}},
+		Targets: []proc.Target{{Name: "inlet", Argv: []string{"bin/inlet", "--default-partitions", "{partitions}"}},
 			{Name: "klite", Argv: []string{"/bin/sh", "-c", "klite --default-partitions {partitions}"}}},
 		Scale: &ScaleSettings{RSSLimitBytes: 512 << 20, Base: ScaleBase{Producers: 16, Partitions: 16, RecordSize: 100,
 			Compression: "none", Idempotent: true, DurationSeconds: 4},
@@ -182,7 +183,7 @@ func scaleFile() *File {
 	}
 	run := func(dim, point, target string, rep int, rps, cpuPerM float64, rss int64) Run {
 		return Run{Target: target, Dimension: dim, Point: point, Repeat: rep, RecordsPerSec: rps, MBPerSec: rps * 100 / 1e6,
-			Acked: uint64(rps * 4), CPUSecondsPerMillion: cpuPerM, Server: ProcStats{CPUSeconds: rps * 4 * cpuPerM / 1e6, PeakRSSBytes: rss}}
+			Acked: uint64(rps * 4), CPUSecondsPerMillion: cpuPerM, Server: proc.ProcStats{CPUSeconds: rps * 4 * cpuPerM / 1e6, PeakRSSBytes: rss}}
 	}
 	f.Runs = []Run{
 		run(DimPartitions, "16", "inlet", 1, 1_000_000, 1.0, 100<<20),

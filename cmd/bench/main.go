@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"inlet/bench"
+	"inlet/bench/proc"
 	"inlet/bytesize"
 	"inlet/loadgen"
 )
@@ -497,7 +498,7 @@ func exit(cmd string, err error) int {
 }
 
 // parseTargets reads --targets (comma-separated built-in names) and the --peer values.
-func parseTargets(targets string, peers []string) (names []string, parsed []bench.Target, err error) {
+func parseTargets(targets string, peers []string) (names []string, parsed []proc.Target, err error) {
 	for t := range strings.SplitSeq(targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			names = append(names, t)
