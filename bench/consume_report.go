@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"inlet/bench/svg"
 )
 
 // sectionConsume is the BENCHMARKS.md section of the consume phases of compare files; it is
@@ -171,15 +173,15 @@ func renderConsume(b *strings.Builder, files []*File, link, chartLink func(strin
 			continue
 		}
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
-		thr := barChart{Title: "Catch-up read records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
-		eff := barChart{Title: "Catch-up records per server CPU-second", Subtitle: sub, YLabel: "records / CPU-s (median)"}
-		lat := barChart{Title: fmt.Sprintf("Tail end-to-end p99 at %s records/s", thousands(f.Consume.TailRate)), Subtitle: sub,
-			YLabel: "e2e p99 (ms, median)", YFormat: func(v float64) string { return trimFloat(v) }}
+		thr := svg.BarChart{Title: "Catch-up read records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
+		eff := svg.BarChart{Title: "Catch-up records per server CPU-second", Subtitle: sub, YLabel: "records / CPU-s (median)"}
+		lat := svg.BarChart{Title: fmt.Sprintf("Tail end-to-end p99 at %s records/s", thousands(f.Consume.TailRate)), Subtitle: sub,
+			YLabel: "e2e p99 (ms, median)", YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 		for _, m := range sum {
 			if m.Consume == nil || m.Consume.Skipped != "" {
 				continue
 			}
-			tb, eb, lb := bar{Label: m.Target}, bar{Label: m.Target}, bar{Label: m.Target}
+			tb, eb, lb := svg.Bar{Label: m.Target}, svg.Bar{Label: m.Target}, svg.Bar{Label: m.Target}
 			if m.Consume.measured() {
 				tb.Value, eb.Value, lb.Value = m.Consume.CatchupRecordsPerSec, m.Consume.CatchupRecordsPerCPUSecond, m.Consume.TailP99Us/1e3
 			}
@@ -192,7 +194,7 @@ func renderConsume(b *strings.Builder, files []*File, link, chartLink func(strin
 			}
 			thr.Bars, eff.Bars, lat.Bars = append(thr.Bars, tb), append(eff.Bars, eb), append(lat.Bars, lb)
 		}
-		charts[chartConsumeCatchup], charts[chartConsumeCPU], charts[chartConsumeTail] = thr.svg(), eff.svg(), lat.svg()
+		charts[chartConsumeCatchup], charts[chartConsumeCPU], charts[chartConsumeTail] = thr.SVG(), eff.SVG(), lat.SVG()
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(chartConsumeCatchup), eff.Title,
 			chartLink(chartConsumeCPU), lat.Title, chartLink(chartConsumeTail))
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"inlet/bench/svg"
 )
 
 // ReportOptions are the flags of `bench report`.
@@ -385,8 +387,8 @@ func workersText(w int) string {
 }
 
 func renderSweep(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	chart := lineChart{Title: "Inlet throughput against gnet event-loop workers", Subtitle: "newest sweep of each configuration; dots are single runs", XLabel: "inlet --workers",
-		YLabel: "acknowledged records/s (median)", LogX: true, XFormat: func(v float64) string { return trimFloat(v) }}
+	chart := svg.LineChart{Title: "Inlet throughput against gnet event-loop workers", Subtitle: "newest sweep of each configuration; dots are single runs", XLabel: "inlet --workers",
+		YLabel: "acknowledged records/s (median)", LogX: true, XFormat: func(v float64) string { return svg.TrimFloat(v) }}
 	for _, g := range groups(files) {
 		f := g[0]
 		sum := summarize(f.Runs, "")
@@ -394,27 +396,27 @@ func renderSweep(b *strings.Builder, files []*File, link, chartLink func(string)
 		provenance(b, f, link)
 		table(b, []column{colWorkers, colRuns, colRecords, colMB, colP50, colP99, colP999, colCPU, colRSS, colDisk}, sum)
 		earlier(b, g[1:], link)
-		s := series{Name: f.Label}
+		s := svg.Series{Name: f.Label}
 		for _, m := range sum {
 			if m.Runs > m.Failed && m.Workers > 0 {
-				s.Points = append(s.Points, point{float64(m.Workers), m.RecordsPerSec})
+				s.Points = append(s.Points, svg.Point{X: float64(m.Workers), Y: m.RecordsPerSec})
 			}
 		}
 		for _, r := range f.Runs {
 			if r.ok() && r.Workers > 0 {
-				s.Raw = append(s.Raw, point{float64(r.Workers), r.RecordsPerSec})
+				s.Raw = append(s.Raw, svg.Point{X: float64(r.Workers), Y: r.RecordsPerSec})
 			}
 		}
-		slices.SortFunc(s.Points, func(a, b point) int { return cmpFloat(a.X, b.X) })
+		slices.SortFunc(s.Points, func(a, b svg.Point) int { return cmpFloat(a.X, b.X) })
 		chart.Series = append(chart.Series, s)
 	}
-	charts[chartSweep] = chart.svg()
+	charts[chartSweep] = chart.SVG()
 	fmt.Fprintf(b, "![%s](%s)\n\n%s\n", chart.Title, chartLink(chartSweep), columnNotes)
 }
 
 func renderLatency(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	chart := lineChart{Title: "Inlet ack latency p99 against offered load", Subtitle: "newest latency run of each configuration; dots are single runs", XLabel: "offered records/s (open loop)",
-		YLabel: "ack latency p99 (ms, median)", YFormat: func(v float64) string { return trimFloat(v) }}
+	chart := svg.LineChart{Title: "Inlet ack latency p99 against offered load", Subtitle: "newest latency run of each configuration; dots are single runs", XLabel: "offered records/s (open loop)",
+		YLabel: "ack latency p99 (ms, median)", YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 	for _, g := range groups(files) {
 		f := g[0]
 		sum := summarize(f.Runs, "")
@@ -432,20 +434,20 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 		provenance(b, f, link)
 		table(b, []column{colOffered, colRuns, {"achieved records/s", "---:", colRecords.cell}, colP50, colP99, colP999, colReqP50, colReqP99, colCPU}, sum)
 		earlier(b, g[1:], link)
-		s := series{Name: f.Label}
+		s := svg.Series{Name: f.Label}
 		for _, m := range sum {
 			if m.Runs > m.Failed && m.Rate > 0 {
-				s.Points = append(s.Points, point{m.Rate, m.P99Us / 1e3})
+				s.Points = append(s.Points, svg.Point{X: m.Rate, Y: m.P99Us / 1e3})
 			}
 		}
 		for _, r := range f.Runs {
 			if r.ok() && r.Rate > 0 {
-				s.Raw = append(s.Raw, point{r.Rate, float64(r.P99Us) / 1e3})
+				s.Raw = append(s.Raw, svg.Point{X: r.Rate, Y: float64(r.P99Us) / 1e3})
 			}
 		}
 		chart.Series = append(chart.Series, s)
 	}
-	charts[chartLatency] = chart.svg()
+	charts[chartLatency] = chart.SVG()
 	fmt.Fprintf(b, "![%s](%s)\n\nWith an offered rate loadgen runs open loop: each record has an intended send time fixed in "+
 		"advance and its latency is measured from it, so a stalled broker shows as latency rather than as a slower sender. "+
 		"Request p50/p99 are per produce request, from writing it to reading its response (kgo's BrokerE2E): the "+
@@ -489,11 +491,11 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 			continue
 		}
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
-		thr := barChart{Title: "Acknowledged records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
-		cpu := barChart{Title: "Server CPU seconds per million records", Subtitle: sub, YLabel: "CPU s / M records (median)",
-			YFormat: func(v float64) string { return trimFloat(v) }}
+		thr := svg.BarChart{Title: "Acknowledged records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
+		cpu := svg.BarChart{Title: "Server CPU seconds per million records", Subtitle: sub, YLabel: "CPU s / M records (median)",
+			YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 		for _, m := range sum {
-			tb, cb := bar{Label: m.Target, Value: m.RecordsPerSec}, bar{Label: m.Target, Value: m.CPUSecondsPerMillion}
+			tb, cb := svg.Bar{Label: m.Target, Value: m.RecordsPerSec}, svg.Bar{Label: m.Target, Value: m.CPUSecondsPerMillion}
 			if m.Runs == m.Failed {
 				tb.Value, cb.Value = 0, 0
 			}
@@ -505,7 +507,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 			}
 			thr.Bars, cpu.Bars = append(thr.Bars, tb), append(cpu.Bars, cb)
 		}
-		charts[chartCompare], charts[chartCompareCPU] = thr.svg(), cpu.svg()
+		charts[chartCompare], charts[chartCompareCPU] = thr.SVG(), cpu.SVG()
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(chartCompare), cpu.Title, chartLink(chartCompareCPU))
 	}
 	b.WriteString("Targets: `inlet` is durable (acknowledges after fsync); `inlet-discard` acknowledges without storing " +

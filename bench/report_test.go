@@ -1,6 +1,10 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,4 +262,36 @@ func TestReportComparePeersNotHiddenByNewerSingleTargetRun(t *testing.T) {
 	if svg := string(charts[chartCompare]); !strings.Contains(svg, "kfake") {
 		t.Errorf("the chart is not of the comparison against peers:\n%s", svg)
 	}
+}
+
+// checkSVG decodes b completely with encoding/xml and returns how many elements of each name
+// it holds; the root must be an <svg> in the SVG namespace.
+func checkSVG(t *testing.T, b []byte) map[string]int {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	counts := map[string]int{}
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, b)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 && (el.Name.Local != "svg" || el.Name.Space != "http://www.w3.org/2000/svg") {
+				t.Fatalf("root element is %v, want svg in the SVG namespace", el.Name)
+			}
+			depth++
+			counts[el.Name.Local]++
+		case xml.EndElement:
+			depth--
+		}
+	}
+	if depth != 0 || counts["svg"] != 1 {
+		t.Fatalf("unbalanced document (depth %d, %d svg elements)", depth, counts["svg"])
+	}
+	return counts
 }

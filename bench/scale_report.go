@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"inlet/bench/svg"
 )
 
 // Chart file names of the scale section, per dimension, in the charts directory.
@@ -129,29 +131,29 @@ func renderScale(b *strings.Builder, files []*File, link, chartLink func(string)
 		}
 		x, xf := scaleAxis(dim, points)
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
-		thr := lineChart{Title: "Acknowledged records/s: " + strings.ToLower(scaleTitles[dim]), Subtitle: sub,
+		thr := svg.LineChart{Title: "Acknowledged records/s: " + strings.ToLower(scaleTitles[dim]), Subtitle: sub,
 			XLabel: scaleTitles[dim], YLabel: "records/s (median)", LogX: true, XFormat: xf}
-		cpu := lineChart{Title: "Server CPU µs per record: " + strings.ToLower(scaleTitles[dim]), Subtitle: sub,
+		cpu := svg.LineChart{Title: "Server CPU µs per record: " + strings.ToLower(scaleTitles[dim]), Subtitle: sub,
 			XLabel: scaleTitles[dim], YLabel: "CPU µs / record (median)", LogX: true, XFormat: xf,
-			YFormat: func(v float64) string { return trimFloat(v) }}
+			YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 		for _, name := range targetNames(f) {
-			ts, cs := series{Name: name}, series{Name: name}
+			ts, cs := svg.Series{Name: name}, svg.Series{Name: name}
 			for _, m := range sum {
 				if m.Target == name && m.Runs > m.Failed {
-					ts.Points = append(ts.Points, point{x(m.Point), m.RecordsPerSec})
-					cs.Points = append(cs.Points, point{x(m.Point), m.CPUSecondsPerMillion})
+					ts.Points = append(ts.Points, svg.Point{X: x(m.Point), Y: m.RecordsPerSec})
+					cs.Points = append(cs.Points, svg.Point{X: x(m.Point), Y: m.CPUSecondsPerMillion})
 				}
 			}
 			for _, r := range f.Runs {
 				if r.Dimension == dim && r.Target == name && r.ok() {
-					ts.Raw = append(ts.Raw, point{x(r.Point), r.RecordsPerSec})
-					cs.Raw = append(cs.Raw, point{x(r.Point), r.CPUSecondsPerMillion})
+					ts.Raw = append(ts.Raw, svg.Point{X: x(r.Point), Y: r.RecordsPerSec})
+					cs.Raw = append(cs.Raw, svg.Point{X: x(r.Point), Y: r.CPUSecondsPerMillion})
 				}
 			}
 			thr.Series, cpu.Series = append(thr.Series, ts), append(cpu.Series, cs)
 		}
 		tn, cn := chartScaleThroughput(dim), chartScaleCPU(dim)
-		charts[tn], charts[cn] = thr.svg(), cpu.svg()
+		charts[tn], charts[cn] = thr.SVG(), cpu.SVG()
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(tn), cpu.Title, chartLink(cn))
 	}
 	b.WriteString(scaleNotes)
