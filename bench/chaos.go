@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/loadgen"
 )
@@ -332,20 +333,20 @@ func writeChaosSummary(w io.Writer, f *File) {
 	fmt.Fprintf(w, "chaos: %s\n", f.Label)
 	fmt.Fprintf(w, "kills survived  %d (at %s s; restarts took %s s)\n", c.Kills, floats(c.KillAt, 1), floats(c.RestartSeconds, 2))
 	if res := c.Loadgen; res != nil {
-		fmt.Fprintf(w, "records         sent %s, acked %s, failed %s, %s records/s\n", thousands(float64(res.Sent)),
-			thousands(float64(res.Acked)), thousands(float64(res.Failed)), thousands(res.RecordsPerSec))
+		fmt.Fprintf(w, "records         sent %s, acked %s, failed %s, %s records/s\n", human.Thousands(float64(res.Sent)),
+			human.Thousands(float64(res.Acked)), human.Thousands(float64(res.Failed)), human.Thousands(res.RecordsPerSec))
 		if t := res.Transactions; t != nil {
 			fmt.Fprintf(w, "transactions    committed %s, aborted %s (%s chosen, %s after an error), in doubt %s; clients recreated %s\n",
-				thousands(float64(t.Committed)), thousands(float64(t.Aborted)), thousands(float64(t.AbortedChosen)),
-				thousands(float64(t.Aborted-t.AbortedChosen)), thousands(float64(t.InDoubt)), thousands(float64(t.ClientsRecreated)))
+				human.Thousands(float64(t.Committed)), human.Thousands(float64(t.Aborted)), human.Thousands(float64(t.AbortedChosen)),
+				human.Thousands(float64(t.Aborted-t.AbortedChosen)), human.Thousands(float64(t.InDoubt)), human.Thousands(float64(t.ClientsRecreated)))
 		}
 		if v := res.Verify; v != nil {
-			fmt.Fprintf(w, "verify          read %s, lost %s, duplicates %s, out of order %s\n", thousands(float64(v.Read)),
-				thousands(float64(v.Lost)), thousands(float64(v.Duplicates)), thousands(float64(v.OutOfOrder)))
+			fmt.Fprintf(w, "verify          read %s, lost %s, duplicates %s, out of order %s\n", human.Thousands(float64(v.Read)),
+				human.Thousands(float64(v.Lost)), human.Thousands(float64(v.Duplicates)), human.Thousands(float64(v.OutOfOrder)))
 			if t := v.Txn; t != nil {
 				fmt.Fprintf(w, "                aborted records read %s of %s; in doubt: %s read whole, %s not read, %s partial\n",
-					thousands(float64(t.AbortedVisible)), thousands(float64(t.AbortedRecords)), thousands(float64(t.InDoubtCommitted)),
-					thousands(float64(t.InDoubtAborted)), thousands(float64(t.Partial)))
+					human.Thousands(float64(t.AbortedVisible)), human.Thousands(float64(t.AbortedRecords)), human.Thousands(float64(t.InDoubtCommitted)),
+					human.Thousands(float64(t.InDoubtAborted)), human.Thousands(float64(t.Partial)))
 			}
 		}
 	}
@@ -361,7 +362,7 @@ func floats(xs []float64, prec int) string {
 	}
 	parts := make([]string, len(xs))
 	for i, x := range xs {
-		parts[i] = fixed(x, prec)
+		parts[i] = human.Fixed(x, prec)
 	}
 	return strings.Join(parts, ", ")
 }

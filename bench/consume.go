@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/loadgen"
 )
 
@@ -276,11 +277,11 @@ func (s ConsumeSettings) Label() string {
 			linger = "none"
 		}
 		producers = fmt.Sprintf("producers with the %s partitioner, linger %s, batches up to %s, %s buffered records each",
-			s.Partitioner, linger, byteSize(s.BatchMaxBytes), thousands(float64(s.MaxBufferedRecords)))
+			s.Partitioner, linger, byteSize(s.BatchMaxBytes), human.Thousands(float64(s.MaxBufferedRecords)))
 	}
 	return fmt.Sprintf("%sfill %s records of %d bytes into %d partitions (%s); %d consumers (assigned partitions, fetch max %s, %s a partition, min %s, max wait %v, %s); tail %s records/s from %d producers for %v",
-		s.shapeText(), thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, producers, s.Consumers, byteSize(s.FetchMaxBytes),
-		byteSize(s.FetchMaxPartitionBytes), byteSize(s.FetchMinBytes), s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
+		s.shapeText(), human.Thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, producers, s.Consumers, byteSize(s.FetchMaxBytes),
+		byteSize(s.FetchMaxPartitionBytes), byteSize(s.FetchMinBytes), s.FetchMaxWait, s.IsolationLevel, human.Thousands(s.TailRate),
 		s.TailProducers, s.TailDuration)
 }
 
@@ -301,7 +302,7 @@ func byteSize(b int32) string {
 	if b >= 1<<10 && b%(1<<10) == 0 {
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
-	return thousands(float64(b)) + " B"
+	return human.Thousands(float64(b)) + " B"
 }
 
 // A tail record's value is

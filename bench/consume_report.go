@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/bench/svg"
 )
 
@@ -38,9 +39,9 @@ func (p *progress) endConsume(c *ConsumeRun) {
 	default:
 		cu, t := c.Catchup, c.Tail
 		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
-			p.kind, thousands(float64(c.Fill.Acked)), thousands(c.Fill.RecordsPerSec), thousands(cu.RecordsPerSec), cu.MBPerSec,
-			thousands(cu.RecordsPerCPUSecond), thousands(t.RecordsPerSec), t.ServerCPUCores, micros(float64(t.E2E.P50Us)),
-			micros(float64(t.E2E.P99Us)), micros(float64(t.E2E.P999Us)), micros(float64(t.E2E.MaxUs)))
+			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
+			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
+			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)))
 	}
 }
 
@@ -62,9 +63,9 @@ func writeConsumeTable(w io.Writer, f *File) {
 		}
 		row := []string{s.Target, consumeRunsText(c)}
 		if c.measured() {
-			row = append(row, thousands(c.CatchupRecordsPerSec), fixed(c.CatchupMBPerSec, 1), thousands(c.CatchupRecordsPerCPUSecond),
-				thousands(c.TailRecordsPerSec), fixed(c.TailServerCPUCores, 2)+" cores", micros(c.TailP50Us), micros(c.TailP99Us),
-				micros(c.TailP999Us), micros(c.TailMaxUs))
+			row = append(row, human.Thousands(c.CatchupRecordsPerSec), human.Fixed(c.CatchupMBPerSec, 1), human.Thousands(c.CatchupRecordsPerCPUSecond),
+				human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us), human.Micros(c.TailP99Us),
+				human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs))
 		} else {
 			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		}
@@ -115,18 +116,18 @@ var consumeColumns = []column{
 		}
 		return consumeRunsText(s.Consume)
 	}},
-	{"catch-up records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return thousands(c.CatchupRecordsPerSec) })},
+	{"catch-up records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerSec) })},
 	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupRecordsPerSecRatio) })},
-	{"catch-up MB/s", "---:", consumeCell(func(c *ConsumeSummary) string { return fixed(c.CatchupMBPerSec, 1) })},
-	{"records / server CPU-s", "---:", consumeCell(func(c *ConsumeSummary) string { return thousands(c.CatchupRecordsPerCPUSecond) })},
+	{"catch-up MB/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Fixed(c.CatchupMBPerSec, 1) })},
+	{"records / server CPU-s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerCPUSecond) })},
 	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupPerCPURatio) })},
-	{"tail records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return thousands(c.TailRecordsPerSec) })},
-	{"tail server CPU", "---:", consumeCell(func(c *ConsumeSummary) string { return fixed(c.TailServerCPUCores, 2) + " cores" })},
+	{"tail records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.TailRecordsPerSec) })},
+	{"tail server CPU", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Fixed(c.TailServerCPUCores, 2) + " cores" })},
 	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.TailCPURatio) })},
-	{"e2e p50", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailP50Us) })},
-	{"e2e p99", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailP99Us) })},
-	{"e2e p99.9", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailP999Us) })},
-	{"e2e max", "---:", consumeCell(func(c *ConsumeSummary) string { return micros(c.TailMaxUs) })},
+	{"e2e p50", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailP50Us) })},
+	{"e2e p99", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailP99Us) })},
+	{"e2e p99.9", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailP999Us) })},
+	{"e2e max", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailMaxUs) })},
 }
 
 const consumeNotes = "Each run's broker is the one the produce figures above were measured on: after the produce run " +
@@ -175,7 +176,7 @@ func renderConsume(b *strings.Builder, files []*File, link, chartLink func(strin
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
 		thr := svg.BarChart{Title: "Catch-up read records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
 		eff := svg.BarChart{Title: "Catch-up records per server CPU-second", Subtitle: sub, YLabel: "records / CPU-s (median)"}
-		lat := svg.BarChart{Title: fmt.Sprintf("Tail end-to-end p99 at %s records/s", thousands(f.Consume.TailRate)), Subtitle: sub,
+		lat := svg.BarChart{Title: fmt.Sprintf("Tail end-to-end p99 at %s records/s", human.Thousands(f.Consume.TailRate)), Subtitle: sub,
 			YLabel: "e2e p99 (ms, median)", YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 		for _, m := range sum {
 			if m.Consume == nil || m.Consume.Skipped != "" {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"inlet/bench/human"
 )
 
 // LatencyOptions are the flags of `bench latency`.
@@ -121,7 +123,7 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			prog.begin("offered %s records/s, repeat %d/%d", thousands(rate), rep, o.Repeat)
+			prog.begin("offered %s records/s, repeat %d/%d", human.Thousands(rate), rep, o.Repeat)
 			run := o.Env.measure(ctx, target, o.Load, rate)
 			run.Workers, run.Repeat = o.Workers, rep
 			prog.end(&run)

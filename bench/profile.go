@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/loadgen"
 )
@@ -118,7 +119,7 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	}
 	line := fmt.Sprintf("- %s: `%s` — commit %s%s, %s, %d cores; inlet `%s`; load %s records/s, %.1f MB/s: [cpu](%s) ([top](%s)), [mem](%s) ([top](%s)), [load](%s)\n",
 		m.Date.Format(time.RFC3339), e.Command, shortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
-		CommandLine(profileDisplayArgv(target.Expand(srv.Port(), "DATA"), e.Root, cpu, mem)), thousands(res.RecordsPerSec), res.MBPerSec,
+		human.CommandLine(profileDisplayArgv(target.Expand(srv.Port(), "DATA"), e.Root, cpu, mem)), human.Thousands(res.RecordsPerSec), res.MBPerSec,
 		filepath.Base(cpu), strings.TrimSuffix(filepath.Base(cpu), ".pprof")+".txt",
 		filepath.Base(mem), strings.TrimSuffix(filepath.Base(mem), ".pprof")+".txt", filepath.Base(loadPath))
 	readme := filepath.Join(out, "README.md")

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"inlet/bench/human"
 	"inlet/bench/svg"
 )
 
@@ -349,16 +350,16 @@ func runsCell(s *Summary) string {
 
 var (
 	colRuns     = column{"runs", "---:", runsCell}
-	colRecords  = column{"records/s", "---:", measured(func(s *Summary) string { return thousands(s.RecordsPerSec) })}
-	colMB       = column{"MB/s", "---:", measured(func(s *Summary) string { return fixed(s.MBPerSec, 1) })}
-	colP50      = column{"ack p50", "---:", measured(func(s *Summary) string { return micros(s.P50Us) })}
-	colP99      = column{"ack p99", "---:", measured(func(s *Summary) string { return micros(s.P99Us) })}
-	colP999     = column{"ack p99.9", "---:", measured(func(s *Summary) string { return micros(s.P999Us) })}
+	colRecords  = column{"records/s", "---:", measured(func(s *Summary) string { return human.Thousands(s.RecordsPerSec) })}
+	colMB       = column{"MB/s", "---:", measured(func(s *Summary) string { return human.Fixed(s.MBPerSec, 1) })}
+	colP50      = column{"ack p50", "---:", measured(func(s *Summary) string { return human.Micros(s.P50Us) })}
+	colP99      = column{"ack p99", "---:", measured(func(s *Summary) string { return human.Micros(s.P99Us) })}
+	colP999     = column{"ack p99.9", "---:", measured(func(s *Summary) string { return human.Micros(s.P999Us) })}
 	colReqP50   = column{"request p50", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP50Us) })}
 	colReqP99   = column{"request p99", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP99Us) })}
-	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *Summary) string { return fixed(s.CPUSecondsPerMillion, 2) })}
-	colRSS      = column{"server peak RSS", "---:", measured(func(s *Summary) string { return mib(s.PeakRSSBytes) })}
-	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *Summary) string { return fixed(s.WriteAmplification, 2) })}
+	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })}
+	colRSS      = column{"server peak RSS", "---:", measured(func(s *Summary) string { return human.MiB(s.PeakRSSBytes) })}
+	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *Summary) string { return human.Fixed(s.WriteAmplification, 2) })}
 	colWorkers  = column{"workers", "---:", func(s *Summary) string { return workersText(s.Workers) }}
 	colTarget   = column{"target", "---", func(s *Summary) string { return s.Target }}
 	colRecRatio = column{"records/s vs baseline", "---:", func(s *Summary) string { return ratioText(s.RecordsPerSecRatio) }}
@@ -367,7 +368,7 @@ var (
 		if s.Rate == 0 {
 			return "flat out"
 		}
-		return thousands(s.Rate)
+		return human.Thousands(s.Rate)
 	}}
 )
 
@@ -376,7 +377,7 @@ func microsOrNone(us float64) string {
 	if us == 0 {
 		return "–"
 	}
-	return micros(us)
+	return human.Micros(us)
 }
 
 func workersText(w int) string {
@@ -481,7 +482,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 		// The command of each target, {port} and {dir} standing for the loopback port and the
 		// fresh data directory of each run.
 		for _, t := range f.Targets {
-			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(CommandLine(t.Argv)))
+			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(human.CommandLine(t.Argv)))
 		}
 		if len(f.Targets) > 0 {
 			b.WriteString("\n")
@@ -537,7 +538,7 @@ func renderChaos(b *strings.Builder, files []*File, link func(string) string) {
 		acked, lost, dups := "–", "–", "–"
 		if c.Loadgen != nil && c.Loadgen.Verify != nil {
 			v := c.Loadgen.Verify
-			acked, lost, dups = thousands(float64(v.Acked)), thousands(float64(v.Lost)), thousands(float64(v.Duplicates))
+			acked, lost, dups = human.Thousands(float64(v.Acked)), human.Thousands(float64(v.Lost)), human.Thousands(float64(v.Duplicates))
 		}
 		verdict := c.Verdict
 		if !c.OK {

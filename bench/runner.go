@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/loadgen"
 )
@@ -410,8 +411,8 @@ func (p *progress) end(r *Run) {
 		return
 	}
 	fmt.Fprintf(p.w, "bench %s:        %s records/s, %.1f MB/s, p50 %s, p99 %s, request p99 %s, %.2f CPU s/M records, %s peak RSS, %.2f disk B/acked B\n",
-		p.kind, thousands(r.RecordsPerSec), r.MBPerSec, micros(float64(r.P50Us)), micros(float64(r.P99Us)),
-		micros(float64(r.RequestP99Us)), r.CPUSecondsPerMillion, mib(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
+		p.kind, human.Thousands(r.RecordsPerSec), r.MBPerSec, human.Micros(float64(r.P50Us)), human.Micros(float64(r.P99Us)),
+		human.Micros(float64(r.RequestP99Us)), r.CPUSecondsPerMillion, human.MiB(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
 }
 
 // perPointEstimate is a guess at one point's wall time before any has run: the load, the

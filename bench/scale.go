@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/bytesize"
 	"inlet/loadgen"
@@ -395,10 +396,10 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 func scaleFlags(s *Summary, rssLimit int64) []string {
 	var flags []string
 	if rssLimit > 0 && s.MaxPeakRSSBytes > rssLimit {
-		flags = append(flags, fmt.Sprintf("peak RSS %s > %s", mib(float64(s.MaxPeakRSSBytes)), mib(float64(rssLimit))))
+		flags = append(flags, fmt.Sprintf("peak RSS %s > %s", human.MiB(float64(s.MaxPeakRSSBytes)), human.MiB(float64(rssLimit))))
 	}
 	if s.FailedRecords > 0 {
-		flags = append(flags, fmt.Sprintf("%s failed records", thousands(float64(s.FailedRecords))))
+		flags = append(flags, fmt.Sprintf("%s failed records", human.Thousands(float64(s.FailedRecords))))
 	}
 	return flags
 }
@@ -421,7 +422,7 @@ func writeScaleTables(w io.Writer, f *File) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %s\nbase: %s; baseline %s; RSS flagged above %s\n", f.Kind, f.Label, f.Scale.Base,
-		f.Baseline, mib(float64(f.Scale.RSSLimitBytes)))
+		f.Baseline, human.MiB(float64(f.Scale.RSSLimitBytes)))
 	for _, d := range f.Scale.Dimensions {
 		fmt.Fprintf(w, "\n%s\n", scaleTitles[d.Name])
 		rows := [][]string{{d.Name, "target", "runs", "records/s", "MB/s", "CPU µs/rec", "CPU s", "peak RSS", "rec/s ratio", "CPU/rec ratio", "flags"}}
@@ -430,8 +431,8 @@ func writeScaleTables(w io.Writer, f *File) {
 			if s.Runs == s.Failed {
 				row = append(row, "–", "–", "–", "–", "–")
 			} else {
-				row = append(row, thousands(s.RecordsPerSec), fixed(s.MBPerSec, 1), fixed(s.CPUSecondsPerMillion, 2),
-					fixed(s.CPUSeconds, 1), mib(s.PeakRSSBytes))
+				row = append(row, human.Thousands(s.RecordsPerSec), human.Fixed(s.MBPerSec, 1), human.Fixed(s.CPUSecondsPerMillion, 2),
+					human.Fixed(s.CPUSeconds, 1), human.MiB(s.PeakRSSBytes))
 			}
 			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio),
 				strings.Join(scaleFlags(&s, f.Scale.RSSLimitBytes), "; "))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"inlet/bench/human"
 	"inlet/bench/svg"
 )
 
@@ -84,18 +85,18 @@ func renderScale(b *strings.Builder, files []*File, link, chartLink func(string)
 		fmt.Fprintf(b, "### %s: %s\n\n", scaleTitles[dim], strings.Join(targetNames(f), ", "))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Base: %s (%s). Baseline: `%s`. Flagged: peak RSS above %s, failed records.\n\n",
-			f.Scale.Base, f.Label, f.Baseline, mib(float64(limit)))
+			f.Scale.Base, f.Label, f.Baseline, human.MiB(float64(limit)))
 		table(b, []column{
 			{dim, "---:", func(s *Summary) string { return s.Point }},
 			colTarget, colRuns, colRecords, colRecRatio, colMB,
-			{"server CPU µs / record", "---:", measured(func(s *Summary) string { return fixed(s.CPUSecondsPerMillion, 2) })},
+			{"server CPU µs / record", "---:", measured(func(s *Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })},
 			colCPURatio,
-			{"server CPU s", "---:", measured(func(s *Summary) string { return fixed(s.CPUSeconds, 1) })},
+			{"server CPU s", "---:", measured(func(s *Summary) string { return human.Fixed(s.CPUSeconds, 1) })},
 			{"peak RSS (max)", "---:", func(s *Summary) string {
 				if s.MaxPeakRSSBytes == 0 {
 					return "–"
 				}
-				return mib(float64(s.MaxPeakRSSBytes))
+				return human.MiB(float64(s.MaxPeakRSSBytes))
 			}},
 			{"flags", "---", func(s *Summary) string {
 				flags := scaleFlags(s, limit)
@@ -116,7 +117,7 @@ func renderScale(b *strings.Builder, files []*File, link, chartLink func(string)
 			fmt.Fprintf(b, "Failed runs:\n\n%s\n\n", strings.Join(failures, "\n"))
 		}
 		for _, t := range f.Targets {
-			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(CommandLine(t.Argv)))
+			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(human.CommandLine(t.Argv)))
 		}
 		if len(f.Targets) > 0 {
 			b.WriteString("\n")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/loadgen"
 )
@@ -144,7 +145,7 @@ func TestTargetWithPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := CommandLine(ts[0].WithPartitions(7).Argv); !strings.Contains(got, "--default-partitions 7") {
+	if got := human.CommandLine(ts[0].WithPartitions(7).Argv); !strings.Contains(got, "--default-partitions 7") {
 		t.Errorf("inlet target %q does not follow the point", got)
 	}
 }

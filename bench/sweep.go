@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"inlet/bench/human"
 )
 
 // SweepOptions are the flags of `bench sweep`.
@@ -74,7 +76,7 @@ func writeSummaryTable(w io.Writer, f *File) {
 			workers = fmt.Sprint(s.Workers)
 		}
 		if s.Rate > 0 {
-			rate = thousands(s.Rate)
+			rate = human.Thousands(s.Rate)
 		}
 		runs := fmt.Sprint(s.Runs)
 		if s.Failed > 0 {
@@ -84,8 +86,8 @@ func writeSummaryTable(w io.Writer, f *File) {
 		if s.Runs == s.Failed {
 			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		} else {
-			row = append(row, thousands(s.RecordsPerSec), fixed(s.MBPerSec, 1), micros(s.P50Us), micros(s.P99Us),
-				micros(s.P999Us), microsOrNone(s.RequestP99Us), fixed(s.CPUSecondsPerMillion, 2), mib(s.PeakRSSBytes), fixed(s.WriteAmplification, 2))
+			row = append(row, human.Thousands(s.RecordsPerSec), human.Fixed(s.MBPerSec, 1), human.Micros(s.P50Us), human.Micros(s.P99Us),
+				human.Micros(s.P999Us), microsOrNone(s.RequestP99Us), human.Fixed(s.CPUSecondsPerMillion, 2), human.MiB(s.PeakRSSBytes), human.Fixed(s.WriteAmplification, 2))
 		}
 		if f.Baseline != "" {
 			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio))
@@ -128,5 +130,5 @@ func ratioText(r *float64) string {
 	if r == nil {
 		return "–"
 	}
-	return fixed(*r, 2) + "×"
+	return human.Fixed(*r, 2) + "×"
 }

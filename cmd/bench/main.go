@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"inlet/bench"
+	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/bytesize"
 	"inlet/loadgen"
@@ -138,7 +139,7 @@ func (c *common) parse(args []string) bool {
 		fmt.Fprintf(os.Stderr, "bench %s: %v\n", c.fs.Name(), err)
 		return false
 	}
-	c.env.Command = bench.CommandLine(append([]string{"bin/bench", c.fs.Name()}, args...))
+	c.env.Command = human.CommandLine(append([]string{"bin/bench", c.fs.Name()}, args...))
 	c.env.Flags = map[string]string{}
 	c.fs.VisitAll(func(f *flag.Flag) { c.env.Flags[f.Name] = f.Value.String() })
 	c.env.Stdout, c.env.Stderr = os.Stdout, os.Stderr

@@ -1,4 +1,9 @@
-package bench
+// Package human prints the benchmark harness's numbers and command lines for people: counts
+// with thousands separators, latencies in µs, ms or s, byte counts in MiB, fixed decimals,
+// and shell-quoted command lines. A value that is not finite prints as "–".
+//
+// Files: human.go.
+package human
 
 import (
 	"math"
@@ -6,8 +11,8 @@ import (
 	"strings"
 )
 
-// thousands prints v rounded to an integer with commas between groups of three digits.
-func thousands(v float64) string {
+// Thousands prints v rounded to an integer with commas between groups of three digits.
+func Thousands(v float64) string {
 	if !finite(v) {
 		return "–"
 	}
@@ -26,8 +31,8 @@ func thousands(v float64) string {
 	return b.String()
 }
 
-// micros prints a latency given in microseconds with three significant digits in µs, ms or s.
-func micros(us float64) string {
+// Micros prints a latency given in microseconds with three significant digits in µs, ms or s.
+func Micros(us float64) string {
 	switch {
 	case !finite(us):
 		return "–"
@@ -40,16 +45,16 @@ func micros(us float64) string {
 	}
 }
 
-// mib prints a byte count in MiB.
-func mib(b float64) string {
+// MiB prints a byte count in MiB.
+func MiB(b float64) string {
 	if !finite(b) {
 		return "–"
 	}
 	return strconv.FormatFloat(b/(1<<20), 'f', 0, 64) + " MiB"
 }
 
-// fixed prints v with prec decimals, "–" when not finite.
-func fixed(v float64, prec int) string {
+// Fixed prints v with prec decimals, "–" when not finite.
+func Fixed(v float64, prec int) string {
 	if !finite(v) {
 		return "–"
 	}
@@ -82,3 +87,5 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
