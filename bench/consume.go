@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -531,7 +532,7 @@ type ConsumeSummary struct {
 	TailCPURatio              *float64 `json:"tail_cpu_ratio,omitempty"`
 }
 
-func (c *ConsumeSummary) measured() bool { return c != nil && c.Skipped == "" && c.Runs > c.Failed }
+func (c *ConsumeSummary) Measured() bool { return c != nil && c.Skipped == "" && c.Runs > c.Failed }
 
 // summarizeConsume is the ConsumeSummary of runs, nil when none had a consume phase.
 func summarizeConsume(runs []*Run) *ConsumeSummary {
@@ -578,12 +579,12 @@ func summarizeConsume(runs []*Run) *ConsumeSummary {
 
 // consumeRatios sets the ratios of every measured consume summary to base's.
 func consumeRatios(out []Summary, base *ConsumeSummary) {
-	if !base.measured() {
+	if !base.Measured() {
 		return
 	}
 	for i := range out {
 		c := out[i].Consume
-		if !c.measured() {
+		if !c.Measured() {
 			continue
 		}
 		if r, ok := ratio(c.CatchupRecordsPerSec, base.CatchupRecordsPerSec); ok {
@@ -596,4 +597,67 @@ func consumeRatios(out []Summary, base *ConsumeSummary) {
 			c.TailCPURatio = &r
 		}
 	}
+}
+
+// estimate guesses the phase's wall time for the progress line: a fill at 300,000 records/s,
+// a catch-up at 1,000,000, the tail and its drain.
+func (s ConsumeSettings) estimate() time.Duration {
+	return time.Duration(float64(s.FillRecords)/300e3*float64(time.Second)) +
+		time.Duration(float64(s.FillRecords)/1e6*float64(time.Second)) + s.TailDuration + 3*time.Second
+}
+
+func (p *progress) endConsume(c *ConsumeRun) {
+	switch {
+	case c == nil:
+	case c.Skipped != "":
+		fmt.Fprintf(p.w, "bench %s:        consume: skipped (%s)\n", p.kind, c.Skipped)
+	case c.Error != "":
+		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
+	default:
+		cu, t := c.Catchup, c.Tail
+		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
+			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
+			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
+			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)))
+	}
+}
+
+// writeConsumeTable prints the consume medians of f, if it has a consume phase.
+func writeConsumeTable(w io.Writer, f *File) {
+	if f.Consume == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nconsume: %s\n", f.Consume.Label())
+	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max"}
+	if f.Baseline != "" {
+		header = append(header, "rec/s ratio", "rec/CPU-s ratio", "tail CPU ratio")
+	}
+	rows := [][]string{header}
+	for _, s := range f.Summary {
+		c := s.Consume
+		if c == nil {
+			continue
+		}
+		row := []string{s.Target, c.RunsText()}
+		if c.Measured() {
+			row = append(row, human.Thousands(c.CatchupRecordsPerSec), human.Fixed(c.CatchupMBPerSec, 1), human.Thousands(c.CatchupRecordsPerCPUSecond),
+				human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us), human.Micros(c.TailP99Us),
+				human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs))
+		} else {
+			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
+		}
+		if f.Baseline != "" {
+			row = append(row, ratioText(c.CatchupRecordsPerSecRatio), ratioText(c.CatchupPerCPURatio), ratioText(c.TailCPURatio))
+		}
+		rows = append(rows, row)
+	}
+	writeAligned(w, rows)
+}
+
+// RunsText prints the phase's runs: why it was skipped, or the count with the failed ones.
+func (c *ConsumeSummary) RunsText() string {
+	if c.Skipped != "" {
+		return "n/a: " + c.Skipped
+	}
+	return human.Runs(c.Runs, c.Failed)
 }

@@ -2,10 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"inlet/bench/human"
 	"inlet/bench/svg"
@@ -22,71 +20,6 @@ const (
 	chartConsumeTail    = "consume-tail-p99.svg"
 )
 
-// estimate guesses the phase's wall time for the progress line: a fill at 300,000 records/s,
-// a catch-up at 1,000,000, the tail and its drain.
-func (s ConsumeSettings) estimate() time.Duration {
-	return time.Duration(float64(s.FillRecords)/300e3*float64(time.Second)) +
-		time.Duration(float64(s.FillRecords)/1e6*float64(time.Second)) + s.TailDuration + 3*time.Second
-}
-
-func (p *progress) endConsume(c *ConsumeRun) {
-	switch {
-	case c == nil:
-	case c.Skipped != "":
-		fmt.Fprintf(p.w, "bench %s:        consume: skipped (%s)\n", p.kind, c.Skipped)
-	case c.Error != "":
-		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
-	default:
-		cu, t := c.Catchup, c.Tail
-		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
-			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
-			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
-			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)))
-	}
-}
-
-// writeConsumeTable prints the consume medians of f, if it has a consume phase.
-func writeConsumeTable(w io.Writer, f *File) {
-	if f.Consume == nil {
-		return
-	}
-	fmt.Fprintf(w, "\nconsume: %s\n", f.Consume.Label())
-	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max"}
-	if f.Baseline != "" {
-		header = append(header, "rec/s ratio", "rec/CPU-s ratio", "tail CPU ratio")
-	}
-	rows := [][]string{header}
-	for _, s := range f.Summary {
-		c := s.Consume
-		if c == nil {
-			continue
-		}
-		row := []string{s.Target, consumeRunsText(c)}
-		if c.measured() {
-			row = append(row, human.Thousands(c.CatchupRecordsPerSec), human.Fixed(c.CatchupMBPerSec, 1), human.Thousands(c.CatchupRecordsPerCPUSecond),
-				human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us), human.Micros(c.TailP99Us),
-				human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs))
-		} else {
-			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
-		}
-		if f.Baseline != "" {
-			row = append(row, ratioText(c.CatchupRecordsPerSecRatio), ratioText(c.CatchupPerCPURatio), ratioText(c.TailCPURatio))
-		}
-		rows = append(rows, row)
-	}
-	writeAligned(w, rows)
-}
-
-func consumeRunsText(c *ConsumeSummary) string {
-	switch {
-	case c.Skipped != "":
-		return "n/a: " + c.Skipped
-	case c.Failed > 0:
-		return fmt.Sprintf("%d (%d failed)", c.Runs, c.Failed)
-	}
-	return fmt.Sprint(c.Runs)
-}
-
 // consumeFiles are the compare files with a consume phase.
 func consumeFiles(files []*File) []*File {
 	var out []*File
@@ -101,7 +34,7 @@ func consumeFiles(files []*File) []*File {
 // consumeCell wraps a cell that needs a measured consume summary.
 func consumeCell(f func(c *ConsumeSummary) string) func(s *Summary) string {
 	return func(s *Summary) string {
-		if !s.Consume.measured() {
+		if !s.Consume.Measured() {
 			return "–"
 		}
 		return f(s.Consume)
@@ -114,7 +47,7 @@ var consumeColumns = []column{
 		if s.Consume == nil {
 			return "–"
 		}
-		return consumeRunsText(s.Consume)
+		return s.Consume.RunsText()
 	}},
 	{"catch-up records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerSec) })},
 	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupRecordsPerSecRatio) })},
@@ -183,7 +116,7 @@ func renderConsume(b *strings.Builder, files []*File, link, chartLink func(strin
 				continue
 			}
 			tb, eb, lb := svg.Bar{Label: m.Target}, svg.Bar{Label: m.Target}, svg.Bar{Label: m.Target}
-			if m.Consume.measured() {
+			if m.Consume.Measured() {
 				tb.Value, eb.Value, lb.Value = m.Consume.CatchupRecordsPerSec, m.Consume.CatchupRecordsPerCPUSecond, m.Consume.TailP99Us/1e3
 			}
 			for _, r := range f.Runs {

@@ -330,10 +330,10 @@ func TestSummarizeConsumeMediansAndRatios(t *testing.T) {
 		*kf.CatchupPerCPURatio != 8.0/3 || *kf.TailCPURatio != 0.25 {
 		t.Errorf("kfake: %+v", kf)
 	}
-	if d := by["inlet-discard"]; d.Skipped != "stores nothing to read back" || d.measured() || d.CatchupRecordsPerSecRatio != nil {
+	if d := by["inlet-discard"]; d.Skipped != "stores nothing to read back" || d.Measured() || d.CatchupRecordsPerSecRatio != nil {
 		t.Errorf("inlet-discard: %+v", d)
 	}
-	if k := by["klite"]; k.Runs != 2 || k.Failed != 2 || k.measured() || k.TailCPURatio != nil {
+	if k := by["klite"]; k.Runs != 2 || k.Failed != 2 || k.Measured() || k.TailCPURatio != nil {
 		t.Errorf("klite: %+v", k)
 	}
 	if s := summarize(sampleFile(KindCompare).Runs, "inlet"); s[0].Consume != nil {

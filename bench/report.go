@@ -341,12 +341,7 @@ func measured(f func(s *Summary) string) func(s *Summary) string {
 	}
 }
 
-func runsCell(s *Summary) string {
-	if s.Failed > 0 {
-		return fmt.Sprintf("%d (%d failed)", s.Runs, s.Failed)
-	}
-	return fmt.Sprint(s.Runs)
-}
+func runsCell(s *Summary) string { return human.Runs(s.Runs, s.Failed) }
 
 var (
 	colRuns     = column{"runs", "---:", runsCell}
@@ -355,8 +350,8 @@ var (
 	colP50      = column{"ack p50", "---:", measured(func(s *Summary) string { return human.Micros(s.P50Us) })}
 	colP99      = column{"ack p99", "---:", measured(func(s *Summary) string { return human.Micros(s.P99Us) })}
 	colP999     = column{"ack p99.9", "---:", measured(func(s *Summary) string { return human.Micros(s.P999Us) })}
-	colReqP50   = column{"request p50", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP50Us) })}
-	colReqP99   = column{"request p99", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP99Us) })}
+	colReqP50   = column{"request p50", "---:", measured(func(s *Summary) string { return human.MicrosOrNone(s.RequestP50Us) })}
+	colReqP99   = column{"request p99", "---:", measured(func(s *Summary) string { return human.MicrosOrNone(s.RequestP99Us) })}
 	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })}
 	colRSS      = column{"server peak RSS", "---:", measured(func(s *Summary) string { return human.MiB(s.PeakRSSBytes) })}
 	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *Summary) string { return human.Fixed(s.WriteAmplification, 2) })}
@@ -371,14 +366,6 @@ var (
 		return human.Thousands(s.Rate)
 	}}
 )
-
-// microsOrNone is micros, or "–" for a run from before request round trips were recorded.
-func microsOrNone(us float64) string {
-	if us == 0 {
-		return "–"
-	}
-	return human.Micros(us)
-}
 
 func workersText(w int) string {
 	if w == 0 {

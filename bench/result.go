@@ -238,7 +238,7 @@ func summarize(runs []Run, baseline string) []Summary {
 		for i := range out {
 			// The consume figures have their own successes: a produce run with a failed
 			// record may still have read back well, and the other way round.
-			if out[i].Target == baseline && out[i].Consume.measured() {
+			if out[i].Target == baseline && out[i].Consume.Measured() {
 				consumeRatios(out, out[i].Consume)
 				break
 			}

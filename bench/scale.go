@@ -427,7 +427,7 @@ func writeScaleTables(w io.Writer, f *File) {
 		fmt.Fprintf(w, "\n%s\n", scaleTitles[d.Name])
 		rows := [][]string{{d.Name, "target", "runs", "records/s", "MB/s", "CPU µs/rec", "CPU s", "peak RSS", "rec/s ratio", "CPU/rec ratio", "flags"}}
 		for _, s := range dimensionSummaries(f.Summary, d.Name) {
-			row := []string{s.Point, s.Target, runsCell(&s)}
+			row := []string{s.Point, s.Target, human.Runs(s.Runs, s.Failed)}
 			if s.Runs == s.Failed {
 				row = append(row, "–", "–", "–", "–", "–")
 			} else {

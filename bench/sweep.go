@@ -87,7 +87,7 @@ func writeSummaryTable(w io.Writer, f *File) {
 			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		} else {
 			row = append(row, human.Thousands(s.RecordsPerSec), human.Fixed(s.MBPerSec, 1), human.Micros(s.P50Us), human.Micros(s.P99Us),
-				human.Micros(s.P999Us), microsOrNone(s.RequestP99Us), human.Fixed(s.CPUSecondsPerMillion, 2), human.MiB(s.PeakRSSBytes), human.Fixed(s.WriteAmplification, 2))
+				human.Micros(s.P999Us), human.MicrosOrNone(s.RequestP99Us), human.Fixed(s.CPUSecondsPerMillion, 2), human.MiB(s.PeakRSSBytes), human.Fixed(s.WriteAmplification, 2))
 		}
 		if f.Baseline != "" {
 			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio))

@@ -6,6 +6,7 @@
 package human
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -59,6 +60,22 @@ func Fixed(v float64, prec int) string {
 		return "–"
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// MicrosOrNone is Micros, or "–" for 0: a latency that was not recorded.
+func MicrosOrNone(us float64) string {
+	if us == 0 {
+		return "–"
+	}
+	return Micros(us)
+}
+
+// Runs prints a count of runs with the failed ones: "3", or "3 (1 failed)".
+func Runs(runs, failed int) string {
+	if failed > 0 {
+		return fmt.Sprintf("%d (%d failed)", runs, failed)
+	}
+	return fmt.Sprint(runs)
 }
 
 // CommandLine renders args as one shell command line, quoting what the shell would split or
