@@ -73,7 +73,7 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	}
 	var consume *ConsumeSettings
 	if o.Consume != nil {
-		c, err := o.Consume.normalize(o.Load)
+		c, err := o.Consume.Normalize(o.Load)
 		if err != nil {
 			return nil, err
 		}

@@ -108,7 +108,7 @@ const (
 	DefaultDrainTimeout = 30 * time.Second
 )
 
-// ConsumeSettings configure the consume phase; once filled in (normalize) they are stored in
+// ConsumeSettings configure the consume phase; once filled in (Normalize) they are stored in
 // File.Consume, so that a report states how every target was read.
 type ConsumeSettings struct {
 	// Topic is the phase's own topic (the produce run's topic + "-consume"), so that the
@@ -117,7 +117,7 @@ type ConsumeSettings struct {
 	Partitions int    `json:"partitions"`
 	RecordSize int    `json:"record_size"`
 
-	// Shape is the ConsumeShapes name whose settings these are, or ShapeCustom; normalize
+	// Shape is the ConsumeShapes name whose settings these are, or ShapeCustom; Normalize
 	// sets it from the settings, so it is true of every recorded run. Empty in files written
 	// before the producer settings were recorded (their producers were the produce run's).
 	Shape string `json:"shape,omitempty"`
@@ -146,10 +146,10 @@ type ConsumeSettings struct {
 	DrainTimeout time.Duration `json:"drain_timeout_ns"`
 }
 
-// normalize fills the zero fields (the topic, partitions and record size from load; the
+// Normalize fills the zero fields (the topic, partitions and record size from load; the
 // producer and fetch settings from the shape Shape names, then from the default shape),
 // checks the rest and names the shape the result matches.
-func (s ConsumeSettings) normalize(load Load) (ConsumeSettings, error) {
+func (s ConsumeSettings) Normalize(load Load) (ConsumeSettings, error) {
 	def := ConsumeShapes[0]
 	def.MaxBufferedRecords = load.MaxBufferedRecords
 	setDefault(&def.MaxBufferedRecords, loadgen.DefaultMaxBufferedRecords)
@@ -412,8 +412,8 @@ type ConsumeRun struct {
 	Tail    *TailResult    `json:"tail,omitempty"`
 }
 
-// ok reports whether the phase's figures count toward the medians.
-func (c *ConsumeRun) ok() bool {
+// OK reports whether the phase's figures count toward the medians.
+func (c *ConsumeRun) OK() bool {
 	return c != nil && c.Skipped == "" && c.Error == "" && c.Catchup != nil && c.Tail != nil
 }
 
@@ -545,7 +545,7 @@ func summarizeConsume(runs []*Run) *ConsumeSummary {
 			continue
 		case r.Consume.Skipped != "":
 			skipped[r.Consume.Skipped] = true
-		case r.Consume.ok():
+		case r.Consume.OK():
 			ok = append(ok, r.Consume)
 		}
 		c.Runs++
@@ -647,7 +647,7 @@ func writeConsumeTable(w io.Writer, f *File) {
 			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		}
 		if f.Baseline != "" {
-			row = append(row, ratioText(c.CatchupRecordsPerSecRatio), ratioText(c.CatchupPerCPURatio), ratioText(c.TailCPURatio))
+			row = append(row, human.Ratio(c.CatchupRecordsPerSecRatio), human.Ratio(c.CatchupPerCPURatio), human.Ratio(c.TailCPURatio))
 		}
 		rows = append(rows, row)
 	}

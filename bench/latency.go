@@ -103,7 +103,7 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 		prog.end(&run)
 		f.Runs = append(f.Runs, run)
 		o.Env.pause(ctx)
-		if !run.ok() {
+		if !run.OK() {
 			if err := o.Env.finishRuns(ctx, f, ""); err != nil {
 				return f, err
 			}

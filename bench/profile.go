@@ -118,7 +118,7 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 		dirty = " (dirty)"
 	}
 	line := fmt.Sprintf("- %s: `%s` — commit %s%s, %s, %d cores; inlet `%s`; load %s records/s, %.1f MB/s: [cpu](%s) ([top](%s)), [mem](%s) ([top](%s)), [load](%s)\n",
-		m.Date.Format(time.RFC3339), e.Command, shortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
+		m.Date.Format(time.RFC3339), e.Command, human.ShortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
 		human.CommandLine(profileDisplayArgv(target.Expand(srv.Port(), "DATA"), e.Root, cpu, mem)), human.Thousands(res.RecordsPerSec), res.MBPerSec,
 		filepath.Base(cpu), strings.TrimSuffix(filepath.Base(cpu), ".pprof")+".txt",
 		filepath.Base(mem), strings.TrimSuffix(filepath.Base(mem), ".pprof")+".txt", filepath.Base(loadPath))
@@ -146,16 +146,9 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 func displayArgv(argv []string, root string) []string {
 	out := append([]string(nil), argv...)
 	if len(out) > 0 && filepath.IsAbs(out[0]) && root != "" {
-		out[0] = relPath(root, out[0])
+		out[0] = RelPath(root, out[0])
 	}
 	return out
-}
-
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }
 
 // profileDisplayArgv is displayArgv with the profile paths relative to root too.
@@ -164,7 +157,7 @@ func profileDisplayArgv(argv []string, root string, paths ...string) []string {
 	for i, a := range out {
 		for _, p := range paths {
 			if a == p {
-				out[i] = relPath(root, p)
+				out[i] = RelPath(root, p)
 			}
 		}
 	}

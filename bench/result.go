@@ -117,8 +117,8 @@ type Run struct {
 	Consume *ConsumeRun `json:"consume,omitempty"`
 }
 
-// ok reports whether the run's numbers count toward the medians.
-func (r *Run) ok() bool { return r.Error == "" && r.Acked > 0 }
+// OK reports whether the run's numbers count toward the medians.
+func (r *Run) OK() bool { return r.Error == "" && r.Acked > 0 }
 
 // Summary is the medians of the successful runs of one point (target, workers, rate, and
 // for bench scale dimension and point).
@@ -177,9 +177,9 @@ type ChaosOutcome struct {
 	Loadgen  *loadgen.Result `json:"loadgen,omitempty"`
 }
 
-// summarize computes the medians of runs per point, in the order points first appear, and
+// Summarize computes the medians of runs per point, in the order points first appear, and
 // the ratios to baseline's medians when baseline is not empty.
-func summarize(runs []Run, baseline string) []Summary {
+func Summarize(runs []Run, baseline string) []Summary {
 	type key struct {
 		dimension, point string
 		target           string
@@ -201,7 +201,7 @@ func summarize(runs []Run, baseline string) []Summary {
 		s := Summary{Dimension: k.dimension, Point: k.point, Target: k.target, Workers: k.workers, Rate: k.rate}
 		var ok []*Run
 		for _, r := range groups[k] {
-			if r.ok() {
+			if r.OK() {
 				ok = append(ok, r)
 			}
 		}
@@ -293,7 +293,7 @@ func writeFile(root, dir string, f *File) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		f.Name = relPath(root, path)
+		f.Name = RelPath(root, path)
 		return path, nil
 	}
 }
@@ -314,9 +314,9 @@ func compactLeaves(b []byte) []byte {
 	})
 }
 
-// readFiles reads every results JSON file in dir (kind-*.json), oldest first by start time.
+// ReadFiles reads every results JSON file in dir (kind-*.json), oldest first by start time.
 // Files that are not result files are skipped; a result file that does not parse is an error.
-func readFiles(root, dir string) ([]*File, error) {
+func ReadFiles(root, dir string) ([]*File, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
@@ -337,7 +337,7 @@ func readFiles(root, dir string) ([]*File, error) {
 		if err := json.Unmarshal(b, f); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		f.Name = relPath(root, p)
+		f.Name = RelPath(root, p)
 		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b *File) int {
@@ -350,7 +350,9 @@ func readFiles(root, dir string) ([]*File, error) {
 	return out, nil
 }
 
-func relPath(root, path string) string {
+// RelPath is path relative to root, with slashes, when it is inside root; else path made
+// absolute.
+func RelPath(root, path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}

@@ -34,7 +34,7 @@ func sampleFile(kind string) *File {
 			Server: proc.ProcStats{PeakRSSBytes: 1 << 20}, Loadgen: &loadgen.Result{Settings: settings}},
 		{Target: "inlet", Workers: 2, Repeat: 1, Error: "loadgen: refused, \"quoted\"\nnewline"},
 	}
-	f.Summary = summarize(f.Runs, "")
+	f.Summary = Summarize(f.Runs, "")
 	return f
 }
 
@@ -60,7 +60,7 @@ func TestWriteFileRoundTrip(t *testing.T) {
 	if filepath.Base(path2) != "sweep-20250304-050607-2.json" {
 		t.Fatalf("second file %s overwrote or misnamed", path2)
 	}
-	files, err := readFiles(root, dir)
+	files, err := ReadFiles(root, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestSummarizeMediansAndRatios(t *testing.T) {
 		{Target: "inlet", Error: "interrupted", RecordsPerSec: 1e9, Acked: 1},
 		{Target: "kfake", RecordsPerSec: 0, Acked: 0}, // nothing acknowledged: not ok
 	}
-	sum := summarize(runs, "inlet")
+	sum := Summarize(runs, "inlet")
 	if len(sum) != 3 || sum[0].Target != "inlet" || sum[1].Target != "kfake" || sum[2].Target != "dead" {
 		t.Fatalf("points %+v", sum)
 	}
@@ -229,11 +229,11 @@ func TestSummarizeMediansAndRatios(t *testing.T) {
 	if dead.RecordsPerSecRatio != nil || dead.CPUPerRecordRatio != nil || dead.Failed != 1 {
 		t.Errorf("dead %+v", dead)
 	}
-	if s := summarize(runs, "absent"); s[1].RecordsPerSecRatio != nil {
+	if s := Summarize(runs, "absent"); s[1].RecordsPerSecRatio != nil {
 		t.Errorf("ratios without a baseline: %+v", s[1])
 	}
 	// Points differ by workers and rate as well as target.
-	pts := summarize([]Run{{Target: "inlet", Workers: 1}, {Target: "inlet", Workers: 2}, {Target: "inlet", Workers: 2, Rate: 5}}, "")
+	pts := Summarize([]Run{{Target: "inlet", Workers: 1}, {Target: "inlet", Workers: 2}, {Target: "inlet", Workers: 2, Rate: 5}}, "")
 	if len(pts) != 3 {
 		t.Errorf("%d points, want 3", len(pts))
 	}

@@ -181,7 +181,7 @@ func (e *Env) prepare() error {
 // build compiles pkg into Root/bin/name.
 func (e *Env) build(name, pkg string) (string, error) {
 	bin := filepath.Join(e.Root, "bin", name)
-	fmt.Fprintf(e.Stderr, "bench: go build -o %s %s\n", relPath(e.Root, bin), pkg)
+	fmt.Fprintf(e.Stderr, "bench: go build -o %s %s\n", RelPath(e.Root, bin), pkg)
 	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = e.Root
 	cmd.Stdout, cmd.Stderr = e.Stderr, e.Stderr
@@ -230,7 +230,7 @@ func (e *Env) newFile(kind, label string) *File {
 // ratios to baseline, if any), and writes it (finish).
 func (e *Env) finishRuns(ctx context.Context, f *File, baseline string) error {
 	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarize(f.Runs, baseline)
+	f.Summary = Summarize(f.Runs, baseline)
 	return e.finish(f)
 }
 
@@ -240,13 +240,13 @@ func (e *Env) finish(f *File) error {
 	if err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
-	fmt.Fprintf(e.Stderr, "bench: wrote %s\n", relPath(e.Root, path))
+	fmt.Fprintf(e.Stderr, "bench: wrote %s\n", RelPath(e.Root, path))
 	csvPath, err := appendCSV(e.ResultsDir, f)
 	if err != nil {
 		// The JSON file holds everything; a CSV that cannot take the rows is not worth the run.
 		fmt.Fprintf(e.Stderr, "bench: warning: %v\n", err)
 	} else {
-		fmt.Fprintf(e.Stderr, "bench: appended to %s\n", relPath(e.Root, csvPath))
+		fmt.Fprintf(e.Stderr, "bench: appended to %s\n", RelPath(e.Root, csvPath))
 	}
 	return nil
 }

@@ -38,8 +38,8 @@ var DefaultScalePoints = map[string][]string{
 	DimCompression: {"none", "lz4", "zstd"},
 }
 
-// scaleTitles head the report's and the summary's tables.
-var scaleTitles = map[string]string{
+// ScaleTitles head the report's and the summary's tables.
+var ScaleTitles = map[string]string{
 	DimPartitions:  "Partitions in one topic",
 	DimTopics:      "Topics of one partition each",
 	DimProducers:   "Producer clients (one connection each)",
@@ -122,8 +122,8 @@ func (b ScaleBase) String() string {
 		b.Producers, mode, b.Partitions, b.RecordSize, b.Compression, b.DurationSeconds)
 }
 
-// has reports whether the settings measured dimension dim.
-func (s *ScaleSettings) has(dim string) bool {
+// Has reports whether the settings measured dimension dim.
+func (s *ScaleSettings) Has(dim string) bool {
 	return s != nil && slices.ContainsFunc(s.Dimensions, func(d ScaleDimension) bool { return d.Name == dim })
 }
 
@@ -347,7 +347,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 		}
 	}
 	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarizeScale(f.Runs, f.Baseline)
+	f.Summary = SummarizeScale(f.Runs, f.Baseline)
 	if err := o.Env.finish(f); err != nil {
 		return f, err
 	}
@@ -355,9 +355,9 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 	return f, nil
 }
 
-// summarizeScale is summarize per point (dimension and value, in the order first run), each
+// SummarizeScale is Summarize per point (dimension and value, in the order first run), each
 // point's ratios relative to its own baseline runs, with the scale-only figures added.
-func summarizeScale(runs []Run, baseline string) []Summary {
+func SummarizeScale(runs []Run, baseline string) []Summary {
 	type key struct{ dim, point string }
 	var order []key
 	byPoint := map[key][]Run{}
@@ -370,7 +370,7 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 	}
 	var out []Summary
 	for _, k := range order {
-		sums := summarize(byPoint[k], baseline)
+		sums := Summarize(byPoint[k], baseline)
 		for i := range sums {
 			s := &sums[i]
 			var cpu []float64
@@ -380,7 +380,7 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 				}
 				s.FailedRecords += r.Failed
 				s.MaxPeakRSSBytes = max(s.MaxPeakRSSBytes, r.Server.PeakRSSBytes)
-				if r.ok() {
+				if r.OK() {
 					cpu = append(cpu, r.Server.CPUSeconds)
 				}
 			}
@@ -391,9 +391,9 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 	return out
 }
 
-// scaleFlags are the warnings of a point's summary: a broker above the RSS limit in any run,
+// ScaleFlags are the warnings of a point's summary: a broker above the RSS limit in any run,
 // failed records.
-func scaleFlags(s *Summary, rssLimit int64) []string {
+func ScaleFlags(s *Summary, rssLimit int64) []string {
 	var flags []string
 	if rssLimit > 0 && s.MaxPeakRSSBytes > rssLimit {
 		flags = append(flags, fmt.Sprintf("peak RSS %s > %s", human.MiB(float64(s.MaxPeakRSSBytes)), human.MiB(float64(rssLimit))))
@@ -404,8 +404,8 @@ func scaleFlags(s *Summary, rssLimit int64) []string {
 	return flags
 }
 
-// dimensionSummaries are the summaries of dim, in point order.
-func dimensionSummaries(sum []Summary, dim string) []Summary {
+// DimensionSummaries are the summaries of dim, in point order.
+func DimensionSummaries(sum []Summary, dim string) []Summary {
 	var out []Summary
 	for _, s := range sum {
 		if s.Dimension == dim {
@@ -424,9 +424,9 @@ func writeScaleTables(w io.Writer, f *File) {
 	fmt.Fprintf(w, "%s: %s\nbase: %s; baseline %s; RSS flagged above %s\n", f.Kind, f.Label, f.Scale.Base,
 		f.Baseline, human.MiB(float64(f.Scale.RSSLimitBytes)))
 	for _, d := range f.Scale.Dimensions {
-		fmt.Fprintf(w, "\n%s\n", scaleTitles[d.Name])
+		fmt.Fprintf(w, "\n%s\n", ScaleTitles[d.Name])
 		rows := [][]string{{d.Name, "target", "runs", "records/s", "MB/s", "CPU µs/rec", "CPU s", "peak RSS", "rec/s ratio", "CPU/rec ratio", "flags"}}
-		for _, s := range dimensionSummaries(f.Summary, d.Name) {
+		for _, s := range DimensionSummaries(f.Summary, d.Name) {
 			row := []string{s.Point, s.Target, human.Runs(s.Runs, s.Failed)}
 			if s.Runs == s.Failed {
 				row = append(row, "–", "–", "–", "–", "–")
@@ -434,8 +434,8 @@ func writeScaleTables(w io.Writer, f *File) {
 				row = append(row, human.Thousands(s.RecordsPerSec), human.Fixed(s.MBPerSec, 1), human.Fixed(s.CPUSecondsPerMillion, 2),
 					human.Fixed(s.CPUSeconds, 1), human.MiB(s.PeakRSSBytes))
 			}
-			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio),
-				strings.Join(scaleFlags(&s, f.Scale.RSSLimitBytes), "; "))
+			row = append(row, human.Ratio(s.RecordsPerSecRatio), human.Ratio(s.CPUPerRecordRatio),
+				strings.Join(ScaleFlags(&s, f.Scale.RSSLimitBytes), "; "))
 			rows = append(rows, row)
 		}
 		writeAligned(w, rows)

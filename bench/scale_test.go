@@ -197,7 +197,7 @@ func scaleFile() *File {
 		run(DimCompression, "lz4", "klite", 1, 300_000, 3.0, 400<<20),
 	}
 	f.Runs[5].Failed, f.Runs[5].Error = 12, "12 records failed: map[timeout:12]"
-	f.Summary = summarizeScale(f.Runs, f.Baseline)
+	f.Summary = SummarizeScale(f.Runs, f.Baseline)
 	return f
 }
 
@@ -241,7 +241,7 @@ func TestScaleFileRoundTrip(t *testing.T) {
 	if _, err := appendCSV(dir, f); err != nil {
 		t.Fatal(err)
 	}
-	files, err := readFiles(root, dir)
+	files, err := ReadFiles(root, dir)
 	if err != nil || len(files) != 1 {
 		t.Fatalf("read %d files, %v", len(files), err)
 	}
@@ -268,52 +268,6 @@ func TestScaleFileRoundTrip(t *testing.T) {
 	if r := rows[1]; !slices.Equal(r[len(r)-7:len(r)-2], []string{"partitions", "16", "16", "1", "none"}) {
 		t.Errorf("first row's scale columns %v", r[len(r)-7:])
 	}
-}
-
-func TestReportScaleSection(t *testing.T) {
-	older := scaleFile()
-	older.Name = "results/scale-20261129-210000.json"
-	older.Started = older.Started.Add(-24 * time.Hour)
-	older.Scale.Dimensions = older.Scale.Dimensions[:1]
-	f := scaleFile()
-	f.Name = "results/scale-20261130-210000.json"
-	sections, charts := renderReport([]*File{older, f}, "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindScale)
-	mustContain(t, "scale section", body,
-		"### Partitions in one topic: inlet, klite",
-		"| 16 | inlet | 2 | 1,100,000 | 1.00× | 110.0 | 1.10 | 1.00× |",
-		"| 16 | klite | 2 | 600,000 | 0.55× |",
-		"| 1000 | klite | 1 (1 failed) | – | – | – | – | – | – | 900 MiB | **peak RSS 900 MiB > 512 MiB; 12 failed records** |",
-		"### Producer compression: inlet, klite",
-		"| lz4 | klite | 1 | 300,000 | 0.50× |",
-		"- partitions 1000, `klite`, repeat 1: 12 records failed",
-		"`klite`: `/bin/sh -c 'klite --default-partitions {partitions}'`",
-		"Earlier runs of this configuration: [scale-20261129-210000.json]",
-		"(results/scale-partitions-throughput.svg)", "(results/scale-compression-cpu.svg)")
-	if strings.Contains(body, "### Topics") {
-		t.Error("a dimension without runs has a section")
-	}
-	if strings.Count(body, "Earlier runs") != 1 {
-		t.Error("the compression curve lists the older file, which did not measure it")
-	}
-	for _, name := range []string{chartScaleThroughput(DimPartitions), chartScaleCPU(DimPartitions),
-		chartScaleThroughput(DimCompression), chartScaleCPU(DimCompression)} {
-		b, ok := charts[name]
-		if !ok {
-			t.Fatalf("no chart %s", name)
-		}
-		counts := checkSVG(t, b)
-		if counts["polyline"] != 2 {
-			t.Errorf("%s: %d lines, want one per target", name, counts["polyline"])
-		}
-	}
-	// The compression axis is labelled with the names.
-	if svg := string(charts[chartScaleThroughput(DimCompression)]); !strings.Contains(svg, ">lz4</text>") {
-		t.Errorf("compression chart lacks the lz4 tick:\n%s", svg)
-	}
-
-	empty, _ := renderReport(nil, "results", func(s string) string { return s })
-	mustContain(t, "empty scale section", sectionBody(t, empty, KindScale), "_No scale results yet")
 }
 
 func TestWriteScaleTables(t *testing.T) {

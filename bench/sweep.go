@@ -90,7 +90,7 @@ func writeSummaryTable(w io.Writer, f *File) {
 				human.Micros(s.P999Us), human.MicrosOrNone(s.RequestP99Us), human.Fixed(s.CPUSecondsPerMillion, 2), human.MiB(s.PeakRSSBytes), human.Fixed(s.WriteAmplification, 2))
 		}
 		if f.Baseline != "" {
-			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio))
+			row = append(row, human.Ratio(s.RecordsPerSecRatio), human.Ratio(s.CPUPerRecordRatio))
 		}
 		rows = append(rows, row)
 	}
@@ -124,11 +124,4 @@ func writeAligned(w io.Writer, rows [][]string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-}
-
-func ratioText(r *float64) string {
-	if r == nil {
-		return "–"
-	}
-	return human.Fixed(*r, 2) + "×"
 }

@@ -78,6 +78,22 @@ func Runs(runs, failed int) string {
 	return fmt.Sprint(runs)
 }
 
+// Ratio prints a ratio with two decimals and "×", "–" for none.
+func Ratio(r *float64) string {
+	if r == nil {
+		return "–"
+	}
+	return Fixed(*r, 2) + "×"
+}
+
+// ShortCommit is a git commit hash cut to 12 characters.
+func ShortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
 // CommandLine renders args as one shell command line, quoting what the shell would split or
 // expand.
 func CommandLine(args []string) string {

@@ -30,6 +30,7 @@ import (
 	"inlet/bench"
 	"inlet/bench/human"
 	"inlet/bench/proc"
+	"inlet/bench/report"
 	"inlet/bytesize"
 	"inlet/loadgen"
 )
@@ -359,7 +360,7 @@ func runProfile(ctx context.Context, cmd string, args []string) int {
 // runReport is `bench report`: BENCHMARKS.md and the charts from the result files.
 func runReport(cmd string, args []string) int {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	o := bench.ReportOptions{Stderr: os.Stderr}
+	o := report.Options{Stderr: os.Stderr}
 	fs.StringVar(&o.ResultsDir, "results-dir", "", "result files to read (default: results/ in the repository root)")
 	fs.StringVar(&o.Out, "out", "", "markdown file to update (default: BENCHMARKS.md in the repository root)")
 	fs.StringVar(&o.ChartsDir, "charts-dir", "", "where the SVG charts go (default: the results directory)")
@@ -372,7 +373,7 @@ func runReport(cmd string, args []string) int {
 	if fs.NArg() > 0 {
 		return usage(cmd, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
-	files, err := bench.Report(o)
+	files, err := report.Write(o)
 	for _, f := range files {
 		fmt.Println(f)
 	}
@@ -385,7 +386,7 @@ var shapeFlags = []string{"consume-shape", "fill-partitioner", "fill-linger", "f
 
 // addShapeFlags adds the flags of the consume phase's shape to fs: a preset (--consume-shape)
 // and each of its settings, which override the preset's. Unset, a setting stays zero and takes
-// the preset's value (bench.ConsumeSettings.normalize), so the defaults are today's shape.
+// the preset's value (bench.ConsumeSettings.Normalize), so the defaults are today's shape.
 func addShapeFlags(fs *flag.FlagSet, cs *bench.ConsumeSettings) {
 	var shapes []string
 	for _, sh := range bench.ConsumeShapes {

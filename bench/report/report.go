@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"errors"
@@ -11,12 +11,13 @@ import (
 	"slices"
 	"strings"
 
+	"inlet/bench"
 	"inlet/bench/human"
 	"inlet/bench/svg"
 )
 
-// ReportOptions are the flags of `bench report`.
-type ReportOptions struct {
+// Options are the flags of `bench report`.
+type Options struct {
 	// Root is the repository root (found from the working directory when empty).
 	Root string
 	// ResultsDir is read for results/*.json; empty: Root/results.
@@ -38,12 +39,12 @@ type section struct {
 
 // sectionOrder and headings of the generated sections.
 var sectionHeadings = []struct{ kind, heading string }{
-	{KindSweep, "Throughput against event-loop workers"},
-	{KindLatency, "Ack latency against offered load"},
-	{KindCompare, "Inlet against other brokers"},
+	{bench.KindSweep, "Throughput against event-loop workers"},
+	{bench.KindLatency, "Ack latency against offered load"},
+	{bench.KindCompare, "Inlet against other brokers"},
 	{sectionConsume, "Reading back: catch-up and tail"},
-	{KindScale, "Scale curves"},
-	{KindChaos, "Chaos: kill -9 under load"},
+	{bench.KindScale, "Scale curves"},
+	{bench.KindChaos, "Chaos: kill -9 under load"},
 }
 
 const reportHeader = `# Benchmarks
@@ -86,15 +87,15 @@ func applySections(doc string, sections []section) string {
 	return doc
 }
 
-// Report reads every result file and rewrites the generated sections of BENCHMARKS.md and the
+// Write reads every result file and rewrites the generated sections of BENCHMARKS.md and the
 // charts. It returns the files written.
-func Report(o ReportOptions) ([]string, error) {
+func Write(o Options) ([]string, error) {
 	if o.Root == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, err
 		}
-		if o.Root, err = FindRoot(wd); err != nil {
+		if o.Root, err = bench.FindRoot(wd); err != nil {
 			return nil, err
 		}
 	}
@@ -107,7 +108,7 @@ func Report(o ReportOptions) ([]string, error) {
 	if o.ChartsDir == "" {
 		o.ChartsDir = o.ResultsDir
 	}
-	files, err := readFiles(o.Root, o.ResultsDir)
+	files, err := bench.ReadFiles(o.Root, o.ResultsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func Report(o ReportOptions) ([]string, error) {
 		}
 		return filepath.ToSlash(p)
 	}
-	chartsRel := relPath(o.Root, o.ChartsDir)
+	chartsRel := bench.RelPath(o.Root, o.ChartsDir)
 	sections, charts := renderReport(files, chartsRel, link)
 
 	var written []string
@@ -164,8 +165,8 @@ const (
 // renderReport renders the sections and charts from files (oldest first). chartsDir is the
 // charts' directory relative to the root; link maps a root-relative path to a link from the
 // markdown file.
-func renderReport(files []*File, chartsDir string, link func(string) string) ([]section, map[string][]byte) {
-	byKind := map[string][]*File{}
+func renderReport(files []*bench.File, chartsDir string, link func(string) string) ([]section, map[string][]byte) {
+	byKind := map[string][]*bench.File{}
 	for _, f := range files {
 		byKind[f.Kind] = append(byKind[f.Kind], f)
 	}
@@ -176,7 +177,7 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 		var b strings.Builder
 		fs := byKind[h.kind]
 		if h.kind == sectionConsume {
-			fs = consumeFiles(byKind[KindCompare])
+			fs = consumeFiles(byKind[bench.KindCompare])
 		}
 		if len(fs) == 0 {
 			fmt.Fprintf(&b, "_No %s results yet: %s._\n", h.kind, howToRun(h.kind))
@@ -184,17 +185,17 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 			continue
 		}
 		switch h.kind {
-		case KindSweep:
+		case bench.KindSweep:
 			renderSweep(&b, fs, link, chartLink, charts)
-		case KindLatency:
+		case bench.KindLatency:
 			renderLatency(&b, fs, link, chartLink, charts)
-		case KindCompare:
+		case bench.KindCompare:
 			renderCompare(&b, fs, link, chartLink, charts)
-		case KindChaos:
+		case bench.KindChaos:
 			renderChaos(&b, fs, link)
 		case sectionConsume:
 			renderConsume(&b, fs, link, chartLink, charts)
-		case KindScale:
+		case bench.KindScale:
 			renderScale(&b, fs, link, chartLink, charts)
 		}
 		out = append(out, section{h.kind, h.heading, b.String()})
@@ -204,29 +205,29 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 
 func howToRun(kind string) string {
 	switch kind {
-	case KindSweep, KindCompare:
+	case bench.KindSweep, bench.KindCompare:
 		return "run `make bench`"
-	case KindChaos:
+	case bench.KindChaos:
 		return "run `make chaos`"
 	case sectionConsume:
 		return "run `bin/bench compare --consume`"
-	case KindScale:
+	case bench.KindScale:
 		return "run `bin/bench scale --peer ...`"
 	}
 	return "run `bin/bench " + kind + "`"
 }
 
 // groups splits files (oldest first) by label, newest group first, each group newest first.
-func groups(files []*File) [][]*File {
+func groups(files []*bench.File) [][]*bench.File {
 	// The same load against different sets of brokers is a different comparison: an
 	// inlet-only run must not hide the newest run against the peers.
-	return groupsBy(files, func(f *File) string { return f.Label + "\x00" + strings.Join(targetNames(f), ",") })
+	return groupsBy(files, func(f *bench.File) string { return f.Label + "\x00" + strings.Join(targetNames(f), ",") })
 }
 
 // groupsBy is groups with the files of a group named by key.
-func groupsBy(files []*File, key func(*File) string) [][]*File {
+func groupsBy(files []*bench.File, key func(*bench.File) string) [][]*bench.File {
 	idx := map[string]int{}
-	var out [][]*File
+	var out [][]*bench.File
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
 		key := key(f)
@@ -241,7 +242,7 @@ func groupsBy(files []*File, key func(*File) string) [][]*File {
 	return out
 }
 
-func targetNames(f *File) []string {
+func targetNames(f *bench.File) []string {
 	names := make([]string, len(f.Targets))
 	for i, t := range f.Targets {
 		names[i] = t.Name
@@ -250,7 +251,7 @@ func targetNames(f *File) []string {
 }
 
 // provenance writes the command, date, commit, machine and raw files of f.
-func provenance(b *strings.Builder, f *File, link func(string) string) {
+func provenance(b *strings.Builder, f *bench.File, link func(string) string) {
 	m := f.Machine
 	csvName := filepath.ToSlash(filepath.Join(filepath.Dir(f.Name), f.Kind+".csv"))
 	dirty := ""
@@ -259,7 +260,7 @@ func provenance(b *strings.Builder, f *File, link func(string) string) {
 	}
 	fmt.Fprintf(b, "%s\n\n", code(f.Command))
 	fmt.Fprintf(b, "%s · commit `%s`%s · %s, %d cores, %.1f GiB, Linux %s, %s · raw: [%s](%s), [%s](%s)\n",
-		f.Started.UTC().Format("2006-01-02 15:04 UTC"), shortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
+		f.Started.UTC().Format("2006-01-02 15:04 UTC"), human.ShortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
 		float64(m.MemoryBytes)/(1<<30), m.Kernel, m.GoVersion, link(f.Name), link(f.Name),
 		link(csvName), link(csvName))
 	if f.Interrupted {
@@ -271,14 +272,14 @@ func provenance(b *strings.Builder, f *File, link func(string) string) {
 	b.WriteString("\n")
 }
 
-func earlier(b *strings.Builder, fs []*File, link func(string) string) {
+func earlier(b *strings.Builder, fs []*bench.File, link func(string) string) {
 	if len(fs) == 0 {
 		return
 	}
 	parts := make([]string, len(fs))
 	for i, f := range fs {
 		parts[i] = fmt.Sprintf("[%s](%s) (%s, `%s`)", filepath.Base(f.Name), link(f.Name),
-			f.Started.UTC().Format("2006-01-02"), shortCommit(f.Machine.GitCommit))
+			f.Started.UTC().Format("2006-01-02"), human.ShortCommit(f.Machine.GitCommit))
 	}
 	fmt.Fprintf(b, "Earlier runs of this configuration: %s.\n\n", strings.Join(parts, ", "))
 }
@@ -305,10 +306,10 @@ const columnNotes = "Medians over the repeats (failed runs are counted, not used
 
 type column struct {
 	head, align string
-	cell        func(s *Summary) string
+	cell        func(s *bench.Summary) string
 }
 
-func table(b *strings.Builder, cols []column, rows []Summary) {
+func table(b *strings.Builder, cols []column, rows []bench.Summary) {
 	for _, c := range cols {
 		b.WriteString("| " + c.head + " ")
 	}
@@ -332,8 +333,8 @@ func table(b *strings.Builder, cols []column, rows []Summary) {
 }
 
 // measured wraps a cell that needs at least one successful run.
-func measured(f func(s *Summary) string) func(s *Summary) string {
-	return func(s *Summary) string {
+func measured(f func(s *bench.Summary) string) func(s *bench.Summary) string {
+	return func(s *bench.Summary) string {
 		if s.Runs == s.Failed {
 			return "–"
 		}
@@ -341,25 +342,25 @@ func measured(f func(s *Summary) string) func(s *Summary) string {
 	}
 }
 
-func runsCell(s *Summary) string { return human.Runs(s.Runs, s.Failed) }
+func runsCell(s *bench.Summary) string { return human.Runs(s.Runs, s.Failed) }
 
 var (
 	colRuns     = column{"runs", "---:", runsCell}
-	colRecords  = column{"records/s", "---:", measured(func(s *Summary) string { return human.Thousands(s.RecordsPerSec) })}
-	colMB       = column{"MB/s", "---:", measured(func(s *Summary) string { return human.Fixed(s.MBPerSec, 1) })}
-	colP50      = column{"ack p50", "---:", measured(func(s *Summary) string { return human.Micros(s.P50Us) })}
-	colP99      = column{"ack p99", "---:", measured(func(s *Summary) string { return human.Micros(s.P99Us) })}
-	colP999     = column{"ack p99.9", "---:", measured(func(s *Summary) string { return human.Micros(s.P999Us) })}
-	colReqP50   = column{"request p50", "---:", measured(func(s *Summary) string { return human.MicrosOrNone(s.RequestP50Us) })}
-	colReqP99   = column{"request p99", "---:", measured(func(s *Summary) string { return human.MicrosOrNone(s.RequestP99Us) })}
-	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })}
-	colRSS      = column{"server peak RSS", "---:", measured(func(s *Summary) string { return human.MiB(s.PeakRSSBytes) })}
-	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *Summary) string { return human.Fixed(s.WriteAmplification, 2) })}
-	colWorkers  = column{"workers", "---:", func(s *Summary) string { return workersText(s.Workers) }}
-	colTarget   = column{"target", "---", func(s *Summary) string { return s.Target }}
-	colRecRatio = column{"records/s vs baseline", "---:", func(s *Summary) string { return ratioText(s.RecordsPerSecRatio) }}
-	colCPURatio = column{"CPU / record vs baseline", "---:", func(s *Summary) string { return ratioText(s.CPUPerRecordRatio) }}
-	colOffered  = column{"offered records/s", "---:", func(s *Summary) string {
+	colRecords  = column{"records/s", "---:", measured(func(s *bench.Summary) string { return human.Thousands(s.RecordsPerSec) })}
+	colMB       = column{"MB/s", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.MBPerSec, 1) })}
+	colP50      = column{"ack p50", "---:", measured(func(s *bench.Summary) string { return human.Micros(s.P50Us) })}
+	colP99      = column{"ack p99", "---:", measured(func(s *bench.Summary) string { return human.Micros(s.P99Us) })}
+	colP999     = column{"ack p99.9", "---:", measured(func(s *bench.Summary) string { return human.Micros(s.P999Us) })}
+	colReqP50   = column{"request p50", "---:", measured(func(s *bench.Summary) string { return human.MicrosOrNone(s.RequestP50Us) })}
+	colReqP99   = column{"request p99", "---:", measured(func(s *bench.Summary) string { return human.MicrosOrNone(s.RequestP99Us) })}
+	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })}
+	colRSS      = column{"server peak RSS", "---:", measured(func(s *bench.Summary) string { return human.MiB(s.PeakRSSBytes) })}
+	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.WriteAmplification, 2) })}
+	colWorkers  = column{"workers", "---:", func(s *bench.Summary) string { return workersText(s.Workers) }}
+	colTarget   = column{"target", "---", func(s *bench.Summary) string { return s.Target }}
+	colRecRatio = column{"records/s vs baseline", "---:", func(s *bench.Summary) string { return human.Ratio(s.RecordsPerSecRatio) }}
+	colCPURatio = column{"CPU / record vs baseline", "---:", func(s *bench.Summary) string { return human.Ratio(s.CPUPerRecordRatio) }}
+	colOffered  = column{"offered records/s", "---:", func(s *bench.Summary) string {
 		if s.Rate == 0 {
 			return "flat out"
 		}
@@ -374,12 +375,12 @@ func workersText(w int) string {
 	return fmt.Sprint(w)
 }
 
-func renderSweep(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+func renderSweep(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	chart := svg.LineChart{Title: "Inlet throughput against gnet event-loop workers", Subtitle: "newest sweep of each configuration; dots are single runs", XLabel: "inlet --workers",
 		YLabel: "acknowledged records/s (median)", LogX: true, XFormat: func(v float64) string { return svg.TrimFloat(v) }}
 	for _, g := range groups(files) {
 		f := g[0]
-		sum := summarize(f.Runs, "")
+		sum := bench.Summarize(f.Runs, "")
 		fmt.Fprintf(b, "### %s\n\n", f.Label)
 		provenance(b, f, link)
 		table(b, []column{colWorkers, colRuns, colRecords, colMB, colP50, colP99, colP999, colCPU, colRSS, colDisk}, sum)
@@ -391,7 +392,7 @@ func renderSweep(b *strings.Builder, files []*File, link, chartLink func(string)
 			}
 		}
 		for _, r := range f.Runs {
-			if r.ok() && r.Workers > 0 {
+			if r.OK() && r.Workers > 0 {
 				s.Raw = append(s.Raw, svg.Point{X: float64(r.Workers), Y: r.RecordsPerSec})
 			}
 		}
@@ -402,14 +403,14 @@ func renderSweep(b *strings.Builder, files []*File, link, chartLink func(string)
 	fmt.Fprintf(b, "![%s](%s)\n\n%s\n", chart.Title, chartLink(chartSweep), columnNotes)
 }
 
-func renderLatency(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+func renderLatency(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	chart := svg.LineChart{Title: "Inlet ack latency p99 against offered load", Subtitle: "newest latency run of each configuration; dots are single runs", XLabel: "offered records/s (open loop)",
 		YLabel: "ack latency p99 (ms, median)", YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 	for _, g := range groups(files) {
 		f := g[0]
-		sum := summarize(f.Runs, "")
+		sum := bench.Summarize(f.Runs, "")
 		// Offered rate ascending, the flat-out reference last.
-		slices.SortStableFunc(sum, func(a, b Summary) int {
+		slices.SortStableFunc(sum, func(a, b bench.Summary) int {
 			if (a.Rate == 0) != (b.Rate == 0) {
 				if a.Rate == 0 {
 					return 1
@@ -429,7 +430,7 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 			}
 		}
 		for _, r := range f.Runs {
-			if r.ok() && r.Rate > 0 {
+			if r.OK() && r.Rate > 0 {
 				s.Raw = append(s.Raw, svg.Point{X: r.Rate, Y: float64(r.P99Us) / 1e3})
 			}
 		}
@@ -445,7 +446,7 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 
 // chartedFirst moves the group the charts show to the front: the newest comparison of several
 // brokers (or, with none, the newest); the rest stay newest first.
-func chartedFirst(gs [][]*File) [][]*File {
+func chartedFirst(gs [][]*bench.File) [][]*bench.File {
 	charted := 0
 	for gi, g := range gs {
 		if len(g[0].Targets) > 1 {
@@ -453,15 +454,15 @@ func chartedFirst(gs [][]*File) [][]*File {
 			break
 		}
 	}
-	return append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
+	return append(append([][]*bench.File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
 }
 
-func renderCompare(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+func renderCompare(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	gs := chartedFirst(groups(files))
 	charted := 0
 	for gi, g := range gs {
 		f := g[0]
-		sum := summarize(f.Runs, f.Baseline)
+		sum := bench.Summarize(f.Runs, f.Baseline)
 		fmt.Fprintf(b, "### %s: %s\n\n", f.Label, strings.Join(targetNames(f), ", "))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Baseline: `%s`. Targets ran alternately (A B C A B C …) so that drift of the machine spreads over all of them.\n\n", f.Baseline)
@@ -488,7 +489,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 				tb.Value, cb.Value = 0, 0
 			}
 			for _, r := range f.Runs {
-				if r.Target == m.Target && r.ok() {
+				if r.Target == m.Target && r.OK() {
 					tb.Raw = append(tb.Raw, r.RecordsPerSec)
 					cb.Raw = append(cb.Raw, r.CPUSecondsPerMillion)
 				}
@@ -507,7 +508,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 // maxChaosRows bounds the chaos table.
 const maxChaosRows = 30
 
-func renderChaos(b *strings.Builder, files []*File, link func(string) string) {
+func renderChaos(b *strings.Builder, files []*bench.File, link func(string) string) {
 	b.WriteString("Every run SIGKILLs inlet at random moments while the producers send (gaps uniform in " +
 		"[0.5, 1.5] × the kill period), restarts it on the same data directory and port, then reads " +
 		"every record back: idempotent producers must see every acknowledged record exactly once, " +
@@ -536,7 +537,7 @@ func renderChaos(b *strings.Builder, files []*File, link func(string) string) {
 			dirty = " (dirty)"
 		}
 		fmt.Fprintf(b, "| %s | `%s`%s | %s | %d | %s | %s | %s | %s | %s | [%s](%s) |\n",
-			f.Started.UTC().Format("2006-01-02 15:04"), shortCommit(f.Machine.GitCommit), dirty, mdEscape(f.Label), c.Kills,
+			f.Started.UTC().Format("2006-01-02 15:04"), human.ShortCommit(f.Machine.GitCommit), dirty, mdEscape(f.Label), c.Kills,
 			acked, lost, dups, mdEscape(verdict), mdEscape(code(f.Command)), filepath.Base(f.Name), link(f.Name))
 	}
 	b.WriteString("\n")

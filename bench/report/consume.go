@@ -1,10 +1,11 @@
-package bench
+package report
 
 import (
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"inlet/bench"
 	"inlet/bench/human"
 	"inlet/bench/svg"
 )
@@ -21,8 +22,8 @@ const (
 )
 
 // consumeFiles are the compare files with a consume phase.
-func consumeFiles(files []*File) []*File {
-	var out []*File
+func consumeFiles(files []*bench.File) []*bench.File {
+	var out []*bench.File
 	for _, f := range files {
 		if f.Consume != nil {
 			out = append(out, f)
@@ -32,8 +33,8 @@ func consumeFiles(files []*File) []*File {
 }
 
 // consumeCell wraps a cell that needs a measured consume summary.
-func consumeCell(f func(c *ConsumeSummary) string) func(s *Summary) string {
-	return func(s *Summary) string {
+func consumeCell(f func(c *bench.ConsumeSummary) string) func(s *bench.Summary) string {
+	return func(s *bench.Summary) string {
 		if !s.Consume.Measured() {
 			return "–"
 		}
@@ -43,24 +44,24 @@ func consumeCell(f func(c *ConsumeSummary) string) func(s *Summary) string {
 
 var consumeColumns = []column{
 	colTarget,
-	{"runs", "---:", func(s *Summary) string {
+	{"runs", "---:", func(s *bench.Summary) string {
 		if s.Consume == nil {
 			return "–"
 		}
 		return s.Consume.RunsText()
 	}},
-	{"catch-up records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerSec) })},
-	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupRecordsPerSecRatio) })},
-	{"catch-up MB/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Fixed(c.CatchupMBPerSec, 1) })},
-	{"records / server CPU-s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerCPUSecond) })},
-	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.CatchupPerCPURatio) })},
-	{"tail records/s", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Thousands(c.TailRecordsPerSec) })},
-	{"tail server CPU", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Fixed(c.TailServerCPUCores, 2) + " cores" })},
-	{"vs baseline", "---:", consumeCell(func(c *ConsumeSummary) string { return ratioText(c.TailCPURatio) })},
-	{"e2e p50", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailP50Us) })},
-	{"e2e p99", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailP99Us) })},
-	{"e2e p99.9", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailP999Us) })},
-	{"e2e max", "---:", consumeCell(func(c *ConsumeSummary) string { return human.Micros(c.TailMaxUs) })},
+	{"catch-up records/s", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerSec) })},
+	{"vs baseline", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Ratio(c.CatchupRecordsPerSecRatio) })},
+	{"catch-up MB/s", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Fixed(c.CatchupMBPerSec, 1) })},
+	{"records / server CPU-s", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Thousands(c.CatchupRecordsPerCPUSecond) })},
+	{"vs baseline", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Ratio(c.CatchupPerCPURatio) })},
+	{"tail records/s", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Thousands(c.TailRecordsPerSec) })},
+	{"tail server CPU", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Fixed(c.TailServerCPUCores, 2) + " cores" })},
+	{"vs baseline", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Ratio(c.TailCPURatio) })},
+	{"e2e p50", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Micros(c.TailP50Us) })},
+	{"e2e p99", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Micros(c.TailP99Us) })},
+	{"e2e p99.9", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Micros(c.TailP999Us) })},
+	{"e2e max", "---:", consumeCell(func(c *bench.ConsumeSummary) string { return human.Micros(c.TailMaxUs) })},
 }
 
 const consumeNotes = "Each run's broker is the one the produce figures above were measured on: after the produce run " +
@@ -78,13 +79,13 @@ const consumeNotes = "Each run's broker is the one the produce figures above wer
 	"acknowledged record must be received once and none may fail, or the run counts as failed. The consumers and " +
 	"producers share the machine with the broker."
 
-func renderConsume(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	gs := chartedFirst(groupsBy(files, func(f *File) string {
+func renderConsume(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
+	gs := chartedFirst(groupsBy(files, func(f *bench.File) string {
 		return f.Label + "\x00" + f.Consume.Label() + "\x00" + strings.Join(targetNames(f), ",")
 	}))
 	for gi, g := range gs {
 		f := g[0]
-		sum := summarize(f.Runs, f.Baseline)
+		sum := bench.Summarize(f.Runs, f.Baseline)
 		shape := ""
 		if f.Consume.Shape != "" {
 			shape = ", consume shape " + f.Consume.Shape
@@ -120,7 +121,7 @@ func renderConsume(b *strings.Builder, files []*File, link, chartLink func(strin
 				tb.Value, eb.Value, lb.Value = m.Consume.CatchupRecordsPerSec, m.Consume.CatchupRecordsPerCPUSecond, m.Consume.TailP99Us/1e3
 			}
 			for _, r := range f.Runs {
-				if r.Target == m.Target && r.Consume.ok() {
+				if r.Target == m.Target && r.Consume.OK() {
 					tb.Raw = append(tb.Raw, r.Consume.Catchup.RecordsPerSec)
 					eb.Raw = append(eb.Raw, r.Consume.Catchup.RecordsPerCPUSecond)
 					lb.Raw = append(lb.Raw, float64(r.Consume.Tail.E2E.P99Us)/1e3)
