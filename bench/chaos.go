@@ -99,14 +99,14 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 	if o.Load.Duration <= 0 {
 		return nil, errors.New("--duration must be positive")
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	e := &o.Env
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano()
 	}
-	label := fmt.Sprintf("%s, %s, kill every %v", o.Load.label(), storageLabel(o.Storage), o.KillEvery)
+	label := fmt.Sprintf("%s, %s, kill every %v", o.Load.Label(), storageLabel(o.Storage), o.KillEvery)
 	f := e.newFile(KindChaos, label)
 	c := &ChaosOutcome{KillEverySeconds: o.KillEvery.Seconds(), Seed: o.Seed}
 	f.Chaos = c
@@ -125,7 +125,7 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 	}()
 	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
 	c.DataFS = proc.FSType(base)
-	target := e.inletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
+	target := e.InletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
 	srv, err := proc.Start(target, dir, logPath)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (r *chaosRun) failf(format string, a ...any) {
 // has finished (acks and verification included).
 func (r *chaosRun) killWhileSending(ctx context.Context) chaosLoad {
 	o, e, c, srv := r.o, r.e, r.c, r.srv
-	cfg := o.Load.config(srv.Addr(), o.Rate)
+	cfg := o.Load.Config(srv.Addr(), o.Rate)
 	cfg.Verify = true
 	cfg.FlushTimeout = o.FlushTimeout
 	watch := &liveWatcher{w: e.Live, sending: make(chan struct{})}
@@ -187,7 +187,7 @@ func (r *chaosRun) killWhileSending(ctx context.Context) chaosLoad {
 		done <- chaosLoad{res, err}
 	}()
 	fmt.Fprintf(e.Stderr, "bench chaos: %s on %s for %v, SIGKILL every %v on average (seed %d)\n",
-		o.Load.label(), srv.Addr(), o.Load.Duration, o.KillEvery, o.Seed)
+		o.Load.Label(), srv.Addr(), o.Load.Duration, o.KillEvery, o.Seed)
 
 	var out chaosLoad
 	finished := false

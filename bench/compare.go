@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +80,7 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 		}
 		consume = &c
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	targets, err := o.targets(strconv.Itoa(o.Load.Partitions))
@@ -87,13 +88,13 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 		return nil, err
 	}
 
-	label := o.Load.label()
+	label := o.Load.Label()
 	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		label += ", inlet on " + storageLabel(o.Storage)
 	}
 	f := o.Env.newFile(KindCompare, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root)})
 	}
 	f.Consume = consume
 	f.Baseline = targets[0].Name
@@ -187,4 +188,13 @@ func (o *CompareOptions) targets(partitions string) ([]proc.Target, error) {
 		return nil, errors.New("no targets")
 	}
 	return targets, nil
+}
+
+// DisplayArgv shortens the program path to one relative to root when it is inside it.
+func DisplayArgv(argv []string, root string) []string {
+	out := append([]string(nil), argv...)
+	if len(out) > 0 && filepath.IsAbs(out[0]) && root != "" {
+		out[0] = RelPath(root, out[0])
+	}
+	return out
 }

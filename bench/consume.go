@@ -255,7 +255,7 @@ func (s ConsumeSettings) hasShape(sh ConsumeShape) bool {
 // producerConfig is loadgen's config of the phase's producers (the fill's and the tail's):
 // the produce run's load with the phase's topic and producer settings, at rate (0: flat out).
 func (s ConsumeSettings) producerConfig(load Load, addr string, rate float64) loadgen.Config {
-	cfg := load.config(addr, rate)
+	cfg := load.Config(addr, rate)
 	cfg.Topic, cfg.Partitions, cfg.Duration = s.Topic, s.Partitions, 0
 	cfg.Partitioner, cfg.Linger, cfg.BatchMaxBytes, cfg.MaxBufferedRecords = s.Partitioner, s.Linger, s.BatchMaxBytes, s.MaxBufferedRecords
 	return cfg

@@ -52,7 +52,9 @@ const (
 	benchCompression = "none"
 )
 
-func (l Load) config(addr string, rate float64) loadgen.Config {
+// Config is the loadgen configuration of the load against addr at rate records/s (0: flat
+// out).
+func (l Load) Config(addr string, rate float64) loadgen.Config {
 	topic := l.Topic
 	if topic == "" {
 		topic = "bench"
@@ -84,8 +86,8 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 	return cfg
 }
 
-// label describes the load for grouping results.
-func (l Load) label() string {
+// Label describes the load for grouping results.
+func (l Load) Label() string {
 	mode := "plain"
 	switch {
 	case l.Transactional:
@@ -141,8 +143,8 @@ type Env struct {
 	clkTck int
 }
 
-// prepare fills the Env's defaults and builds the inlet binary if needed.
-func (e *Env) prepare() error {
+// Prepare fills the Env's defaults and builds the inlet binary if needed.
+func (e *Env) Prepare() error {
 	if e.Stdout == nil {
 		e.Stdout = io.Discard
 	}
@@ -251,12 +253,12 @@ func (e *Env) finish(f *File) error {
 	return nil
 }
 
-// inletTarget is the inlet command with the bench's standard flags.
-func (e *Env) inletTarget(name string, load Load, storage string, workers int, extra []string) proc.Target {
+// InletTarget is the inlet command with the bench's standard flags.
+func (e *Env) InletTarget(name string, load Load, storage string, workers int, extra []string) proc.Target {
 	return e.inletTargetWith(name, strconv.Itoa(load.Partitions), storage, workers, extra)
 }
 
-// inletTargetWith is inletTarget with --default-partitions given as text: a count, or
+// inletTargetWith is InletTarget with --default-partitions given as text: a count, or
 // {partitions} for a target measured at several partition counts (bench scale).
 func (e *Env) inletTargetWith(name, partitions, storage string, workers int, extra []string) proc.Target {
 	argv := []string{e.InletBin, "--listen", "127.0.0.1:{port}", "--data-dir", "{dir}",
@@ -315,7 +317,7 @@ func (e *Env) measureThen(ctx context.Context, t proc.Target, load Load, rate fl
 	}
 	run.Argv = t.Expand(srv.Port(), dir)
 
-	cfg := load.config(srv.Addr(), rate)
+	cfg := load.Config(srv.Addr(), rate)
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
 	stats, serr := srv.Stats(e.clkTck)

@@ -233,7 +233,7 @@ func scalePoints(base Load, dims []string, points map[string][]string) ([]scaleP
 			if err != nil {
 				return nil, err
 			}
-			if _, err := l.config("127.0.0.1:9092", 0).Settings(); err != nil {
+			if _, err := l.Config("127.0.0.1:9092", 0).Settings(); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", dim, v, err)
 			}
 			out = append(out, scalePoint{dim, v, l})
@@ -292,7 +292,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 		}
 		o.RSSLimitBytes = budget + rssHeadroom
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	co := CompareOptions{Env: o.Env, Targets: o.Targets, Peers: o.Peers, Storage: o.Storage, Workers: o.Workers,
@@ -304,13 +304,13 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 
 	base := o.Base
 	base.Compression = cmp.Or(base.Compression, benchCompression)
-	label := fmt.Sprintf("%s, %d partitions", base.label(), base.Partitions)
+	label := fmt.Sprintf("%s, %d partitions", base.Label(), base.Partitions)
 	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		label += ", inlet on " + storageLabel(o.Storage)
 	}
 	f := o.Env.newFile(KindScale, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root)})
 	}
 	f.Baseline = targets[0].Name
 	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {

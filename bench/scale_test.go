@@ -105,20 +105,20 @@ func TestScalePointsChangeOneParameter(t *testing.T) {
 }
 
 func TestLoadConfigCompressionAndTopics(t *testing.T) {
-	cfg := scaleBase().config("a:1", 0)
+	cfg := scaleBase().Config("a:1", 0)
 	if cfg.Compression != "none" || cfg.Topics != 0 {
 		t.Errorf("base: compression %q, topics %d; want none and 0 (today's single topic)", cfg.Compression, cfg.Topics)
 	}
 	l := scaleBase()
 	l.Compression, l.Topics = "lz4", 1000
-	cfg = l.config("a:1", 0)
+	cfg = l.Config("a:1", 0)
 	if cfg.Compression != "lz4" || cfg.Topics != 1000 {
 		t.Errorf("compression %q, topics %d", cfg.Compression, cfg.Topics)
 	}
-	if got := l.label(); !strings.Contains(got, "1000 topics") || !strings.Contains(got, "lz4 compression") {
+	if got := l.Label(); !strings.Contains(got, "1000 topics") || !strings.Contains(got, "lz4 compression") {
 		t.Errorf("label %q", got)
 	}
-	if got := scaleBase().label(); got != "idempotent, 16 producers, 100-byte records" {
+	if got := scaleBase().Label(); got != "idempotent, 16 producers, 100-byte records" {
 		t.Errorf("base label %q changed", got)
 	}
 }

@@ -30,10 +30,10 @@ func Sweep(ctx context.Context, o SweepOptions) (*File, error) {
 	if len(o.Workers) == 0 || o.Repeat < 1 {
 		return nil, errors.New("need at least one worker count and one repeat")
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
-	f := o.Env.newFile(KindSweep, o.Load.label()+", "+storageLabel(o.Storage))
+	f := o.Env.newFile(KindSweep, o.Load.Label()+", "+storageLabel(o.Storage))
 	prog := newProgress(o.Env.Stderr, KindSweep, len(o.Workers)*o.Repeat, perPointEstimate(o.Load, o.Env.Pause))
 	for rep := 1; rep <= o.Repeat && ctx.Err() == nil; rep++ {
 		for _, w := range o.Workers {
@@ -41,7 +41,7 @@ func Sweep(ctx context.Context, o SweepOptions) (*File, error) {
 				break
 			}
 			prog.begin("workers %d, repeat %d/%d", w, rep, o.Repeat)
-			run := o.Env.measure(ctx, o.Env.inletTarget("inlet", o.Load, o.Storage, w, o.InletArgs), o.Load, 0)
+			run := o.Env.measure(ctx, o.Env.InletTarget("inlet", o.Load, o.Storage, w, o.InletArgs), o.Load, 0)
 			run.Workers, run.Repeat = w, rep
 			prog.end(&run)
 			f.Runs = append(f.Runs, run)

@@ -30,6 +30,7 @@ import (
 	"inlet/bench"
 	"inlet/bench/human"
 	"inlet/bench/proc"
+	"inlet/bench/profile"
 	"inlet/bench/report"
 	"inlet/bytesize"
 	"inlet/loadgen"
@@ -343,14 +344,14 @@ func runChaos(ctx context.Context, cmd string, args []string) int {
 // runProfile is `bench profile`: CPU and allocation profiles of inlet under load.
 func runProfile(ctx context.Context, cmd string, args []string) int {
 	c := newCommon(cmd, 20*time.Second)
-	o := bench.ProfileOptions{}
+	o := profile.Options{}
 	c.fs.StringVar(&o.OutDir, "out", "", "directory for the profiles (default: profiles/ in the repository root)")
 	c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
 	if !c.parse(args) {
 		return 2
 	}
 	o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
-	files, err := bench.Profile(ctx, o)
+	files, err := profile.Run(ctx, o)
 	for _, f := range files {
 		fmt.Println(f)
 	}

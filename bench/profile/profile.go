@@ -1,4 +1,13 @@
-package bench
+// Package profile is `bench profile`: CPU and allocation profiles of inlet under the
+// benchmarks' standard load.
+//
+// Run builds or takes inlet (bench.Env), starts it with --cpu-profile and --mem-profile on a
+// fresh data directory (proc.Start), drives it with loadgen for the load's duration, stops it
+// with SIGTERM so that it writes both profiles, and writes `go tool pprof -top` of each, the
+// load's result and a line in profiles/README.md. One goroutine; no locks.
+//
+// Files: profile.go.
+package profile
 
 import (
 	"context"
@@ -12,15 +21,16 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench"
 	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
-// ProfileOptions are the flags of `bench profile`.
-type ProfileOptions struct {
-	Env
-	Load Load
+// Options are the flags of `bench profile`.
+type Options struct {
+	bench.Env
+	Load bench.Load
 	// OutDir receives cpu-<date>.pprof, mem-<date>.pprof, their `go tool pprof -top` text,
 	// the load's result (load-<date>.json) and a line in README.md; empty: Root/profiles.
 	OutDir    string
@@ -32,11 +42,11 @@ type ProfileOptions struct {
 // profileTopNodes is how many functions the -top text files list.
 const profileTopNodes = 60
 
-// Profile starts inlet with --cpu-profile and --mem-profile under the standard load, stops it
+// Run starts inlet with --cpu-profile and --mem-profile under the standard load, stops it
 // with SIGTERM (inlet writes both profiles at shutdown), renders `go tool pprof -top` of each
 // and adds a line with the command to OutDir/README.md. It returns the files written.
-func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
-	if err := o.Env.prepare(); err != nil {
+func Run(ctx context.Context, o Options) ([]string, error) {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	e := &o.Env
@@ -55,7 +65,7 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	cpu := filepath.Join(out, "cpu-"+stamp+".pprof")
 	mem := filepath.Join(out, "mem-"+stamp+".pprof")
 	extra := append([]string{"--cpu-profile", cpu, "--mem-profile", mem}, o.InletArgs...)
-	target := e.inletTarget("inlet", o.Load, o.Storage, o.Workers, extra)
+	target := e.InletTarget("inlet", o.Load, o.Storage, o.Workers, extra)
 
 	base, err := os.MkdirTemp(e.TmpDir, "inlet-profile-")
 	if err != nil {
@@ -67,8 +77,8 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(e.Stderr, "bench profile: %s against %s for %v\n", o.Load.label(), srv.Addr(), o.Load.Duration)
-	cfg := o.Load.config(srv.Addr(), 0)
+	fmt.Fprintf(e.Stderr, "bench profile: %s against %s for %v\n", o.Load.Label(), srv.Addr(), o.Load.Duration)
+	cfg := o.Load.Config(srv.Addr(), 0)
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
 	_, serr := srv.Stop()
@@ -142,22 +152,13 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	return append(files, readme), err
 }
 
-// displayArgv shortens the program path to one relative to root when it is inside it.
-func displayArgv(argv []string, root string) []string {
-	out := append([]string(nil), argv...)
-	if len(out) > 0 && filepath.IsAbs(out[0]) && root != "" {
-		out[0] = RelPath(root, out[0])
-	}
-	return out
-}
-
-// profileDisplayArgv is displayArgv with the profile paths relative to root too.
+// profileDisplayArgv is DisplayArgv with the profile paths relative to root too.
 func profileDisplayArgv(argv []string, root string, paths ...string) []string {
-	out := displayArgv(argv, root)
+	out := bench.DisplayArgv(argv, root)
 	for i, a := range out {
 		for _, p := range paths {
 			if a == p {
-				out[i] = RelPath(root, p)
+				out[i] = bench.RelPath(root, p)
 			}
 		}
 	}
