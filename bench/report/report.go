@@ -1,3 +1,14 @@
+// Package report is `bench report`: it renders BENCHMARKS.md and its SVG charts from the
+// result files the harness (package bench) wrote.
+//
+// Write reads every results/*.json (bench.ReadFiles), groups the files of each kind by the
+// load they measured, recomputes the medians from their runs (bench.Summarize and the scale
+// and consume summaries), renders one markdown section per kind between its markers
+// (<!-- bench:<kind>:begin --> ... end), keeping all text outside the markers, and draws the
+// charts through bench/svg. It reads and writes files only; one goroutine, no locks.
+//
+// Files: report.go (Write, sections, the sweep, compare, latency and chaos sections),
+// scale.go (the scale section), consume.go (the consume section).
 package report
 
 import (
