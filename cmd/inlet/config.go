@@ -19,7 +19,7 @@ import (
 )
 
 // security is what the config file adds beyond flags: its settings, and the user directory
-// and schema registry built from them.
+// and schema registry built from them (Users, built from Settings.Users, hides that field).
 type security struct {
 	*config.Settings
 	Users    *auth.Users
