@@ -532,6 +532,7 @@ type ConsumeSummary struct {
 	TailCPURatio              *float64 `json:"tail_cpu_ratio,omitempty"`
 }
 
+// Measured reports whether the phase ran and at least one run succeeded: its medians exist.
 func (c *ConsumeSummary) Measured() bool { return c != nil && c.Skipped == "" && c.Runs > c.Failed }
 
 // summarizeConsume is the ConsumeSummary of runs, nil when none had a consume phase.

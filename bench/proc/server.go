@@ -46,6 +46,7 @@ type Target struct {
 	Argv []string `json:"argv"`
 }
 
+// Expand is the command line with {port} and {dir} replaced.
 func (t Target) Expand(port int, dir string) []string {
 	r := strings.NewReplacer("{port}", strconv.Itoa(port), "{dir}", dir)
 	out := make([]string, len(t.Argv))
