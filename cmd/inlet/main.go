@@ -25,7 +25,28 @@ func main() {
 	logger := newLogger(*o.logLevel)
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
-	opts := logOptions(o, logger, mon)
+	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
+		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs),
+		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes), FetchCacheBytes: mustSizeOrZero("fetch-cache", *o.fetchCache)}
+	if opts.FetchCacheBytes == 0 {
+		opts.FetchCacheBytes = -1 // --fetch-cache 0: none (0 is the log's default size)
+	}
+	switch *o.segmentIO {
+	case "direct":
+	case "buffered":
+		opts.BufferedSegments = true
+	default:
+		usage("--segment-io must be direct or buffered, not %q", *o.segmentIO)
+	}
+	switch *o.storage {
+	case batchlog.LayoutSegments, batchlog.LayoutPebble:
+		opts.Layout = *o.storage
+	case "discard":
+		opts.Discard = true
+		logger.Warn("storage=discard: produce requests are acknowledged and thrown away")
+	default:
+		usage("--storage must be segments, pebble or discard, not %q", *o.storage)
+	}
 	blog, err := batchlog.Open(opts)
 	if err != nil {
 		logger.Error("open log", "err", err)
@@ -142,33 +163,6 @@ func newLogger(levelName string) *slog.Logger {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 	return logger
-}
-
-// logOptions turns the log's flags into batchlog.Options; a bad value exits with status 2.
-func logOptions(o *options, logger *slog.Logger, mon *monitor) batchlog.Options {
-	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
-		ProducerIDExpiration: msFlag(*o.producerIDExpirationMs), RetentionCheckInterval: msFlag(*o.logRetentionCheckIntervalMs),
-		MinFreeBytes: mustSizeOrZero("min-free-bytes", *o.minFreeBytes), FetchCacheBytes: mustSizeOrZero("fetch-cache", *o.fetchCache)}
-	if opts.FetchCacheBytes == 0 {
-		opts.FetchCacheBytes = -1 // --fetch-cache 0: none (0 is the log's default size)
-	}
-	switch *o.segmentIO {
-	case "direct":
-	case "buffered":
-		opts.BufferedSegments = true
-	default:
-		usage("--segment-io must be direct or buffered, not %q", *o.segmentIO)
-	}
-	switch *o.storage {
-	case batchlog.LayoutSegments, batchlog.LayoutPebble:
-		opts.Layout = *o.storage
-	case "discard":
-		opts.Discard = true
-		logger.Warn("storage=discard: produce requests are acknowledged and thrown away")
-	default:
-		usage("--storage must be segments, pebble or discard, not %q", *o.storage)
-	}
-	return opts
 }
 
 // waitForStop waits for SIGTERM or SIGINT, reloading the config file's users on each SIGHUP
