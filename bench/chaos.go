@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"inlet/bench/human"
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -97,18 +99,18 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 	if o.Load.Duration <= 0 {
 		return nil, errors.New("--duration must be positive")
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	e := &o.Env
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano()
 	}
-	label := fmt.Sprintf("%s, %s, kill every %v", o.Load.label(), storageLabel(o.Storage), o.KillEvery)
+	label := fmt.Sprintf("%s, %s, kill every %v", o.Load.Label(), storageLabel(o.Storage), o.KillEvery)
 	f := e.newFile(KindChaos, label)
 	c := &ChaosOutcome{KillEverySeconds: o.KillEvery.Seconds(), Seed: o.Seed}
 	f.Chaos = c
-	failf := func(format string, a ...any) { c.Failures = append(c.Failures, fmt.Sprintf(format, a...)) }
+	r := &chaosRun{o: &o, e: e, c: c}
 
 	base, err := os.MkdirTemp(e.TmpDir, "inlet-chaos-")
 	if err != nil {
@@ -122,32 +124,72 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 		}
 	}()
 	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
-	c.DataFS = fsType(base)
-	target := e.inletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
-	srv, err := startServer(target, dir, logPath)
+	c.DataFS = proc.FSType(base)
+	target := e.InletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
+	srv, err := proc.Start(target, dir, logPath)
 	if err != nil {
 		return nil, err
 	}
-	c.Argv = target.argv(srv.port, dir)
+	r.srv = srv
+	c.Argv = target.Expand(srv.Port(), dir)
 
-	cfg := o.Load.config(srv.addr(), o.Rate)
+	out := r.killWhileSending(ctx)
+	if !srv.Running() {
+		c.UnexpectedExits++
+		r.failf("inlet was not running at the end: %v", srv.State())
+	} else if _, err := srv.Stop(); err != nil {
+		r.failf("stop: %v", err)
+	}
+	r.judge(out)
+	f.Interrupted = ctx.Err() != nil
+	if err := e.finish(f); err != nil {
+		return f, err
+	}
+	writeChaosSummary(e.Stdout, f)
+	if !c.OK {
+		fmt.Fprintf(e.Stderr, "bench chaos: server log tail (%s):\n%s\n", logPath, proc.LogTail(logPath, 30))
+	}
+	return f, nil
+}
+
+// chaosRun is one chaos run under way: its options, the broker it kills and the outcome it
+// fills in.
+type chaosRun struct {
+	o   *ChaosOptions
+	e   *Env
+	c   *ChaosOutcome
+	srv *proc.Server
+}
+
+// chaosLoad is what the verified loadgen run returned.
+type chaosLoad struct {
+	res *loadgen.Result
+	err error
+}
+
+func (r *chaosRun) failf(format string, a ...any) {
+	r.c.Failures = append(r.c.Failures, fmt.Sprintf(format, a...))
+}
+
+// killWhileSending runs loadgen with verification against the broker and, while its
+// producers send, kills and restarts the broker on the kill schedule; it returns when loadgen
+// has finished (acks and verification included).
+func (r *chaosRun) killWhileSending(ctx context.Context) chaosLoad {
+	o, e, c, srv := r.o, r.e, r.c, r.srv
+	cfg := o.Load.Config(srv.Addr(), o.Rate)
 	cfg.Verify = true
 	cfg.FlushTimeout = o.FlushTimeout
 	watch := &liveWatcher{w: e.Live, sending: make(chan struct{})}
 	cfg.Live = watch
-	type outcome struct {
-		res *loadgen.Result
-		err error
-	}
-	done := make(chan outcome, 1)
+	done := make(chan chaosLoad, 1)
 	go func() {
 		res, err := loadgen.Run(ctx, cfg)
-		done <- outcome{res, err}
+		done <- chaosLoad{res, err}
 	}()
 	fmt.Fprintf(e.Stderr, "bench chaos: %s on %s for %v, SIGKILL every %v on average (seed %d)\n",
-		o.Load.label(), srv.addr(), o.Load.Duration, o.KillEvery, o.Seed)
+		o.Load.Label(), srv.Addr(), o.Load.Duration, o.KillEvery, o.Seed)
 
-	var out outcome
+	var out chaosLoad
 	finished := false
 	select {
 	case <-watch.sending:
@@ -172,94 +214,65 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 		if finished || ctx.Err() != nil {
 			break
 		}
-		if !srv.running() {
-			c.UnexpectedExits++
-			failf("inlet exited without being killed: %v", srv.state)
-			if err := srv.start(); err != nil {
-				failf("restart: %v", err)
-				break
-			}
-			continue
-		}
-		if err := srv.kill(); err != nil {
-			failf("%v", err)
+		if !r.killAndRestart(sendStart) {
 			break
 		}
-		killedAt := time.Since(sendStart)
-		c.Kills++
-		c.KillAt = append(c.KillAt, killedAt.Seconds())
-		time.Sleep(o.Down)
-		began := time.Now()
-		if err := srv.start(); err != nil {
-			failf("restart after kill %d: %v", c.Kills, err)
-			break
-		}
-		c.RestartSeconds = append(c.RestartSeconds, time.Since(began).Seconds())
-		fmt.Fprintf(e.Stderr, "bench chaos: kill %d at %.1fs, back in %v; about %v of sending left\n", c.Kills,
-			killedAt.Seconds(), time.Since(began).Round(time.Millisecond), max(o.Load.Duration-time.Since(sendStart), 0).Round(time.Second))
 	}
 	if !finished {
 		fmt.Fprintf(e.Stderr, "bench chaos: %d kills done; waiting for the acks and the verification\n", c.Kills)
 		out = <-done
 	}
-	if !srv.running() {
-		c.UnexpectedExits++
-		failf("inlet was not running at the end: %v", srv.state)
-	} else if _, err := srv.stop(); err != nil {
-		failf("stop: %v", err)
-	}
+	return out
+}
 
+// killAndRestart kills the broker, waits Down and starts it again, recording the kill and
+// the restart; a broker found dead is restarted and counted as an unexpected exit. False: the
+// broker could not be killed or restarted, and the run kills no more.
+func (r *chaosRun) killAndRestart(sendStart time.Time) bool {
+	o, e, c, srv := r.o, r.e, r.c, r.srv
+	if !srv.Running() {
+		c.UnexpectedExits++
+		r.failf("inlet exited without being killed: %v", srv.State())
+		if err := srv.Restart(); err != nil {
+			r.failf("restart: %v", err)
+			return false
+		}
+		return true
+	}
+	if err := srv.Kill(); err != nil {
+		r.failf("%v", err)
+		return false
+	}
+	killedAt := time.Since(sendStart)
+	c.Kills++
+	c.KillAt = append(c.KillAt, killedAt.Seconds())
+	time.Sleep(o.Down)
+	began := time.Now()
+	if err := srv.Restart(); err != nil {
+		r.failf("restart after kill %d: %v", c.Kills, err)
+		return false
+	}
+	c.RestartSeconds = append(c.RestartSeconds, time.Since(began).Seconds())
+	fmt.Fprintf(e.Stderr, "bench chaos: kill %d at %.1fs, back in %v; about %v of sending left\n", c.Kills,
+		killedAt.Seconds(), time.Since(began).Round(time.Millisecond), max(o.Load.Duration-time.Since(sendStart), 0).Round(time.Second))
+	return true
+}
+
+// judge records loadgen's result and every reason the run failed, and sets the verdict.
+func (r *chaosRun) judge(out chaosLoad) {
+	c := r.c
 	res := out.res
 	c.Loadgen = res
 	switch {
 	case out.err != nil:
-		failf("loadgen: %v", out.err)
+		r.failf("loadgen: %v", out.err)
 	case res.Interrupted:
-		failf("interrupted")
+		r.failf("interrupted")
 	case res.Verify == nil:
-		failf("not verified")
+		r.failf("not verified")
 	}
 	if res != nil {
-		if v := res.Verify; v != nil {
-			c.Verdict = v.Verdict()
-			if !v.OK {
-				failf("%s: lost %d, duplicates %d, out of order %d, malformed %d, unknown %d", v.Verdict(), v.Lost,
-					v.Duplicates, v.OutOfOrder, v.Malformed, v.Unknown)
-				if t := v.Txn; t != nil {
-					failf("transactions: %d aborted records read, %d in-doubt transactions partly read", t.AbortedVisible, t.Partial)
-				}
-			}
-			if v.Error != "" {
-				failf("verification could not finish: %s", v.Error)
-			}
-		}
-		if res.FlushTimedOut {
-			failf("acks still outstanding %v after sending stopped", res.Settings.FlushTimeout)
-		}
-		if res.Unresolved > 0 {
-			failf("%d records neither acked nor failed", res.Unresolved)
-		}
-		switch {
-		case res.Transactions != nil:
-			// A transactional producer's records can fail (a kill can cost a transaction its
-			// producer epoch, or its partitions); each such transaction is aborted, and the
-			// verification checks that none of its records is visible. Only a producer that
-			// gave up, or a run that committed nothing, fails here.
-			for _, p := range res.Producers {
-				if p.TxnBroken {
-					failf("producer %d (%s) stopped early: it could not end or begin a transaction", p.Producer, p.TransactionalID)
-				}
-			}
-			if res.Transactions.Committed == 0 && res.Settings.TxnAbortFraction < 1 {
-				failf("no transaction committed")
-			}
-		case res.Failed > 0:
-			// kgo retries without limit, so a failure means a client gave up on the broker.
-			failf("%d records failed on the producer side: %v", res.Failed, res.Errors)
-		}
-		if res.Acked == 0 {
-			failf("nothing acknowledged")
-		}
+		r.judgeResult(res)
 	}
 	c.OK = len(c.Failures) == 0
 	if c.Verdict == "" {
@@ -268,15 +281,51 @@ func Chaos(ctx context.Context, o ChaosOptions) (*File, error) {
 	if !c.OK && !strings.HasSuffix(c.Verdict, "FAILED") {
 		c.Verdict += " (run FAILED)"
 	}
-	f.Interrupted = ctx.Err() != nil
-	if err := e.finish(f); err != nil {
-		return f, err
+}
+
+// judgeResult checks loadgen's verification and its producers' counts.
+func (r *chaosRun) judgeResult(res *loadgen.Result) {
+	c, failf := r.c, r.failf
+	if v := res.Verify; v != nil {
+		c.Verdict = v.Verdict()
+		if !v.OK {
+			failf("%s: lost %d, duplicates %d, out of order %d, malformed %d, unknown %d", v.Verdict(), v.Lost,
+				v.Duplicates, v.OutOfOrder, v.Malformed, v.Unknown)
+			if t := v.Txn; t != nil {
+				failf("transactions: %d aborted records read, %d in-doubt transactions partly read", t.AbortedVisible, t.Partial)
+			}
+		}
+		if v.Error != "" {
+			failf("verification could not finish: %s", v.Error)
+		}
 	}
-	writeChaosSummary(e.Stdout, f)
-	if !c.OK {
-		fmt.Fprintf(e.Stderr, "bench chaos: server log tail (%s):\n%s\n", logPath, logTail(logPath, 30))
+	if res.FlushTimedOut {
+		failf("acks still outstanding %v after sending stopped", res.Settings.FlushTimeout)
 	}
-	return f, nil
+	if res.Unresolved > 0 {
+		failf("%d records neither acked nor failed", res.Unresolved)
+	}
+	switch {
+	case res.Transactions != nil:
+		// A transactional producer's records can fail (a kill can cost a transaction its
+		// producer epoch, or its partitions); each such transaction is aborted, and the
+		// verification checks that none of its records is visible. Only a producer that
+		// gave up, or a run that committed nothing, fails here.
+		for _, p := range res.Producers {
+			if p.TxnBroken {
+				failf("producer %d (%s) stopped early: it could not end or begin a transaction", p.Producer, p.TransactionalID)
+			}
+		}
+		if res.Transactions.Committed == 0 && res.Settings.TxnAbortFraction < 1 {
+			failf("no transaction committed")
+		}
+	case res.Failed > 0:
+		// kgo retries without limit, so a failure means a client gave up on the broker.
+		failf("%d records failed on the producer side: %v", res.Failed, res.Errors)
+	}
+	if res.Acked == 0 {
+		failf("nothing acknowledged")
+	}
 }
 
 func writeChaosSummary(w io.Writer, f *File) {
@@ -284,20 +333,20 @@ func writeChaosSummary(w io.Writer, f *File) {
 	fmt.Fprintf(w, "chaos: %s\n", f.Label)
 	fmt.Fprintf(w, "kills survived  %d (at %s s; restarts took %s s)\n", c.Kills, floats(c.KillAt, 1), floats(c.RestartSeconds, 2))
 	if res := c.Loadgen; res != nil {
-		fmt.Fprintf(w, "records         sent %s, acked %s, failed %s, %s records/s\n", thousands(float64(res.Sent)),
-			thousands(float64(res.Acked)), thousands(float64(res.Failed)), thousands(res.RecordsPerSec))
+		fmt.Fprintf(w, "records         sent %s, acked %s, failed %s, %s records/s\n", human.Thousands(float64(res.Sent)),
+			human.Thousands(float64(res.Acked)), human.Thousands(float64(res.Failed)), human.Thousands(res.RecordsPerSec))
 		if t := res.Transactions; t != nil {
 			fmt.Fprintf(w, "transactions    committed %s, aborted %s (%s chosen, %s after an error), in doubt %s; clients recreated %s\n",
-				thousands(float64(t.Committed)), thousands(float64(t.Aborted)), thousands(float64(t.AbortedChosen)),
-				thousands(float64(t.Aborted-t.AbortedChosen)), thousands(float64(t.InDoubt)), thousands(float64(t.ClientsRecreated)))
+				human.Thousands(float64(t.Committed)), human.Thousands(float64(t.Aborted)), human.Thousands(float64(t.AbortedChosen)),
+				human.Thousands(float64(t.Aborted-t.AbortedChosen)), human.Thousands(float64(t.InDoubt)), human.Thousands(float64(t.ClientsRecreated)))
 		}
 		if v := res.Verify; v != nil {
-			fmt.Fprintf(w, "verify          read %s, lost %s, duplicates %s, out of order %s\n", thousands(float64(v.Read)),
-				thousands(float64(v.Lost)), thousands(float64(v.Duplicates)), thousands(float64(v.OutOfOrder)))
+			fmt.Fprintf(w, "verify          read %s, lost %s, duplicates %s, out of order %s\n", human.Thousands(float64(v.Read)),
+				human.Thousands(float64(v.Lost)), human.Thousands(float64(v.Duplicates)), human.Thousands(float64(v.OutOfOrder)))
 			if t := v.Txn; t != nil {
 				fmt.Fprintf(w, "                aborted records read %s of %s; in doubt: %s read whole, %s not read, %s partial\n",
-					thousands(float64(t.AbortedVisible)), thousands(float64(t.AbortedRecords)), thousands(float64(t.InDoubtCommitted)),
-					thousands(float64(t.InDoubtAborted)), thousands(float64(t.Partial)))
+					human.Thousands(float64(t.AbortedVisible)), human.Thousands(float64(t.AbortedRecords)), human.Thousands(float64(t.InDoubtCommitted)),
+					human.Thousands(float64(t.InDoubtAborted)), human.Thousands(float64(t.Partial)))
 			}
 		}
 	}
@@ -313,7 +362,7 @@ func floats(xs []float64, prec int) string {
 	}
 	parts := make([]string, len(xs))
 	for i, x := range xs {
-		parts[i] = fixed(x, prec)
+		parts[i] = human.Fixed(x, prec)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"inlet/bench/human"
 )
 
 // TestKillGapBounds: every gap is in [every/2, 3·every/2], both ends are reachable in
@@ -117,7 +119,7 @@ func TestParsers(t *testing.T) {
 			t.Errorf("ParsePeer(%q) accepted", bad)
 		}
 	}
-	if got := CommandLine([]string{"bin/bench", "compare", "--peer", "x=run {port} 'q'", "--targets", ""}); got != `bin/bench compare --peer 'x=run {port} '\''q'\''' --targets ''` {
+	if got := human.CommandLine([]string{"bin/bench", "compare", "--peer", "x=run {port} 'q'", "--targets", ""}); got != `bin/bench compare --peer 'x=run {port} '\''q'\''' --targets ''` {
 		t.Errorf("CommandLine = %s", got)
 	}
 }

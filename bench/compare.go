@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"inlet/bench/proc"
 )
 
 // Built-in compare targets.
@@ -27,7 +30,7 @@ type CompareOptions struct {
 	Repeat int
 	// Targets are built-in target names; Peers further brokers (ParsePeer).
 	Targets []string
-	Peers   []Target
+	Peers   []proc.Target
 	// Storage and Workers apply to the inlet target (0 workers: inlet's default).
 	Storage   string
 	Workers   int
@@ -44,19 +47,19 @@ type CompareOptions struct {
 // {dir} replaced by the loopback port to listen on and a fresh data directory, and
 // {partitions} by the partition count of the run's load (for a broker's default partition
 // count: bench scale changes it from point to point).
-func ParsePeer(s string) (Target, error) {
+func ParsePeer(s string) (proc.Target, error) {
 	name, cmd, ok := strings.Cut(s, "=")
 	name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
 	if !ok || name == "" || cmd == "" {
-		return Target{}, fmt.Errorf("peer %q: want name='command with {port}, {dir} and optionally {partitions}'", s)
+		return proc.Target{}, fmt.Errorf("peer %q: want name='command with {port}, {dir} and optionally {partitions}'", s)
 	}
 	if !strings.Contains(cmd, "{port}") {
-		return Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
+		return proc.Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
 	}
 	if strings.ContainsAny(name, " \t/|") {
-		return Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/' or '|'", name)
+		return proc.Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/' or '|'", name)
 	}
-	return Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}}, nil
+	return proc.Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}}, nil
 }
 
 // Compare measures several brokers under the same load, alternating them (A B C A B C ...)
@@ -71,13 +74,13 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	}
 	var consume *ConsumeSettings
 	if o.Consume != nil {
-		c, err := o.Consume.normalize(o.Load)
+		c, err := o.Consume.Normalize(o.Load)
 		if err != nil {
 			return nil, err
 		}
 		consume = &c
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	targets, err := o.targets(strconv.Itoa(o.Load.Partitions))
@@ -85,17 +88,17 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 		return nil, err
 	}
 
-	label := o.Load.label()
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	label := o.Load.Label()
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		label += ", inlet on " + storageLabel(o.Storage)
 	}
 	f := o.Env.newFile(KindCompare, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root)})
 	}
 	f.Consume = consume
 	f.Baseline = targets[0].Name
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		f.Baseline = TargetInlet
 	}
 	perPoint := perPointEstimate(o.Load, o.Env.Pause)
@@ -109,9 +112,9 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 				break
 			}
 			prog.begin("%s, repeat %d/%d", t.Name, rep, o.Repeat)
-			var then func(*server, *Run)
+			var then func(*proc.Server, *Run)
 			if consume != nil {
-				then = func(srv *server, run *Run) {
+				then = func(srv *proc.Server, run *Run) {
 					if t.Name == TargetInletDiscard {
 						run.Consume = &ConsumeRun{Skipped: "stores nothing to read back"}
 						return
@@ -152,8 +155,8 @@ func checkTargetNames(names []string) error {
 // brokers' --default-partitions, a count or {partitions} (replaced per run). It builds the
 // kfake-broker binary once if a kfake target needs it and none was given. o.Env must be
 // prepared.
-func (o *CompareOptions) targets(partitions string) ([]Target, error) {
-	var targets []Target
+func (o *CompareOptions) targets(partitions string) ([]proc.Target, error) {
+	var targets []proc.Target
 	for _, name := range o.Targets {
 		switch name {
 		case TargetInlet:
@@ -172,11 +175,11 @@ func (o *CompareOptions) targets(partitions string) ([]Target, error) {
 			if name == TargetKfakeSync {
 				argv = append(argv, "--data-dir", "{dir}", "--sync")
 			}
-			targets = append(targets, Target{Name: name, Argv: argv})
+			targets = append(targets, proc.Target{Name: name, Argv: argv})
 		}
 	}
 	for _, p := range o.Peers {
-		if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == p.Name }) {
+		if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == p.Name }) {
 			return nil, fmt.Errorf("two targets named %q", p.Name)
 		}
 		targets = append(targets, p)
@@ -185,4 +188,13 @@ func (o *CompareOptions) targets(partitions string) ([]Target, error) {
 		return nil, errors.New("no targets")
 	}
 	return targets, nil
+}
+
+// DisplayArgv shortens the program path to one relative to root when it is inside it.
+func DisplayArgv(argv []string, root string) []string {
+	out := append([]string(nil), argv...)
+	if len(out) > 0 && filepath.IsAbs(out[0]) && root != "" {
+		out[0] = RelPath(root, out[0])
+	}
+	return out
 }

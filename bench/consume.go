@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"inlet/bench/human"
 	"inlet/loadgen"
 )
 
@@ -106,7 +108,7 @@ const (
 	DefaultDrainTimeout = 30 * time.Second
 )
 
-// ConsumeSettings configure the consume phase; once filled in (normalize) they are stored in
+// ConsumeSettings configure the consume phase; once filled in (Normalize) they are stored in
 // File.Consume, so that a report states how every target was read.
 type ConsumeSettings struct {
 	// Topic is the phase's own topic (the produce run's topic + "-consume"), so that the
@@ -115,7 +117,7 @@ type ConsumeSettings struct {
 	Partitions int    `json:"partitions"`
 	RecordSize int    `json:"record_size"`
 
-	// Shape is the ConsumeShapes name whose settings these are, or ShapeCustom; normalize
+	// Shape is the ConsumeShapes name whose settings these are, or ShapeCustom; Normalize
 	// sets it from the settings, so it is true of every recorded run. Empty in files written
 	// before the producer settings were recorded (their producers were the produce run's).
 	Shape string `json:"shape,omitempty"`
@@ -144,10 +146,10 @@ type ConsumeSettings struct {
 	DrainTimeout time.Duration `json:"drain_timeout_ns"`
 }
 
-// normalize fills the zero fields (the topic, partitions and record size from load; the
+// Normalize fills the zero fields (the topic, partitions and record size from load; the
 // producer and fetch settings from the shape Shape names, then from the default shape),
 // checks the rest and names the shape the result matches.
-func (s ConsumeSettings) normalize(load Load) (ConsumeSettings, error) {
+func (s ConsumeSettings) Normalize(load Load) (ConsumeSettings, error) {
 	def := ConsumeShapes[0]
 	def.MaxBufferedRecords = load.MaxBufferedRecords
 	setDefault(&def.MaxBufferedRecords, loadgen.DefaultMaxBufferedRecords)
@@ -253,7 +255,7 @@ func (s ConsumeSettings) hasShape(sh ConsumeShape) bool {
 // producerConfig is loadgen's config of the phase's producers (the fill's and the tail's):
 // the produce run's load with the phase's topic and producer settings, at rate (0: flat out).
 func (s ConsumeSettings) producerConfig(load Load, addr string, rate float64) loadgen.Config {
-	cfg := load.config(addr, rate)
+	cfg := load.Config(addr, rate)
 	cfg.Topic, cfg.Partitions, cfg.Duration = s.Topic, s.Partitions, 0
 	cfg.Partitioner, cfg.Linger, cfg.BatchMaxBytes, cfg.MaxBufferedRecords = s.Partitioner, s.Linger, s.BatchMaxBytes, s.MaxBufferedRecords
 	return cfg
@@ -276,11 +278,11 @@ func (s ConsumeSettings) Label() string {
 			linger = "none"
 		}
 		producers = fmt.Sprintf("producers with the %s partitioner, linger %s, batches up to %s, %s buffered records each",
-			s.Partitioner, linger, byteSize(s.BatchMaxBytes), thousands(float64(s.MaxBufferedRecords)))
+			s.Partitioner, linger, byteSize(s.BatchMaxBytes), human.Thousands(float64(s.MaxBufferedRecords)))
 	}
 	return fmt.Sprintf("%sfill %s records of %d bytes into %d partitions (%s); %d consumers (assigned partitions, fetch max %s, %s a partition, min %s, max wait %v, %s); tail %s records/s from %d producers for %v",
-		s.shapeText(), thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, producers, s.Consumers, byteSize(s.FetchMaxBytes),
-		byteSize(s.FetchMaxPartitionBytes), byteSize(s.FetchMinBytes), s.FetchMaxWait, s.IsolationLevel, thousands(s.TailRate),
+		s.shapeText(), human.Thousands(float64(s.FillRecords)), s.RecordSize, s.Partitions, producers, s.Consumers, byteSize(s.FetchMaxBytes),
+		byteSize(s.FetchMaxPartitionBytes), byteSize(s.FetchMinBytes), s.FetchMaxWait, s.IsolationLevel, human.Thousands(s.TailRate),
 		s.TailProducers, s.TailDuration)
 }
 
@@ -301,7 +303,7 @@ func byteSize(b int32) string {
 	if b >= 1<<10 && b%(1<<10) == 0 {
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
-	return thousands(float64(b)) + " B"
+	return human.Thousands(float64(b)) + " B"
 }
 
 // A tail record's value is
@@ -410,8 +412,8 @@ type ConsumeRun struct {
 	Tail    *TailResult    `json:"tail,omitempty"`
 }
 
-// ok reports whether the phase's figures count toward the medians.
-func (c *ConsumeRun) ok() bool {
+// OK reports whether the phase's figures count toward the medians.
+func (c *ConsumeRun) OK() bool {
 	return c != nil && c.Skipped == "" && c.Error == "" && c.Catchup != nil && c.Tail != nil
 }
 
@@ -530,7 +532,8 @@ type ConsumeSummary struct {
 	TailCPURatio              *float64 `json:"tail_cpu_ratio,omitempty"`
 }
 
-func (c *ConsumeSummary) measured() bool { return c != nil && c.Skipped == "" && c.Runs > c.Failed }
+// Measured reports whether the phase ran and at least one run succeeded: its medians exist.
+func (c *ConsumeSummary) Measured() bool { return c != nil && c.Skipped == "" && c.Runs > c.Failed }
 
 // summarizeConsume is the ConsumeSummary of runs, nil when none had a consume phase.
 func summarizeConsume(runs []*Run) *ConsumeSummary {
@@ -543,7 +546,7 @@ func summarizeConsume(runs []*Run) *ConsumeSummary {
 			continue
 		case r.Consume.Skipped != "":
 			skipped[r.Consume.Skipped] = true
-		case r.Consume.ok():
+		case r.Consume.OK():
 			ok = append(ok, r.Consume)
 		}
 		c.Runs++
@@ -577,12 +580,12 @@ func summarizeConsume(runs []*Run) *ConsumeSummary {
 
 // consumeRatios sets the ratios of every measured consume summary to base's.
 func consumeRatios(out []Summary, base *ConsumeSummary) {
-	if !base.measured() {
+	if !base.Measured() {
 		return
 	}
 	for i := range out {
 		c := out[i].Consume
-		if !c.measured() {
+		if !c.Measured() {
 			continue
 		}
 		if r, ok := ratio(c.CatchupRecordsPerSec, base.CatchupRecordsPerSec); ok {
@@ -595,4 +598,67 @@ func consumeRatios(out []Summary, base *ConsumeSummary) {
 			c.TailCPURatio = &r
 		}
 	}
+}
+
+// estimate guesses the phase's wall time for the progress line: a fill at 300,000 records/s,
+// a catch-up at 1,000,000, the tail and its drain.
+func (s ConsumeSettings) estimate() time.Duration {
+	return time.Duration(float64(s.FillRecords)/300e3*float64(time.Second)) +
+		time.Duration(float64(s.FillRecords)/1e6*float64(time.Second)) + s.TailDuration + 3*time.Second
+}
+
+func (p *progress) endConsume(c *ConsumeRun) {
+	switch {
+	case c == nil:
+	case c.Skipped != "":
+		fmt.Fprintf(p.w, "bench %s:        consume: skipped (%s)\n", p.kind, c.Skipped)
+	case c.Error != "":
+		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
+	default:
+		cu, t := c.Catchup, c.Tail
+		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
+			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
+			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
+			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)))
+	}
+}
+
+// writeConsumeTable prints the consume medians of f, if it has a consume phase.
+func writeConsumeTable(w io.Writer, f *File) {
+	if f.Consume == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nconsume: %s\n", f.Consume.Label())
+	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max"}
+	if f.Baseline != "" {
+		header = append(header, "rec/s ratio", "rec/CPU-s ratio", "tail CPU ratio")
+	}
+	rows := [][]string{header}
+	for _, s := range f.Summary {
+		c := s.Consume
+		if c == nil {
+			continue
+		}
+		row := []string{s.Target, c.RunsText()}
+		if c.Measured() {
+			row = append(row, human.Thousands(c.CatchupRecordsPerSec), human.Fixed(c.CatchupMBPerSec, 1), human.Thousands(c.CatchupRecordsPerCPUSecond),
+				human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us), human.Micros(c.TailP99Us),
+				human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs))
+		} else {
+			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
+		}
+		if f.Baseline != "" {
+			row = append(row, human.Ratio(c.CatchupRecordsPerSecRatio), human.Ratio(c.CatchupPerCPURatio), human.Ratio(c.TailCPURatio))
+		}
+		rows = append(rows, row)
+	}
+	writeAligned(w, rows)
+}
+
+// RunsText prints the phase's runs: why it was skipped, or the count with the failed ones.
+func (c *ConsumeSummary) RunsText() string {
+	if c.Skipped != "" {
+		return "n/a: " + c.Skipped
+	}
+	return human.Runs(c.Runs, c.Failed)
 }

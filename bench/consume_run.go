@@ -12,12 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
 // consume runs the consume phase (consume.go) on srv, whose produce run is over. Problems end
 // up in the result's Error; the phases that completed keep their figures.
-func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSettings) *ConsumeRun {
+func (e *Env) consume(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings) *ConsumeRun {
 	cr := &ConsumeRun{}
 	fail := func(format string, a ...any) *ConsumeRun {
 		cr.Error = fmt.Sprintf(format, a...)
@@ -26,100 +27,34 @@ func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSett
 	// base is the origin of every stamp of the phase (stampNanos).
 	base := time.Now()
 
-	// 1. Fill, bounded by Timeout (loadgen still waits up to its flush timeout for acks).
-	cfg := s.producerConfig(load, srv.addr(), 0)
-	cfg.Records = s.FillRecords
-	cfg.Live = e.Live
-	fillCtx, cancel := context.WithTimeout(ctx, s.Timeout)
-	res, err := loadgen.Run(fillCtx, cfg)
-	cancel()
-	if err != nil {
-		return fail("fill: %v", err)
-	}
-	cr.Fill = &FillResult{Acked: res.Acked, Failed: res.Failed, Seconds: res.Elapsed.Seconds(), RecordsPerSec: res.RecordsPerSec}
-	if len(res.Errors) > 0 {
-		cr.Fill.Errors = res.Errors
-	}
-	if err := fillCheck(res, s.FillRecords); err != nil {
-		return fail("fill: %v", err)
-	}
-
-	// The offsets to read up to: every fill record is acknowledged, so nothing more arrives.
-	starts, ends, err := listOffsets(ctx, srv.addr(), s.Topic, s.Partitions)
+	// 1. Fill.
+	starts, ends, expected, err := e.fill(ctx, srv, load, s, cr)
 	if err != nil {
 		return fail("%v", err)
-	}
-	var expected uint64
-	for p := range ends {
-		expected += uint64(max(ends[p]-starts[p], 0))
-	}
-	if expected < cr.Fill.Acked {
-		return fail("after the fill the partitions hold %d records by their offsets, fewer than the %d acknowledged", expected, cr.Fill.Acked)
 	}
 
 	// 2. Catch-up.
 	readCtx, stopReaders := context.WithCancel(ctx)
 	defer stopReaders()
-	cpu0, err := srv.stats(e.clkTck)
+	cpu0, err := srv.Stats(e.clkTck)
 	if err != nil {
 		return fail("catch-up: reading /proc: %v", err)
 	}
 	began := time.Now()
-	readers, err := startReaders(readCtx, srv.addr(), s, starts, ends, base)
+	readers, err := startReaders(readCtx, srv.Addr(), s, starts, ends, base)
 	if err != nil {
 		return fail("catch-up: %v", err)
 	}
-	var exited sync.WaitGroup
-	for _, r := range readers {
-		exited.Go(func() { r.run(readCtx) })
-	}
-	// stopAll ends the readers' goroutines and closes their clients; after it the readers'
-	// catch-up fields may be read whatever state they were left in.
-	stopAll := sync.OnceFunc(func() {
-		stopReaders()
-		exited.Wait()
-		for _, r := range readers {
-			r.client.Close()
-		}
-	})
+	stopAll := runReaders(readCtx, stopReaders, readers)
 	defer stopAll()
-	timedOut := false
-	deadline := time.NewTimer(s.Timeout)
-	for _, r := range readers {
-		if timedOut {
-			break
-		}
-		select {
-		case <-r.caughtUp:
-		case <-deadline.C:
-			timedOut = true
-		case <-ctx.Done():
-			timedOut = true
-		}
-	}
-	deadline.Stop()
-	cpu1, serr := srv.stats(e.clkTck)
+	timedOut := waitCaughtUp(ctx, readers, s.Timeout)
+	cpu1, serr := srv.Stats(e.clkTck)
 	if timedOut {
 		stopAll()
 	}
 	// Every reader has closed caughtUp (and no longer touches its catch-up fields), or stopAll
 	// has returned.
-	cu := &CatchupResult{Expected: expected}
-	var last time.Time
-	var unfinished []string
-	for _, r := range readers {
-		cu.Records += r.cu.records
-		cu.Bytes += r.cu.bytes
-		if r.last.After(last) {
-			last = r.last
-		}
-		unfinished = append(unfinished, r.cu.unfinished()...)
-	}
-	if last.After(began) {
-		cu.Seconds = last.Sub(began).Seconds()
-		cu.RecordsPerSec = float64(cu.Records) / cu.Seconds
-		cu.MBPerSec = float64(cu.Bytes) / 1e6 / cu.Seconds
-	}
+	cu, unfinished := catchupFigures(readers, expected, began)
 	if serr == nil {
 		cu.ServerCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
 		if cu.ServerCPUSeconds > 0 {
@@ -153,6 +88,97 @@ func (e *Env) consume(ctx context.Context, srv *server, load Load, s ConsumeSett
 		return fail("tail: %v", err)
 	}
 	return cr
+}
+
+// fill writes the phase's records flat out, bounded by Timeout (loadgen still waits up to its
+// flush timeout for acks), into cr.Fill, and lists the offsets the catch-up reads up to: every
+// fill record is acknowledged, so nothing more arrives. expected is the records between them.
+func (e *Env) fill(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings, cr *ConsumeRun) (starts, ends []int64, expected uint64, err error) {
+	cfg := s.producerConfig(load, srv.Addr(), 0)
+	cfg.Records = s.FillRecords
+	cfg.Live = e.Live
+	fillCtx, cancel := context.WithTimeout(ctx, s.Timeout)
+	res, err := loadgen.Run(fillCtx, cfg)
+	cancel()
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("fill: %v", err)
+	}
+	cr.Fill = &FillResult{Acked: res.Acked, Failed: res.Failed, Seconds: res.Elapsed.Seconds(), RecordsPerSec: res.RecordsPerSec}
+	if len(res.Errors) > 0 {
+		cr.Fill.Errors = res.Errors
+	}
+	if err := fillCheck(res, s.FillRecords); err != nil {
+		return nil, nil, 0, fmt.Errorf("fill: %v", err)
+	}
+
+	starts, ends, err = listOffsets(ctx, srv.Addr(), s.Topic, s.Partitions)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for p := range ends {
+		expected += uint64(max(ends[p]-starts[p], 0))
+	}
+	if expected < cr.Fill.Acked {
+		return nil, nil, 0, fmt.Errorf("after the fill the partitions hold %d records by their offsets, fewer than the %d acknowledged", expected, cr.Fill.Acked)
+	}
+	return starts, ends, expected, nil
+}
+
+// runReaders starts each reader's goroutine and returns stopAll, which ends them (through
+// stopReaders, the cancel of their context) and closes their clients; after it the readers'
+// catch-up fields may be read whatever state they were left in. stopAll runs once.
+func runReaders(readCtx context.Context, stopReaders func(), readers []*reader) (stopAll func()) {
+	var exited sync.WaitGroup
+	for _, r := range readers {
+		exited.Go(func() { r.run(readCtx) })
+	}
+	return sync.OnceFunc(func() {
+		stopReaders()
+		exited.Wait()
+		for _, r := range readers {
+			r.client.Close()
+		}
+	})
+}
+
+// waitCaughtUp waits until every reader has caught up; true when timeout passed first or ctx
+// ended.
+func waitCaughtUp(ctx context.Context, readers []*reader, timeout time.Duration) (timedOut bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, r := range readers {
+		select {
+		case <-r.caughtUp:
+		case <-deadline.C:
+			return true
+		case <-ctx.Done():
+			return true
+		}
+	}
+	return false
+}
+
+// catchupFigures sums the readers' catch-up counts, the rates from began to the last record
+// read, and lists the partitions not read to their end. The readers must be caught up or
+// stopped.
+func catchupFigures(readers []*reader, expected uint64, began time.Time) (*CatchupResult, []string) {
+	cu := &CatchupResult{Expected: expected}
+	var last time.Time
+	var unfinished []string
+	for _, r := range readers {
+		cu.Records += r.cu.records
+		cu.Bytes += r.cu.bytes
+		if r.last.After(last) {
+			last = r.last
+		}
+		unfinished = append(unfinished, r.cu.unfinished()...)
+	}
+	if last.After(began) {
+		cu.Seconds = last.Sub(began).Seconds()
+		cu.RecordsPerSec = float64(cu.Records) / cu.Seconds
+		cu.MBPerSec = float64(cu.Bytes) / 1e6 / cu.Seconds
+	}
+	return cu, unfinished
 }
 
 // listOffsets lists the start and end offsets of every partition of topic.
@@ -299,16 +325,16 @@ func readerErrors(readers []*reader) string {
 // tail produces at s.TailRate for s.TailDuration while readers follow, waits for every
 // acknowledged record to be received (at most s.DrainTimeout after sending stops), and
 // measures the broker's CPU over that window.
-func (e *Env) tail(ctx context.Context, srv *server, load Load, s ConsumeSettings, base time.Time, readers []*reader) (*TailResult, error) {
+func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings, base time.Time, readers []*reader) (*TailResult, error) {
 	t := &TailResult{OfferedRate: s.TailRate, Errors: map[string]uint64{}}
-	producers, err := startTailProducers(ctx, srv.addr(), load, s)
+	producers, err := startTailProducers(ctx, srv.Addr(), load, s)
 	if err != nil {
 		return t, err
 	}
 	abortCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 
-	cpu0, err := srv.stats(e.clkTck)
+	cpu0, err := srv.Stats(e.clkTck)
 	if err != nil {
 		return t, fmt.Errorf("reading /proc: %v", err)
 	}
@@ -359,7 +385,7 @@ func (e *Env) tail(ctx context.Context, srv *server, load Load, s ConsumeSetting
 		time.Sleep(5 * time.Millisecond)
 	}
 	end := time.Now()
-	cpu1, serr := srv.stats(e.clkTck)
+	cpu1, serr := srv.Stats(e.clkTck)
 
 	var hist, one loadgen.HistogramSnapshot
 	var lastRecv int64

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -155,7 +156,7 @@ func TestFillCheck(t *testing.T) {
 
 func TestConsumeSettingsNormalize(t *testing.T) {
 	load := Load{Producers: 16, Partitions: 4, RecordSize: 100, Topic: "t"}
-	s, err := ConsumeSettings{Consumers: 8}.normalize(load)
+	s, err := ConsumeSettings{Consumers: 8}.Normalize(load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestConsumeSettingsNormalize(t *testing.T) {
 		{"max wait not in milliseconds", load, ConsumeSettings{FetchMaxWait: 10*time.Millisecond + 1}, "whole milliseconds"},
 		{"negative fetch size", load, ConsumeSettings{FetchMinBytes: -1}, "at least 1 byte"},
 	} {
-		if _, err := tc.s.normalize(tc.load); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := tc.s.Normalize(tc.load); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
 	}
@@ -204,7 +205,7 @@ func TestConsumeSettingsNormalize(t *testing.T) {
 // default shape's buffer follows the produce run's --max-buffered-records.
 func TestConsumeShapes(t *testing.T) {
 	load := Load{Producers: 16, Partitions: 16, RecordSize: 100}
-	s, err := ConsumeSettings{Shape: ShapePinned}.normalize(load)
+	s, err := ConsumeSettings{Shape: ShapePinned}.Normalize(load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,12 +217,12 @@ func TestConsumeShapes(t *testing.T) {
 	mustContain(t, "pinned label", s.Label(), "shape pinned: fill 10,000,000 records of 100 bytes into 16 partitions (producers with the per-producer partitioner, linger 5ms, batches up to 1 MiB, 10,000 buffered records each); 4 consumers (assigned partitions, fetch max 50 MiB, 10 MiB a partition, min 1 B, max wait 500ms")
 
 	byHand, err := ConsumeSettings{Partitioner: "Per-Producer", BatchMaxBytes: 1 << 20, MaxBufferedRecords: 10_000,
-		FetchMaxPartitionBytes: 10 << 20, FetchMaxWait: 500 * time.Millisecond}.normalize(load)
+		FetchMaxPartitionBytes: 10 << 20, FetchMaxWait: 500 * time.Millisecond}.Normalize(load)
 	if err != nil || byHand != s {
 		t.Fatalf("pinned given setting by setting:\n %+v, %v\nwant\n %+v", byHand, err, s)
 	}
 
-	custom, err := ConsumeSettings{Shape: ShapePinned, FetchMaxWait: time.Second, Linger: loadgen.NoLinger}.normalize(load)
+	custom, err := ConsumeSettings{Shape: ShapePinned, FetchMaxWait: time.Second, Linger: loadgen.NoLinger}.Normalize(load)
 	if err != nil || custom.Shape != ShapeCustom || custom.FetchMaxWait != time.Second || custom.Partitioner != loadgen.PerProducerPartitioner {
 		t.Fatalf("pinned with a longer max wait: %+v, %v", custom, err)
 	}
@@ -229,11 +230,11 @@ func TestConsumeShapes(t *testing.T) {
 
 	buffered := load
 	buffered.MaxBufferedRecords = 2000
-	def, err := ConsumeSettings{Shape: ShapeDefault}.normalize(buffered)
+	def, err := ConsumeSettings{Shape: ShapeDefault}.Normalize(buffered)
 	if err != nil || def.Shape != ShapeDefault || def.MaxBufferedRecords != 2000 {
 		t.Fatalf("default shape under --max-buffered-records 2000: %+v, %v", def, err)
 	}
-	if c, err := (ConsumeSettings{MaxBufferedRecords: 3000}).normalize(buffered); err != nil || c.Shape != ShapeCustom {
+	if c, err := (ConsumeSettings{MaxBufferedRecords: 3000}).Normalize(buffered); err != nil || c.Shape != ShapeCustom {
 		t.Fatalf("default shape with its own buffer: %+v, %v", c, err)
 	}
 
@@ -250,7 +251,7 @@ func TestConsumeShapes(t *testing.T) {
 // mod the partition count. kgo.NewClient does not connect.
 func TestConsumeProducersUseTheShape(t *testing.T) {
 	load := Load{Producers: 16, Partitions: 16, RecordSize: 100, Idempotent: true, Duration: time.Minute, MaxBufferedRecords: 2000}
-	s, err := ConsumeSettings{Shape: ShapePinned}.normalize(load)
+	s, err := ConsumeSettings{Shape: ShapePinned}.Normalize(load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +294,8 @@ func consumeRun(catchupRate, perCPU, cores float64, p99 uint64) *ConsumeRun {
 func consumeFile() *File {
 	f := sampleFile(KindCompare)
 	f.Baseline = TargetInlet
-	f.Targets = []Target{{Name: "inlet", Argv: []string{"bin/inlet"}}, {Name: "inlet-discard"}, {Name: "kfake"}, {Name: "klite"}}
-	s, _ := ConsumeSettings{FillRecords: 1000, TailRate: 100, TailDuration: time.Second}.normalize(Load{Producers: 16, Partitions: 16, RecordSize: 100})
+	f.Targets = []proc.Target{{Name: "inlet", Argv: []string{"bin/inlet"}}, {Name: "inlet-discard"}, {Name: "kfake"}, {Name: "klite"}}
+	s, _ := ConsumeSettings{FillRecords: 1000, TailRate: 100, TailDuration: time.Second}.Normalize(Load{Producers: 16, Partitions: 16, RecordSize: 100})
 	f.Consume = &s
 	ok := func(target string, rep int, c *ConsumeRun) Run {
 		return Run{Target: target, Repeat: rep, RecordsPerSec: 1000, Acked: 1000, Consume: c}
@@ -309,7 +310,7 @@ func consumeFile() *File {
 		ok("kfake", 2, &ConsumeRun{Error: "tail: 1 of 100 acknowledged records never received", Tail: &TailResult{Acked: 100, Received: 99}}),
 		ok("klite", 2, &ConsumeRun{Error: "fill: 1 records failed"}),
 	}
-	f.Summary = summarize(f.Runs, f.Baseline)
+	f.Summary = Summarize(f.Runs, f.Baseline)
 	return f
 }
 
@@ -329,13 +330,13 @@ func TestSummarizeConsumeMediansAndRatios(t *testing.T) {
 		*kf.CatchupPerCPURatio != 8.0/3 || *kf.TailCPURatio != 0.25 {
 		t.Errorf("kfake: %+v", kf)
 	}
-	if d := by["inlet-discard"]; d.Skipped != "stores nothing to read back" || d.measured() || d.CatchupRecordsPerSecRatio != nil {
+	if d := by["inlet-discard"]; d.Skipped != "stores nothing to read back" || d.Measured() || d.CatchupRecordsPerSecRatio != nil {
 		t.Errorf("inlet-discard: %+v", d)
 	}
-	if k := by["klite"]; k.Runs != 2 || k.Failed != 2 || k.measured() || k.TailCPURatio != nil {
+	if k := by["klite"]; k.Runs != 2 || k.Failed != 2 || k.Measured() || k.TailCPURatio != nil {
 		t.Errorf("klite: %+v", k)
 	}
-	if s := summarize(sampleFile(KindCompare).Runs, "inlet"); s[0].Consume != nil {
+	if s := Summarize(sampleFile(KindCompare).Runs, "inlet"); s[0].Consume != nil {
 		t.Errorf("runs without a consume phase got a consume summary: %+v", s[0].Consume)
 	}
 }
@@ -350,7 +351,7 @@ func TestConsumeFileRoundTrip(t *testing.T) {
 	if _, err := writeFile(root, dir, f); err != nil {
 		t.Fatal(err)
 	}
-	files, err := readFiles(root, dir)
+	files, err := ReadFiles(root, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,61 +367,6 @@ func TestConsumeFileRoundTrip(t *testing.T) {
 				t.Errorf("%s: run with a consume phase out of nowhere", old.Name)
 			}
 		}
-	}
-}
-
-func TestReportConsumeSection(t *testing.T) {
-	f := consumeFile()
-	f.Name = "results/compare-20250304-050607.json"
-	// The same load read in the pinned shape, and in the shape of a file from before shapes
-	// were recorded: three groups, each saying how it was read.
-	pinned := consumeFile()
-	pinned.Name, pinned.Started = "results/compare-20250304-060000.json", f.Started.Add(time.Hour)
-	ps, err := ConsumeSettings{Shape: ShapePinned, FillRecords: 1000, TailRate: 100, TailDuration: time.Second}.normalize(Load{Producers: 16, Partitions: 16, RecordSize: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned.Consume = &ps
-	old := consumeFile()
-	old.Name, old.Started = "results/compare-20250304-040000.json", f.Started.Add(-time.Hour)
-	old.Consume.Shape, old.Consume.Partitioner, old.Consume.Linger, old.Consume.BatchMaxBytes, old.Consume.MaxBufferedRecords = "", "", 0, 0, 0
-	sections, charts := renderReport(append(fixtureFiles(t), f, pinned, old), "results", func(s string) string { return s })
-	body := sectionBody(t, sections, sectionConsume)
-	mustContain(t, "consume section", body,
-		"### idempotent, 16 producers, 100-byte records, consume shape default: inlet, inlet-discard, kfake, klite",
-		"Consume phase: shape default: fill 1,000 records of 100 bytes into 16 partitions (producers with the uniform partitioner, linger 5ms, batches up to 1,000,012 B, 100,000 buffered records each); 4 consumers (assigned partitions, fetch max 50 MiB, 1 MiB a partition, min 1 B, max wait 5s",
-		"### idempotent, 16 producers, 100-byte records, consume shape pinned: inlet, inlet-discard, kfake, klite",
-		"Consume phase: shape pinned: fill 1,000 records of 100 bytes into 16 partitions (producers with the per-producer partitioner, linger 5ms, batches up to 1 MiB, 10,000 buffered records each); 4 consumers (assigned partitions, fetch max 50 MiB, 10 MiB a partition, min 1 B, max wait 500ms",
-		"### idempotent, 16 producers, 100-byte records: inlet, inlet-discard, kfake, klite",
-		"Consume phase: fill 1,000 records of 100 bytes into 16 partitions (the produce run's producers); 4 consumers (assigned partitions, fetch max 50 MiB, 1 MiB a partition",
-		"| target | runs | catch-up records/s | vs baseline | catch-up MB/s | records / server CPU-s | vs baseline | tail records/s | tail server CPU | vs baseline | e2e p50 | e2e p99 | e2e p99.9 | e2e max |",
-		"| inlet | 2 | 2,000,000 | 1.00× | 200.0 | 3,000,000 | 1.00× | 100 | 1.00 cores | 1.00× | 10.00 ms | 20.00 ms | 20.00 ms | 20.00 ms |",
-		"| inlet-discard | n/a: stores nothing to read back | – |",
-		"| kfake | 2 (1 failed) | 500,000 | 0.25× | 50.0 | 8,000,000 | 2.67× | 100 | 0.25 cores | 0.25× | 2.00 ms | 4.00 ms |",
-		"| klite | 2 (2 failed) | – | – |",
-		"- `klite`, repeat 1: catch-up: 10 of 1000 records read in 5m0s",
-		"- `kfake`, repeat 2: tail: 1 of 100 acknowledged records never received",
-		"![Catch-up read records/s by broker](results/consume-catchup.svg)",
-	)
-	for _, c := range []string{chartConsumeCatchup, chartConsumeCPU, chartConsumeTail} {
-		b, ok := charts[c]
-		if !ok {
-			t.Errorf("no %s", c)
-			continue
-		}
-		checkSVG(t, b)
-		if strings.Contains(string(b), "inlet-discard") {
-			t.Errorf("%s has a bar for inlet-discard, which is not read", c)
-		}
-	}
-	// The compare section is unchanged by the consume phase.
-	mustContain(t, "compare section", sectionBody(t, sections, KindCompare), "| inlet | 2 | 1,000 | 1.00× |")
-
-	sections, charts = renderReport(fixtureFiles(t), "results", func(s string) string { return s })
-	mustContain(t, "empty consume section", sectionBody(t, sections, sectionConsume),
-		"_No consume results yet: run `bin/bench compare --consume`._")
-	if _, ok := charts[chartConsumeCatchup]; ok {
-		t.Error("a consume chart without consume results")
 	}
 }
 
@@ -493,7 +439,7 @@ func TestCompareConsumeShort(t *testing.T) {
 			if c.Skipped == "" {
 				t.Errorf("inlet-discard was read: %+v", c)
 			}
-		case !c.ok():
+		case !c.OK():
 			t.Errorf("%s: consume phase failed: %s", r.Target, c.Error)
 		case c.Fill.Acked != 50_000 || c.Catchup.Records != 50_000 || c.Catchup.Expected != 50_000:
 			t.Errorf("%s: fill %+v, catch-up %+v", r.Target, c.Fill, c.Catchup)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"inlet/bench/human"
 )
 
 // LatencyOptions are the flags of `bench latency`.
@@ -79,15 +81,15 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 	if o.Of == 0 && !o.OfFlat && slices.Min(o.Rates) < 1 {
 		return nil, errors.New("a rate below 1 record/s; fractions need --of <records/s> or --of flat")
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
-	label := o.Load.label() + ", " + storageLabel(o.Storage)
+	label := o.Load.Label() + ", " + storageLabel(o.Storage)
 	if o.Workers > 0 {
 		label += fmt.Sprintf(", %d workers", o.Workers)
 	}
 	f := o.Env.newFile(KindLatency, label)
-	target := o.Env.inletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
+	target := o.Env.InletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
 	points := len(o.Rates) * o.Repeat
 	if o.OfFlat {
 		points++
@@ -101,7 +103,7 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 		prog.end(&run)
 		f.Runs = append(f.Runs, run)
 		o.Env.pause(ctx)
-		if !run.ok() {
+		if !run.OK() {
 			if err := o.Env.finishRuns(ctx, f, ""); err != nil {
 				return f, err
 			}
@@ -121,7 +123,7 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			prog.begin("offered %s records/s, repeat %d/%d", thousands(rate), rep, o.Repeat)
+			prog.begin("offered %s records/s, repeat %d/%d", human.Thousands(rate), rep, o.Repeat)
 			run := o.Env.measure(ctx, target, o.Load, rate)
 			run.Workers, run.Repeat = o.Workers, rep
 			prog.end(&run)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -40,15 +41,15 @@ type File struct {
 	// Command is the command line, as it would be typed from the repository root.
 	Command string            `json:"command"`
 	Flags   map[string]string `json:"flags"` // every flag of the subcommand, defaults included
-	Machine Machine           `json:"machine"`
+	Machine proc.Machine      `json:"machine"`
 
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	// Baseline is the target the ratios in Summary are relative to (compare); Targets are
 	// the commands measured, {port} and {dir} standing for each run's port and data directory,
 	// paths inside the repository relative to it.
-	Baseline string   `json:"baseline,omitempty"`
-	Targets  []Target `json:"targets,omitempty"`
+	Baseline string        `json:"baseline,omitempty"`
+	Targets  []proc.Target `json:"targets,omitempty"`
 	// Interrupted: the run was stopped (SIGINT) before every point was measured.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Notes are warnings about the measurement itself (a data directory on tmpfs, ...).
@@ -102,12 +103,12 @@ type Run struct {
 	AckedValueBytes uint64  `json:"acked_value_bytes"`
 	ElapsedSeconds  float64 `json:"elapsed_seconds"`
 
-	Server ProcStats `json:"server"`
+	Server proc.ProcStats `json:"server"`
 	// CPUSecondsPerMillion is Server.CPUSeconds per million acknowledged records.
 	CPUSecondsPerMillion float64 `json:"cpu_seconds_per_million"`
 	// WriteAmplification is Server.WriteBytes / AckedValueBytes.
-	WriteAmplification float64   `json:"write_amplification"`
-	Exit               ExitStats `json:"exit"`
+	WriteAmplification float64        `json:"write_amplification"`
+	Exit               proc.ExitStats `json:"exit"`
 
 	Loadgen *loadgen.Result `json:"loadgen,omitempty"`
 
@@ -116,8 +117,8 @@ type Run struct {
 	Consume *ConsumeRun `json:"consume,omitempty"`
 }
 
-// ok reports whether the run's numbers count toward the medians.
-func (r *Run) ok() bool { return r.Error == "" && r.Acked > 0 }
+// OK reports whether the run's numbers count toward the medians.
+func (r *Run) OK() bool { return r.Error == "" && r.Acked > 0 }
 
 // Summary is the medians of the successful runs of one point (target, workers, rate, and
 // for bench scale dimension and point).
@@ -176,9 +177,9 @@ type ChaosOutcome struct {
 	Loadgen  *loadgen.Result `json:"loadgen,omitempty"`
 }
 
-// summarize computes the medians of runs per point, in the order points first appear, and
+// Summarize computes the medians of runs per point, in the order points first appear, and
 // the ratios to baseline's medians when baseline is not empty.
-func summarize(runs []Run, baseline string) []Summary {
+func Summarize(runs []Run, baseline string) []Summary {
 	type key struct {
 		dimension, point string
 		target           string
@@ -200,7 +201,7 @@ func summarize(runs []Run, baseline string) []Summary {
 		s := Summary{Dimension: k.dimension, Point: k.point, Target: k.target, Workers: k.workers, Rate: k.rate}
 		var ok []*Run
 		for _, r := range groups[k] {
-			if r.ok() {
+			if r.OK() {
 				ok = append(ok, r)
 			}
 		}
@@ -237,7 +238,7 @@ func summarize(runs []Run, baseline string) []Summary {
 		for i := range out {
 			// The consume figures have their own successes: a produce run with a failed
 			// record may still have read back well, and the other way round.
-			if out[i].Target == baseline && out[i].Consume.measured() {
+			if out[i].Target == baseline && out[i].Consume.Measured() {
 				consumeRatios(out, out[i].Consume)
 				break
 			}
@@ -292,7 +293,7 @@ func writeFile(root, dir string, f *File) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		f.Name = relPath(root, path)
+		f.Name = RelPath(root, path)
 		return path, nil
 	}
 }
@@ -313,9 +314,9 @@ func compactLeaves(b []byte) []byte {
 	})
 }
 
-// readFiles reads every results JSON file in dir (kind-*.json), oldest first by start time.
+// ReadFiles reads every results JSON file in dir (kind-*.json), oldest first by start time.
 // Files that are not result files are skipped; a result file that does not parse is an error.
-func readFiles(root, dir string) ([]*File, error) {
+func ReadFiles(root, dir string) ([]*File, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
@@ -336,7 +337,7 @@ func readFiles(root, dir string) ([]*File, error) {
 		if err := json.Unmarshal(b, f); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		f.Name = relPath(root, p)
+		f.Name = RelPath(root, p)
 		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b *File) int {
@@ -349,7 +350,9 @@ func readFiles(root, dir string) ([]*File, error) {
 	return out, nil
 }
 
-func relPath(root, path string) string {
+// RelPath is path relative to root, with slashes, when it is inside root; else path made
+// absolute.
+func RelPath(root, path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}

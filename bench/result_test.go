@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -19,7 +20,7 @@ func sampleFile(kind string) *File {
 	f := &File{
 		Kind: kind, Label: "idempotent, 16 producers, 100-byte records", Command: "bin/bench " + kind + " --repeat 2",
 		Flags:   map[string]string{"repeat": "2", "producers": "16"},
-		Machine: Machine{CPUModel: "Test CPU", Cores: 2, GitCommit: "abc", GitDirty: true, Date: started},
+		Machine: proc.Machine{CPUModel: "Test CPU", Cores: 2, GitCommit: "abc", GitDirty: true, Date: started},
 		Started: started, Finished: started.Add(time.Minute),
 	}
 	settings := loadgen.Settings{Producers: 16, Idempotent: true, RecordSize: 100, Duration: 20 * time.Second}
@@ -30,10 +31,10 @@ func sampleFile(kind string) *File {
 	}
 	f.Runs = []Run{
 		{Target: "inlet", Workers: 1, Repeat: 1, RecordsPerSec: 1000, Acked: 20000, P99Us: 5000,
-			Server: ProcStats{PeakRSSBytes: 1 << 20}, Loadgen: &loadgen.Result{Settings: settings}},
+			Server: proc.ProcStats{PeakRSSBytes: 1 << 20}, Loadgen: &loadgen.Result{Settings: settings}},
 		{Target: "inlet", Workers: 2, Repeat: 1, Error: "loadgen: refused, \"quoted\"\nnewline"},
 	}
-	f.Summary = summarize(f.Runs, "")
+	f.Summary = Summarize(f.Runs, "")
 	return f
 }
 
@@ -59,7 +60,7 @@ func TestWriteFileRoundTrip(t *testing.T) {
 	if filepath.Base(path2) != "sweep-20250304-050607-2.json" {
 		t.Fatalf("second file %s overwrote or misnamed", path2)
 	}
-	files, err := readFiles(root, dir)
+	files, err := ReadFiles(root, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestSummarizeMediansAndRatios(t *testing.T) {
 		{Target: "inlet", Error: "interrupted", RecordsPerSec: 1e9, Acked: 1},
 		{Target: "kfake", RecordsPerSec: 0, Acked: 0}, // nothing acknowledged: not ok
 	}
-	sum := summarize(runs, "inlet")
+	sum := Summarize(runs, "inlet")
 	if len(sum) != 3 || sum[0].Target != "inlet" || sum[1].Target != "kfake" || sum[2].Target != "dead" {
 		t.Fatalf("points %+v", sum)
 	}
@@ -228,11 +229,11 @@ func TestSummarizeMediansAndRatios(t *testing.T) {
 	if dead.RecordsPerSecRatio != nil || dead.CPUPerRecordRatio != nil || dead.Failed != 1 {
 		t.Errorf("dead %+v", dead)
 	}
-	if s := summarize(runs, "absent"); s[1].RecordsPerSecRatio != nil {
+	if s := Summarize(runs, "absent"); s[1].RecordsPerSecRatio != nil {
 		t.Errorf("ratios without a baseline: %+v", s[1])
 	}
 	// Points differ by workers and rate as well as target.
-	pts := summarize([]Run{{Target: "inlet", Workers: 1}, {Target: "inlet", Workers: 2}, {Target: "inlet", Workers: 2, Rate: 5}}, "")
+	pts := Summarize([]Run{{Target: "inlet", Workers: 1}, {Target: "inlet", Workers: 2}, {Target: "inlet", Workers: 2, Rate: 5}}, "")
 	if len(pts) != 3 {
 		t.Errorf("%d points, want 3", len(pts))
 	}

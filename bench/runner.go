@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/human"
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -50,7 +52,9 @@ const (
 	benchCompression = "none"
 )
 
-func (l Load) config(addr string, rate float64) loadgen.Config {
+// Config is the loadgen configuration of the load against addr at rate records/s (0: flat
+// out).
+func (l Load) Config(addr string, rate float64) loadgen.Config {
 	topic := l.Topic
 	if topic == "" {
 		topic = "bench"
@@ -82,8 +86,8 @@ func (l Load) config(addr string, rate float64) loadgen.Config {
 	return cfg
 }
 
-// label describes the load for grouping results.
-func (l Load) label() string {
+// Label describes the load for grouping results.
+func (l Load) Label() string {
 	mode := "plain"
 	switch {
 	case l.Transactional:
@@ -139,8 +143,8 @@ type Env struct {
 	clkTck int
 }
 
-// prepare fills the Env's defaults and builds the inlet binary if needed.
-func (e *Env) prepare() error {
+// Prepare fills the Env's defaults and builds the inlet binary if needed.
+func (e *Env) Prepare() error {
 	if e.Stdout == nil {
 		e.Stdout = io.Discard
 	}
@@ -165,7 +169,7 @@ func (e *Env) prepare() error {
 	if e.Flags == nil {
 		e.Flags = map[string]string{}
 	}
-	e.clkTck = clockTicks()
+	e.clkTck = proc.ClockTicks()
 	if e.InletBin == "" {
 		bin, err := e.build("inlet", "inlet/cmd/inlet")
 		if err != nil {
@@ -179,7 +183,7 @@ func (e *Env) prepare() error {
 // build compiles pkg into Root/bin/name.
 func (e *Env) build(name, pkg string) (string, error) {
 	bin := filepath.Join(e.Root, "bin", name)
-	fmt.Fprintf(e.Stderr, "bench: go build -o %s %s\n", relPath(e.Root, bin), pkg)
+	fmt.Fprintf(e.Stderr, "bench: go build -o %s %s\n", RelPath(e.Root, bin), pkg)
 	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = e.Root
 	cmd.Stdout, cmd.Stderr = e.Stderr, e.Stderr
@@ -212,9 +216,9 @@ func FindRoot(dir string) (string, error) {
 
 // newFile starts a result file.
 func (e *Env) newFile(kind, label string) *File {
-	f := &File{Kind: kind, Label: label, Command: e.Command, Flags: e.Flags, Machine: describeMachine(e.Root),
+	f := &File{Kind: kind, Label: label, Command: e.Command, Flags: e.Flags, Machine: proc.DescribeMachine(e.Root),
 		Started: time.Now().UTC()}
-	if t := fsType(e.TmpDir); t == "tmpfs" || t == "overlayfs" {
+	if t := proc.FSType(e.TmpDir); t == "tmpfs" || t == "overlayfs" {
 		note := fmt.Sprintf("data directories are under %s, a %s: fsync costs nothing there and write_bytes may not count; use --tmp-dir on a disk", e.TmpDir, t)
 		f.Notes = append(f.Notes, note)
 		fmt.Fprintln(e.Stderr, "bench: warning:", note)
@@ -228,7 +232,7 @@ func (e *Env) newFile(kind, label string) *File {
 // ratios to baseline, if any), and writes it (finish).
 func (e *Env) finishRuns(ctx context.Context, f *File, baseline string) error {
 	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarize(f.Runs, baseline)
+	f.Summary = Summarize(f.Runs, baseline)
 	return e.finish(f)
 }
 
@@ -238,25 +242,25 @@ func (e *Env) finish(f *File) error {
 	if err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
-	fmt.Fprintf(e.Stderr, "bench: wrote %s\n", relPath(e.Root, path))
+	fmt.Fprintf(e.Stderr, "bench: wrote %s\n", RelPath(e.Root, path))
 	csvPath, err := appendCSV(e.ResultsDir, f)
 	if err != nil {
 		// The JSON file holds everything; a CSV that cannot take the rows is not worth the run.
 		fmt.Fprintf(e.Stderr, "bench: warning: %v\n", err)
 	} else {
-		fmt.Fprintf(e.Stderr, "bench: appended to %s\n", relPath(e.Root, csvPath))
+		fmt.Fprintf(e.Stderr, "bench: appended to %s\n", RelPath(e.Root, csvPath))
 	}
 	return nil
 }
 
-// inletTarget is the inlet command with the bench's standard flags.
-func (e *Env) inletTarget(name string, load Load, storage string, workers int, extra []string) Target {
+// InletTarget is the inlet command with the bench's standard flags.
+func (e *Env) InletTarget(name string, load Load, storage string, workers int, extra []string) proc.Target {
 	return e.inletTargetWith(name, strconv.Itoa(load.Partitions), storage, workers, extra)
 }
 
-// inletTargetWith is inletTarget with --default-partitions given as text: a count, or
+// inletTargetWith is InletTarget with --default-partitions given as text: a count, or
 // {partitions} for a target measured at several partition counts (bench scale).
-func (e *Env) inletTargetWith(name, partitions, storage string, workers int, extra []string) Target {
+func (e *Env) inletTargetWith(name, partitions, storage string, workers int, extra []string) proc.Target {
 	argv := []string{e.InletBin, "--listen", "127.0.0.1:{port}", "--data-dir", "{dir}",
 		"--default-partitions", partitions}
 	if storage != "" {
@@ -265,12 +269,12 @@ func (e *Env) inletTargetWith(name, partitions, storage string, workers int, ext
 	if workers > 0 {
 		argv = append(argv, "--workers", strconv.Itoa(workers))
 	}
-	return Target{Name: name, Argv: append(argv, extra...)}
+	return proc.Target{Name: name, Argv: append(argv, extra...)}
 }
 
 // measure runs t on a fresh data directory under one loadgen run and returns the run, with
 // every problem (an interrupted ctx included) in Run.Error.
-func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Run {
+func (e *Env) measure(ctx context.Context, t proc.Target, load Load, rate float64) Run {
 	return e.measureThen(ctx, t, load, rate, nil)
 }
 
@@ -278,8 +282,8 @@ func (e *Env) measure(ctx context.Context, t Target, load Load, rate float64) Ru
 // run and the reading of its /proc figures, before the broker is stopped: a further phase on
 // the same broker (compare --consume) cannot move the produce figures. then is not called
 // when the broker is no longer running.
-func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64, then func(*server, *Run)) Run {
-	t = t.withPartitions(load.Partitions)
+func (e *Env) measureThen(ctx context.Context, t proc.Target, load Load, rate float64, then func(*proc.Server, *Run)) Run {
+	t = t.WithPartitions(load.Partitions)
 	run := Run{Target: t.Name, Rate: rate, Started: time.Now().UTC()}
 	fail := func(format string, a ...any) Run {
 		msg := fmt.Sprintf(format, a...)
@@ -306,21 +310,21 @@ func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fail("%v", err)
 	}
-	run.DataFS = fsType(dir)
-	srv, err := startServer(t, dir, logPath)
+	run.DataFS = proc.FSType(dir)
+	srv, err := proc.Start(t, dir, logPath)
 	if err != nil {
 		return fail("%v", err)
 	}
-	run.Argv = t.argv(srv.port, dir)
+	run.Argv = t.Expand(srv.Port(), dir)
 
-	cfg := load.config(srv.addr(), rate)
+	cfg := load.Config(srv.Addr(), rate)
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
-	stats, serr := srv.stats(e.clkTck)
-	if then != nil && srv.running() {
+	stats, serr := srv.Stats(e.clkTck)
+	if then != nil && srv.Running() {
 		then(srv, &run)
 	}
-	exit, xerr := srv.stop()
+	exit, xerr := srv.Stop()
 	run.Exit = exit
 	if lerr != nil {
 		fail("loadgen: %v", lerr)
@@ -332,7 +336,7 @@ func (e *Env) measureThen(ctx context.Context, t Target, load Load, rate float64
 		fail("stop: %v", xerr)
 	}
 	if run.Error != "" {
-		run.Error += " (server log: " + strings.ReplaceAll(logTail(logPath, 5), "\n", " | ") + ")"
+		run.Error += " (server log: " + strings.ReplaceAll(proc.LogTail(logPath, 5), "\n", " | ") + ")"
 	}
 	if res != nil {
 		run.Loadgen = res
@@ -409,8 +413,8 @@ func (p *progress) end(r *Run) {
 		return
 	}
 	fmt.Fprintf(p.w, "bench %s:        %s records/s, %.1f MB/s, p50 %s, p99 %s, request p99 %s, %.2f CPU s/M records, %s peak RSS, %.2f disk B/acked B\n",
-		p.kind, thousands(r.RecordsPerSec), r.MBPerSec, micros(float64(r.P50Us)), micros(float64(r.P99Us)),
-		micros(float64(r.RequestP99Us)), r.CPUSecondsPerMillion, mib(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
+		p.kind, human.Thousands(r.RecordsPerSec), r.MBPerSec, human.Micros(float64(r.P50Us)), human.Micros(float64(r.P99Us)),
+		human.Micros(float64(r.RequestP99Us)), r.CPUSecondsPerMillion, human.MiB(float64(r.Server.PeakRSSBytes)), r.WriteAmplification)
 }
 
 // perPointEstimate is a guess at one point's wall time before any has run: the load, the

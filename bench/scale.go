@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"inlet/config"
+	"inlet/bench/human"
+	"inlet/bench/proc"
+	"inlet/bytesize"
 	"inlet/loadgen"
 )
 
@@ -36,8 +38,8 @@ var DefaultScalePoints = map[string][]string{
 	DimCompression: {"none", "lz4", "zstd"},
 }
 
-// scaleTitles head the report's and the summary's tables.
-var scaleTitles = map[string]string{
+// ScaleTitles head the report's and the summary's tables.
+var ScaleTitles = map[string]string{
 	DimPartitions:  "Partitions in one topic",
 	DimTopics:      "Topics of one partition each",
 	DimProducers:   "Producer clients (one connection each)",
@@ -77,7 +79,7 @@ type ScaleOptions struct {
 	// Targets, Peers, Storage, Workers, InletArgs and KfakeBin are as in CompareOptions; a
 	// built-in target's --default-partitions and a peer's {partitions} follow each point.
 	Targets   []string
-	Peers     []Target
+	Peers     []proc.Target
 	Storage   string
 	Workers   int
 	InletArgs []string
@@ -120,8 +122,8 @@ func (b ScaleBase) String() string {
 		b.Producers, mode, b.Partitions, b.RecordSize, b.Compression, b.DurationSeconds)
 }
 
-// has reports whether the settings measured dimension dim.
-func (s *ScaleSettings) has(dim string) bool {
+// Has reports whether the settings measured dimension dim.
+func (s *ScaleSettings) Has(dim string) bool {
 	return s != nil && slices.ContainsFunc(s.Dimensions, func(d ScaleDimension) bool { return d.Name == dim })
 }
 
@@ -231,7 +233,7 @@ func scalePoints(base Load, dims []string, points map[string][]string) ([]scaleP
 			if err != nil {
 				return nil, err
 			}
-			if _, err := l.config("127.0.0.1:9092", 0).Settings(); err != nil {
+			if _, err := l.Config("127.0.0.1:9092", 0).Settings(); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", dim, v, err)
 			}
 			out = append(out, scalePoint{dim, v, l})
@@ -254,7 +256,7 @@ func InflightBudget(args []string) (int64, error) {
 		default:
 			continue
 		}
-		n, err := config.ParseSize(v)
+		n, err := bytesize.Parse(v)
 		if err != nil {
 			return 0, fmt.Errorf("--inflight-budget %q: %w", v, err)
 		}
@@ -290,7 +292,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 		}
 		o.RSSLimitBytes = budget + rssHeadroom
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	co := CompareOptions{Env: o.Env, Targets: o.Targets, Peers: o.Peers, Storage: o.Storage, Workers: o.Workers,
@@ -302,16 +304,16 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 
 	base := o.Base
 	base.Compression = cmp.Or(base.Compression, benchCompression)
-	label := fmt.Sprintf("%s, %d partitions", base.label(), base.Partitions)
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	label := fmt.Sprintf("%s, %d partitions", base.Label(), base.Partitions)
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		label += ", inlet on " + storageLabel(o.Storage)
 	}
 	f := o.Env.newFile(KindScale, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, Target{Name: t.Name, Argv: displayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root)})
 	}
 	f.Baseline = targets[0].Name
-	if slices.ContainsFunc(targets, func(t Target) bool { return t.Name == TargetInlet }) {
+	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {
 		f.Baseline = TargetInlet
 	}
 	f.Scale = &ScaleSettings{RSSLimitBytes: o.RSSLimitBytes, Base: ScaleBase{Producers: base.Producers,
@@ -345,7 +347,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 		}
 	}
 	f.Interrupted = ctx.Err() != nil
-	f.Summary = summarizeScale(f.Runs, f.Baseline)
+	f.Summary = SummarizeScale(f.Runs, f.Baseline)
 	if err := o.Env.finish(f); err != nil {
 		return f, err
 	}
@@ -353,9 +355,9 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 	return f, nil
 }
 
-// summarizeScale is summarize per point (dimension and value, in the order first run), each
+// SummarizeScale is Summarize per point (dimension and value, in the order first run), each
 // point's ratios relative to its own baseline runs, with the scale-only figures added.
-func summarizeScale(runs []Run, baseline string) []Summary {
+func SummarizeScale(runs []Run, baseline string) []Summary {
 	type key struct{ dim, point string }
 	var order []key
 	byPoint := map[key][]Run{}
@@ -368,7 +370,7 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 	}
 	var out []Summary
 	for _, k := range order {
-		sums := summarize(byPoint[k], baseline)
+		sums := Summarize(byPoint[k], baseline)
 		for i := range sums {
 			s := &sums[i]
 			var cpu []float64
@@ -378,7 +380,7 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 				}
 				s.FailedRecords += r.Failed
 				s.MaxPeakRSSBytes = max(s.MaxPeakRSSBytes, r.Server.PeakRSSBytes)
-				if r.ok() {
+				if r.OK() {
 					cpu = append(cpu, r.Server.CPUSeconds)
 				}
 			}
@@ -389,21 +391,21 @@ func summarizeScale(runs []Run, baseline string) []Summary {
 	return out
 }
 
-// scaleFlags are the warnings of a point's summary: a broker above the RSS limit in any run,
+// ScaleFlags are the warnings of a point's summary: a broker above the RSS limit in any run,
 // failed records.
-func scaleFlags(s *Summary, rssLimit int64) []string {
+func ScaleFlags(s *Summary, rssLimit int64) []string {
 	var flags []string
 	if rssLimit > 0 && s.MaxPeakRSSBytes > rssLimit {
-		flags = append(flags, fmt.Sprintf("peak RSS %s > %s", mib(float64(s.MaxPeakRSSBytes)), mib(float64(rssLimit))))
+		flags = append(flags, fmt.Sprintf("peak RSS %s > %s", human.MiB(float64(s.MaxPeakRSSBytes)), human.MiB(float64(rssLimit))))
 	}
 	if s.FailedRecords > 0 {
-		flags = append(flags, fmt.Sprintf("%s failed records", thousands(float64(s.FailedRecords))))
+		flags = append(flags, fmt.Sprintf("%s failed records", human.Thousands(float64(s.FailedRecords))))
 	}
 	return flags
 }
 
-// dimensionSummaries are the summaries of dim, in point order.
-func dimensionSummaries(sum []Summary, dim string) []Summary {
+// DimensionSummaries are the summaries of dim, in point order.
+func DimensionSummaries(sum []Summary, dim string) []Summary {
 	var out []Summary
 	for _, s := range sum {
 		if s.Dimension == dim {
@@ -420,20 +422,20 @@ func writeScaleTables(w io.Writer, f *File) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %s\nbase: %s; baseline %s; RSS flagged above %s\n", f.Kind, f.Label, f.Scale.Base,
-		f.Baseline, mib(float64(f.Scale.RSSLimitBytes)))
+		f.Baseline, human.MiB(float64(f.Scale.RSSLimitBytes)))
 	for _, d := range f.Scale.Dimensions {
-		fmt.Fprintf(w, "\n%s\n", scaleTitles[d.Name])
+		fmt.Fprintf(w, "\n%s\n", ScaleTitles[d.Name])
 		rows := [][]string{{d.Name, "target", "runs", "records/s", "MB/s", "CPU µs/rec", "CPU s", "peak RSS", "rec/s ratio", "CPU/rec ratio", "flags"}}
-		for _, s := range dimensionSummaries(f.Summary, d.Name) {
-			row := []string{s.Point, s.Target, runsCell(&s)}
+		for _, s := range DimensionSummaries(f.Summary, d.Name) {
+			row := []string{s.Point, s.Target, human.Runs(s.Runs, s.Failed)}
 			if s.Runs == s.Failed {
 				row = append(row, "–", "–", "–", "–", "–")
 			} else {
-				row = append(row, thousands(s.RecordsPerSec), fixed(s.MBPerSec, 1), fixed(s.CPUSecondsPerMillion, 2),
-					fixed(s.CPUSeconds, 1), mib(s.PeakRSSBytes))
+				row = append(row, human.Thousands(s.RecordsPerSec), human.Fixed(s.MBPerSec, 1), human.Fixed(s.CPUSecondsPerMillion, 2),
+					human.Fixed(s.CPUSeconds, 1), human.MiB(s.PeakRSSBytes))
 			}
-			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio),
-				strings.Join(scaleFlags(&s, f.Scale.RSSLimitBytes), "; "))
+			row = append(row, human.Ratio(s.RecordsPerSecRatio), human.Ratio(s.CPUPerRecordRatio),
+				strings.Join(ScaleFlags(&s, f.Scale.RSSLimitBytes), "; "))
 			rows = append(rows, row)
 		}
 		writeAligned(w, rows)

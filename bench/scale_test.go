@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"inlet/bench/human"
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
@@ -103,20 +105,20 @@ func TestScalePointsChangeOneParameter(t *testing.T) {
 }
 
 func TestLoadConfigCompressionAndTopics(t *testing.T) {
-	cfg := scaleBase().config("a:1", 0)
+	cfg := scaleBase().Config("a:1", 0)
 	if cfg.Compression != "none" || cfg.Topics != 0 {
 		t.Errorf("base: compression %q, topics %d; want none and 0 (today's single topic)", cfg.Compression, cfg.Topics)
 	}
 	l := scaleBase()
 	l.Compression, l.Topics = "lz4", 1000
-	cfg = l.config("a:1", 0)
+	cfg = l.Config("a:1", 0)
 	if cfg.Compression != "lz4" || cfg.Topics != 1000 {
 		t.Errorf("compression %q, topics %d", cfg.Compression, cfg.Topics)
 	}
-	if got := l.label(); !strings.Contains(got, "1000 topics") || !strings.Contains(got, "lz4 compression") {
+	if got := l.Label(); !strings.Contains(got, "1000 topics") || !strings.Contains(got, "lz4 compression") {
 		t.Errorf("label %q", got)
 	}
-	if got := scaleBase().label(); got != "idempotent, 16 producers, 100-byte records" {
+	if got := scaleBase().Label(); got != "idempotent, 16 producers, 100-byte records" {
 		t.Errorf("base label %q changed", got)
 	}
 }
@@ -126,24 +128,24 @@ func TestTargetWithPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := p.withPartitions(1000).argv(9092, "/d")
+	got := p.WithPartitions(1000).Expand(9092, "/d")
 	if want := "/k --listen 127.0.0.1:9092 --data-dir /d --default-partitions 1000"; got[2] != want {
 		t.Errorf("argv %q, want %q", got[2], want)
 	}
 	if !strings.Contains(p.Argv[2], "{partitions}") {
 		t.Error("withPartitions changed the template")
 	}
-	plain := Target{Name: "x", Argv: []string{"/x", "{port}"}}
-	if q := plain.withPartitions(5); &q.Argv[0] != &plain.Argv[0] {
+	plain := proc.Target{Name: "x", Argv: []string{"/x", "{port}"}}
+	if q := plain.WithPartitions(5); &q.Argv[0] != &plain.Argv[0] {
 		t.Error("a target without {partitions} was copied")
 	}
 	e := &Env{InletBin: "/inlet"}
-	co := CompareOptions{Env: *e, Targets: []string{TargetInlet}, Peers: []Target{p}}
+	co := CompareOptions{Env: *e, Targets: []string{TargetInlet}, Peers: []proc.Target{p}}
 	ts, err := co.targets("{partitions}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := CommandLine(ts[0].withPartitions(7).Argv); !strings.Contains(got, "--default-partitions 7") {
+	if got := human.CommandLine(ts[0].WithPartitions(7).Argv); !strings.Contains(got, "--default-partitions 7") {
 		t.Errorf("inlet target %q does not follow the point", got)
 	}
 }
@@ -172,9 +174,9 @@ func TestInflightBudget(t *testing.T) {
 func scaleFile() *File {
 	started := time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC)
 	f := &File{Kind: KindScale, Label: "idempotent, 16 producers, 100-byte records, 16 partitions, inlet on segments storage",
-		Command: "bin/bench scale --dimension partitions,compression", Machine: Machine{Cores: 2, GitCommit: "abc", Date: started},
+		Command: "bin/bench scale --dimension partitions,compression", Machine: proc.Machine{Cores: 2, GitCommit: "abc", Date: started},
 		Started: started, Finished: started.Add(time.Minute), Baseline: TargetInlet,
-		Targets: []Target{{Name: "inlet", Argv: []string{"bin/inlet", "--default-partitions", "{partitions}"}},
+		Targets: []proc.Target{{Name: "inlet", Argv: []string{"bin/inlet", "--default-partitions", "{partitions}"}},
 			{Name: "klite", Argv: []string{"/bin/sh", "-c", "klite --default-partitions {partitions}"}}},
 		Scale: &ScaleSettings{RSSLimitBytes: 512 << 20, Base: ScaleBase{Producers: 16, Partitions: 16, RecordSize: 100,
 			Compression: "none", Idempotent: true, DurationSeconds: 4},
@@ -182,7 +184,7 @@ func scaleFile() *File {
 	}
 	run := func(dim, point, target string, rep int, rps, cpuPerM float64, rss int64) Run {
 		return Run{Target: target, Dimension: dim, Point: point, Repeat: rep, RecordsPerSec: rps, MBPerSec: rps * 100 / 1e6,
-			Acked: uint64(rps * 4), CPUSecondsPerMillion: cpuPerM, Server: ProcStats{CPUSeconds: rps * 4 * cpuPerM / 1e6, PeakRSSBytes: rss}}
+			Acked: uint64(rps * 4), CPUSecondsPerMillion: cpuPerM, Server: proc.ProcStats{CPUSeconds: rps * 4 * cpuPerM / 1e6, PeakRSSBytes: rss}}
 	}
 	f.Runs = []Run{
 		run(DimPartitions, "16", "inlet", 1, 1_000_000, 1.0, 100<<20),
@@ -195,7 +197,7 @@ func scaleFile() *File {
 		run(DimCompression, "lz4", "klite", 1, 300_000, 3.0, 400<<20),
 	}
 	f.Runs[5].Failed, f.Runs[5].Error = 12, "12 records failed: map[timeout:12]"
-	f.Summary = summarizeScale(f.Runs, f.Baseline)
+	f.Summary = SummarizeScale(f.Runs, f.Baseline)
 	return f
 }
 
@@ -239,7 +241,7 @@ func TestScaleFileRoundTrip(t *testing.T) {
 	if _, err := appendCSV(dir, f); err != nil {
 		t.Fatal(err)
 	}
-	files, err := readFiles(root, dir)
+	files, err := ReadFiles(root, dir)
 	if err != nil || len(files) != 1 {
 		t.Fatalf("read %d files, %v", len(files), err)
 	}
@@ -266,52 +268,6 @@ func TestScaleFileRoundTrip(t *testing.T) {
 	if r := rows[1]; !slices.Equal(r[len(r)-7:len(r)-2], []string{"partitions", "16", "16", "1", "none"}) {
 		t.Errorf("first row's scale columns %v", r[len(r)-7:])
 	}
-}
-
-func TestReportScaleSection(t *testing.T) {
-	older := scaleFile()
-	older.Name = "results/scale-20261129-210000.json"
-	older.Started = older.Started.Add(-24 * time.Hour)
-	older.Scale.Dimensions = older.Scale.Dimensions[:1]
-	f := scaleFile()
-	f.Name = "results/scale-20261130-210000.json"
-	sections, charts := renderReport([]*File{older, f}, "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindScale)
-	mustContain(t, "scale section", body,
-		"### Partitions in one topic: inlet, klite",
-		"| 16 | inlet | 2 | 1,100,000 | 1.00× | 110.0 | 1.10 | 1.00× |",
-		"| 16 | klite | 2 | 600,000 | 0.55× |",
-		"| 1000 | klite | 1 (1 failed) | – | – | – | – | – | – | 900 MiB | **peak RSS 900 MiB > 512 MiB; 12 failed records** |",
-		"### Producer compression: inlet, klite",
-		"| lz4 | klite | 1 | 300,000 | 0.50× |",
-		"- partitions 1000, `klite`, repeat 1: 12 records failed",
-		"`klite`: `/bin/sh -c 'klite --default-partitions {partitions}'`",
-		"Earlier runs of this configuration: [scale-20261129-210000.json]",
-		"(results/scale-partitions-throughput.svg)", "(results/scale-compression-cpu.svg)")
-	if strings.Contains(body, "### Topics") {
-		t.Error("a dimension without runs has a section")
-	}
-	if strings.Count(body, "Earlier runs") != 1 {
-		t.Error("the compression curve lists the older file, which did not measure it")
-	}
-	for _, name := range []string{chartScaleThroughput(DimPartitions), chartScaleCPU(DimPartitions),
-		chartScaleThroughput(DimCompression), chartScaleCPU(DimCompression)} {
-		b, ok := charts[name]
-		if !ok {
-			t.Fatalf("no chart %s", name)
-		}
-		counts := checkSVG(t, b)
-		if counts["polyline"] != 2 {
-			t.Errorf("%s: %d lines, want one per target", name, counts["polyline"])
-		}
-	}
-	// The compression axis is labelled with the names.
-	if svg := string(charts[chartScaleThroughput(DimCompression)]); !strings.Contains(svg, ">lz4</text>") {
-		t.Errorf("compression chart lacks the lz4 tick:\n%s", svg)
-	}
-
-	empty, _ := renderReport(nil, "results", func(s string) string { return s })
-	mustContain(t, "empty scale section", sectionBody(t, empty, KindScale), "_No scale results yet")
 }
 
 func TestWriteScaleTables(t *testing.T) {

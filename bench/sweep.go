@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"inlet/bench/human"
 )
 
 // SweepOptions are the flags of `bench sweep`.
@@ -28,10 +30,10 @@ func Sweep(ctx context.Context, o SweepOptions) (*File, error) {
 	if len(o.Workers) == 0 || o.Repeat < 1 {
 		return nil, errors.New("need at least one worker count and one repeat")
 	}
-	if err := o.Env.prepare(); err != nil {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
-	f := o.Env.newFile(KindSweep, o.Load.label()+", "+storageLabel(o.Storage))
+	f := o.Env.newFile(KindSweep, o.Load.Label()+", "+storageLabel(o.Storage))
 	prog := newProgress(o.Env.Stderr, KindSweep, len(o.Workers)*o.Repeat, perPointEstimate(o.Load, o.Env.Pause))
 	for rep := 1; rep <= o.Repeat && ctx.Err() == nil; rep++ {
 		for _, w := range o.Workers {
@@ -39,7 +41,7 @@ func Sweep(ctx context.Context, o SweepOptions) (*File, error) {
 				break
 			}
 			prog.begin("workers %d, repeat %d/%d", w, rep, o.Repeat)
-			run := o.Env.measure(ctx, o.Env.inletTarget("inlet", o.Load, o.Storage, w, o.InletArgs), o.Load, 0)
+			run := o.Env.measure(ctx, o.Env.InletTarget("inlet", o.Load, o.Storage, w, o.InletArgs), o.Load, 0)
 			run.Workers, run.Repeat = w, rep
 			prog.end(&run)
 			f.Runs = append(f.Runs, run)
@@ -74,7 +76,7 @@ func writeSummaryTable(w io.Writer, f *File) {
 			workers = fmt.Sprint(s.Workers)
 		}
 		if s.Rate > 0 {
-			rate = thousands(s.Rate)
+			rate = human.Thousands(s.Rate)
 		}
 		runs := fmt.Sprint(s.Runs)
 		if s.Failed > 0 {
@@ -84,11 +86,11 @@ func writeSummaryTable(w io.Writer, f *File) {
 		if s.Runs == s.Failed {
 			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		} else {
-			row = append(row, thousands(s.RecordsPerSec), fixed(s.MBPerSec, 1), micros(s.P50Us), micros(s.P99Us),
-				micros(s.P999Us), microsOrNone(s.RequestP99Us), fixed(s.CPUSecondsPerMillion, 2), mib(s.PeakRSSBytes), fixed(s.WriteAmplification, 2))
+			row = append(row, human.Thousands(s.RecordsPerSec), human.Fixed(s.MBPerSec, 1), human.Micros(s.P50Us), human.Micros(s.P99Us),
+				human.Micros(s.P999Us), human.MicrosOrNone(s.RequestP99Us), human.Fixed(s.CPUSecondsPerMillion, 2), human.MiB(s.PeakRSSBytes), human.Fixed(s.WriteAmplification, 2))
 		}
 		if f.Baseline != "" {
-			row = append(row, ratioText(s.RecordsPerSecRatio), ratioText(s.CPUPerRecordRatio))
+			row = append(row, human.Ratio(s.RecordsPerSecRatio), human.Ratio(s.CPUPerRecordRatio))
 		}
 		rows = append(rows, row)
 	}
@@ -122,11 +124,4 @@ func writeAligned(w io.Writer, rows [][]string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-}
-
-func ratioText(r *float64) string {
-	if r == nil {
-		return "–"
-	}
-	return fixed(*r, 2) + "×"
 }

@@ -1,14 +1,22 @@
-// Package config reads Inlet's YAML configuration file: every command-line flag (same name,
-// with '_' for '-'), the listeners and their security protocols, users and their SCRAM
-// credentials and topic prefixes, their quotas, schemas, topic-to-subject bindings and the
-// schema registry (and its TLS).
-// examples/secure.yaml is a worked example.
+// Package config reads Inlet's YAML configuration file into plain settings: every
+// command-line flag (same name, with '_' for '-'), the listeners and their security
+// protocols, users and their SCRAM credentials and topic prefixes, their quotas, schemas,
+// topic-to-subject bindings and the schema registry's TLS. examples/secure.yaml is a worked
+// example.
+//
+// What runs: cmd/inlet calls Load (or Parse), FlagValues to set the flags the file names, and
+// Resolve to check the structured sections into Settings. config builds no object of the node:
+// cmd/inlet builds the user directory (auth.NewUsers) and the schema registry (schema.New)
+// from the Settings, at start-up and on SIGHUP. config uses auth, quota and schema only for
+// their value types and names.
 //
 // Precedence (cmd/inlet): built-in defaults, then the file, then flags given explicitly on
 // the command line. A bad file stops start-up with an error that names the key (and its line)
 // and the problem. Passwords are never read from the file itself: a user's password comes
 // from a file or an environment variable and is turned into SCRAM credentials at once, or the
 // file holds the SCRAM credentials (`inlet scram` prints them).
+//
+// Files: config.go. No locks.
 package config
 
 import (
@@ -29,6 +37,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"inlet/auth"
+	"inlet/bytesize"
 	"inlet/quota"
 	"inlet/schema"
 )
@@ -259,11 +268,11 @@ func checkKind(k Kind, v string) error {
 			return fmt.Errorf("%q is not true or false", v)
 		}
 	case Size:
-		if _, err := ParseSize(v); err != nil {
+		if _, err := bytesize.Parse(v); err != nil {
 			return err
 		}
 	case SizeOrZero:
-		if _, err := ParseSizeOrZero(v); err != nil {
+		if _, err := bytesize.ParseOrZero(v); err != nil {
 			return err
 		}
 	case Duration:
@@ -272,35 +281,6 @@ func checkKind(k Kind, v string) error {
 		}
 	}
 	return nil
-}
-
-// ParseSize parses a positive byte count with an optional KiB/MiB/GiB (or K/M/G, also powers
-// of two) suffix.
-func ParseSize(v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	mult := int64(1)
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, suf.s) {
-			s, mult = strings.TrimSuffix(s, suf.s), suf.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a positive byte count", v)
-	}
-	return n * mult, nil
-}
-
-// ParseSizeOrZero is ParseSize, with "0" allowed: a setting turned off.
-func ParseSizeOrZero(v string) (int64, error) {
-	if strings.TrimSpace(v) == "0" {
-		return 0, nil
-	}
-	return ParseSize(v)
 }
 
 // Protocols are Kafka's security.protocol values.
@@ -317,28 +297,37 @@ type ListenerSpec struct {
 	Anonymous  *auth.Principal // nil: unauthenticated clients are unrestricted
 }
 
-// Resolved is everything the server needs beyond the flags.
-type Resolved struct {
+// Settings is everything the node is built with beyond the flags, as plain values: the
+// listeners, the users with their SCRAM credentials, the quotas and the schemas with their
+// topic bindings. cmd/inlet builds the user directory (auth.NewUsers) and the schema registry
+// (schema.New) from them.
+type Settings struct {
 	Listeners []ListenerSpec // empty: the --listen flag's single PLAINTEXT listener
-	Users     *auth.Users
-	Schemas   *schema.Registry // nil when no schema is configured
-	Quotas    quota.Bounds     // by user (quota.DefaultUser: every user without its own)
+	Users     []auth.User
+	// SchemaDefs and SchemaBindings are the schemas and the topic-to-subject bindings; both
+	// empty when no schema is configured (then there is no registry).
+	SchemaDefs     []schema.Def
+	SchemaBindings []schema.Binding
+	Quotas         quota.Bounds // by user (quota.DefaultUser: every user without its own)
 
 	RegistryTLS *tls.Config // nil: the schema registry speaks plain HTTP
 }
 
+// HasSchemas reports whether the file configures any schema or binding, so that the node
+// serves a schema registry.
+func (s *Settings) HasSchemas() bool { return len(s.SchemaDefs) > 0 || len(s.SchemaBindings) > 0 }
+
 // Resolve checks the structured sections, reads password files and environment variables,
-// derives SCRAM credentials, loads certificates and compiles schemas. getenv is os.Getenv
-// outside tests.
-func (f *File) Resolve(getenv func(string) string) (*Resolved, error) {
-	r := &Resolved{}
+// derives SCRAM credentials, loads certificates and reads schema files. getenv is os.Getenv
+// outside tests. The schemas are compiled, and users' names checked for repeats, when the
+// node builds its registry and user directory from the Settings.
+func (f *File) Resolve(getenv func(string) string) (*Settings, error) {
+	r := &Settings{}
 	us, err := f.resolveUsers(getenv)
 	if err != nil {
 		return nil, err
 	}
-	if r.Users, err = auth.NewUsers(us); err != nil {
-		return nil, fmt.Errorf("users: %w", err)
-	}
+	r.Users = us
 	names := map[string]bool{}
 	for i, l := range f.Listeners {
 		key := fmt.Sprintf("listeners[%d]", i)
@@ -357,7 +346,7 @@ func (f *File) Resolve(getenv func(string) string) (*Resolved, error) {
 			return nil, err
 		}
 	}
-	if r.Schemas, err = f.resolveSchemas(); err != nil {
+	if r.SchemaDefs, r.SchemaBindings, err = f.resolveSchemas(); err != nil {
 		return nil, err
 	}
 	if r.Quotas, err = f.resolveQuotas(); err != nil {
@@ -599,51 +588,45 @@ func (c *Credential) decode() (*auth.Credential, error) {
 	return out, nil
 }
 
-func (f *File) resolveSchemas() (*schema.Registry, error) {
-	if len(f.Schemas) == 0 && len(f.Topics) == 0 {
-		return nil, nil
-	}
+// resolveSchemas reads the schemas (inline or from their files) and the topic bindings.
+func (f *File) resolveSchemas() ([]schema.Def, []schema.Binding, error) {
 	var defs []schema.Def
 	for i, s := range f.Schemas {
 		key := fmt.Sprintf("schemas[%d]", i)
 		if s.Subject == "" {
-			return nil, fmt.Errorf("%s.subject: missing", key)
+			return nil, nil, fmt.Errorf("%s.subject: missing", key)
 		}
 		key = fmt.Sprintf("schemas[%d] (%s)", i, s.Subject)
 		text := s.Schema
 		switch {
 		case s.Schema != "" && s.SchemaFile != "":
-			return nil, fmt.Errorf("%s: schema and schema_file are exclusive", key)
+			return nil, nil, fmt.Errorf("%s: schema and schema_file are exclusive", key)
 		case s.SchemaFile != "":
 			b, err := os.ReadFile(f.path(s.SchemaFile))
 			if err != nil {
-				return nil, fmt.Errorf("%s.schema_file: %v", key, err)
+				return nil, nil, fmt.Errorf("%s.schema_file: %v", key, err)
 			}
 			text = string(b)
 		case s.Schema == "":
-			return nil, fmt.Errorf("%s.schema: missing (or schema_file)", key)
+			return nil, nil, fmt.Errorf("%s.schema: missing (or schema_file)", key)
 		}
 		t := schema.Type(strings.ToUpper(s.Type))
 		if t == "" {
 			t = schema.Avro
 		}
 		if t != schema.Avro && t != schema.JSON {
-			return nil, fmt.Errorf("%s.type: %q is not AVRO or JSON", key, s.Type)
+			return nil, nil, fmt.Errorf("%s.type: %q is not AVRO or JSON", key, s.Type)
 		}
 		defs = append(defs, schema.Def{Subject: s.Subject, Type: t, Text: text, ID: s.ID, Version: s.Version})
 	}
 	var bindings []schema.Binding
 	for i, t := range f.Topics {
 		if t.Name == "" {
-			return nil, fmt.Errorf("topics[%d].name: missing", i)
+			return nil, nil, fmt.Errorf("topics[%d].name: missing", i)
 		}
 		bindings = append(bindings, schema.Binding{Topic: t.Name, KeySubject: t.KeySubject, ValueSubject: t.ValueSubject})
 	}
-	reg, err := schema.New(defs, bindings)
-	if err != nil {
-		return nil, fmt.Errorf("schemas/topics: %w", err)
-	}
-	return reg, nil
+	return defs, bindings, nil
 }
 
 func contains(list []string, s string) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"inlet/config"
+	"inlet/schema"
 )
 
 const valueSchemaFile = "../examples/loadgen-value.avsc"
@@ -131,7 +132,11 @@ func loadgenSubject(t *testing.T) interface{ Validate([]byte) error } {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := r.Schemas.Topic([]byte(DefaultTopic))
+	reg, err := schema.New(r.SchemaDefs, r.SchemaBindings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := reg.Topic([]byte(DefaultTopic))
 	if topic == nil || topic.Value == nil {
 		t.Fatalf("examples/loadgen-avro.yaml does not bind topic %q to a value subject", DefaultTopic)
 	}

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"inlet/batchlog"
 )
 
 // syncBuckets are the upper bounds, in seconds, of the fsync and group-commit histograms:
@@ -18,8 +16,6 @@ type Commits struct {
 	groups, records, bytes prometheus.Counter
 	latency, fsync         prometheus.Histogram
 }
-
-var _ batchlog.Observer = (*Commits)(nil)
 
 // NewCommits registers the group-commit and fsync metrics with reg.
 func NewCommits(reg prometheus.Registerer) *Commits {

@@ -17,13 +17,20 @@
 //     for its ErrorCode fields (errors.go), as Kafka's AbstractResponse.errorCounts does.
 //   - Per group commit, on the batch log's completer goroutine (Commits, a
 //     batchlog.Observer): records, bytes and the group's latency, and each segment fdatasync.
-//   - At scrape time only (the state collector, state.go): everything that is state rather
+//   - At scrape time only (the state collector, state.go, reading the log through the Log
+//     interface and the server through Node): everything that is state rather
 //     than an event — high watermarks and log starts, committed offsets and lag, the in-flight
 //     budget, open connections, segment bytes, Pebble's metrics. Nothing on the produce path
 //     keeps these up to date; a scrape reads them where they already are.
 //
 // Without --metrics-listen none of this exists: the server and the log test one nil pointer
-// per hook and do nothing else.
+// per hook and do nothing else. metrics names batchlog only for the catalog records and the
+// Stats value that Log returns; it holds no *batchlog.Log.
+//
+// Files: metrics.go (the registry, build info, Watch), requests.go (per-request counters),
+// errors.go (error codes of a response), commits.go (the log's observer), state.go (the
+// scrape-time collector, Log and Node), http.go (the listener and health checks). No locks:
+// counters are atomics, state is read at scrape time from its owners.
 package metrics
 
 import (
@@ -33,8 +40,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"inlet/batchlog"
 )
 
 const namespace = "inlet"
@@ -73,7 +78,7 @@ func New(apiKeys []int16, version, commit string) *Metrics {
 }
 
 // Watch adds the scrape-time collector of the log's and the node's state.
-func (m *Metrics) Watch(log *batchlog.Log, node Node) {
+func (m *Metrics) Watch(log Log, node Node) {
 	m.Registry.MustRegister(newStateCollector(log, node))
 }
 

@@ -13,6 +13,17 @@ import (
 	"inlet/groups"
 )
 
+// Log is what the state collector reads from the record log at scrape time (*batchlog.Log
+// implements it): the topics and their partitions' offsets, and the log's counters. Only
+// batchlog's catalog records and Stats value are named here; the log itself is not.
+type Log interface {
+	// Topics lists every topic; Topic finds one by name.
+	Topics() []*batchlog.Topic
+	Topic(name string) (*batchlog.Topic, bool)
+	// Stats is a snapshot of the log's counters and Pebble's metrics.
+	Stats() batchlog.Stats
+}
+
 // Node is what the state collector reads from the Kafka server at scrape time
 // (server.Server implements it).
 type Node interface {
@@ -37,11 +48,11 @@ type Node interface {
 // offset and takes Pebble's metrics; with many thousands of partitions that is a
 // scrape-sized cost, paid once per scrape interval.
 type stateCollector struct {
-	log  *batchlog.Log
+	log  Log
 	node Node
 }
 
-func newStateCollector(log *batchlog.Log, node Node) *stateCollector {
+func newStateCollector(log Log, node Node) *stateCollector {
 	return &stateCollector{log: log, node: node}
 }
 

@@ -28,7 +28,11 @@ import (
 	"time"
 
 	"inlet/bench"
-	"inlet/config"
+	"inlet/bench/human"
+	"inlet/bench/proc"
+	"inlet/bench/profile"
+	"inlet/bench/report"
+	"inlet/bytesize"
 	"inlet/loadgen"
 )
 
@@ -137,7 +141,7 @@ func (c *common) parse(args []string) bool {
 		fmt.Fprintf(os.Stderr, "bench %s: %v\n", c.fs.Name(), err)
 		return false
 	}
-	c.env.Command = bench.CommandLine(append([]string{"bin/bench", c.fs.Name()}, args...))
+	c.env.Command = human.CommandLine(append([]string{"bin/bench", c.fs.Name()}, args...))
 	c.env.Flags = map[string]string{}
 	c.fs.VisitAll(func(f *flag.Flag) { c.env.Flags[f.Name] = f.Value.String() })
 	c.env.Stdout, c.env.Stderr = os.Stdout, os.Stderr
@@ -150,197 +154,19 @@ func (c *common) parse(args []string) bool {
 func run(ctx context.Context, cmd string, args []string) int {
 	switch cmd {
 	case "sweep":
-		c := newCommon(cmd, 20*time.Second)
-		workers := c.fs.String("workers", "1,2,4,8,16", "comma-separated inlet --workers values")
-		repeat := c.fs.Int("repeat", 3, "runs of each worker count")
-		if !c.parse(args) {
-			return 2
-		}
-		ws, err := bench.ParseInts(*workers)
-		if err != nil {
-			return usage(cmd, fmt.Errorf("--workers: %w", err))
-		}
-		f, err := bench.Sweep(ctx, bench.SweepOptions{Env: c.env, Load: c.load, Workers: ws, Repeat: *repeat,
-			Storage: c.storage, InletArgs: c.inletArgs})
-		return exitFile(cmd, f, err)
-
+		return runSweep(ctx, cmd, args)
 	case "compare":
-		c := newCommon(cmd, 20*time.Second)
-		targets := c.fs.String("targets", strings.Join(bench.BuiltinTargets, ","), "built-in targets to measure ('' for none)")
-		var peers stringList
-		c.fs.Var(&peers, "peer", "another broker, repeatable: name='shell command with {port} and {dir}'")
-		repeat := c.fs.Int("repeat", 3, "rounds over all targets")
-		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
-		kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
-		consume := c.fs.Bool("consume", false, "after each produce run, on the same broker: fill a topic, read it back with --consumers (catch-up), then follow a --tail-rate tail")
-		var cs bench.ConsumeSettings
-		c.fs.Int64Var(&cs.FillRecords, "fill-records", bench.DefaultFillRecords, "--consume: records written flat out before the catch-up read")
-		c.fs.IntVar(&cs.Consumers, "consumers", bench.DefaultConsumers, "--consume: consumer clients, the partitions dealt round-robin among them")
-		c.fs.Float64Var(&cs.TailRate, "tail-rate", bench.DefaultTailRate, "--consume: records/s produced during the tail")
-		c.fs.DurationVar(&cs.TailDuration, "tail-duration", bench.DefaultTailDuration, "--consume: sending time of the tail")
-		c.fs.IntVar(&cs.TailProducers, "tail-producers", 0, "--consume: producers of the tail (0: --producers)")
-		c.fs.DurationVar(&cs.Timeout, "consume-timeout", bench.DefaultConsumeTimeout, "--consume: bound of the fill and of the catch-up read each")
-		addShapeFlags(c.fs, &cs)
-		if !c.parse(args) {
-			return 2
-		}
-		o := bench.CompareOptions{Env: c.env, Load: c.load, Repeat: *repeat, Storage: c.storage, Workers: *workers,
-			InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
-		if *consume {
-			o.Consume = &cs
-		} else {
-			for _, name := range append([]string{"fill-records", "consumers", "tail-rate", "tail-duration", "tail-producers", "consume-timeout"}, shapeFlags...) {
-				if isSet(c.fs, name) {
-					return usage(cmd, fmt.Errorf("--%s is only used with --consume", name))
-				}
-			}
-		}
-		var err error
-		if o.Targets, o.Peers, err = parseTargets(*targets, peers); err != nil {
-			return usage(cmd, err)
-		}
-		f, err := bench.Compare(ctx, o)
-		return exitFile(cmd, f, err)
-
+		return runCompare(ctx, cmd, args)
 	case "scale":
-		c := newCommon(cmd, 10*time.Second)
-		dims := c.fs.String("dimension", "all", "dimensions to measure, comma-separated: "+strings.Join(bench.ScaleDimensions, ", ")+", or all")
-		pointHelp := map[string]string{
-			bench.DimPartitions:  "partition counts of the one topic",
-			bench.DimTopics:      "topic counts, one partition each",
-			bench.DimProducers:   "producer counts (one client and connection each)",
-			bench.DimRecordSize:  "record value sizes in bytes",
-			bench.DimCompression: "producer compressions (" + strings.Join(loadgen.Compressions, ", ") + ")",
-		}
-		pointFlags := map[string]*string{}
-		for _, d := range bench.ScaleDimensions {
-			pointFlags[d] = c.fs.String(d+"-points", strings.Join(bench.DefaultScalePoints[d], ","), "comma-separated "+pointHelp[d])
-		}
-		targets := c.fs.String("targets", bench.TargetInlet, "built-in targets to measure ('' for none): "+strings.Join(bench.BuiltinTargets, ", "))
-		var peers stringList
-		c.fs.Var(&peers, "peer", "another broker, repeatable: name='shell command with {port}, {dir} and {partitions}' ({partitions}: the point's partition count)")
-		repeat := c.fs.Int("repeat", 2, "rounds over all targets at each point")
-		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
-		kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
-		rssLimit := c.fs.String("rss-limit", "", "flag a point whose broker peak RSS is above this (default: inlet's --inflight-budget, from --inlet-arg or 256MiB, plus 256MiB)")
-		if !c.parse(args) {
-			return 2
-		}
-		ds, err := bench.ParseDimensions(*dims)
-		if err != nil {
-			return usage(cmd, fmt.Errorf("--dimension: %w", err))
-		}
-		o := bench.ScaleOptions{Env: c.env, Base: c.load, Dimensions: ds, Points: map[string][]string{}, Repeat: *repeat,
-			Storage: c.storage, Workers: *workers, InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
-		for _, d := range bench.ScaleDimensions {
-			if !slices.Contains(ds, d) {
-				if isSet(c.fs, d+"-points") {
-					return usage(cmd, fmt.Errorf("--%s-points given, but --dimension does not measure %s", d, d))
-				}
-				continue
-			}
-			if o.Points[d], err = bench.ParsePoints(d, *pointFlags[d]); err != nil {
-				return usage(cmd, fmt.Errorf("--%s-points: %w", d, err))
-			}
-		}
-		if *rssLimit != "" {
-			if o.RSSLimitBytes, err = config.ParseSize(*rssLimit); err != nil {
-				return usage(cmd, fmt.Errorf("--rss-limit: %w", err))
-			}
-		}
-		if o.Targets, o.Peers, err = parseTargets(*targets, peers); err != nil {
-			return usage(cmd, err)
-		}
-		f, err := bench.Scale(ctx, o)
-		return exitFile(cmd, f, err)
-
+		return runScale(ctx, cmd, args)
 	case "latency":
-		c := newCommon(cmd, 20*time.Second)
-		rates := c.fs.String("rates", "0.25,0.5,0.75", "offered loads: fractions of --of, or records/s without --of")
-		of := c.fs.String("of", "", "flat-out records/s the rates are fractions of, or 'flat' to measure it first (default: rates are records/s)")
-		repeat := c.fs.Int("repeat", 1, "runs of each rate")
-		workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
-		if !c.parse(args) {
-			return 2
-		}
-		rs, err := bench.ParseRates(*rates)
-		if err != nil {
-			return usage(cmd, fmt.Errorf("--rates: %w", err))
-		}
-		o := bench.LatencyOptions{Env: c.env, Load: c.load, Repeat: *repeat, Rates: rs, Storage: c.storage,
-			Workers: *workers, InletArgs: c.inletArgs}
-		switch *of {
-		case "":
-		case "flat":
-			o.OfFlat = true
-		default:
-			if o.Of, err = strconv.ParseFloat(*of, 64); err != nil || o.Of <= 0 {
-				return usage(cmd, fmt.Errorf("--of: %q is neither a positive number nor 'flat'", *of))
-			}
-		}
-		f, err := bench.Latency(ctx, o)
-		return exitFile(cmd, f, err)
-
+		return runLatency(ctx, cmd, args)
 	case "chaos":
-		c := newCommon(cmd, 60*time.Second)
-		o := bench.ChaosOptions{}
-		c.fs.DurationVar(&o.KillEvery, "kill-every", 3*time.Second, "mean time between SIGKILLs (each gap uniform in [0.5x, 1.5x])")
-		c.fs.IntVar(&o.MaxKills, "max-kills", 0, "at most this many kills (0: as many as fit in --duration)")
-		c.fs.DurationVar(&o.Down, "down", 0, "how long inlet stays dead before the restart")
-		c.fs.Float64Var(&o.Rate, "rate", 0, "offered records/s over all producers (0: flat out)")
-		c.fs.DurationVar(&o.FlushTimeout, "flush-timeout", 2*time.Minute, "how long to wait for outstanding acks after sending stops")
-		c.fs.Int64Var(&o.Seed, "seed", 0, "seed of the kill schedule (0: from the clock; recorded)")
-		c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
-		if !c.parse(args) {
-			return 2
-		}
-		o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
-		f, err := bench.Chaos(ctx, o)
-		if code := exitFile(cmd, f, err); code != 0 {
-			return code
-		}
-		if !f.Chaos.OK {
-			fmt.Fprintf(os.Stderr, "bench chaos: FAILED: %s\n", strings.Join(f.Chaos.Failures, "; "))
-			return 1
-		}
-		return 0
-
+		return runChaos(ctx, cmd, args)
 	case "profile":
-		c := newCommon(cmd, 20*time.Second)
-		o := bench.ProfileOptions{}
-		c.fs.StringVar(&o.OutDir, "out", "", "directory for the profiles (default: profiles/ in the repository root)")
-		c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
-		if !c.parse(args) {
-			return 2
-		}
-		o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
-		files, err := bench.Profile(ctx, o)
-		for _, f := range files {
-			fmt.Println(f)
-		}
-		return exit(cmd, err)
-
+		return runProfile(ctx, cmd, args)
 	case "report":
-		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-		o := bench.ReportOptions{Stderr: os.Stderr}
-		fs.StringVar(&o.ResultsDir, "results-dir", "", "result files to read (default: results/ in the repository root)")
-		fs.StringVar(&o.Out, "out", "", "markdown file to update (default: BENCHMARKS.md in the repository root)")
-		fs.StringVar(&o.ChartsDir, "charts-dir", "", "where the SVG charts go (default: the results directory)")
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() > 0 {
-			return usage(cmd, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
-		}
-		files, err := bench.Report(o)
-		for _, f := range files {
-			fmt.Println(f)
-		}
-		return exit(cmd, err)
-
+		return runReport(cmd, args)
 	case "help", "-h", "--help":
 		fmt.Print(usageText)
 		return 0
@@ -349,13 +175,219 @@ func run(ctx context.Context, cmd string, args []string) int {
 	return 2
 }
 
+// runSweep is `bench sweep`: throughput against inlet's --workers.
+func runSweep(ctx context.Context, cmd string, args []string) int {
+	c := newCommon(cmd, 20*time.Second)
+	workers := c.fs.String("workers", "1,2,4,8,16", "comma-separated inlet --workers values")
+	repeat := c.fs.Int("repeat", 3, "runs of each worker count")
+	if !c.parse(args) {
+		return 2
+	}
+	ws, err := bench.ParseInts(*workers)
+	if err != nil {
+		return usage(cmd, fmt.Errorf("--workers: %w", err))
+	}
+	f, err := bench.Sweep(ctx, bench.SweepOptions{Env: c.env, Load: c.load, Workers: ws, Repeat: *repeat,
+		Storage: c.storage, InletArgs: c.inletArgs})
+	return exitFile(cmd, f, err)
+}
+
+// runCompare is `bench compare`: the same load against each target in turn, and with --consume the consume phase.
+func runCompare(ctx context.Context, cmd string, args []string) int {
+	c := newCommon(cmd, 20*time.Second)
+	targets := c.fs.String("targets", strings.Join(bench.BuiltinTargets, ","), "built-in targets to measure ('' for none)")
+	var peers stringList
+	c.fs.Var(&peers, "peer", "another broker, repeatable: name='shell command with {port} and {dir}'")
+	repeat := c.fs.Int("repeat", 3, "rounds over all targets")
+	workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+	kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
+	consume := c.fs.Bool("consume", false, "after each produce run, on the same broker: fill a topic, read it back with --consumers (catch-up), then follow a --tail-rate tail")
+	var cs bench.ConsumeSettings
+	c.fs.Int64Var(&cs.FillRecords, "fill-records", bench.DefaultFillRecords, "--consume: records written flat out before the catch-up read")
+	c.fs.IntVar(&cs.Consumers, "consumers", bench.DefaultConsumers, "--consume: consumer clients, the partitions dealt round-robin among them")
+	c.fs.Float64Var(&cs.TailRate, "tail-rate", bench.DefaultTailRate, "--consume: records/s produced during the tail")
+	c.fs.DurationVar(&cs.TailDuration, "tail-duration", bench.DefaultTailDuration, "--consume: sending time of the tail")
+	c.fs.IntVar(&cs.TailProducers, "tail-producers", 0, "--consume: producers of the tail (0: --producers)")
+	c.fs.DurationVar(&cs.Timeout, "consume-timeout", bench.DefaultConsumeTimeout, "--consume: bound of the fill and of the catch-up read each")
+	addShapeFlags(c.fs, &cs)
+	if !c.parse(args) {
+		return 2
+	}
+	o := bench.CompareOptions{Env: c.env, Load: c.load, Repeat: *repeat, Storage: c.storage, Workers: *workers,
+		InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
+	if *consume {
+		o.Consume = &cs
+	} else {
+		for _, name := range append([]string{"fill-records", "consumers", "tail-rate", "tail-duration", "tail-producers", "consume-timeout"}, shapeFlags...) {
+			if isSet(c.fs, name) {
+				return usage(cmd, fmt.Errorf("--%s is only used with --consume", name))
+			}
+		}
+	}
+	var err error
+	if o.Targets, o.Peers, err = parseTargets(*targets, peers); err != nil {
+		return usage(cmd, err)
+	}
+	f, err := bench.Compare(ctx, o)
+	return exitFile(cmd, f, err)
+}
+
+// runScale is `bench scale`: comparisons along one load dimension at a time.
+func runScale(ctx context.Context, cmd string, args []string) int {
+	c := newCommon(cmd, 10*time.Second)
+	dims := c.fs.String("dimension", "all", "dimensions to measure, comma-separated: "+strings.Join(bench.ScaleDimensions, ", ")+", or all")
+	pointHelp := map[string]string{
+		bench.DimPartitions:  "partition counts of the one topic",
+		bench.DimTopics:      "topic counts, one partition each",
+		bench.DimProducers:   "producer counts (one client and connection each)",
+		bench.DimRecordSize:  "record value sizes in bytes",
+		bench.DimCompression: "producer compressions (" + strings.Join(loadgen.Compressions, ", ") + ")",
+	}
+	pointFlags := map[string]*string{}
+	for _, d := range bench.ScaleDimensions {
+		pointFlags[d] = c.fs.String(d+"-points", strings.Join(bench.DefaultScalePoints[d], ","), "comma-separated "+pointHelp[d])
+	}
+	targets := c.fs.String("targets", bench.TargetInlet, "built-in targets to measure ('' for none): "+strings.Join(bench.BuiltinTargets, ", "))
+	var peers stringList
+	c.fs.Var(&peers, "peer", "another broker, repeatable: name='shell command with {port}, {dir} and {partitions}' ({partitions}: the point's partition count)")
+	repeat := c.fs.Int("repeat", 2, "rounds over all targets at each point")
+	workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+	kfakeBin := c.fs.String("kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
+	rssLimit := c.fs.String("rss-limit", "", "flag a point whose broker peak RSS is above this (default: inlet's --inflight-budget, from --inlet-arg or 256MiB, plus 256MiB)")
+	if !c.parse(args) {
+		return 2
+	}
+	ds, err := bench.ParseDimensions(*dims)
+	if err != nil {
+		return usage(cmd, fmt.Errorf("--dimension: %w", err))
+	}
+	o := bench.ScaleOptions{Env: c.env, Base: c.load, Dimensions: ds, Points: map[string][]string{}, Repeat: *repeat,
+		Storage: c.storage, Workers: *workers, InletArgs: c.inletArgs, KfakeBin: *kfakeBin}
+	for _, d := range bench.ScaleDimensions {
+		if !slices.Contains(ds, d) {
+			if isSet(c.fs, d+"-points") {
+				return usage(cmd, fmt.Errorf("--%s-points given, but --dimension does not measure %s", d, d))
+			}
+			continue
+		}
+		if o.Points[d], err = bench.ParsePoints(d, *pointFlags[d]); err != nil {
+			return usage(cmd, fmt.Errorf("--%s-points: %w", d, err))
+		}
+	}
+	if *rssLimit != "" {
+		if o.RSSLimitBytes, err = bytesize.Parse(*rssLimit); err != nil {
+			return usage(cmd, fmt.Errorf("--rss-limit: %w", err))
+		}
+	}
+	if o.Targets, o.Peers, err = parseTargets(*targets, peers); err != nil {
+		return usage(cmd, err)
+	}
+	f, err := bench.Scale(ctx, o)
+	return exitFile(cmd, f, err)
+}
+
+// runLatency is `bench latency`: ack latency at offered loads.
+func runLatency(ctx context.Context, cmd string, args []string) int {
+	c := newCommon(cmd, 20*time.Second)
+	rates := c.fs.String("rates", "0.25,0.5,0.75", "offered loads: fractions of --of, or records/s without --of")
+	of := c.fs.String("of", "", "flat-out records/s the rates are fractions of, or 'flat' to measure it first (default: rates are records/s)")
+	repeat := c.fs.Int("repeat", 1, "runs of each rate")
+	workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+	if !c.parse(args) {
+		return 2
+	}
+	rs, err := bench.ParseRates(*rates)
+	if err != nil {
+		return usage(cmd, fmt.Errorf("--rates: %w", err))
+	}
+	o := bench.LatencyOptions{Env: c.env, Load: c.load, Repeat: *repeat, Rates: rs, Storage: c.storage,
+		Workers: *workers, InletArgs: c.inletArgs}
+	switch *of {
+	case "":
+	case "flat":
+		o.OfFlat = true
+	default:
+		if o.Of, err = strconv.ParseFloat(*of, 64); err != nil || o.Of <= 0 {
+			return usage(cmd, fmt.Errorf("--of: %q is neither a positive number nor 'flat'", *of))
+		}
+	}
+	f, err := bench.Latency(ctx, o)
+	return exitFile(cmd, f, err)
+}
+
+// runChaos is `bench chaos`: SIGKILL and restart inlet under verified load; 1 when verification fails.
+func runChaos(ctx context.Context, cmd string, args []string) int {
+	c := newCommon(cmd, 60*time.Second)
+	o := bench.ChaosOptions{}
+	c.fs.DurationVar(&o.KillEvery, "kill-every", 3*time.Second, "mean time between SIGKILLs (each gap uniform in [0.5x, 1.5x])")
+	c.fs.IntVar(&o.MaxKills, "max-kills", 0, "at most this many kills (0: as many as fit in --duration)")
+	c.fs.DurationVar(&o.Down, "down", 0, "how long inlet stays dead before the restart")
+	c.fs.Float64Var(&o.Rate, "rate", 0, "offered records/s over all producers (0: flat out)")
+	c.fs.DurationVar(&o.FlushTimeout, "flush-timeout", 2*time.Minute, "how long to wait for outstanding acks after sending stops")
+	c.fs.Int64Var(&o.Seed, "seed", 0, "seed of the kill schedule (0: from the clock; recorded)")
+	c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
+	if !c.parse(args) {
+		return 2
+	}
+	o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
+	f, err := bench.Chaos(ctx, o)
+	if code := exitFile(cmd, f, err); code != 0 {
+		return code
+	}
+	if !f.Chaos.OK {
+		fmt.Fprintf(os.Stderr, "bench chaos: FAILED: %s\n", strings.Join(f.Chaos.Failures, "; "))
+		return 1
+	}
+	return 0
+}
+
+// runProfile is `bench profile`: CPU and allocation profiles of inlet under load.
+func runProfile(ctx context.Context, cmd string, args []string) int {
+	c := newCommon(cmd, 20*time.Second)
+	o := profile.Options{}
+	c.fs.StringVar(&o.OutDir, "out", "", "directory for the profiles (default: profiles/ in the repository root)")
+	c.fs.IntVar(&o.Workers, "workers", 0, "inlet --workers (0: inlet's default)")
+	if !c.parse(args) {
+		return 2
+	}
+	o.Env, o.Load, o.Storage, o.InletArgs = c.env, c.load, c.storage, c.inletArgs
+	files, err := profile.Run(ctx, o)
+	for _, f := range files {
+		fmt.Println(f)
+	}
+	return exit(cmd, err)
+}
+
+// runReport is `bench report`: BENCHMARKS.md and the charts from the result files.
+func runReport(cmd string, args []string) int {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	o := report.Options{Stderr: os.Stderr}
+	fs.StringVar(&o.ResultsDir, "results-dir", "", "result files to read (default: results/ in the repository root)")
+	fs.StringVar(&o.Out, "out", "", "markdown file to update (default: BENCHMARKS.md in the repository root)")
+	fs.StringVar(&o.ChartsDir, "charts-dir", "", "where the SVG charts go (default: the results directory)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usage(cmd, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	files, err := report.Write(o)
+	for _, f := range files {
+		fmt.Println(f)
+	}
+	return exit(cmd, err)
+}
+
 // shapeFlags are the flags of addShapeFlags.
 var shapeFlags = []string{"consume-shape", "fill-partitioner", "fill-linger", "fill-batch-max-bytes", "fill-max-buffered-records",
 	"fetch-max-bytes", "fetch-max-partition-bytes", "fetch-max-wait", "fetch-min-bytes"}
 
 // addShapeFlags adds the flags of the consume phase's shape to fs: a preset (--consume-shape)
 // and each of its settings, which override the preset's. Unset, a setting stays zero and takes
-// the preset's value (bench.ConsumeSettings.normalize), so the defaults are today's shape.
+// the preset's value (bench.ConsumeSettings.Normalize), so the defaults are today's shape.
 func addShapeFlags(fs *flag.FlagSet, cs *bench.ConsumeSettings) {
 	var shapes []string
 	for _, sh := range bench.ConsumeShapes {
@@ -400,10 +432,10 @@ func addShapeFlags(fs *flag.FlagSet, cs *bench.ConsumeSettings) {
 	})
 }
 
-// sizeFlag parses a positive size (config.ParseSize: 1048576, 1MiB, 64KiB) into *dst.
+// sizeFlag parses a positive size (bytesize.Parse: 1048576, 1MiB, 64KiB) into *dst.
 func sizeFlag(dst *int32) func(string) error {
 	return func(v string) error {
-		n, err := config.ParseSize(v)
+		n, err := bytesize.Parse(v)
 		if err != nil || n < 1 || n > math.MaxInt32 {
 			return fmt.Errorf("%q is not a size in [1, %d] bytes", v, math.MaxInt32)
 		}
@@ -469,7 +501,7 @@ func exit(cmd string, err error) int {
 }
 
 // parseTargets reads --targets (comma-separated built-in names) and the --peer values.
-func parseTargets(targets string, peers []string) (names []string, parsed []bench.Target, err error) {
+func parseTargets(targets string, peers []string) (names []string, parsed []proc.Target, err error) {
 	for t := range strings.SplitSeq(targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			names = append(names, t)

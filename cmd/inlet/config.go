@@ -19,17 +19,52 @@ import (
 	"inlet/schema"
 )
 
-// security is what the config file adds beyond flags.
+// security is what the config file adds beyond flags: its settings, and the user directory
+// and schema registry built from them (Users, built from Settings.Users, hides that field).
 type security struct {
-	*config.Resolved
-	explicit map[string]bool // flags given on the command line
+	*config.Settings
+	Users    *auth.Users
+	Schemas  *schema.Registry // nil when no schema is configured
+	explicit map[string]bool  // flags given on the command line
+}
+
+// buildSecurity builds the objects the config file's settings describe: the user directory
+// (always, when there is a file: a file without users has an empty one) and the schema
+// registry (only when the file has schemas or topic bindings).
+func buildSecurity(s *config.Settings) (*auth.Users, *schema.Registry, error) {
+	users, err := auth.NewUsers(s.Users)
+	if err != nil {
+		return nil, nil, fmt.Errorf("users: %w", err)
+	}
+	if !s.HasSchemas() {
+		return users, nil, nil
+	}
+	reg, err := schema.New(s.SchemaDefs, s.SchemaBindings)
+	if err != nil {
+		return nil, nil, fmt.Errorf("schemas/topics: %w", err)
+	}
+	return users, reg, nil
+}
+
+// loadSecurity reads a config file's structured sections into settings and builds their
+// objects; getenv is os.Getenv outside tests.
+func loadSecurity(f *config.File, getenv func(string) string) (*config.Settings, *auth.Users, *schema.Registry, error) {
+	s, err := f.Resolve(getenv)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	users, reg, err := buildSecurity(s)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s, users, reg, nil
 }
 
 // applyConfig loads the --config file (if any): each flag key it sets becomes the flag's
 // value unless the flag was given explicitly on the command line (defaults < file < flags).
 // A bad file stops start-up with the key and the problem.
 func applyConfig(fs *flag.FlagSet, path string) security {
-	sec := security{Resolved: &config.Resolved{}, explicit: map[string]bool{}}
+	sec := security{Settings: &config.Settings{}, explicit: map[string]bool{}}
 	fs.Visit(func(f *flag.Flag) { sec.explicit[f.Name] = true })
 	if path == "" {
 		return sec
@@ -50,7 +85,7 @@ func applyConfig(fs *flag.FlagSet, path string) security {
 			usage("config %s: %s: %v", path, strings.ReplaceAll(name, "-", "_"), err)
 		}
 	}
-	if sec.Resolved, err = f.Resolve(os.Getenv); err != nil {
+	if sec.Settings, sec.Users, sec.Schemas, err = loadSecurity(f, os.Getenv); err != nil {
 		usage("config %s: %v", path, err)
 	}
 	return sec
@@ -127,16 +162,16 @@ func reloadUsers(logger *slog.Logger, srv *kafka.Server, path string) {
 		return
 	}
 	f, err := config.Load(path)
-	var r *config.Resolved
+	var users *auth.Users
 	if err == nil {
-		r, err = f.Resolve(os.Getenv)
+		_, users, _, err = loadSecurity(f, os.Getenv)
 	}
 	if err == nil {
-		err = srv.ReloadUsers(r.Users)
+		err = srv.ReloadUsers(users)
 	}
 	if err != nil {
 		logger.Error("SIGHUP: users not reloaded", "config", path, "err", err)
 		return
 	}
-	logger.Info("SIGHUP: users reloaded", "config", path, "users", len(r.Users.All()))
+	logger.Info("SIGHUP: users reloaded", "config", path, "users", len(users.All()))
 }

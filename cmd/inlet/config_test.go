@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"inlet/auth"
 	"inlet/config"
 )
 
@@ -118,5 +120,101 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	})
 	for name := range listed {
 		t.Errorf("README's flag table lists --%s, which is not a flag", name)
+	}
+}
+
+// resolve is what start-up does with a config file's structured sections: its settings, and
+// the user directory and schema registry built from them.
+func resolve(f *config.File, getenv func(string) string) (*security, error) {
+	s, users, reg, err := loadSecurity(f, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return &security{Settings: s, Users: users, Schemas: reg}, nil
+}
+
+// TestSecureExample loads examples/secure.yaml and checks what the issue asks of it.
+func TestSecureExample(t *testing.T) {
+	f, err := config.Load("../../examples/secure.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := f.FlagValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals["registry-listen"] != "127.0.0.1:8081" {
+		t.Errorf("registry-listen = %q", vals["registry-listen"])
+	}
+	r, err := resolve(f, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Listeners) != 2 || r.Listeners[0].Address != "127.0.0.1:9092" || r.Listeners[0].Protocol != "PLAINTEXT" ||
+		r.Listeners[1].Address != "127.0.0.1:9093" || r.Listeners[1].Protocol != "SASL_PLAINTEXT" {
+		t.Fatalf("listeners: %+v", r.Listeners)
+	}
+	if a := r.Listeners[0].Anonymous; a == nil || !a.AllowsTopicString("public.x") || a.AllowsTopicString("alice.x") {
+		t.Errorf("public listener principal %+v", a)
+	}
+	for _, u := range []struct{ name, pw, prefix string }{{"alice", "alice-secret", "alice."}, {"bob", "bob-secret", "bob."}} {
+		for _, mech := range []string{auth.Plain} {
+			x, _ := r.Users.Start(mech)
+			if _, _, err := x.Step([]byte("\x00" + u.name + "\x00" + u.pw)); err != nil {
+				t.Errorf("%s cannot log in with %s: %v", u.name, mech, err)
+			}
+			if p := x.Principal(); p == nil || !p.AllowsTopicString(u.prefix+"t") {
+				t.Errorf("%s principal %+v", u.name, p)
+			}
+		}
+	}
+	sub, ok := r.Schemas.Subject("alice.orders-value")
+	if !ok || r.Schemas.Topic([]byte("alice.orders")) == nil || sub.Latest().ID <= 0 {
+		t.Fatal("alice.orders is not bound to alice.orders-value")
+	}
+}
+
+// TestBuildErrorsNameTheKey: errors found when the schema registry is built from the
+// settings name what they are about.
+func TestBuildErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"bad schema", "schemas:\n  - subject: s\n    schema: '{\"type\":\"record\"}'\n", "subject s"},
+		{"unbound subject", "topics:\n  - name: t\n    value_subject: nope\n", "nope"},
+	} {
+		f, err := config.Parse([]byte(tc.yaml))
+		if err == nil {
+			_, err = resolve(f, func(string) string { return "" })
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want it to name %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestPasswordFileAndEnv(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pw"), []byte("file-secret\n"), 0o600)
+	cfg := []byte("users:\n  - name: a\n    password_file: pw\n    topic_prefixes: [a.]\n  - name: b\n    password_env: B_PW\n    topic_prefixes: [b.]\n")
+	os.WriteFile(filepath.Join(dir, "c.yaml"), cfg, 0o600)
+	f, err := config.Load(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolve(f, func(k string) string {
+		if k == "B_PW" {
+			return "env-secret"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, pw := range map[string]string{"a": "file-secret", "b": "env-secret"} {
+		x, _ := r.Users.Start(auth.Plain)
+		if _, _, err := x.Step([]byte("\x00" + user + "\x00" + pw)); err != nil {
+			t.Errorf("%s: %v", user, err)
+		}
 	}
 }

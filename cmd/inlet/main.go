@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,40 +15,17 @@ import (
 
 	"inlet/batchlog"
 	"inlet/batchlog/upkeep"
-	"inlet/config"
+	"inlet/bytesize"
 	"inlet/conn"
 	"inlet/kafka"
 	"inlet/meta"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "scram" {
-		os.Exit(scramCommand(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "haproxy-config" {
-		os.Exit(haproxyCommand(os.Args[2:], os.Stdout, os.Stderr))
-	}
-	fs, o, err := parseFlags(os.Args[1:])
-	if errors.Is(err, errHelp) {
-		all, _ := newFlags()
-		printUsage(os.Stdout, all)
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "inlet: %v\nrun inlet --help for the flags\n", err)
-		os.Exit(2)
-	}
-	if *o.version {
-		fmt.Println(versionString())
-		os.Exit(0)
-	}
+	runSubcommand()
+	fs, o := flagsOrExit()
 	sec := applyConfig(fs, *o.config)
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*o.logLevel)); err != nil {
-		usage("--log-level: %v", err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(logger)
+	logger := newLogger(*o.logLevel)
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
@@ -119,13 +97,7 @@ func main() {
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
 	mon.ready(blog, srv)
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	got := <-sig
-	for got == syscall.SIGHUP {
-		reloadUsers(logger, srv, *o.config)
-		got = <-sig
-	}
+	got := waitForStop(logger, srv, *o.config)
 	logger.Info("draining", "signal", got.String())
 	mon.draining()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -145,6 +117,61 @@ func main() {
 	stopProfiles()
 	logger.Info("stopped")
 	os.Exit(code)
+}
+
+// runSubcommand runs `inlet scram` and `inlet haproxy-config`, which exit when done; any
+// other first argument is left to the flags.
+func runSubcommand() {
+	if len(os.Args) > 1 && os.Args[1] == "scram" {
+		os.Exit(scramCommand(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "haproxy-config" {
+		os.Exit(haproxyCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
+}
+
+// flagsOrExit parses the command line: --help and --version print and exit, a bad flag exits
+// with status 2.
+func flagsOrExit() (*flag.FlagSet, *options) {
+	fs, o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, errHelp) {
+		all, _ := newFlags()
+		printUsage(os.Stdout, all)
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "inlet: %v\nrun inlet --help for the flags\n", err)
+		os.Exit(2)
+	}
+	if *o.version {
+		fmt.Println(versionString())
+		os.Exit(0)
+	}
+	return fs, o
+}
+
+// newLogger makes the process's logger (text on stderr, at --log-level) and the default one.
+func newLogger(levelName string) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
+		usage("--log-level: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	return logger
+}
+
+// waitForStop waits for SIGTERM or SIGINT, reloading the config file's users on each SIGHUP
+// meanwhile, and returns the signal that ends the wait.
+func waitForStop(logger *slog.Logger, srv *kafka.Server, configPath string) os.Signal {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	got := <-sig
+	for got == syscall.SIGHUP {
+		reloadUsers(logger, srv, configPath)
+		got = <-sig
+	}
+	return got
 }
 
 // startProfiles starts the CPU profile and returns the function that ends it and writes the
@@ -183,7 +210,7 @@ func startProfiles(logger *slog.Logger, cpuPath, memPath string) func() {
 // mustSize parses a byte count with an optional KiB/MiB/GiB (or K/M/G, also powers of two)
 // suffix.
 func mustSize(name, v string) int64 {
-	n, err := config.ParseSize(v)
+	n, err := bytesize.Parse(v)
 	if err != nil {
 		usage("--%s: %v", name, err)
 	}
@@ -191,7 +218,7 @@ func mustSize(name, v string) int64 {
 }
 
 func mustSizeOrZero(name, v string) int64 {
-	n, err := config.ParseSizeOrZero(v)
+	n, err := bytesize.ParseOrZero(v)
 	if err != nil {
 		usage("--%s: %v", name, err)
 	}

@@ -29,22 +29,32 @@ func main() {
 	os.Exit(run())
 }
 
-func run() int {
-	var cfg loadgen.Config
-	var brokers, jsonPath string
-	var plain, quiet bool
-	flag.StringVar(&brokers, "brokers", loadgen.DefaultBroker, "comma-separated seed brokers")
+// cli is loadgen's command line: the run's Config and what is turned into it.
+type cli struct {
+	cfg                                 loadgen.Config
+	brokers, jsonPath                   string
+	plain, quiet                        bool
+	schemaID, batchMaxBytes, txnRecords *int
+	txnPrefix                           *string
+	txnAbort                            *float64
+}
+
+// defineFlags declares every flag on the default flag set.
+func defineFlags() *cli {
+	c := &cli{}
+	cfg := &c.cfg
+	flag.StringVar(&c.brokers, "brokers", loadgen.DefaultBroker, "comma-separated seed brokers")
 	flag.StringVar(&cfg.Topic, "topic", loadgen.DefaultTopic, "topic to produce to (created if missing)")
 	flag.IntVar(&cfg.Partitions, "partitions", loadgen.DefaultPartitions, "partitions when creating the topic")
 	flag.IntVar(&cfg.Producers, "producers", loadgen.DefaultProducers, "producers, one kgo client each")
 	flag.BoolVar(&cfg.Idempotent, "idempotent", true, "idempotent producers (exactly once)")
-	flag.BoolVar(&plain, "plain", false, "plain producers: no idempotence (at least once); same as --idempotent=false")
+	flag.BoolVar(&c.plain, "plain", false, "plain producers: no idempotence (at least once); same as --idempotent=false")
 	flag.IntVar(&cfg.RecordSize, "record-size", loadgen.DefaultRecordSize, "record value bytes")
 	flag.StringVar(&cfg.ValueFormat, "value-format", loadgen.FormatRaw,
 		"record values: raw (producer, sequence, padding) or avro (Confluent wire format, examples/loadgen-value.avsc)")
-	schemaID := flag.Int("schema-id", int(loadgen.DefaultSchemaID), "schema id in avro values (--value-format avro)")
+	c.schemaID = flag.Int("schema-id", int(loadgen.DefaultSchemaID), "schema id in avro values (--value-format avro)")
 	flag.DurationVar(&cfg.Linger, "linger", loadgen.DefaultLinger, "producer linger (0 for none)")
-	batchMaxBytes := flag.Int("batch-max-bytes", int(loadgen.DefaultBatchMaxBytes), "producer batch max bytes")
+	c.batchMaxBytes = flag.Int("batch-max-bytes", int(loadgen.DefaultBatchMaxBytes), "producer batch max bytes")
 	flag.StringVar(&cfg.Compression, "compression", "none", "batch compression: "+strings.Join(loadgen.Compressions, ", "))
 	flag.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", loadgen.DefaultMaxBufferedRecords,
 		"records each producer buffers before Produce blocks")
@@ -60,61 +70,76 @@ func run() int {
 	flag.BoolVar(&cfg.Verify, "verify", false, "read every record back and check delivery")
 	flag.BoolVar(&cfg.Transactional, "transactional", false,
 		"transactional producers: each its own transactional id, records in transactions; --verify reads with read_committed and checks each transaction's outcome")
-	txnPrefix := flag.String("transactional-id-prefix", loadgen.DefaultTransactionalIDPrefix,
+	c.txnPrefix = flag.String("transactional-id-prefix", loadgen.DefaultTransactionalIDPrefix,
 		"transactional id prefix (--transactional): producer i's id is <prefix>-<run id>-<i>")
-	txnRecords := flag.Int("txn-records", loadgen.DefaultTxnRecords, "records per transaction per producer (--transactional)")
-	txnAbort := flag.Float64("txn-abort-fraction", 0,
+	c.txnRecords = flag.Int("txn-records", loadgen.DefaultTxnRecords, "records per transaction per producer (--transactional)")
+	c.txnAbort = flag.Float64("txn-abort-fraction", 0,
 		"fraction of transactions aborted instead of committed, chosen by a counter (--transactional)")
-	flag.StringVar(&jsonPath, "json", "", "write the whole result as JSON to this file")
-	flag.BoolVar(&quiet, "quiet", false, "no per-second lines")
-	flag.Parse()
+	flag.StringVar(&c.jsonPath, "json", "", "write the whole result as JSON to this file")
+	flag.BoolVar(&c.quiet, "quiet", false, "no per-second lines")
+	return c
+}
 
+// check refuses contradicting or unused flags and completes the Config from the flags that
+// are not its fields.
+func (c *cli) check() error {
+	cfg := &c.cfg
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if flag.NArg() > 0 {
-		return usage(fmt.Errorf("unexpected arguments: %s", strings.Join(flag.Args(), " ")))
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(flag.Args(), " "))
 	}
-	if plain && set["idempotent"] && cfg.Idempotent {
-		return usage(fmt.Errorf("--plain and --idempotent contradict each other"))
+	if c.plain && set["idempotent"] && cfg.Idempotent {
+		return fmt.Errorf("--plain and --idempotent contradict each other")
 	}
-	if plain {
+	if c.plain {
 		cfg.Idempotent = false
 	}
 	for _, name := range []string{"transactional-id-prefix", "txn-records", "txn-abort-fraction"} {
 		if set[name] && !cfg.Transactional {
-			return usage(fmt.Errorf("--%s is only used with --transactional", name))
+			return fmt.Errorf("--%s is only used with --transactional", name)
 		}
 	}
 	if cfg.Transactional {
-		if plain {
-			return usage(fmt.Errorf("--plain and --transactional contradict each other: transactional producers are idempotent"))
+		if c.plain {
+			return fmt.Errorf("--plain and --transactional contradict each other: transactional producers are idempotent")
 		}
-		if *txnPrefix == "" {
-			return usage(fmt.Errorf("--transactional-id-prefix must not be empty"))
+		if *c.txnPrefix == "" {
+			return fmt.Errorf("--transactional-id-prefix must not be empty")
 		}
-		if *txnRecords < 1 {
-			return usage(fmt.Errorf("--txn-records must be at least 1, got %d", *txnRecords))
+		if *c.txnRecords < 1 {
+			return fmt.Errorf("--txn-records must be at least 1, got %d", *c.txnRecords)
 		}
-		cfg.TransactionalIDPrefix, cfg.TxnRecords, cfg.TxnAbortFraction = *txnPrefix, *txnRecords, *txnAbort
+		cfg.TransactionalIDPrefix, cfg.TxnRecords, cfg.TxnAbortFraction = *c.txnPrefix, *c.txnRecords, *c.txnAbort
 	}
 	if set["schema-id"] && !strings.EqualFold(cfg.ValueFormat, loadgen.FormatAvro) {
-		return usage(fmt.Errorf("--schema-id is only used with --value-format avro"))
+		return fmt.Errorf("--schema-id is only used with --value-format avro")
 	}
-	if *schemaID < 1 || *schemaID > math.MaxInt32 {
-		return usage(fmt.Errorf("--schema-id must be in [1, %d], got %d", math.MaxInt32, *schemaID))
+	if *c.schemaID < 1 || *c.schemaID > math.MaxInt32 {
+		return fmt.Errorf("--schema-id must be in [1, %d], got %d", math.MaxInt32, *c.schemaID)
 	}
-	cfg.SchemaID = int32(*schemaID)
+	cfg.SchemaID = int32(*c.schemaID)
 	if set["records"] && !set["duration"] {
 		cfg.Duration = 0
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = loadgen.NoLinger
 	}
-	cfg.BatchMaxBytes = int32(min(max(*batchMaxBytes, -1), 1<<31-1))
-	cfg.Brokers = strings.Split(brokers, ",")
-	if !quiet {
+	cfg.BatchMaxBytes = int32(min(max(*c.batchMaxBytes, -1), 1<<31-1))
+	cfg.Brokers = strings.Split(c.brokers, ",")
+	if !c.quiet {
 		cfg.Live = os.Stdout
 	}
+	return nil
+}
+
+func run() int {
+	c := defineFlags()
+	flag.Parse()
+	if err := c.check(); err != nil {
+		return usage(err)
+	}
+	cfg, jsonPath := c.cfg, c.jsonPath
 
 	settings, err := cfg.Settings()
 	if err != nil {

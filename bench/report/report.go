@@ -1,4 +1,15 @@
-package bench
+// Package report is `bench report`: it renders BENCHMARKS.md and its SVG charts from the
+// result files the harness (package bench) wrote.
+//
+// Write reads every results/*.json (bench.ReadFiles), groups the files of each kind by the
+// load they measured, recomputes the medians from their runs (bench.Summarize and the scale
+// and consume summaries), renders one markdown section per kind between its markers
+// (<!-- bench:<kind>:begin --> ... end), keeping all text outside the markers, and draws the
+// charts through bench/svg. It reads and writes files only; one goroutine, no locks.
+//
+// Files: report.go (Write, sections, the sweep, compare, latency and chaos sections),
+// scale.go (the scale section), consume.go (the consume section).
+package report
 
 import (
 	"errors"
@@ -10,10 +21,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"inlet/bench"
+	"inlet/bench/human"
+	"inlet/bench/svg"
 )
 
-// ReportOptions are the flags of `bench report`.
-type ReportOptions struct {
+// Options are the flags of `bench report`.
+type Options struct {
 	// Root is the repository root (found from the working directory when empty).
 	Root string
 	// ResultsDir is read for results/*.json; empty: Root/results.
@@ -35,12 +50,12 @@ type section struct {
 
 // sectionOrder and headings of the generated sections.
 var sectionHeadings = []struct{ kind, heading string }{
-	{KindSweep, "Throughput against event-loop workers"},
-	{KindLatency, "Ack latency against offered load"},
-	{KindCompare, "Inlet against other brokers"},
+	{bench.KindSweep, "Throughput against event-loop workers"},
+	{bench.KindLatency, "Ack latency against offered load"},
+	{bench.KindCompare, "Inlet against other brokers"},
 	{sectionConsume, "Reading back: catch-up and tail"},
-	{KindScale, "Scale curves"},
-	{KindChaos, "Chaos: kill -9 under load"},
+	{bench.KindScale, "Scale curves"},
+	{bench.KindChaos, "Chaos: kill -9 under load"},
 }
 
 const reportHeader = `# Benchmarks
@@ -83,15 +98,15 @@ func applySections(doc string, sections []section) string {
 	return doc
 }
 
-// Report reads every result file and rewrites the generated sections of BENCHMARKS.md and the
+// Write reads every result file and rewrites the generated sections of BENCHMARKS.md and the
 // charts. It returns the files written.
-func Report(o ReportOptions) ([]string, error) {
+func Write(o Options) ([]string, error) {
 	if o.Root == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, err
 		}
-		if o.Root, err = FindRoot(wd); err != nil {
+		if o.Root, err = bench.FindRoot(wd); err != nil {
 			return nil, err
 		}
 	}
@@ -104,7 +119,7 @@ func Report(o ReportOptions) ([]string, error) {
 	if o.ChartsDir == "" {
 		o.ChartsDir = o.ResultsDir
 	}
-	files, err := readFiles(o.Root, o.ResultsDir)
+	files, err := bench.ReadFiles(o.Root, o.ResultsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +138,7 @@ func Report(o ReportOptions) ([]string, error) {
 		}
 		return filepath.ToSlash(p)
 	}
-	chartsRel := relPath(o.Root, o.ChartsDir)
+	chartsRel := bench.RelPath(o.Root, o.ChartsDir)
 	sections, charts := renderReport(files, chartsRel, link)
 
 	var written []string
@@ -161,8 +176,8 @@ const (
 // renderReport renders the sections and charts from files (oldest first). chartsDir is the
 // charts' directory relative to the root; link maps a root-relative path to a link from the
 // markdown file.
-func renderReport(files []*File, chartsDir string, link func(string) string) ([]section, map[string][]byte) {
-	byKind := map[string][]*File{}
+func renderReport(files []*bench.File, chartsDir string, link func(string) string) ([]section, map[string][]byte) {
+	byKind := map[string][]*bench.File{}
 	for _, f := range files {
 		byKind[f.Kind] = append(byKind[f.Kind], f)
 	}
@@ -173,7 +188,7 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 		var b strings.Builder
 		fs := byKind[h.kind]
 		if h.kind == sectionConsume {
-			fs = consumeFiles(byKind[KindCompare])
+			fs = consumeFiles(byKind[bench.KindCompare])
 		}
 		if len(fs) == 0 {
 			fmt.Fprintf(&b, "_No %s results yet: %s._\n", h.kind, howToRun(h.kind))
@@ -181,17 +196,17 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 			continue
 		}
 		switch h.kind {
-		case KindSweep:
+		case bench.KindSweep:
 			renderSweep(&b, fs, link, chartLink, charts)
-		case KindLatency:
+		case bench.KindLatency:
 			renderLatency(&b, fs, link, chartLink, charts)
-		case KindCompare:
+		case bench.KindCompare:
 			renderCompare(&b, fs, link, chartLink, charts)
-		case KindChaos:
+		case bench.KindChaos:
 			renderChaos(&b, fs, link)
 		case sectionConsume:
 			renderConsume(&b, fs, link, chartLink, charts)
-		case KindScale:
+		case bench.KindScale:
 			renderScale(&b, fs, link, chartLink, charts)
 		}
 		out = append(out, section{h.kind, h.heading, b.String()})
@@ -201,29 +216,29 @@ func renderReport(files []*File, chartsDir string, link func(string) string) ([]
 
 func howToRun(kind string) string {
 	switch kind {
-	case KindSweep, KindCompare:
+	case bench.KindSweep, bench.KindCompare:
 		return "run `make bench`"
-	case KindChaos:
+	case bench.KindChaos:
 		return "run `make chaos`"
 	case sectionConsume:
 		return "run `bin/bench compare --consume`"
-	case KindScale:
+	case bench.KindScale:
 		return "run `bin/bench scale --peer ...`"
 	}
 	return "run `bin/bench " + kind + "`"
 }
 
 // groups splits files (oldest first) by label, newest group first, each group newest first.
-func groups(files []*File) [][]*File {
+func groups(files []*bench.File) [][]*bench.File {
 	// The same load against different sets of brokers is a different comparison: an
 	// inlet-only run must not hide the newest run against the peers.
-	return groupsBy(files, func(f *File) string { return f.Label + "\x00" + strings.Join(targetNames(f), ",") })
+	return groupsBy(files, func(f *bench.File) string { return f.Label + "\x00" + strings.Join(targetNames(f), ",") })
 }
 
 // groupsBy is groups with the files of a group named by key.
-func groupsBy(files []*File, key func(*File) string) [][]*File {
+func groupsBy(files []*bench.File, key func(*bench.File) string) [][]*bench.File {
 	idx := map[string]int{}
-	var out [][]*File
+	var out [][]*bench.File
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
 		key := key(f)
@@ -238,7 +253,7 @@ func groupsBy(files []*File, key func(*File) string) [][]*File {
 	return out
 }
 
-func targetNames(f *File) []string {
+func targetNames(f *bench.File) []string {
 	names := make([]string, len(f.Targets))
 	for i, t := range f.Targets {
 		names[i] = t.Name
@@ -247,7 +262,7 @@ func targetNames(f *File) []string {
 }
 
 // provenance writes the command, date, commit, machine and raw files of f.
-func provenance(b *strings.Builder, f *File, link func(string) string) {
+func provenance(b *strings.Builder, f *bench.File, link func(string) string) {
 	m := f.Machine
 	csvName := filepath.ToSlash(filepath.Join(filepath.Dir(f.Name), f.Kind+".csv"))
 	dirty := ""
@@ -256,7 +271,7 @@ func provenance(b *strings.Builder, f *File, link func(string) string) {
 	}
 	fmt.Fprintf(b, "%s\n\n", code(f.Command))
 	fmt.Fprintf(b, "%s · commit `%s`%s · %s, %d cores, %.1f GiB, Linux %s, %s · raw: [%s](%s), [%s](%s)\n",
-		f.Started.UTC().Format("2006-01-02 15:04 UTC"), shortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
+		f.Started.UTC().Format("2006-01-02 15:04 UTC"), human.ShortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
 		float64(m.MemoryBytes)/(1<<30), m.Kernel, m.GoVersion, link(f.Name), link(f.Name),
 		link(csvName), link(csvName))
 	if f.Interrupted {
@@ -268,14 +283,14 @@ func provenance(b *strings.Builder, f *File, link func(string) string) {
 	b.WriteString("\n")
 }
 
-func earlier(b *strings.Builder, fs []*File, link func(string) string) {
+func earlier(b *strings.Builder, fs []*bench.File, link func(string) string) {
 	if len(fs) == 0 {
 		return
 	}
 	parts := make([]string, len(fs))
 	for i, f := range fs {
 		parts[i] = fmt.Sprintf("[%s](%s) (%s, `%s`)", filepath.Base(f.Name), link(f.Name),
-			f.Started.UTC().Format("2006-01-02"), shortCommit(f.Machine.GitCommit))
+			f.Started.UTC().Format("2006-01-02"), human.ShortCommit(f.Machine.GitCommit))
 	}
 	fmt.Fprintf(b, "Earlier runs of this configuration: %s.\n\n", strings.Join(parts, ", "))
 }
@@ -302,10 +317,10 @@ const columnNotes = "Medians over the repeats (failed runs are counted, not used
 
 type column struct {
 	head, align string
-	cell        func(s *Summary) string
+	cell        func(s *bench.Summary) string
 }
 
-func table(b *strings.Builder, cols []column, rows []Summary) {
+func table(b *strings.Builder, cols []column, rows []bench.Summary) {
 	for _, c := range cols {
 		b.WriteString("| " + c.head + " ")
 	}
@@ -329,8 +344,8 @@ func table(b *strings.Builder, cols []column, rows []Summary) {
 }
 
 // measured wraps a cell that needs at least one successful run.
-func measured(f func(s *Summary) string) func(s *Summary) string {
-	return func(s *Summary) string {
+func measured(f func(s *bench.Summary) string) func(s *bench.Summary) string {
+	return func(s *bench.Summary) string {
 		if s.Runs == s.Failed {
 			return "–"
 		}
@@ -338,44 +353,31 @@ func measured(f func(s *Summary) string) func(s *Summary) string {
 	}
 }
 
-func runsCell(s *Summary) string {
-	if s.Failed > 0 {
-		return fmt.Sprintf("%d (%d failed)", s.Runs, s.Failed)
-	}
-	return fmt.Sprint(s.Runs)
-}
+func runsCell(s *bench.Summary) string { return human.Runs(s.Runs, s.Failed) }
 
 var (
 	colRuns     = column{"runs", "---:", runsCell}
-	colRecords  = column{"records/s", "---:", measured(func(s *Summary) string { return thousands(s.RecordsPerSec) })}
-	colMB       = column{"MB/s", "---:", measured(func(s *Summary) string { return fixed(s.MBPerSec, 1) })}
-	colP50      = column{"ack p50", "---:", measured(func(s *Summary) string { return micros(s.P50Us) })}
-	colP99      = column{"ack p99", "---:", measured(func(s *Summary) string { return micros(s.P99Us) })}
-	colP999     = column{"ack p99.9", "---:", measured(func(s *Summary) string { return micros(s.P999Us) })}
-	colReqP50   = column{"request p50", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP50Us) })}
-	colReqP99   = column{"request p99", "---:", measured(func(s *Summary) string { return microsOrNone(s.RequestP99Us) })}
-	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *Summary) string { return fixed(s.CPUSecondsPerMillion, 2) })}
-	colRSS      = column{"server peak RSS", "---:", measured(func(s *Summary) string { return mib(s.PeakRSSBytes) })}
-	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *Summary) string { return fixed(s.WriteAmplification, 2) })}
-	colWorkers  = column{"workers", "---:", func(s *Summary) string { return workersText(s.Workers) }}
-	colTarget   = column{"target", "---", func(s *Summary) string { return s.Target }}
-	colRecRatio = column{"records/s vs baseline", "---:", func(s *Summary) string { return ratioText(s.RecordsPerSecRatio) }}
-	colCPURatio = column{"CPU / record vs baseline", "---:", func(s *Summary) string { return ratioText(s.CPUPerRecordRatio) }}
-	colOffered  = column{"offered records/s", "---:", func(s *Summary) string {
+	colRecords  = column{"records/s", "---:", measured(func(s *bench.Summary) string { return human.Thousands(s.RecordsPerSec) })}
+	colMB       = column{"MB/s", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.MBPerSec, 1) })}
+	colP50      = column{"ack p50", "---:", measured(func(s *bench.Summary) string { return human.Micros(s.P50Us) })}
+	colP99      = column{"ack p99", "---:", measured(func(s *bench.Summary) string { return human.Micros(s.P99Us) })}
+	colP999     = column{"ack p99.9", "---:", measured(func(s *bench.Summary) string { return human.Micros(s.P999Us) })}
+	colReqP50   = column{"request p50", "---:", measured(func(s *bench.Summary) string { return human.MicrosOrNone(s.RequestP50Us) })}
+	colReqP99   = column{"request p99", "---:", measured(func(s *bench.Summary) string { return human.MicrosOrNone(s.RequestP99Us) })}
+	colCPU      = column{"server CPU s / M records", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })}
+	colRSS      = column{"server peak RSS", "---:", measured(func(s *bench.Summary) string { return human.MiB(s.PeakRSSBytes) })}
+	colDisk     = column{"disk / acked bytes", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.WriteAmplification, 2) })}
+	colWorkers  = column{"workers", "---:", func(s *bench.Summary) string { return workersText(s.Workers) }}
+	colTarget   = column{"target", "---", func(s *bench.Summary) string { return s.Target }}
+	colRecRatio = column{"records/s vs baseline", "---:", func(s *bench.Summary) string { return human.Ratio(s.RecordsPerSecRatio) }}
+	colCPURatio = column{"CPU / record vs baseline", "---:", func(s *bench.Summary) string { return human.Ratio(s.CPUPerRecordRatio) }}
+	colOffered  = column{"offered records/s", "---:", func(s *bench.Summary) string {
 		if s.Rate == 0 {
 			return "flat out"
 		}
-		return thousands(s.Rate)
+		return human.Thousands(s.Rate)
 	}}
 )
-
-// microsOrNone is micros, or "–" for a run from before request round trips were recorded.
-func microsOrNone(us float64) string {
-	if us == 0 {
-		return "–"
-	}
-	return micros(us)
-}
 
 func workersText(w int) string {
 	if w == 0 {
@@ -384,42 +386,42 @@ func workersText(w int) string {
 	return fmt.Sprint(w)
 }
 
-func renderSweep(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	chart := lineChart{Title: "Inlet throughput against gnet event-loop workers", Subtitle: "newest sweep of each configuration; dots are single runs", XLabel: "inlet --workers",
-		YLabel: "acknowledged records/s (median)", LogX: true, XFormat: func(v float64) string { return trimFloat(v) }}
+func renderSweep(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
+	chart := svg.LineChart{Title: "Inlet throughput against gnet event-loop workers", Subtitle: "newest sweep of each configuration; dots are single runs", XLabel: "inlet --workers",
+		YLabel: "acknowledged records/s (median)", LogX: true, XFormat: func(v float64) string { return svg.TrimFloat(v) }}
 	for _, g := range groups(files) {
 		f := g[0]
-		sum := summarize(f.Runs, "")
+		sum := bench.Summarize(f.Runs, "")
 		fmt.Fprintf(b, "### %s\n\n", f.Label)
 		provenance(b, f, link)
 		table(b, []column{colWorkers, colRuns, colRecords, colMB, colP50, colP99, colP999, colCPU, colRSS, colDisk}, sum)
 		earlier(b, g[1:], link)
-		s := series{Name: f.Label}
+		s := svg.Series{Name: f.Label}
 		for _, m := range sum {
 			if m.Runs > m.Failed && m.Workers > 0 {
-				s.Points = append(s.Points, point{float64(m.Workers), m.RecordsPerSec})
+				s.Points = append(s.Points, svg.Point{X: float64(m.Workers), Y: m.RecordsPerSec})
 			}
 		}
 		for _, r := range f.Runs {
-			if r.ok() && r.Workers > 0 {
-				s.Raw = append(s.Raw, point{float64(r.Workers), r.RecordsPerSec})
+			if r.OK() && r.Workers > 0 {
+				s.Raw = append(s.Raw, svg.Point{X: float64(r.Workers), Y: r.RecordsPerSec})
 			}
 		}
-		slices.SortFunc(s.Points, func(a, b point) int { return cmpFloat(a.X, b.X) })
+		slices.SortFunc(s.Points, func(a, b svg.Point) int { return cmpFloat(a.X, b.X) })
 		chart.Series = append(chart.Series, s)
 	}
-	charts[chartSweep] = chart.svg()
+	charts[chartSweep] = chart.SVG()
 	fmt.Fprintf(b, "![%s](%s)\n\n%s\n", chart.Title, chartLink(chartSweep), columnNotes)
 }
 
-func renderLatency(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
-	chart := lineChart{Title: "Inlet ack latency p99 against offered load", Subtitle: "newest latency run of each configuration; dots are single runs", XLabel: "offered records/s (open loop)",
-		YLabel: "ack latency p99 (ms, median)", YFormat: func(v float64) string { return trimFloat(v) }}
+func renderLatency(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
+	chart := svg.LineChart{Title: "Inlet ack latency p99 against offered load", Subtitle: "newest latency run of each configuration; dots are single runs", XLabel: "offered records/s (open loop)",
+		YLabel: "ack latency p99 (ms, median)", YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 	for _, g := range groups(files) {
 		f := g[0]
-		sum := summarize(f.Runs, "")
+		sum := bench.Summarize(f.Runs, "")
 		// Offered rate ascending, the flat-out reference last.
-		slices.SortStableFunc(sum, func(a, b Summary) int {
+		slices.SortStableFunc(sum, func(a, b bench.Summary) int {
 			if (a.Rate == 0) != (b.Rate == 0) {
 				if a.Rate == 0 {
 					return 1
@@ -432,20 +434,20 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 		provenance(b, f, link)
 		table(b, []column{colOffered, colRuns, {"achieved records/s", "---:", colRecords.cell}, colP50, colP99, colP999, colReqP50, colReqP99, colCPU}, sum)
 		earlier(b, g[1:], link)
-		s := series{Name: f.Label}
+		s := svg.Series{Name: f.Label}
 		for _, m := range sum {
 			if m.Runs > m.Failed && m.Rate > 0 {
-				s.Points = append(s.Points, point{m.Rate, m.P99Us / 1e3})
+				s.Points = append(s.Points, svg.Point{X: m.Rate, Y: m.P99Us / 1e3})
 			}
 		}
 		for _, r := range f.Runs {
-			if r.ok() && r.Rate > 0 {
-				s.Raw = append(s.Raw, point{r.Rate, float64(r.P99Us) / 1e3})
+			if r.OK() && r.Rate > 0 {
+				s.Raw = append(s.Raw, svg.Point{X: r.Rate, Y: float64(r.P99Us) / 1e3})
 			}
 		}
 		chart.Series = append(chart.Series, s)
 	}
-	charts[chartLatency] = chart.svg()
+	charts[chartLatency] = chart.SVG()
 	fmt.Fprintf(b, "![%s](%s)\n\nWith an offered rate loadgen runs open loop: each record has an intended send time fixed in "+
 		"advance and its latency is measured from it, so a stalled broker shows as latency rather than as a slower sender. "+
 		"Request p50/p99 are per produce request, from writing it to reading its response (kgo's BrokerE2E): the "+
@@ -455,7 +457,7 @@ func renderLatency(b *strings.Builder, files []*File, link, chartLink func(strin
 
 // chartedFirst moves the group the charts show to the front: the newest comparison of several
 // brokers (or, with none, the newest); the rest stay newest first.
-func chartedFirst(gs [][]*File) [][]*File {
+func chartedFirst(gs [][]*bench.File) [][]*bench.File {
 	charted := 0
 	for gi, g := range gs {
 		if len(g[0].Targets) > 1 {
@@ -463,15 +465,15 @@ func chartedFirst(gs [][]*File) [][]*File {
 			break
 		}
 	}
-	return append(append([][]*File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
+	return append(append([][]*bench.File{gs[charted]}, gs[:charted]...), gs[charted+1:]...)
 }
 
-func renderCompare(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+func renderCompare(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	gs := chartedFirst(groups(files))
 	charted := 0
 	for gi, g := range gs {
 		f := g[0]
-		sum := summarize(f.Runs, f.Baseline)
+		sum := bench.Summarize(f.Runs, f.Baseline)
 		fmt.Fprintf(b, "### %s: %s\n\n", f.Label, strings.Join(targetNames(f), ", "))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Baseline: `%s`. Targets ran alternately (A B C A B C …) so that drift of the machine spreads over all of them.\n\n", f.Baseline)
@@ -479,7 +481,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 		// The command of each target, {port} and {dir} standing for the loopback port and the
 		// fresh data directory of each run.
 		for _, t := range f.Targets {
-			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(CommandLine(t.Argv)))
+			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(human.CommandLine(t.Argv)))
 		}
 		if len(f.Targets) > 0 {
 			b.WriteString("\n")
@@ -489,23 +491,23 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 			continue
 		}
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
-		thr := barChart{Title: "Acknowledged records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
-		cpu := barChart{Title: "Server CPU seconds per million records", Subtitle: sub, YLabel: "CPU s / M records (median)",
-			YFormat: func(v float64) string { return trimFloat(v) }}
+		thr := svg.BarChart{Title: "Acknowledged records/s by broker", Subtitle: sub, YLabel: "records/s (median)"}
+		cpu := svg.BarChart{Title: "Server CPU seconds per million records", Subtitle: sub, YLabel: "CPU s / M records (median)",
+			YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 		for _, m := range sum {
-			tb, cb := bar{Label: m.Target, Value: m.RecordsPerSec}, bar{Label: m.Target, Value: m.CPUSecondsPerMillion}
+			tb, cb := svg.Bar{Label: m.Target, Value: m.RecordsPerSec}, svg.Bar{Label: m.Target, Value: m.CPUSecondsPerMillion}
 			if m.Runs == m.Failed {
 				tb.Value, cb.Value = 0, 0
 			}
 			for _, r := range f.Runs {
-				if r.Target == m.Target && r.ok() {
+				if r.Target == m.Target && r.OK() {
 					tb.Raw = append(tb.Raw, r.RecordsPerSec)
 					cb.Raw = append(cb.Raw, r.CPUSecondsPerMillion)
 				}
 			}
 			thr.Bars, cpu.Bars = append(thr.Bars, tb), append(cpu.Bars, cb)
 		}
-		charts[chartCompare], charts[chartCompareCPU] = thr.svg(), cpu.svg()
+		charts[chartCompare], charts[chartCompareCPU] = thr.SVG(), cpu.SVG()
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(chartCompare), cpu.Title, chartLink(chartCompareCPU))
 	}
 	b.WriteString("Targets: `inlet` is durable (acknowledges after fsync); `inlet-discard` acknowledges without storing " +
@@ -517,7 +519,7 @@ func renderCompare(b *strings.Builder, files []*File, link, chartLink func(strin
 // maxChaosRows bounds the chaos table.
 const maxChaosRows = 30
 
-func renderChaos(b *strings.Builder, files []*File, link func(string) string) {
+func renderChaos(b *strings.Builder, files []*bench.File, link func(string) string) {
 	b.WriteString("Every run SIGKILLs inlet at random moments while the producers send (gaps uniform in " +
 		"[0.5, 1.5] × the kill period), restarts it on the same data directory and port, then reads " +
 		"every record back: idempotent producers must see every acknowledged record exactly once, " +
@@ -535,7 +537,7 @@ func renderChaos(b *strings.Builder, files []*File, link func(string) string) {
 		acked, lost, dups := "–", "–", "–"
 		if c.Loadgen != nil && c.Loadgen.Verify != nil {
 			v := c.Loadgen.Verify
-			acked, lost, dups = thousands(float64(v.Acked)), thousands(float64(v.Lost)), thousands(float64(v.Duplicates))
+			acked, lost, dups = human.Thousands(float64(v.Acked)), human.Thousands(float64(v.Lost)), human.Thousands(float64(v.Duplicates))
 		}
 		verdict := c.Verdict
 		if !c.OK {
@@ -546,7 +548,7 @@ func renderChaos(b *strings.Builder, files []*File, link func(string) string) {
 			dirty = " (dirty)"
 		}
 		fmt.Fprintf(b, "| %s | `%s`%s | %s | %d | %s | %s | %s | %s | %s | [%s](%s) |\n",
-			f.Started.UTC().Format("2006-01-02 15:04"), shortCommit(f.Machine.GitCommit), dirty, mdEscape(f.Label), c.Kills,
+			f.Started.UTC().Format("2006-01-02 15:04"), human.ShortCommit(f.Machine.GitCommit), dirty, mdEscape(f.Label), c.Kills,
 			acked, lost, dups, mdEscape(verdict), mdEscape(code(f.Command)), filepath.Base(f.Name), link(f.Name))
 	}
 	b.WriteString("\n")

@@ -1,4 +1,9 @@
-package bench
+// Package svg draws the report's charts as plain SVG, written by hand: line charts of medians
+// along x with each run as a dot (LineChart), and bar charts of one median per target
+// (BarChart). Rendering is a pure function of the chart's fields: SVG returns the document.
+//
+// Files: svg.go.
+package svg
 
 import (
 	"bytes"
@@ -29,34 +34,40 @@ const (
 // palette is the Okabe-Ito colour-blind-safe set.
 var palette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"}
 
-type point struct{ X, Y float64 }
+// Point is one x, y value of a series.
+type Point struct{ X, Y float64 }
 
-// series is one line: the medians, joined, and the individual runs as dots.
-type series struct {
+// Series is one line: the medians, joined, and the individual runs as dots.
+type Series struct {
 	Name   string
-	Points []point
-	Raw    []point
+	Points []Point
+	Raw    []Point
 }
 
-type lineChart struct {
+// LineChart is a chart of one polyline per series over a shared x axis; XFormat and YFormat
+// print the tick values (nil: an SI suffix).
+type LineChart struct {
 	Title, Subtitle string
 	XLabel, YLabel  string
-	Series          []series
+	Series          []Series
 	// LogX places x on a log2 scale with a tick at every x in the data (worker counts).
 	LogX             bool
 	XFormat, YFormat func(float64) string
 }
 
-type bar struct {
+// Bar is one target's median (Value) and its single runs (Raw).
+type Bar struct {
 	Label string
 	Value float64
 	Raw   []float64
 }
 
-type barChart struct {
+// BarChart is a chart of one bar per target; YFormat prints the tick values (nil: an SI
+// suffix).
+type BarChart struct {
 	Title, Subtitle string
 	YLabel          string
-	Bars            []bar
+	Bars            []Bar
 	YFormat         func(float64) string
 }
 
@@ -160,8 +171,8 @@ func (w *svgWriter) noData() {
 	w.text(marginLeft+plotWidth/2, marginTop+plotHeight/2, "middle", `fill="#888888"`, "no data")
 }
 
-// svg renders the line chart.
-func (c *lineChart) svg() []byte {
+// SVG renders the line chart.
+func (c *LineChart) SVG() []byte {
 	w := &svgWriter{}
 	w.open(c.Title, c.Subtitle)
 	xf, yf := orDefault(c.XFormat), orDefault(c.YFormat)
@@ -228,8 +239,8 @@ func (c *lineChart) svg() []byte {
 	return w.close()
 }
 
-// svg renders the bar chart.
-func (c *barChart) svg() []byte {
+// SVG renders the bar chart.
+func (c *BarChart) SVG() []byte {
 	w := &svgWriter{}
 	w.open(c.Title, c.Subtitle)
 	yf := orDefault(c.YFormat)
@@ -296,16 +307,17 @@ func si(v float64) string {
 	av := math.Abs(v)
 	switch {
 	case av >= 1e9:
-		return trimFloat(v/1e9) + "G"
+		return TrimFloat(v/1e9) + "G"
 	case av >= 1e6:
-		return trimFloat(v/1e6) + "M"
+		return TrimFloat(v/1e6) + "M"
 	case av >= 1e3:
-		return trimFloat(v/1e3) + "k"
+		return TrimFloat(v/1e3) + "k"
 	}
-	return trimFloat(v)
+	return TrimFloat(v)
 }
 
-func trimFloat(v float64) string {
+// TrimFloat prints v with at most two decimals and no trailing zeros.
+func TrimFloat(v float64) string {
 	s := strconv.FormatFloat(v, 'f', 2, 64)
 	for s[len(s)-1] == '0' {
 		s = s[:len(s)-1]
@@ -324,3 +336,5 @@ func orDefault(f func(float64) string) func(float64) string {
 	}
 	return f
 }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

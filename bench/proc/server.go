@@ -1,4 +1,17 @@
-package bench
+// Package proc starts, measures and stops the brokers the benchmarks drive, and describes the
+// machine they run on.
+//
+// Each broker (Target: a name and a command line with {port}, {dir} and {partitions}) runs as
+// Server: the leader of its own process group on a free loopback port and a data directory
+// that restarts keep (server.go). Start waits until it accepts; Stats reads the group's CPU
+// time, peak RSS and disk writes from /proc (proc.go) just before Stop sends SIGTERM and waits,
+// killing the group after a timeout; Kill is SIGKILL and Restart starts it again on the same
+// port, for the chaos run. DescribeMachine (machine.go) records the host and the git work tree
+// for a result file. A Server is used by one goroutine at a time; nothing here locks.
+//
+// Files: server.go (Target, Server), proc.go (the /proc readers, ProcStats and ExitStats),
+// machine.go (Machine).
+package proc
 
 import (
 	"errors"
@@ -26,14 +39,15 @@ const (
 
 // Target is a broker to measure: a name and the command that starts it. Every argument has
 // {port} and {dir} replaced by the port to listen on (loopback) and a fresh data directory,
-// and {partitions} by the partition count of the load (withPartitions, when a run is measured:
+// and {partitions} by the partition count of the load (WithPartitions, when a run is measured:
 // a broker's default partition count that follows the load, as bench scale needs).
 type Target struct {
 	Name string   `json:"name"`
 	Argv []string `json:"argv"`
 }
 
-func (t Target) argv(port int, dir string) []string {
+// Expand is the command line with {port} and {dir} replaced.
+func (t Target) Expand(port int, dir string) []string {
 	r := strings.NewReplacer("{port}", strconv.Itoa(port), "{dir}", dir)
 	out := make([]string, len(t.Argv))
 	for i, a := range t.Argv {
@@ -42,8 +56,8 @@ func (t Target) argv(port int, dir string) []string {
 	return out
 }
 
-// withPartitions returns t with {partitions} replaced by n in every argument.
-func (t Target) withPartitions(n int) Target {
+// WithPartitions returns t with {partitions} replaced by n in every argument.
+func (t Target) WithPartitions(n int) Target {
 	if !slices.ContainsFunc(t.Argv, func(a string) bool { return strings.Contains(a, "{partitions}") }) {
 		return t
 	}
@@ -54,10 +68,10 @@ func (t Target) withPartitions(n int) Target {
 	return out
 }
 
-// server is one broker process on a data directory and a loopback port that both stay the
+// Server is one broker process on a data directory and a loopback port that both stay the
 // same across restarts. It runs as the leader of its own process group, so a shell wrapper
 // and the broker it starts are measured, signalled and killed together.
-type server struct {
+type Server struct {
 	target  Target
 	dir     string
 	port    int
@@ -69,21 +83,34 @@ type server struct {
 	state  *os.ProcessState
 }
 
-// startServer starts t on dir and a free loopback port and waits until it accepts TCP
+// Start starts t on dir and a free loopback port and waits until it accepts TCP
 // connections. Its stdout and stderr are appended to logPath.
-func startServer(t Target, dir, logPath string) (*server, error) {
-	s := &server{target: t, dir: dir, logPath: logPath}
+func Start(t Target, dir, logPath string) (*Server, error) {
+	s := &Server{target: t, dir: dir, logPath: logPath}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *server) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+// Addr is the loopback host:port the broker listens on.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+// Port is the port the broker listens on.
+func (s *Server) Port() int { return s.port }
 
-func (s *server) running() bool {
+// Pid is the process id of the group's leader.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// State is how the leader last exited; nil while it runs or before it first exits.
+func (s *Server) State() *os.ProcessState { return s.state }
+
+// Restart starts the command again on the same data directory and port, after a Kill or an
+// exit.
+func (s *Server) Restart() error { return s.start() }
+
+// Running reports whether the leader has been started and has not exited.
+func (s *Server) Running() bool {
 	if s.cmd == nil {
 		return false
 	}
@@ -98,9 +125,9 @@ func (s *server) running() bool {
 // start runs the command (picking a free port the first time) and waits until it accepts. A
 // start that dies first is retried: on a new port the first time, on the same port after a
 // pause on a restart, since clients must find the broker where they left it.
-func (s *server) start() error {
-	if s.running() {
-		return fmt.Errorf("%s: start while pid %d is still running", s.target.Name, s.pid())
+func (s *Server) start() error {
+	if s.Running() {
+		return fmt.Errorf("%s: start while pid %d is still running", s.target.Name, s.Pid())
 	}
 	first := s.port == 0
 	var lastErr error
@@ -117,16 +144,16 @@ func (s *server) start() error {
 		}
 		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
-	return fmt.Errorf("%s: no start in %d attempts: %w (log %s:\n%s)", s.target.Name, startAttempts, lastErr, s.logPath, logTail(s.logPath, 20))
+	return fmt.Errorf("%s: no start in %d attempts: %w (log %s:\n%s)", s.target.Name, startAttempts, lastErr, s.logPath, LogTail(s.logPath, 20))
 }
 
-func (s *server) tryStart() error {
+func (s *Server) tryStart() error {
 	s.starts++
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	argv := s.target.argv(s.port, s.dir)
+	argv := s.target.Expand(s.port, s.dir)
 	fmt.Fprintf(logf, "===== bench: start %d of %s at %s: %q =====\n", s.starts, s.target.Name, time.Now().Format(time.RFC3339Nano), argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -147,10 +174,10 @@ func (s *server) tryStart() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			return fmt.Errorf("exited before accepting on %s: %v", s.addr(), s.state)
+			return fmt.Errorf("exited before accepting on %s: %v", s.Addr(), s.state)
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", s.addr(), 200*time.Millisecond); err == nil {
+		if c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond); err == nil {
 			c.Close()
 			return nil
 		}
@@ -158,28 +185,28 @@ func (s *server) tryStart() error {
 	}
 	s.killGroup()
 	<-exited
-	return fmt.Errorf("not accepting on %s within %v", s.addr(), readyTimeout)
+	return fmt.Errorf("not accepting on %s within %v", s.Addr(), readyTimeout)
 }
 
-// stats reads the group's CPU, peak RSS and disk writes from /proc.
-func (s *server) stats(clkTck int) (ProcStats, error) {
-	if !s.running() {
+// Stats reads the group's CPU, peak RSS and disk writes from /proc.
+func (s *Server) Stats(clkTck int) (ProcStats, error) {
+	if !s.Running() {
 		return ProcStats{}, fmt.Errorf("%s is not running (%v)", s.target.Name, s.state)
 	}
-	return groupStats(s.pid(), clkTck)
+	return groupStats(s.Pid(), clkTck)
 }
 
-// stop sends SIGTERM to the group and waits for the leader to exit, killing the group after
+// Stop sends SIGTERM to the group and waits for the leader to exit, killing the group after
 // stopTimeout. Whatever of the group is left after the leader exits is killed.
-func (s *server) stop() (ExitStats, error) {
-	if !s.running() {
+func (s *Server) Stop() (ExitStats, error) {
+	if !s.Running() {
 		if s.state == nil {
 			return ExitStats{}, errors.New("never started")
 		}
 		return exitStats(s.state), fmt.Errorf("%s had already exited: %v", s.target.Name, s.state)
 	}
 	began := time.Now()
-	pgid := s.pid()
+	pgid := s.Pid()
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.After(stopTimeout)
 	var err error
@@ -220,9 +247,9 @@ func cleanStop(ps *os.ProcessState) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
 }
 
-// kill sends SIGKILL to the group and waits for the leader to be gone.
-func (s *server) kill() error {
-	if !s.running() {
+// Kill sends SIGKILL to the group and waits for the leader to be gone.
+func (s *Server) Kill() error {
+	if !s.Running() {
 		return fmt.Errorf("%s: kill without a running process (%v)", s.target.Name, s.state)
 	}
 	s.killGroup()
@@ -230,11 +257,11 @@ func (s *server) kill() error {
 	case <-s.exited:
 		return nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s: pid %d still running 10s after SIGKILL", s.target.Name, s.pid())
+		return fmt.Errorf("%s: pid %d still running 10s after SIGKILL", s.target.Name, s.Pid())
 	}
 }
 
-func (s *server) killGroup() {
+func (s *Server) killGroup() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	}
@@ -251,8 +278,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// logTail returns the last lines of a log file.
-func logTail(path string, lines int) string {
+// LogTail returns the last lines of a log file.
+func LogTail(path string, lines int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)

@@ -1,4 +1,4 @@
-package bench
+package proc
 
 import (
 	"fmt"
@@ -85,7 +85,7 @@ func TestGroupStatsOfOwnGroup(t *testing.T) {
 	if _, err := os.Stat("/proc/self/io"); err != nil {
 		t.Skip("no /proc/self/io")
 	}
-	st, err := groupStats(syscall.Getpgrp(), clockTicks())
+	st, err := groupStats(syscall.Getpgrp(), ClockTicks())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,19 +102,19 @@ func helperTarget(extra ...string) Target {
 // the same port, and stops cleanly with SIGTERM.
 func TestServerStartKillRestartStop(t *testing.T) {
 	dir := t.TempDir()
-	s, err := startServer(helperTarget(), dir, filepath.Join(dir, "log"))
+	s, err := Start(helperTarget(), dir, filepath.Join(dir, "log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := s.port
-	st, err := s.stats(clockTicks())
+	st, err := s.Stats(ClockTicks())
 	if err != nil || st.Processes != 1 || st.PeakRSSBytes <= 0 {
 		t.Fatalf("stats %+v, %v", st, err)
 	}
-	if err := s.kill(); err != nil {
+	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if s.running() {
+	if s.Running() {
 		t.Fatal("running after kill")
 	}
 	if err := s.start(); err != nil {
@@ -123,12 +123,12 @@ func TestServerStartKillRestartStop(t *testing.T) {
 	if s.port != port {
 		t.Fatalf("restart moved from port %d to %d", port, s.port)
 	}
-	c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
 	if err != nil {
 		t.Fatalf("restarted server does not accept: %v", err)
 	}
 	c.Close()
-	es, err := s.stop()
+	es, err := s.Stop()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +145,11 @@ func TestServerStartKillRestartStop(t *testing.T) {
 // wrapper) dies of the signal; that is a clean stop.
 func TestServerStopAcceptsDeathBySIGTERM(t *testing.T) {
 	dir := t.TempDir()
-	s, err := startServer(helperTarget("ignore-handler"), dir, filepath.Join(dir, "log"))
+	s, err := Start(helperTarget("ignore-handler"), dir, filepath.Join(dir, "log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := s.stop()
+	es, err := s.Stop()
 	if err != nil {
 		t.Fatalf("stop: %v (%+v)", err, es)
 	}
@@ -160,7 +160,7 @@ func TestServerStopAcceptsDeathBySIGTERM(t *testing.T) {
 
 func TestTargetArgvSubstitutes(t *testing.T) {
 	tg := Target{Argv: []string{"/bin/sh", "-c", "x --port {port} --dir {dir} --again {port}"}}
-	got := strings.Join(tg.argv(9092, "/d"), " ")
+	got := strings.Join(tg.Expand(9092, "/d"), " ")
 	if got != "/bin/sh -c x --port 9092 --dir /d --again 9092" {
 		t.Errorf("argv = %q", got)
 	}

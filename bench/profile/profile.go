@@ -1,4 +1,13 @@
-package bench
+// Package profile is `bench profile`: CPU and allocation profiles of inlet under the
+// benchmarks' standard load.
+//
+// Run builds or takes inlet (bench.Env), starts it with --cpu-profile and --mem-profile on a
+// fresh data directory (proc.Start), drives it with loadgen for the load's duration, stops it
+// with SIGTERM so that it writes both profiles, and writes `go tool pprof -top` of each, the
+// load's result and a line in profiles/README.md. One goroutine; no locks.
+//
+// Files: profile.go.
+package profile
 
 import (
 	"context"
@@ -12,13 +21,16 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench"
+	"inlet/bench/human"
+	"inlet/bench/proc"
 	"inlet/loadgen"
 )
 
-// ProfileOptions are the flags of `bench profile`.
-type ProfileOptions struct {
-	Env
-	Load Load
+// Options are the flags of `bench profile`.
+type Options struct {
+	bench.Env
+	Load bench.Load
 	// OutDir receives cpu-<date>.pprof, mem-<date>.pprof, their `go tool pprof -top` text,
 	// the load's result (load-<date>.json) and a line in README.md; empty: Root/profiles.
 	OutDir    string
@@ -30,11 +42,11 @@ type ProfileOptions struct {
 // profileTopNodes is how many functions the -top text files list.
 const profileTopNodes = 60
 
-// Profile starts inlet with --cpu-profile and --mem-profile under the standard load, stops it
+// Run starts inlet with --cpu-profile and --mem-profile under the standard load, stops it
 // with SIGTERM (inlet writes both profiles at shutdown), renders `go tool pprof -top` of each
 // and adds a line with the command to OutDir/README.md. It returns the files written.
-func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
-	if err := o.Env.prepare(); err != nil {
+func Run(ctx context.Context, o Options) ([]string, error) {
+	if err := o.Env.Prepare(); err != nil {
 		return nil, err
 	}
 	e := &o.Env
@@ -48,12 +60,12 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
-	m := describeMachine(e.Root)
+	m := proc.DescribeMachine(e.Root)
 	stamp := m.Date.Format("20060102-150405")
 	cpu := filepath.Join(out, "cpu-"+stamp+".pprof")
 	mem := filepath.Join(out, "mem-"+stamp+".pprof")
 	extra := append([]string{"--cpu-profile", cpu, "--mem-profile", mem}, o.InletArgs...)
-	target := e.inletTarget("inlet", o.Load, o.Storage, o.Workers, extra)
+	target := e.InletTarget("inlet", o.Load, o.Storage, o.Workers, extra)
 
 	base, err := os.MkdirTemp(e.TmpDir, "inlet-profile-")
 	if err != nil {
@@ -61,25 +73,25 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	}
 	defer os.RemoveAll(base)
 	dir, logPath := filepath.Join(base, "data"), filepath.Join(base, "server.log")
-	srv, err := startServer(target, dir, logPath)
+	srv, err := proc.Start(target, dir, logPath)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(e.Stderr, "bench profile: %s against %s for %v\n", o.Load.label(), srv.addr(), o.Load.Duration)
-	cfg := o.Load.config(srv.addr(), 0)
+	fmt.Fprintf(e.Stderr, "bench profile: %s against %s for %v\n", o.Load.Label(), srv.Addr(), o.Load.Duration)
+	cfg := o.Load.Config(srv.Addr(), 0)
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
-	_, serr := srv.stop()
+	_, serr := srv.Stop()
 	if lerr != nil {
 		return nil, fmt.Errorf("loadgen: %w", lerr)
 	}
 	if serr != nil {
-		return nil, fmt.Errorf("%w (log:\n%s)", serr, logTail(logPath, 20))
+		return nil, fmt.Errorf("%w (log:\n%s)", serr, proc.LogTail(logPath, 20))
 	}
 	files := []string{cpu, mem}
 	for _, p := range files {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("inlet wrote no profile: %w (log:\n%s)", err, logTail(logPath, 20))
+			return nil, fmt.Errorf("inlet wrote no profile: %w (log:\n%s)", err, proc.LogTail(logPath, 20))
 		}
 	}
 	loadPath := filepath.Join(out, "load-"+stamp+".json")
@@ -116,8 +128,8 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 		dirty = " (dirty)"
 	}
 	line := fmt.Sprintf("- %s: `%s` — commit %s%s, %s, %d cores; inlet `%s`; load %s records/s, %.1f MB/s: [cpu](%s) ([top](%s)), [mem](%s) ([top](%s)), [load](%s)\n",
-		m.Date.Format(time.RFC3339), e.Command, shortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
-		CommandLine(profileDisplayArgv(target.argv(srv.port, "DATA"), e.Root, cpu, mem)), thousands(res.RecordsPerSec), res.MBPerSec,
+		m.Date.Format(time.RFC3339), e.Command, human.ShortCommit(m.GitCommit), dirty, m.CPUModel, m.Cores,
+		human.CommandLine(profileDisplayArgv(target.Expand(srv.Port(), "DATA"), e.Root, cpu, mem)), human.Thousands(res.RecordsPerSec), res.MBPerSec,
 		filepath.Base(cpu), strings.TrimSuffix(filepath.Base(cpu), ".pprof")+".txt",
 		filepath.Base(mem), strings.TrimSuffix(filepath.Base(mem), ".pprof")+".txt", filepath.Base(loadPath))
 	readme := filepath.Join(out, "README.md")
@@ -140,29 +152,13 @@ func Profile(ctx context.Context, o ProfileOptions) ([]string, error) {
 	return append(files, readme), err
 }
 
-// displayArgv shortens the program path to one relative to root when it is inside it.
-func displayArgv(argv []string, root string) []string {
-	out := append([]string(nil), argv...)
-	if len(out) > 0 && filepath.IsAbs(out[0]) && root != "" {
-		out[0] = relPath(root, out[0])
-	}
-	return out
-}
-
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
-}
-
-// profileDisplayArgv is displayArgv with the profile paths relative to root too.
+// profileDisplayArgv is DisplayArgv with the profile paths relative to root too.
 func profileDisplayArgv(argv []string, root string, paths ...string) []string {
-	out := displayArgv(argv, root)
+	out := bench.DisplayArgv(argv, root)
 	for i, a := range out {
 		for _, p := range paths {
 			if a == p {
-				out[i] = relPath(root, p)
+				out[i] = bench.RelPath(root, p)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package bench
+package proc
 
 import (
 	"errors"
@@ -39,9 +39,9 @@ type ExitStats struct {
 	StopSeconds float64 `json:"stop_seconds"`
 }
 
-// clockTicks returns the kernel's USER_HZ from `getconf CLK_TCK`, 100 if getconf fails (the
+// ClockTicks returns the kernel's USER_HZ from `getconf CLK_TCK`, 100 if getconf fails (the
 // value on every Linux architecture Go supports).
-func clockTicks() int {
+func ClockTicks() int {
 	out, err := exec.Command("getconf", "CLK_TCK").Output()
 	if err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && n > 0 {
@@ -195,9 +195,9 @@ func tvSeconds(tv syscall.Timeval) float64 {
 	return float64(tv.Sec) + float64(tv.Usec)/1e6
 }
 
-// fsType names the file system dir is on: a data directory on tmpfs makes fsync free and
+// FSType names the file system dir is on: a data directory on tmpfs makes fsync free and
 // write_bytes zero, which no result should hide.
-func fsType(dir string) string {
+func FSType(dir string) string {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return "unknown"

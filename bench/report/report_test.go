@@ -1,18 +1,24 @@
-package bench
+package report
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"inlet/bench"
 )
 
-// fixtureFiles reads testdata/results as if it were the results directory of a root at
-// testdata.
-func fixtureFiles(t *testing.T) []*File {
+// fixtureFiles reads bench/testdata/results as if it were the results directory of a root at
+// bench/testdata.
+func fixtureFiles(t *testing.T) []*bench.File {
 	t.Helper()
-	files, err := readFiles("testdata", filepath.Join("testdata", "results"))
+	files, err := bench.ReadFiles("../testdata", filepath.Join("..", "testdata", "results"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +64,7 @@ func TestReadFilesSkipsOtherJSONAndSortsByStart(t *testing.T) {
 // but not used, and the provenance line.
 func TestReportSweepTableFromFixture(t *testing.T) {
 	sections, charts := renderReport(fixtureFiles(t), "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindSweep)
+	body := sectionBody(t, sections, bench.KindSweep)
 	mustContain(t, "sweep section", body,
 		"### idempotent, 16 producers, 100-byte records, segments storage",
 		"`bin/bench sweep --workers 1,2 --repeat 3 --duration 20s`",
@@ -82,7 +88,7 @@ func TestReportSweepTableFromFixture(t *testing.T) {
 
 func TestReportCompareRatiosFromFixture(t *testing.T) {
 	sections, charts := renderReport(fixtureFiles(t), "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindCompare)
+	body := sectionBody(t, sections, bench.KindCompare)
 	mustContain(t, "compare section", body,
 		"Baseline: `inlet`.",
 		"| inlet | 2 | 210,000 | 1.00× |",
@@ -102,7 +108,7 @@ func TestReportCompareRatiosFromFixture(t *testing.T) {
 
 func TestReportLatencyOrderFromFixture(t *testing.T) {
 	sections, _ := renderReport(fixtureFiles(t), "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindLatency)
+	body := sectionBody(t, sections, bench.KindLatency)
 	a := strings.Index(body, "| 100,000 | 1 | 99,900 | 3.00 ms | 8.00 ms | 15.00 ms |")
 	b := strings.Index(body, "| 200,000 | 1 | 199,000 | 4.00 ms | 12.00 ms | 20.00 ms |")
 	c := strings.Index(body, "| flat out | 1 | 400,000 | 300.00 ms | 900.00 ms | 1.00 s |")
@@ -113,7 +119,7 @@ func TestReportLatencyOrderFromFixture(t *testing.T) {
 
 func TestReportChaosNewestFirstFromFixture(t *testing.T) {
 	sections, _ := renderReport(fixtureFiles(t), "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindChaos)
+	body := sectionBody(t, sections, bench.KindChaos)
 	plain := strings.Index(body, "| 2025-01-05 10:00 | `111111111111` | plain, 16 producers, 100-byte records, segments storage, kill every 3s | 2 | 1,000 | 3 | 12 | **at least once: FAILED** |")
 	idem := strings.Index(body, "| 2025-01-04 10:00 | `0123456789ab` (dirty) | idempotent, 16 producers, 100-byte records, segments storage, kill every 3s | 19 | 12,345,678 | 0 | 0 | exactly once: ok |")
 	if plain < 0 || idem < 0 || plain > idem {
@@ -126,8 +132,8 @@ func TestReportEmptyKindsSayHowToRun(t *testing.T) {
 	if len(charts) != 0 {
 		t.Errorf("charts without data: %v", charts)
 	}
-	mustContain(t, "empty sweep section", sectionBody(t, sections, KindSweep), "_No sweep results yet: run `make bench`._")
-	mustContain(t, "empty chaos section", sectionBody(t, sections, KindChaos), "_No chaos results yet: run `make chaos`._")
+	mustContain(t, "empty sweep section", sectionBody(t, sections, bench.KindSweep), "_No sweep results yet: run `make bench`._")
+	mustContain(t, "empty chaos section", sectionBody(t, sections, bench.KindChaos), "_No chaos results yet: run `make chaos`._")
 }
 
 // TestApplySectionsKeepsTextOutsideMarkers: only the text between a section's markers
@@ -135,18 +141,18 @@ func TestReportEmptyKindsSayHowToRun(t *testing.T) {
 // is appended, and applying twice changes nothing more.
 func TestApplySectionsKeepsTextOutsideMarkers(t *testing.T) {
 	doc := "# My benchmarks\n\nHand-written intro.\n\n" +
-		beginMarker(KindSweep) + "\nold sweep table\n" + endMarker(KindSweep) + "\n\nProse between.\n\n" +
-		beginMarker(KindChaos) + "\nold chaos\n" + endMarker(KindChaos) + "\nTrailing words."
+		beginMarker(bench.KindSweep) + "\nold sweep table\n" + endMarker(bench.KindSweep) + "\n\nProse between.\n\n" +
+		beginMarker(bench.KindChaos) + "\nold chaos\n" + endMarker(bench.KindChaos) + "\nTrailing words."
 	sections := []section{
-		{KindSweep, "Sweep", "new sweep table\n"},
-		{KindCompare, "Compare heading", "new compare"},
-		{KindChaos, "Chaos", "new chaos"},
+		{bench.KindSweep, "Sweep", "new sweep table\n"},
+		{bench.KindCompare, "Compare heading", "new compare"},
+		{bench.KindChaos, "Chaos", "new chaos"},
 	}
 	got := applySections(doc, sections)
 	want := "# My benchmarks\n\nHand-written intro.\n\n" +
-		beginMarker(KindSweep) + "\nnew sweep table\n" + endMarker(KindSweep) + "\n\nProse between.\n\n" +
-		beginMarker(KindChaos) + "\nnew chaos\n" + endMarker(KindChaos) + "\nTrailing words.\n" +
-		"\n## Compare heading\n\n" + beginMarker(KindCompare) + "\nnew compare\n" + endMarker(KindCompare) + "\n"
+		beginMarker(bench.KindSweep) + "\nnew sweep table\n" + endMarker(bench.KindSweep) + "\n\nProse between.\n\n" +
+		beginMarker(bench.KindChaos) + "\nnew chaos\n" + endMarker(bench.KindChaos) + "\nTrailing words.\n" +
+		"\n## Compare heading\n\n" + beginMarker(bench.KindCompare) + "\nnew compare\n" + endMarker(bench.KindCompare) + "\n"
 	if got != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
@@ -182,9 +188,9 @@ func TestReportRewritesBenchmarksFile(t *testing.T) {
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(filepath.Join("testdata", "results"))
+	entries, _ := os.ReadDir(filepath.Join("..", "testdata", "results"))
 	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("testdata", "results", e.Name()))
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "results", e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,11 +199,11 @@ func TestReportRewritesBenchmarksFile(t *testing.T) {
 		}
 	}
 	out := filepath.Join(root, "BENCHMARKS.md")
-	intro := "# Benchmarks of Inlet\n\nKeep me.\n\n" + beginMarker(KindSweep) + "\nstale\n" + endMarker(KindSweep) + "\n\nKeep me too.\n"
+	intro := "# Benchmarks of Inlet\n\nKeep me.\n\n" + beginMarker(bench.KindSweep) + "\nstale\n" + endMarker(bench.KindSweep) + "\n\nKeep me too.\n"
 	if err := os.WriteFile(out, []byte(intro), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	written, err := Report(ReportOptions{Root: root})
+	written, err := Write(Options{Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +215,9 @@ func TestReportRewritesBenchmarksFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	mustContain(t, "BENCHMARKS.md", doc, "# Benchmarks of Inlet\n\nKeep me.\n\n"+beginMarker(KindSweep)+"\n### idempotent",
-		endMarker(KindSweep)+"\n\nKeep me too.\n", "| 1 | 3 | 110,000 |", beginMarker(KindCompare), beginMarker(KindLatency),
-		beginMarker(KindChaos), "(results/sweep-throughput.svg)", "(results/latency-p99.svg)")
+	mustContain(t, "BENCHMARKS.md", doc, "# Benchmarks of Inlet\n\nKeep me.\n\n"+beginMarker(bench.KindSweep)+"\n### idempotent",
+		endMarker(bench.KindSweep)+"\n\nKeep me too.\n", "| 1 | 3 | 110,000 |", beginMarker(bench.KindCompare), beginMarker(bench.KindLatency),
+		beginMarker(bench.KindChaos), "(results/sweep-throughput.svg)", "(results/latency-p99.svg)")
 	if strings.Contains(doc, "stale") {
 		t.Errorf("old section content kept:\n%s", doc)
 	}
@@ -229,9 +235,9 @@ func TestReportRewritesBenchmarksFile(t *testing.T) {
 // numbers are the ones charted.
 func TestReportComparePeersNotHiddenByNewerSingleTargetRun(t *testing.T) {
 	files := fixtureFiles(t)
-	var peers *File
+	var peers *bench.File
 	for _, f := range files {
-		if f.Kind == KindCompare && len(f.Targets) > 1 {
+		if f.Kind == bench.KindCompare && len(f.Targets) > 1 {
 			peers = f
 		}
 	}
@@ -250,7 +256,7 @@ func TestReportComparePeersNotHiddenByNewerSingleTargetRun(t *testing.T) {
 		}
 	}
 	sections, charts := renderReport(append(files, &alone), "results", func(s string) string { return s })
-	body := sectionBody(t, sections, KindCompare)
+	body := sectionBody(t, sections, bench.KindCompare)
 	mustContain(t, "compare section", body, "| kfake | 2 | 102,500 | 0.49× |", "| inlet | 2 | 999,999 | 1.00× |")
 	if strings.Index(body, "| kfake |") > strings.Index(body, "999,999") {
 		t.Error("the comparison against peers is not first")
@@ -258,4 +264,36 @@ func TestReportComparePeersNotHiddenByNewerSingleTargetRun(t *testing.T) {
 	if svg := string(charts[chartCompare]); !strings.Contains(svg, "kfake") {
 		t.Errorf("the chart is not of the comparison against peers:\n%s", svg)
 	}
+}
+
+// checkSVG decodes b completely with encoding/xml and returns how many elements of each name
+// it holds; the root must be an <svg> in the SVG namespace.
+func checkSVG(t *testing.T, b []byte) map[string]int {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	counts := map[string]int{}
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, b)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 && (el.Name.Local != "svg" || el.Name.Space != "http://www.w3.org/2000/svg") {
+				t.Fatalf("root element is %v, want svg in the SVG namespace", el.Name)
+			}
+			depth++
+			counts[el.Name.Local]++
+		case xml.EndElement:
+			depth--
+		}
+	}
+	if depth != 0 || counts["svg"] != 1 {
+		t.Fatalf("unbalanced document (depth %d, %d svg elements)", depth, counts["svg"])
+	}
+	return counts
 }

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"inlet/bench"
+	"inlet/bench/human"
+	"inlet/bench/svg"
 )
 
 // Chart file names of the scale section, per dimension, in the charts directory.
@@ -31,7 +35,7 @@ const scaleNotes = "Server CPU µs / record is the broker's utime+stime per ackn
 // scaleAxis maps a dimension's points to chart x values: the number itself on a log axis, or
 // for compression (names) evenly spaced positions labelled with the names.
 func scaleAxis(dim string, points []string) (x func(string) float64, format func(float64) string) {
-	if dim != DimCompression {
+	if dim != bench.DimCompression {
 		return func(p string) float64 {
 				v, err := strconv.ParseFloat(p, 64)
 				if err != nil {
@@ -58,45 +62,45 @@ func scaleAxis(dim string, points []string) (x func(string) float64, format func
 }
 
 // scaleFiles are the files that measured dim, newest first.
-func scaleFiles(files []*File, dim string) []*File {
-	var out []*File
+func scaleFiles(files []*bench.File, dim string) []*bench.File {
+	var out []*bench.File
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
-		if f.Scale.has(dim) && slices.ContainsFunc(f.Runs, func(r Run) bool { return r.Dimension == dim }) {
+		if f.Scale.Has(dim) && slices.ContainsFunc(f.Runs, func(r bench.Run) bool { return r.Dimension == dim }) {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func renderScale(b *strings.Builder, files []*File, link, chartLink func(string) string, charts map[string][]byte) {
+func renderScale(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	b.WriteString(scaleIntro)
-	for _, dim := range ScaleDimensions {
+	for _, dim := range bench.ScaleDimensions {
 		fs := scaleFiles(files, dim)
 		if len(fs) == 0 {
 			continue
 		}
 		f := fs[0]
 		limit := f.Scale.RSSLimitBytes
-		sum := dimensionSummaries(summarizeScale(f.Runs, f.Baseline), dim)
-		fmt.Fprintf(b, "### %s: %s\n\n", scaleTitles[dim], strings.Join(targetNames(f), ", "))
+		sum := bench.DimensionSummaries(bench.SummarizeScale(f.Runs, f.Baseline), dim)
+		fmt.Fprintf(b, "### %s: %s\n\n", bench.ScaleTitles[dim], strings.Join(targetNames(f), ", "))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Base: %s (%s). Baseline: `%s`. Flagged: peak RSS above %s, failed records.\n\n",
-			f.Scale.Base, f.Label, f.Baseline, mib(float64(limit)))
+			f.Scale.Base, f.Label, f.Baseline, human.MiB(float64(limit)))
 		table(b, []column{
-			{dim, "---:", func(s *Summary) string { return s.Point }},
+			{dim, "---:", func(s *bench.Summary) string { return s.Point }},
 			colTarget, colRuns, colRecords, colRecRatio, colMB,
-			{"server CPU µs / record", "---:", measured(func(s *Summary) string { return fixed(s.CPUSecondsPerMillion, 2) })},
+			{"server CPU µs / record", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.CPUSecondsPerMillion, 2) })},
 			colCPURatio,
-			{"server CPU s", "---:", measured(func(s *Summary) string { return fixed(s.CPUSeconds, 1) })},
-			{"peak RSS (max)", "---:", func(s *Summary) string {
+			{"server CPU s", "---:", measured(func(s *bench.Summary) string { return human.Fixed(s.CPUSeconds, 1) })},
+			{"peak RSS (max)", "---:", func(s *bench.Summary) string {
 				if s.MaxPeakRSSBytes == 0 {
 					return "–"
 				}
-				return mib(float64(s.MaxPeakRSSBytes))
+				return human.MiB(float64(s.MaxPeakRSSBytes))
 			}},
-			{"flags", "---", func(s *Summary) string {
-				flags := scaleFlags(s, limit)
+			{"flags", "---", func(s *bench.Summary) string {
+				flags := bench.ScaleFlags(s, limit)
 				if len(flags) == 0 {
 					return ""
 				}
@@ -114,7 +118,7 @@ func renderScale(b *strings.Builder, files []*File, link, chartLink func(string)
 			fmt.Fprintf(b, "Failed runs:\n\n%s\n\n", strings.Join(failures, "\n"))
 		}
 		for _, t := range f.Targets {
-			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(CommandLine(t.Argv)))
+			fmt.Fprintf(b, "- `%s`: %s\n", t.Name, code(human.CommandLine(t.Argv)))
 		}
 		if len(f.Targets) > 0 {
 			b.WriteString("\n")
@@ -129,29 +133,29 @@ func renderScale(b *strings.Builder, files []*File, link, chartLink func(string)
 		}
 		x, xf := scaleAxis(dim, points)
 		sub := f.Label + " · " + f.Started.UTC().Format("2006-01-02") + " · " + filepath.Base(f.Name)
-		thr := lineChart{Title: "Acknowledged records/s: " + strings.ToLower(scaleTitles[dim]), Subtitle: sub,
-			XLabel: scaleTitles[dim], YLabel: "records/s (median)", LogX: true, XFormat: xf}
-		cpu := lineChart{Title: "Server CPU µs per record: " + strings.ToLower(scaleTitles[dim]), Subtitle: sub,
-			XLabel: scaleTitles[dim], YLabel: "CPU µs / record (median)", LogX: true, XFormat: xf,
-			YFormat: func(v float64) string { return trimFloat(v) }}
+		thr := svg.LineChart{Title: "Acknowledged records/s: " + strings.ToLower(bench.ScaleTitles[dim]), Subtitle: sub,
+			XLabel: bench.ScaleTitles[dim], YLabel: "records/s (median)", LogX: true, XFormat: xf}
+		cpu := svg.LineChart{Title: "Server CPU µs per record: " + strings.ToLower(bench.ScaleTitles[dim]), Subtitle: sub,
+			XLabel: bench.ScaleTitles[dim], YLabel: "CPU µs / record (median)", LogX: true, XFormat: xf,
+			YFormat: func(v float64) string { return svg.TrimFloat(v) }}
 		for _, name := range targetNames(f) {
-			ts, cs := series{Name: name}, series{Name: name}
+			ts, cs := svg.Series{Name: name}, svg.Series{Name: name}
 			for _, m := range sum {
 				if m.Target == name && m.Runs > m.Failed {
-					ts.Points = append(ts.Points, point{x(m.Point), m.RecordsPerSec})
-					cs.Points = append(cs.Points, point{x(m.Point), m.CPUSecondsPerMillion})
+					ts.Points = append(ts.Points, svg.Point{X: x(m.Point), Y: m.RecordsPerSec})
+					cs.Points = append(cs.Points, svg.Point{X: x(m.Point), Y: m.CPUSecondsPerMillion})
 				}
 			}
 			for _, r := range f.Runs {
-				if r.Dimension == dim && r.Target == name && r.ok() {
-					ts.Raw = append(ts.Raw, point{x(r.Point), r.RecordsPerSec})
-					cs.Raw = append(cs.Raw, point{x(r.Point), r.CPUSecondsPerMillion})
+				if r.Dimension == dim && r.Target == name && r.OK() {
+					ts.Raw = append(ts.Raw, svg.Point{X: x(r.Point), Y: r.RecordsPerSec})
+					cs.Raw = append(cs.Raw, svg.Point{X: x(r.Point), Y: r.CPUSecondsPerMillion})
 				}
 			}
 			thr.Series, cpu.Series = append(thr.Series, ts), append(cpu.Series, cs)
 		}
 		tn, cn := chartScaleThroughput(dim), chartScaleCPU(dim)
-		charts[tn], charts[cn] = thr.svg(), cpu.svg()
+		charts[tn], charts[cn] = thr.SVG(), cpu.SVG()
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(tn), cpu.Title, chartLink(cn))
 	}
 	b.WriteString(scaleNotes)

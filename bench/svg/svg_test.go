@@ -1,4 +1,4 @@
-package bench
+package svg
 
 import (
 	"bytes"
@@ -43,19 +43,19 @@ func checkSVG(t *testing.T, b []byte) map[string]int {
 }
 
 func TestLineChartIsWellFormedXML(t *testing.T) {
-	c := lineChart{
+	c := LineChart{
 		Title:    `Throughput <of> "inlet" & friends`,
 		Subtitle: "a < b",
 		XLabel:   "workers & such",
 		YLabel:   "records/s",
 		LogX:     true,
-		Series: []series{
-			{Name: "idempotent, 16 producers <segments> & 'quotes'", Points: []point{{1, 100}, {2, 180}, {4, 250}},
-				Raw: []point{{1, 90}, {1, 110}, {2, 170}}},
-			{Name: "plain", Points: []point{{1, 120}, {2, math.NaN()}, {0, 5}, {8, math.Inf(1)}}},
+		Series: []Series{
+			{Name: "idempotent, 16 producers <segments> & 'quotes'", Points: []Point{{1, 100}, {2, 180}, {4, 250}},
+				Raw: []Point{{1, 90}, {1, 110}, {2, 170}}},
+			{Name: "plain", Points: []Point{{1, 120}, {2, math.NaN()}, {0, 5}, {8, math.Inf(1)}}},
 		},
 	}
-	b := c.svg()
+	b := c.SVG()
 	counts := checkSVG(t, b)
 	if counts["polyline"] != 2 {
 		t.Errorf("%d polylines, want one per series", counts["polyline"])
@@ -71,20 +71,20 @@ func TestLineChartIsWellFormedXML(t *testing.T) {
 }
 
 func TestBarChartIsWellFormedXML(t *testing.T) {
-	c := barChart{Title: "CPU </svg>", YLabel: "s", Bars: []bar{
+	c := BarChart{Title: "CPU </svg>", YLabel: "s", Bars: []Bar{
 		{Label: "inlet", Value: 1.5, Raw: []float64{1.4, 1.6}},
 		{Label: "a&b", Value: 3},
 		{Label: "failed", Value: math.NaN()},
 	}}
-	counts := checkSVG(t, c.svg())
+	counts := checkSVG(t, c.SVG())
 	if counts["rect"] != 1+2 { // background and two finite bars
 		t.Errorf("%d rects, want 3", counts["rect"])
 	}
 }
 
 func TestEmptyChartsAreWellFormed(t *testing.T) {
-	for _, b := range [][]byte{(&lineChart{Title: "empty"}).svg(), (&barChart{Title: "empty"}).svg(),
-		(&lineChart{Title: "one point", Series: []series{{Name: "s", Points: []point{{3, 0}}}}}).svg()} {
+	for _, b := range [][]byte{(&LineChart{Title: "empty"}).SVG(), (&BarChart{Title: "empty"}).SVG(),
+		(&LineChart{Title: "one point", Series: []Series{{Name: "s", Points: []Point{{3, 0}}}}}).SVG()} {
 		checkSVG(t, b)
 		if strings.Contains(string(b), "NaN") || strings.Contains(string(b), "Inf") {
 			t.Errorf("non-finite coordinate in:\n%s", b)

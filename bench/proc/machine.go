@@ -1,4 +1,4 @@
-package bench
+package proc
 
 import (
 	"bufio"
@@ -25,15 +25,15 @@ type Machine struct {
 	ClockTicks int  `json:"clock_ticks"` // getconf CLK_TCK, the unit of /proc CPU times
 }
 
-// describeMachine collects Machine for the current host and the git work tree around dir.
-func describeMachine(dir string) Machine {
+// DescribeMachine collects Machine for the current host and the git work tree around dir.
+func DescribeMachine(dir string) Machine {
 	m := Machine{
 		CPUModel:   cpuModel(),
 		Cores:      runtime.NumCPU(),
 		Kernel:     kernel(),
 		GoVersion:  goVersion(dir),
 		Date:       time.Now().UTC().Truncate(time.Second),
-		ClockTicks: clockTicks(),
+		ClockTicks: ClockTicks(),
 		GitCommit:  "unknown",
 	}
 	m.MemoryBytes = memTotal()
