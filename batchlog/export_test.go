@@ -10,7 +10,7 @@ import (
 )
 
 // newWithStore builds a Log around a test store; nothing is recovered.
-func newWithStore(s store, opts Options) *Log {
+func newWithStore(s Store, opts Options) *Log {
 	if opts.MaxGroupBytes <= 0 {
 		opts.MaxGroupBytes = defaultMaxGroupBytes
 	}

@@ -270,7 +270,7 @@ type producerKey struct {
 type Log struct {
 	opts  Options
 	log   *slog.Logger
-	store store
+	store Store
 	segs  *segmentStore // the store, with the segments layout; nil otherwise
 	db    *pebble.DB    // meta's database, holding the log's keys too; nil in discard mode
 	meta  *meta.Store   // the catalog: topic records, broker configs (package meta)
@@ -318,7 +318,7 @@ type Log struct {
 
 // pendingGroup is an applied group awaiting its sync.
 type pendingGroup struct {
-	g        group
+	g        Group
 	requests []*Request
 	advances []hwAdvance
 	aborts   []abortedAdd // aborted transactions to publish with the group (txn.go)
@@ -445,7 +445,7 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 			return nil, fmt.Errorf("batchlog: unknown layout %q", opts.Layout)
 		}
 		if err := l.recover(); err != nil {
-			l.store.close()
+			l.store.Close()
 			l.closeMeta()
 			return nil, err
 		}
@@ -896,7 +896,7 @@ func (l *Log) Close() error {
 	l.done.Wait()
 	l.retainMu.Lock()
 	defer l.retainMu.Unlock()
-	err := l.store.close()
+	err := l.store.Close()
 	if cerr := l.closeMeta(); err == nil {
 		err = cerr
 	}

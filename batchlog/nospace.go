@@ -8,7 +8,7 @@ package batchlog
 //
 //   - suspend: the committer (a buffered write) or the completer (a direct write) sets
 //     Log.suspended. The completer then answers every group it has not seen durable with
-//     KAFKA_STORAGE_ERROR and writes nothing more (dropUnwritten); the committer answers new
+//     KAFKA_STORAGE_ERROR and writes nothing more (DropUnwritten); the committer answers new
 //     requests the same way, without building groups.
 //   - resume: at most once per noSpaceRetry, the committer tries again. It waits for the
 //     completer to answer every group before (a barrier through the pending queue), then
@@ -152,9 +152,9 @@ func (l *Log) rebuild() error {
 	return nil
 }
 
-// dropUnwritten forgets the groups staged and not written: suspended writes never resume
+// DropUnwritten forgets the groups staged and not written: suspended writes never resume
 // with them.
-func (s *segmentStore) dropUnwritten() {
+func (s *segmentStore) DropUnwritten() {
 	s.stagedMu.Lock()
 	clear(s.staged)
 	s.staged = s.staged[:0]
@@ -163,7 +163,7 @@ func (s *segmentStore) dropUnwritten() {
 
 // resetAfterFailure makes the store's view of its files what is on disk, for a replay.
 func (s *segmentStore) resetAfterFailure() error {
-	s.dropUnwritten()
+	s.DropUnwritten()
 	if s.tail != nil {
 		s.tail.reset()
 	}

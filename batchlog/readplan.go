@@ -67,7 +67,7 @@ func (l *Log) PlanRead(p *Partition, offset, limit int64, maxBytes int, includeF
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := l.store.planRead(p.ID, offset, limit, maxBytes, includeFirst, plan)
+		err := l.store.PlanRead(p.ID, offset, limit, maxBytes, includeFirst, plan)
 		if err == nil {
 			return nil
 		}
@@ -124,16 +124,16 @@ func (l *Log) AppendPlanned(dst []byte, plan *ReadPlan) ([]byte, error) {
 // retries of PlanRead: errSegmentGone tells the caller its segment was reclaimed meanwhile.
 func (l *Log) readStored(p *Partition, base int64) ([]byte, error) {
 	var plan ReadPlan
-	if err := l.store.planRead(p.ID, base, base+1, 1, true, &plan); err != nil {
+	if err := l.store.PlanRead(p.ID, base, base+1, 1, true, &plan); err != nil {
 		plan.Release()
 		return nil, err
 	}
 	return l.AppendPlanned(nil, &plan)
 }
 
-// planRead of the segment layout: the index entries (from the recent index when it has
+// PlanRead of the segment layout: the index entries (from the recent index when it has
 // them, recent.go), and a reference on each segment.
-func (s *segmentStore) planRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error {
+func (s *segmentStore) PlanRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error {
 	plan.End = limit
 	add := func(base int64, loc batchLoc) (bool, error) {
 		return s.planBatch(plan, base, loc, offset, maxBytes, includeFirst)
@@ -220,8 +220,8 @@ func (s *segmentStore) read(dst []byte, seg *segment, pos int64) error {
 	return nil
 }
 
-// planRead of the Pebble layout: copies of the values.
-func (s *pebbleStore) planRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error {
+// PlanRead of the Pebble layout: copies of the values.
+func (s *pebbleStore) PlanRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error {
 	plan.End = limit
 	return eachIndexedBatch(s.db, partition, offset, limit, func(base int64, v []byte) (bool, error) {
 		if len(v) < 61 {

@@ -501,7 +501,7 @@ type segmentGroup struct {
 	stage   []byte // the group's entries, block-aligned and padded
 	durable bool   // written and synced (possibly by an earlier group's wait)
 	// metadata: the group holds the high watermarks and producer windows changed since the
-	// previous such group, so its end is a checkpoint (carriesMetadata).
+	// previous such group, so its end is a checkpoint (CarriesMetadata).
 	metadata bool
 	empty    bool // no entries, nothing staged (stageEntries)
 	// dropped lists the partitions whose index entries the group deletes.
@@ -510,13 +510,13 @@ type segmentGroup struct {
 
 type indexEntry struct {
 	partition uint32
-	relocated bool // see setData
+	relocated bool // see SetData
 	base      int64
 	pos       int64
 	length    uint32
 }
 
-func (s *segmentStore) newGroup(int) group {
+func (s *segmentStore) NewGroup(int) Group {
 	var g *segmentGroup
 	select {
 	case g = <-s.free:
@@ -535,7 +535,7 @@ func (s *segmentStore) newGroup(int) group {
 	return g
 }
 
-func (g *segmentGroup) setData(partition uint32, base int64, batch []byte, relocated bool) {
+func (g *segmentGroup) SetData(partition uint32, base int64, batch []byte, relocated bool) {
 	g.headers = binary.BigEndian.AppendUint32(g.headers, partition)
 	crc := crc32.Update(crc32.Checksum(g.headers[len(g.headers)-4:], castagnoli), castagnoli, batch[:21])
 	g.headers = binary.BigEndian.AppendUint32(g.headers, crc)
@@ -543,9 +543,9 @@ func (g *segmentGroup) setData(partition uint32, base int64, batch []byte, reloc
 	g.index = append(g.index, indexEntry{partition: partition, relocated: relocated, base: base, length: uint32(len(batch))})
 }
 
-func (g *segmentGroup) set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
+func (g *segmentGroup) Set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
 
-func (g *segmentGroup) del(key []byte) {
+func (g *segmentGroup) Del(key []byte) {
 	if len(key) == dataKeyLen && key[0] == kindData {
 		// A batch compaction emptied: the recent index forgets the partition (recent.go).
 		g.dropped = append(g.dropped, binary.BigEndian.Uint32(key[1:]))
@@ -553,7 +553,7 @@ func (g *segmentGroup) del(key []byte) {
 	_ = g.meta.Delete(key, nil)
 }
 
-func (g *segmentGroup) carriesMetadata() { g.metadata = true }
+func (g *segmentGroup) CarriesMetadata() { g.metadata = true }
 
 // defaultCheckpointInterval is how often groups carry high watermarks and producer windows (and
 // so move the checkpoint; Options.CheckpointInterval). Written with every group they were two
@@ -564,11 +564,11 @@ func (g *segmentGroup) carriesMetadata() { g.metadata = true }
 // writes) and keeps segment files after the checkpoint from being reclaimed that much longer.
 const defaultCheckpointInterval = 100 * time.Millisecond
 
-func (s *segmentStore) metadataInterval() time.Duration { return s.checkpointEvery }
+func (s *segmentStore) MetadataInterval() time.Duration { return s.checkpointEvery }
 
 // apply stages the group at the end of the active segment, starting a new segment when the
 // active one is full.
-func (g *segmentGroup) apply() error {
+func (g *segmentGroup) Apply() error {
 	s := g.s
 	if s.active == nil || s.active.size >= s.segBytes {
 		if err := s.roll(); err != nil {
@@ -741,7 +741,7 @@ func (s *segmentStore) writeStaged(groups []*segmentGroup) error {
 // segment once, so a group an earlier flush covered is not written again) and then applies
 // its index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from
 // it.
-func (g *segmentGroup) wait() error {
+func (g *segmentGroup) Wait() error {
 	if g.empty {
 		// Every group before it is durable (the completer waits in order), and it adds
 		// nothing, so its checkpoint (its start) is durable too.
@@ -784,7 +784,7 @@ func (g *segmentGroup) commitIndex() error {
 	return nil
 }
 
-func (g *segmentGroup) release() {
+func (g *segmentGroup) Release() {
 	_ = g.meta.Close()
 	g.meta = nil
 	if g.stage != nil {
@@ -802,7 +802,7 @@ func (g *segmentGroup) release() {
 }
 
 // close closes the segment files; the database is the catalog's (Log.Close closes it after).
-func (s *segmentStore) close() error { return s.closeFiles() }
+func (s *segmentStore) Close() error { return s.closeFiles() }
 
 func (s *segmentStore) closeFiles() error {
 	var first error
