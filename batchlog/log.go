@@ -83,6 +83,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"inlet/batchlog/segments"
 	"inlet/idem"
 	"inlet/meta"
 	"inlet/segfs"
@@ -271,9 +272,9 @@ type Log struct {
 	opts  Options
 	log   *slog.Logger
 	store Store
-	segs  *segmentStore // the store, with the segments layout; nil otherwise
-	db    *pebble.DB    // meta's database, holding the log's keys too; nil in discard mode
-	meta  *meta.Store   // the catalog: topic records, broker configs (package meta)
+	segs  *segments.Store // the store, with the segments layout; nil otherwise (store.go)
+	db    *pebble.DB      // meta's database, holding the log's keys too; nil in discard mode
+	meta  *meta.Store     // the catalog: topic records, broker configs (package meta)
 
 	queue   chan *Request
 	pending chan *pendingGroup
@@ -414,30 +415,12 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 		l.db = db
 		switch opts.Layout {
 		case "", LayoutSegments:
-			fs := opts.SegmentFS
-			if fs == nil {
-				fs = segfs.OS
-			}
-			ss, err := openSegmentStore(fs, opts.Dir, l.meta, opts.SegmentBytes, opts.BufferedSegments)
+			ss, err := l.openSegments()
 			if err != nil {
 				l.closeMeta()
 				return nil, fmt.Errorf("batchlog: open segments: %w", err)
 			}
-			switch {
-			case opts.CheckpointInterval == 0:
-				ss.checkpointEvery = defaultCheckpointInterval
-			case opts.CheckpointInterval > 0:
-				ss.checkpointEvery = opts.CheckpointInterval
-			}
-			ss.obs = opts.Observer
-			switch {
-			case opts.FetchCacheBytes == 0:
-				ss.tail = &tailCache{limit: defaultFetchCacheBytes}
-			case opts.FetchCacheBytes > 0:
-				ss.tail = &tailCache{limit: int(opts.FetchCacheBytes)}
-			}
-			ss.log = opts.Logger
-			l.store, l.segs = ss, ss
+			l.store, l.segs = segmentLayout{ss}, ss
 		case LayoutPebble:
 			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
 		default:
@@ -452,6 +435,32 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 	}
 	l.start()
 	return l, nil
+}
+
+// openSegments opens the segment store. A node's first start, or a directory lost with every
+// segment in it, finds no segments directory: the catalog says which. Data the catalog names
+// is never served as empty; nothing is changed.
+func (l *Log) openSegments() (*segments.Store, error) {
+	opts := l.opts
+	fs := opts.SegmentFS
+	if fs == nil {
+		fs = segfs.OS
+	}
+	cfg := segments.Config{SegmentBytes: opts.SegmentBytes, Buffered: opts.BufferedSegments,
+		CheckpointInterval: opts.CheckpointInterval, CacheBytes: opts.FetchCacheBytes, Logger: opts.Logger}
+	if opts.Observer != nil {
+		cfg.Observer = opts.Observer
+	}
+	ss, err := segments.Open(fs, opts.Dir, l.db, false, cfg)
+	if !errors.Is(err, segments.ErrNoDirectory) {
+		return ss, err
+	}
+	if what, err := catalogNamesData(l.meta); err != nil {
+		return nil, err
+	} else if what != "" {
+		return nil, fmt.Errorf("batchlog: %s is missing, but the metadata names %s: the segment files are gone; start-up stopped, nothing changed", segments.Dir(opts.Dir), what)
+	}
+	return segments.Open(fs, opts.Dir, l.db, true, cfg)
 }
 
 func (l *Log) start() {
@@ -640,7 +649,7 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 // replaySegments re-applies the segment entries written after Pebble's checkpoint: offsets,
 // high watermarks, producer windows and index entries, exactly as the committer would have,
 // then stores the result in one synced Pebble batch.
-func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error {
+func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) error {
 	b := l.db.NewBatch()
 	defer b.Close()
 	touched := map[*Partition]bool{}
@@ -648,9 +657,9 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	relocated := map[*Partition]bool{}
 	putIndex := func(partition uint32, base int64, seg uint32, pos int64, size int) {
 		var k [dataKeyLen]byte
-		var v [batchLocLen]byte
+		var v [segments.LocLen]byte
 		putDataKey(k[:], partition, base)
-		_ = b.Set(k[:], appendBatchLoc(v[:0], batchLoc{seg: seg, pos: pos, length: size}), nil)
+		_ = b.Set(k[:], segments.AppendLoc(v[:0], segments.Loc{Seg: seg, Pos: pos, Length: size}), nil)
 	}
 	var lastSeg uint32
 	var lastEnd int64
@@ -658,7 +667,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	l.topicsMu.RLock() // topics may be created meanwhile after a full disk (rebuild)
 	partSeq := l.partSeq
 	l.topicsMu.RUnlock()
-	err := ss.replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
+	err := ss.Replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
 		p := byID[partition]
 		if p == nil && partition < partSeq {
 			// A partition of a deleted topic: ids are never reused, so its entries are
@@ -743,7 +752,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 		putProducerKey(k[:], key.id, key.partition)
 		_ = b.Set(k[:], l.producers[key].AppendBinary(nil), nil)
 	}
-	_ = b.Set(metaCheckpoint, appendCheckpoint(nil, lastSeg, lastEnd), nil)
+	_ = b.Set(metaCheckpoint, segments.AppendCheckpoint(nil, lastSeg, lastEnd), nil)
 	l.log.Info("batchlog: replayed segment tail", "batches", replayed, "segment", lastSeg, "position", lastEnd)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
@@ -762,8 +771,8 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 // the entries below that key are the ones to look at.
 func (l *Log) indexedPast(byID map[uint32]*Partition, seg uint32, end int64) (bool, error) {
 	past := func(v []byte) (bool, error) {
-		loc, err := parseBatchLoc(v)
-		return err == nil && (loc.seg > seg || loc.seg == seg && loc.pos >= end), err
+		loc, err := segments.ParseLoc(v)
+		return err == nil && (loc.Seg > seg || loc.Seg == seg && loc.Pos >= end), err
 	}
 	for _, p := range byID {
 		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
@@ -925,7 +934,7 @@ func (l *Log) notify() {
 }
 
 // errSegmentGone: an index entry read names a segment that has been reclaimed since.
-var errSegmentGone = errors.New("batchlog: index names a reclaimed segment")
+var errSegmentGone = segments.ErrSegmentGone
 
 // ProducerWindow is what the log remembers of one idempotent producer on one partition
 // (DescribeProducers).

@@ -4,12 +4,28 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/batchlog/segments"
 )
 
 // Store is the seam between the committer and the storage engine, in the manner of pebble's
 // commitEnv: the committer decides what a group holds and in which order groups become
 // durable; a store only writes. Tests substitute a store that records calls and holds syncs
-// open, so commit ordering is tested without a database.
+// open, so commit ordering is tested without a database (newWithStore, export_test.go). Three
+// layouts implement it: the segment store (package segments, through segmentLayout below),
+// Pebble values (pebbleStore) and nothing stored (discardStore). The commit pipeline
+// (commit.go) and the read path (readplan.go) reach the disk only through it.
+//
+// Beside the seam the log calls a named set of the segment store's own operations (Log.segs,
+// with the segments layout only), none of them on the produce path:
+//   - recovery (log.go) and the rebuild after a full disk (nospace.go): Store.Checkpoint,
+//     Store.Replay, Store.ResetAfterFailure, Store.FreeBytes (the free-space reserve), and
+//     segments.IsNoSpace on a write's error;
+//   - the start-up check (startcheck.go): segments.Open's ErrNoDirectory, Store.Missing;
+//   - the reclaim (reclaim.go): Store.Checkpoint, Store.SizesBelow, Store.ReadBatch,
+//     Store.DeleteBelow;
+//   - a log start moved or a topic deleted (upkeep_ops.go, topics_admin.go):
+//     Store.ForgetRecent; Stats: Store.Stats.
 type Store interface {
 	// NewGroup starts the write of one group; sizeHint is the bytes of record data it will hold.
 	NewGroup(sizeHint int) Group
@@ -49,6 +65,12 @@ type Group interface {
 	CarriesMetadata()
 	Release()
 }
+
+// segmentLayout is the segment store behind the seam: NewGroup answers the store's concrete
+// group as a Group (a pointer in an interface: nothing allocated); the rest is the store's.
+type segmentLayout struct{ *segments.Store }
+
+func (s segmentLayout) NewGroup(sizeHint int) Group { return s.Store.NewGroup(sizeHint) }
 
 // pebbleStore keeps the log in Pebble.
 type pebbleStore struct {
@@ -102,32 +124,6 @@ func (g *pebbleGroup) Release() {
 	case g.s.free <- g:
 	default:
 	}
-}
-
-// eachIndexedBatch calls fn with the base offset and value of every data key of partition below limit,
-// starting with the batch that contains offset (the last one whose base offset is <= offset,
-// or the first one if none is), until fn returns false. Both layouts read through it; the
-// value is the batch itself (pebble layout) or its 16-byte segment index entry (segments).
-func eachIndexedBatch(db *pebble.DB, partition uint32, offset, limit int64, fn func(base int64, v []byte) (bool, error)) error {
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: dataKey(partition, 0), UpperBound: dataKey(partition, limit)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	valid := it.SeekLT(dataKey(partition, offset+1))
-	if !valid {
-		valid = it.First()
-	}
-	for ; valid; valid = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return err
-		}
-		if more, err := fn(dataKeyOffset(it.Key()), v); err != nil || !more {
-			return err
-		}
-	}
-	return it.Error()
 }
 
 func (s *pebbleStore) Close() error { return nil } // the database is the catalog's
