@@ -1,3 +1,66 @@
+// Package segments is the record log's storage: record batches in append-only segment files
+// under <dir>/segments, and in the log's Pebble database (the catalog's, package meta) their
+// index (a data key per batch naming its segment, position and length) and the checkpoint.
+// High watermarks, producer windows and every other key stay the log's (package batchlog);
+// a group carries them in the Pebble batch it commits after its data is durable.
+//
+// Why: storing record batches as Pebble values costs every byte a copy into the batch, a WAL
+// write, a copy into the memtable arena and a blob-file write at flush (about 3.4 ns of CPU per
+// byte measured here, write amplification 2). A segment file is the write-ahead log itself:
+// the committer copies each group's entries into a staging buffer, the completer writes it
+// and makes it durable with one fdatasync, and only then applies a small unsynced Pebble batch
+// holding the group's index entries. Every Config.CheckpointInterval a group's batch also
+// holds the high watermarks and producer windows changed since the last such group and the
+// segment position it covers (the checkpoint): Pebble's metadata is always whole as of its
+// checkpoint.
+//
+// Recovery: Pebble holds a consistent prefix of those batches (an unsynced tail may be lost),
+// and its checkpoint says how far the segments are indexed. Everything after it is replayed
+// from the segment files, whose entries are self-describing: partition, then the record batch
+// with its base offset, sequence numbers and CRC. Replay stops at the first entry that does not
+// check out (a torn write of a group that was never acknowledged) and truncates there.
+//
+// Entry layout: partition u32, crc32c(partition bytes || batch[0:21]) u32, then the batch. The
+// batch's own CRC covers bytes 21..end; the header CRC covers the rest of the batch header.
+//
+// One write path. A buffered write into the page cache cost about 1 ns of CPU per byte in the
+// server (three quarters of its CPU; profiles/README.md), an O_DIRECT write about 0.15 ns plus
+// a memmove into an aligned buffer. So the committer only copies a group's entries into a
+// block-aligned staging buffer (zero-padded to a whole block; every group starts on a block
+// boundary), and the completer writes the staged groups of a segment with one pwritev, with
+// O_DIRECT where the file system allows it and through the page cache where it is refused
+// (tmpfs; or Config.Buffered), then syncs. Writing in the completer keeps the committer
+// from waiting on the device, and groups reach the file strictly in order: a
+// segment's groups are written and synced before the next segment's are written, so a crash
+// can tear only the last segment's unacknowledged groups. Replay skips the padding: an entry
+// that fails its checks at an unaligned position followed only by zeros up to the next
+// boundary is padding.
+//
+// The recovery invariant: nothing replayed is built on (indexed, checkpointed, answered as a
+// duplicate) before it is durable; Replay syncs every segment from the checkpoint on before it
+// reads them (Store.Replay says why and what it cuts). Nothing is named by a checkpoint or an
+// index entry before it is durable: a group's Pebble batch is committed only after its sync.
+//
+// The path that runs: the committer (the log's commit.go) calls NewGroup, SetData per batch,
+// Set and Del for the log's own keys, CarriesMetadata every checkpoint interval, and Apply,
+// which stages the group's entries into a block-aligned buffer (rolling to a new segment
+// when the active one is full); the completer calls Wait in order, which writes every staged
+// group (one pwritev per segment), syncs each segment once, commits the group's index and
+// metadata to Pebble unsynced and fills the read caches; then Release. Reads (PlanRead,
+// ReadPlan.AppendTo) find batches in the recent index or Pebble, and copy them from the tail
+// cache or the file.
+//
+// Files: segment.go (the segment set, Open, Replay and the torn-tail cut, the checkpoint
+// position, groups and the write paths, rolling, the full-disk errors), index.go (the data
+// key, the index value and the checkpoint encodings; EachIndexedBatch), readplan.go (read
+// plans, the tail cache), recent.go (the recent index), reclaim.go (the file side of the
+// reclaim: candidates, reading a live batch, deleting files), startcheck.go (the file side
+// of the start-up check). Errors and log lines keep the log's prefix, "batchlog:".
+//
+// Lock order: Store.mu (the segment set), Store.stagedMu, tailCache.mu and recentIndex.mu
+// are each taken alone, and none is held across a write, a sync or a read of a file; only
+// recentIndex.mu is held while a ring's mu (recentRing.mu) is taken (forgetAll), never the
+// other way. Readers copy a ring's entries out before they read a file.
 package segments
 
 import (
@@ -24,40 +87,11 @@ import (
 	"inlet/wire"
 )
 
-// Store keeps record data in append-only segment files and everything else (the batch
-// index, high watermarks, producer state, topics) in Pebble.
-//
-// Why: storing record batches as Pebble values costs every byte a copy into the batch, a WAL
-// write, a copy into the memtable arena and a blob-file write at flush (about 3.4 ns of CPU per
-// byte measured here, write amplification 2). A segment file is the write-ahead log itself:
-// the committer copies each group's entries into a staging buffer, the completer writes it
-// and makes it durable with one fdatasync, and only then applies a small unsynced Pebble batch
-// holding the group's index entries. Every
-// Options.CheckpointInterval a group's batch also holds the high watermarks and producer windows
-// changed since the last such group and the segment position it covers (the checkpoint):
-// Pebble's metadata is always whole as of its checkpoint.
-//
-// Recovery: Pebble holds a consistent prefix of those batches (an unsynced tail may be lost),
-// and its checkpoint says how far the segments are indexed. Everything after it is replayed
-// from the segment files, whose entries are self-describing: partition, then the record batch
-// with its base offset, sequence numbers and CRC. Replay stops at the first entry that does not
-// check out (a torn write of a group that was never acknowledged) and truncates there.
-//
-// Entry layout: partition u32, crc32c(partition bytes || batch[0:21]) u32, then the batch. The
-// batch's own CRC covers bytes 21..end; the header CRC covers the rest of the batch header.
-//
-// One write path. A buffered write into the page cache cost about 1 ns of CPU per byte in the
-// server (three quarters of its CPU; profiles/README.md), an O_DIRECT write about 0.15 ns plus
-// a memmove into an aligned buffer. So the committer only copies a group's entries into a
-// block-aligned staging buffer (zero-padded to a whole block; every group starts on a block
-// boundary), and the completer writes the staged groups of a segment with one pwritev, with
-// O_DIRECT where the file system allows it and through the page cache where it is refused
-// (tmpfs; or Options.BufferedSegments), then syncs. Writing in the completer keeps the
-// committer from waiting on the device, and groups reach the file strictly in order: a
-// segment's groups are written and synced before the next segment's are written, so a crash
-// can tear only the last segment's unacknowledged groups. Replay skips the padding: an entry
-// that fails its checks at an unaligned position followed only by zeros up to the next
-// boundary is padding.
+// Store is the segment files of one data directory and their index in Pebble (the package
+// comment says how they are written and recovered). The log holds it behind its store seam:
+// NewGroup, PlanRead, MetadataInterval, DropUnwritten and Close are the seam's; the other
+// exported methods are the operations the log's recovery, reclaim, start-up check and stats
+// call by name.
 type Store struct {
 	fs       segfs.FS
 	log      *slog.Logger
