@@ -1,6 +1,7 @@
 // Package batchlog is Inlet's durable log: record batches in append-only segment files, and in
 // Pebble their index, high watermarks, log starts and producer windows, written by one group
-// committer. The Pebble database is the catalog's (package meta, given at Open or opened by
+// committer over a storage seam (store.go; the segment files and their index are package
+// segments'). The Pebble database is the catalog's (package meta, given at Open or opened by
 // it): topic records, group offsets, transaction records, broker configs and ids live there
 // and are written by meta, not by the committer. The log keeps the in-memory topic table the
 // produce and fetch paths read (Topic, Topics), and asks meta to write a topic's record
@@ -17,7 +18,7 @@
 //	                 assign offsets, patch baseOffset into the batch, add it to the group
 //	every CheckpointInterval: add the high watermarks and producer windows changed since
 //	                 the last checkpoint to the group's Pebble batch (not applied yet)
-//	stage the group: copy its entries into a block-aligned buffer (segment.go)
+//	stage the group: copy its entries into a block-aligned buffer (segments/segment.go)
 //	hand the group to the completer
 //
 // The completer goroutine takes groups in order. For each one not yet durable it writes every
@@ -40,7 +41,7 @@
 //     Readers bound every read by the published high watermark, never by what the index or
 //     a file shows.
 //   - After a crash a retried batch is recognised as a duplicate exactly when its records
-//     survived: replay (segment.go) syncs the segments after the checkpoint before it
+//     survived: replay (segments/segment.go) syncs the segments after the checkpoint before it
 //     rebuilds offsets and windows from them. With --storage pebble, records, the high
 //     watermark and the producer state that describes them are in one atomic batch.
 //   - Nothing is named by a checkpoint or an index entry before it is durable: a group's
@@ -50,21 +51,24 @@
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
 //
 // The upkeep passes (retention, compaction, the reclaim of segment files, producer expiry)
-// are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the segment
-// store's side of the reclaim (which files can go, the copies forward).
+// are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the log's
+// side of the reclaim (which segments can go, from the index; the copies forward), whose
+// file side (the candidates, reading a batch, deleting files) is package segments'.
 //
-// Files: log.go (Open, recovery, the topic table, Submit), commit.go (the committer and
-// completer), segment.go (segment files, the write paths, replay), startcheck.go (the
-// start-up check of the metadata against the segments), index.go (the segment index's
-// encoding), store.go (the store seam, the pebble and discard layouts), readplan.go (read
-// planning, the tail cache), recent.go (the recent index), stats.go, upkeep_ops.go (the
-// passes' operations), reclaim.go (space per partition), nospace.go (a full disk),
-// txn.go (transactions on the partition), topics_admin.go (topic changes, DeleteRecords), broker_configs.go (the broker
-// configs in force as topic defaults), keys.go (the log's Pebble keys).
+// Files: log.go (Open, recovery and the replay of the segments' tail, the topic table,
+// Submit), commit.go (the committer and completer), store.go (the store seam, the segment
+// store behind it, the pebble and discard layouts; the segment store's operations the log
+// calls by name), startcheck.go (the start-up check of the metadata against the segments),
+// readplan.go (PlanRead, AppendPlanned; the Pebble layout's plans), stats.go, upkeep_ops.go
+// (the passes' operations), reclaim.go (space per partition), nospace.go (a full disk),
+// txn.go (transactions on the partition), topics_admin.go (topic changes, DeleteRecords),
+// broker_configs.go (the broker configs in force as topic defaults), keys.go (the log's
+// Pebble keys). Package segments (segments/): the segment files, the write paths, replay,
+// the index's encoding, read plans, the tail cache and the recent index.
 //
-// Lock order: Log.retainMu before Log.topicsMu (and before the segment set's mu); none is held
-// while waiting on the committer, except retainMu by an upkeep pass (Log.RunPass; so the
-// committer only TryLocks it). Under topicsMu the log calls meta's synced writes, which take no
+// Lock order: Log.retainMu before Log.topicsMu (and before the segment store's locks, package
+// segments); none is held while waiting on the committer, except retainMu by an upkeep pass
+// (Log.RunPass; so the committer only TryLocks it). Under topicsMu the log calls meta's synced writes, which take no
 // lock of the log's.
 package batchlog
 
@@ -107,14 +111,14 @@ type Options struct {
 	// SegmentBytes is the size at which a new segment file is started.
 	SegmentBytes int64
 	// BufferedSegments writes segment files through the page cache even where
-	// O_DIRECT is available (see segment.go); for comparison and tests.
+	// O_DIRECT is available (see segments/segment.go); for comparison and tests.
 	BufferedSegments bool
 	// CheckpointInterval is how often the segments layout writes high watermarks and producer
 	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
 	// the segments after it). 0 means the default, 100 ms; negative, with every group.
 	CheckpointInterval time.Duration
 	// FetchCacheBytes bounds the tail cache of the segments layout: the buffers of the groups
-	// written last, kept so that reads of recent data come from memory (readplan.go). 0 means
+	// written last, kept so that reads of recent data come from memory (segments/readplan.go). 0 means
 	// the default, 64 MiB; negative, no cache.
 	FetchCacheBytes int64
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below

@@ -1,7 +1,7 @@
 package batchlog
 
 // The start-up cross-check: the metadata in Pebble against the segment files. Replay cuts a
-// torn tail and stops at damage inside the segments (segment.go), but it cannot see data that
+// torn tail and stops at damage inside the segments (segments/segment.go), but it cannot see data that
 // is missing whole: a segments/ directory lost with every file in it (its name never synced
 // into the data directory), or a segment file gone from it. The node would then serve the
 // catalog's partitions as empty and take new batches at offsets the producers were already

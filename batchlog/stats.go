@@ -27,7 +27,7 @@ type Stats struct {
 	WriteStalls    int64
 	WriteStallTime time.Duration
 	// FetchCacheHits and FetchCacheMisses count the batch reads the tail cache served and
-	// those that went to the segment files; FetchCacheBytes is what it holds now (readplan.go).
+	// those that went to the segment files; FetchCacheBytes is what it holds now (segments/readplan.go).
 	FetchCacheHits, FetchCacheMisses, FetchCacheBytes int64
 	// Pebble is the metadata store's own metrics (compaction debt, levels, WAL and its fsync
 	// latency); nil when nothing is stored (discard).

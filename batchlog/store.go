@@ -32,7 +32,7 @@ type Store interface {
 	// PlanRead adds to plan the stored batches of partition, starting with the batch that
 	// contains offset, stopping before the first batch whose base offset is >= limit, and once
 	// they hold at least maxBytes (the first batch is added whatever its size when includeFirst
-	// is set; otherwise a batch that would pass maxBytes is left out); readplan.go.
+	// is set; otherwise a batch that would pass maxBytes is left out); segments/readplan.go.
 	PlanRead(partition uint32, offset, limit int64, maxBytes int, includeFirst bool, plan *ReadPlan) error
 	// MetadataInterval is how often the committer must add the high watermarks and producer
 	// windows changed since the last time to a group; 0 means with every group. A store can
