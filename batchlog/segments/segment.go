@@ -113,11 +113,11 @@ type Store struct {
 	flushing []*Group // completer-owned scratch
 	iov      [][]byte // completer-owned scratch
 
-	buffered bool // never use O_DIRECT (Options.BufferedSegments)
+	buffered bool // never use O_DIRECT (Config.Buffered)
 
-	obs SyncObserver // Options.Observer: told of every fdatasync; nil: none
+	obs SyncObserver // Config.Observer: told of every fdatasync; nil: none
 
-	// tail holds the staging buffers of the groups written last (Options.FetchCacheBytes;
+	// tail holds the staging buffers of the groups written last (Config.CacheBytes;
 	// nil: none); evicted is the completer's scratch for the buffers it pushes out.
 	tail    *tailCache
 	evicted [][]byte
@@ -125,7 +125,7 @@ type Store struct {
 	// recent holds the index entries of each partition's last batches (recent.go).
 	recent recentIndex
 
-	checkpointEvery time.Duration // Options.CheckpointInterval; 0: every group
+	checkpointEvery time.Duration // Config.CheckpointInterval; 0: every group
 }
 
 type segment struct {
@@ -141,7 +141,7 @@ type segment struct {
 	// directEnd reaches final, by whichever of the committer (roll) and the completer
 	// (writeDirect) sees both values last.
 	directEnd atomic.Int64
-	// refs counts the store's map (one, until reclaimSegments takes the segment out of it)
+	// refs counts the store's map (one, until DeleteBelow takes the segment out of it)
 	// and the reads in progress: the file is closed when the last of them lets go, so a read
 	// never meets a closed file and nothing waits on a timer.
 	refs atomic.Int64
@@ -596,6 +596,8 @@ type indexEntry struct {
 	length    uint32
 }
 
+// NewGroup starts a group (the log's Store.NewGroup; groups and their Pebble batches are
+// recycled through a small free list).
 func (s *Store) NewGroup(int) *Group {
 	var g *Group
 	select {
@@ -615,6 +617,7 @@ func (s *Store) NewGroup(int) *Group {
 	return g
 }
 
+// SetData adds a batch's entry: its header now, its bytes when the group is staged (Apply).
 func (g *Group) SetData(partition uint32, base int64, batch []byte, relocated bool) {
 	g.headers = binary.BigEndian.AppendUint32(g.headers, partition)
 	crc := crc32.Update(crc32.Checksum(g.headers[len(g.headers)-4:], castagnoli), castagnoli, batch[:21])
@@ -623,8 +626,11 @@ func (g *Group) SetData(partition uint32, base int64, batch []byte, relocated bo
 	g.index = append(g.index, indexEntry{partition: partition, relocated: relocated, base: base, length: uint32(len(batch))})
 }
 
+// Set adds one of the log's keys to the group's Pebble batch, committed after the data is
+// durable.
 func (g *Group) Set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
 
+// Del deletes one of the log's keys in the group's Pebble batch.
 func (g *Group) Del(key []byte) {
 	if len(key) == DataKeyLen && key[0] == KindData {
 		// A batch compaction emptied: the recent index forgets the partition (recent.go).
@@ -633,10 +639,11 @@ func (g *Group) Del(key []byte) {
 	_ = g.meta.Delete(key, nil)
 }
 
+// CarriesMetadata makes the group's end the checkpoint.
 func (g *Group) CarriesMetadata() { g.metadata = true }
 
 // DefaultCheckpointInterval is how often groups carry high watermarks and producer windows (and
-// so move the checkpoint; Options.CheckpointInterval). Written with every group they were two
+// so move the checkpoint; Config.CheckpointInterval). Written with every group they were two
 // thirds of the keys inserted into Pebble at moderate load (a high watermark and a producer
 // window per partition per request, beside one index entry per batch), and Pebble's memtable
 // inserts a third of the server's CPU. Replay rebuilds both from the segment data after the
@@ -644,9 +651,10 @@ func (g *Group) CarriesMetadata() { g.metadata = true }
 // writes) and keeps segment files after the checkpoint from being reclaimed that much longer.
 const DefaultCheckpointInterval = 100 * time.Millisecond
 
+// MetadataInterval is how often a group must carry metadata: Config.CheckpointInterval.
 func (s *Store) MetadataInterval() time.Duration { return s.checkpointEvery }
 
-// apply stages the group at the end of the active segment, starting a new segment when the
+// Apply stages the group at the end of the active segment, starting a new segment when the
 // active one is full.
 func (g *Group) Apply() error {
 	s := g.s
@@ -817,7 +825,7 @@ func (s *Store) writeStaged(groups []*Group) error {
 	return nil
 }
 
-// wait makes the group durable (one flush writes every group staged before it and syncs each
+// Wait makes the group durable (one flush writes every group staged before it and syncs each
 // segment once, so a group an earlier flush covered is not written again) and then applies
 // its index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from
 // it.
@@ -864,6 +872,7 @@ func (g *Group) commitIndex() error {
 	return nil
 }
 
+// Release recycles the group and its staging buffer, unless the tail cache took it.
 func (g *Group) Release() {
 	_ = g.meta.Close()
 	g.meta = nil
@@ -881,7 +890,7 @@ func (g *Group) Release() {
 	}
 }
 
-// close closes the segment files; the database is the catalog's (Log.Close closes it after).
+// Close closes the segment files; the database is the catalog's (the log closes it after).
 func (s *Store) Close() error { return s.closeFiles() }
 
 func (s *Store) closeFiles() error {
