@@ -77,7 +77,7 @@ func requestBytes(r *Request) int {
 }
 
 // groupScratch is reused by the committer across groups. It collects what changed since the
-// last group that carried metadata (see store.metadataInterval).
+// last group that carried metadata (see Store.MetadataInterval).
 type groupScratch struct {
 	// gen numbers the periods between metadata groups; Partition.metaGen and touched hold the
 	// period in which a partition or producer window was last added to the lists below.
@@ -120,7 +120,7 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 		s.touched = map[producerKey]uint64{}
 	}
 	s.nowMs = time.Now().UnixMilli()
-	g := l.store.newGroup(bytes)
+	g := l.store.NewGroup(bytes)
 	pg.g = g
 	for _, r := range reqs {
 		if r.Inspect != nil {
@@ -130,10 +130,10 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 			l.commitAppend(g, pg, r, &r.Appends[i])
 		}
 	}
-	if every := l.store.metadataInterval(); withMetadata || every == 0 || s.forceMeta || time.Since(s.lastMeta) >= every {
+	if every := l.store.MetadataInterval(); withMetadata || every == 0 || s.forceMeta || time.Since(s.lastMeta) >= every {
 		l.addMetadata(g)
 	}
-	if err := g.apply(); err != nil {
+	if err := g.Apply(); err != nil {
 		if l.isNoSpace(err) {
 			l.suspend(err) // the completer fails this group and those before it still unsynced
 		} else {
@@ -156,7 +156,7 @@ func failAppends(reqs []*Request) {
 
 // addMetadata adds to g the high watermark of every partition and the window of every producer
 // changed since the last group that carried them, and starts a new period.
-func (l *Log) addMetadata(g group) {
+func (l *Log) addMetadata(g Group) {
 	s := &l.scratch
 	if cap(s.key) < producerKeyLen {
 		s.key = make([]byte, producerKeyLen)
@@ -166,13 +166,13 @@ func (l *Log) addMetadata(g group) {
 		putHighKey(k, p.ID)
 		s.kv = binary.BigEndian.AppendUint64(s.kv[:0], uint64(p.next))
 		s.kv = binary.BigEndian.AppendUint64(s.kv, uint64(p.logStart.Load()))
-		g.set(k, s.kv)
+		g.Set(k, s.kv)
 	}
 	// Expired windows first: one that came back since (written again) is set after.
 	for _, pk := range s.expired {
 		k := s.key[:producerKeyLen]
 		putProducerKey(k, pk.id, pk.partition)
-		g.del(k)
+		g.Del(k)
 	}
 	clear(s.expired)
 	s.expired = s.expired[:0]
@@ -184,9 +184,9 @@ func (l *Log) addMetadata(g group) {
 		k := s.key[:producerKeyLen]
 		putProducerKey(k, pk.id, pk.partition)
 		s.kv = st.AppendBinary(s.kv[:0])
-		g.set(k, s.kv)
+		g.Set(k, s.kv)
 	}
-	g.carriesMetadata()
+	g.CarriesMetadata()
 	s.forceMeta = false
 	clear(s.partitions)
 	s.partitions = s.partitions[:0]
@@ -197,7 +197,7 @@ func (l *Log) addMetadata(g group) {
 
 // commitAppend runs the idempotence check for one batch and, when it is new, assigns its
 // offsets and adds it to the group.
-func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
+func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 	if a.Err != wire.ErrNone || a.Partition == nil {
 		return
 	}
@@ -208,7 +208,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
 			// that moves the checkpoint past the batch (and every copy of it).
 			var k [dataKeyLen]byte
 			putDataKey(k[:], p.ID, a.BaseOffset)
-			g.del(k[:])
+			g.Del(k[:])
 			l.scratch.forceMeta = true
 			return
 		}
@@ -216,12 +216,12 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
 		// where it is, nothing assigned. The relocated key goes in the same group as the
 		// copy's index entry.
 		end := wire.BatchLastOffset(a.Batch) + 1
-		g.setData(p.ID, a.BaseOffset, a.Batch, true)
+		g.SetData(p.ID, a.BaseOffset, a.Batch, true)
 		if end > p.relocatedBelow.Load() {
 			p.relocatedBelow.Store(end)
 			var k [highKeyLen]byte
 			putRelocateKey(k[:], p.ID)
-			g.set(k[:], binary.BigEndian.AppendUint64(nil, uint64(end)))
+			g.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(end)))
 		}
 		return
 	}
@@ -273,7 +273,7 @@ func (l *Log) commitAppend(g group, pg *pendingGroup, r *Request, a *Append) {
 		a.AppendTime = time.Now().UnixMilli()
 		wire.SetLogAppendTime(a.Batch, a.AppendTime)
 	}
-	g.setData(p.ID, base, a.Batch, false)
+	g.SetData(p.ID, base, a.Batch, false)
 	a.BaseOffset = base
 	pg.records += int(a.NumRecords)
 	pg.bytes += len(a.Batch)
@@ -316,7 +316,7 @@ func (l *Log) completeLoop() {
 		}
 		ok := !l.failed.Load() && !l.suspended.Load()
 		if ok && pg.g != nil {
-			if err := pg.g.wait(); err != nil {
+			if err := pg.g.Wait(); err != nil {
 				if l.isNoSpace(err) {
 					l.suspend(err)
 				} else {
@@ -328,7 +328,7 @@ func (l *Log) completeLoop() {
 		if !ok {
 			// Nothing of a group not known durable may be acknowledged or published; while
 			// writes are suspended no group is written either (resume rebuilds the state).
-			l.store.dropUnwritten()
+			l.store.DropUnwritten()
 			failAppends(pg.requests)
 		} else {
 			// Aborted ranges first: a read_committed fetch that sees the new last stable
@@ -355,7 +355,7 @@ func (l *Log) completeLoop() {
 			}
 		}
 		if pg.g != nil {
-			pg.g.release()
+			pg.g.Release()
 		}
 		l.putPending(pg)
 	}

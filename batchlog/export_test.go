@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"time"
 
+	"inlet/batchlog/segments"
 	"inlet/idem"
 	"inlet/meta"
+	"inlet/segfs"
 )
 
 // newWithStore builds a Log around a test store; nothing is recovered.
-func newWithStore(s store, opts Options) *Log {
+func newWithStore(s Store, opts Options) *Log {
 	if opts.MaxGroupBytes <= 0 {
 		opts.MaxGroupBytes = defaultMaxGroupBytes
 	}
@@ -79,5 +81,12 @@ func (l *Log) WithoutFinalCheckpoint() *Log { return l.withoutFinalCheckpoint() 
 // SetSegmentBytes changes the size at which the log starts a new segment file.
 func (l *Log) SetSegmentBytes(n int64) {
 	l.opts.SegmentBytes = n
-	l.segs.segBytes = n
+	l.segs.SetSegmentBytes(n)
 }
+
+// The segment format's and the store's constants some tests here need.
+const (
+	segEntryHeader            = segments.EntryHeaderLen
+	blockSize                 = segfs.BlockSize
+	defaultCheckpointInterval = segments.DefaultCheckpointInterval
+)

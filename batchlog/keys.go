@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"strconv"
+
+	"inlet/batchlog/segments"
 )
 
 // Key layout of the log's own keys, in the Pebble database it shares with the catalog (package
@@ -12,17 +14,17 @@ import (
 // byte order is numeric order.
 //
 //	d <partition u32> <base offset u64>   record batch, exactly as the producer sent it except baseOffset
-//	                                      (segments layout: the batch's place in its segment, index.go)
+//	                                      (segments layout: the batch's place in its segment, segments/index.go)
 //	h <partition u32>                     next offset (high watermark) u64, log start offset u64
 //	p <producer id u64> <partition u32>   idem.State encoding
 //	m lay                                 the record-data layout the directory holds
-//	m ckpt                                the segments' checkpoint (segment.go)
+//	m ckpt                                the segments' checkpoint (segments/segment.go)
 //	l <partition u32>                     log start offset u64 (retention, DeleteRecords)
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
 //	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (upkeep/compact.go)
 const (
-	kindData     = 'd'
+	kindData     = segments.KindData
 	kindHigh     = 'h'
 	kindProducer = 'p'
 	kindMeta     = 'm'
@@ -32,21 +34,18 @@ const (
 	kindCleaned  = 'c'
 )
 
-const dataKeyLen = 1 + 4 + 8
+// The data key, and the segments' checkpoint key, are encoded by package segments (index.go).
+const dataKeyLen = segments.DataKeyLen
 
 func putDataKey(dst []byte, partition uint32, baseOffset int64) {
-	dst[0] = kindData
-	binary.BigEndian.PutUint32(dst[1:], partition)
-	binary.BigEndian.PutUint64(dst[5:], uint64(baseOffset))
+	segments.PutDataKey(dst, partition, baseOffset)
 }
 
 func dataKey(partition uint32, baseOffset int64) []byte {
-	k := make([]byte, dataKeyLen)
-	putDataKey(k, partition, baseOffset)
-	return k
+	return segments.DataKey(partition, baseOffset)
 }
 
-func dataKeyOffset(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[5:])) }
+func dataKeyOffset(k []byte) int64 { return segments.DataKeyOffset(k) }
 
 const highKeyLen = 1 + 4
 
@@ -73,7 +72,10 @@ func putProducerKey(dst []byte, producerID int64, partition uint32) {
 	binary.BigEndian.PutUint32(dst[9:], partition)
 }
 
-var metaLayout = []byte{kindMeta, 'l', 'a', 'y'}
+var (
+	metaLayout     = []byte{kindMeta, 'l', 'a', 'y'}
+	metaCheckpoint = segments.CheckpointKey
+)
 
 // prefixEnd returns the smallest key greater than every key starting with prefix.
 func prefixEnd(prefix []byte) []byte {

@@ -1,6 +1,7 @@
 // Package batchlog is Inlet's durable log: record batches in append-only segment files, and in
 // Pebble their index, high watermarks, log starts and producer windows, written by one group
-// committer. The Pebble database is the catalog's (package meta, given at Open or opened by
+// committer over a storage seam (store.go; the segment files and their index are package
+// segments'). The Pebble database is the catalog's (package meta, given at Open or opened by
 // it): topic records, group offsets, transaction records, broker configs and ids live there
 // and are written by meta, not by the committer. The log keeps the in-memory topic table the
 // produce and fetch paths read (Topic, Topics), and asks meta to write a topic's record
@@ -17,7 +18,7 @@
 //	                 assign offsets, patch baseOffset into the batch, add it to the group
 //	every CheckpointInterval: add the high watermarks and producer windows changed since
 //	                 the last checkpoint to the group's Pebble batch (not applied yet)
-//	stage the group: copy its entries into a block-aligned buffer (segment.go)
+//	stage the group: copy its entries into a block-aligned buffer (segments/segment.go)
 //	hand the group to the completer
 //
 // The completer goroutine takes groups in order. For each one not yet durable it writes every
@@ -40,7 +41,7 @@
 //     Readers bound every read by the published high watermark, never by what the index or
 //     a file shows.
 //   - After a crash a retried batch is recognised as a duplicate exactly when its records
-//     survived: replay (segment.go) syncs the segments after the checkpoint before it
+//     survived: replay (segments/segment.go) syncs the segments after the checkpoint before it
 //     rebuilds offsets and windows from them. With --storage pebble, records, the high
 //     watermark and the producer state that describes them are in one atomic batch.
 //   - Nothing is named by a checkpoint or an index entry before it is durable: a group's
@@ -50,21 +51,24 @@
 // CPU idle during every sync; pipelining one group keeps building and syncing overlapped.
 //
 // The upkeep passes (retention, compaction, the reclaim of segment files, producer expiry)
-// are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the segment
-// store's side of the reclaim (which files can go, the copies forward).
+// are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the log's
+// side of the reclaim (which segments can go, from the index; the copies forward), whose
+// file side (the candidates, reading a batch, deleting files) is package segments'.
 //
-// Files: log.go (Open, recovery, the topic table, Submit), commit.go (the committer and
-// completer), segment.go (segment files, the write paths, replay), startcheck.go (the
-// start-up check of the metadata against the segments), index.go (the segment index's
-// encoding), store.go (the store seam, the pebble and discard layouts), readplan.go (read
-// planning, the tail cache), recent.go (the recent index), stats.go, upkeep_ops.go (the
-// passes' operations), reclaim.go (space per partition), nospace.go (a full disk),
-// txn.go (transactions on the partition), topics_admin.go (topic changes, DeleteRecords), broker_configs.go (the broker
-// configs in force as topic defaults), keys.go (the log's Pebble keys).
+// Files: log.go (Open, recovery and the replay of the segments' tail, the topic table,
+// Submit), commit.go (the committer and completer), store.go (the store seam, the segment
+// store behind it, the pebble and discard layouts; the segment store's operations the log
+// calls by name), startcheck.go (the start-up check of the metadata against the segments),
+// readplan.go (PlanRead, AppendPlanned; the Pebble layout's plans), stats.go, upkeep_ops.go
+// (the passes' operations), reclaim.go (space per partition), nospace.go (a full disk),
+// txn.go (transactions on the partition), topics_admin.go (topic changes, DeleteRecords),
+// broker_configs.go (the broker configs in force as topic defaults), keys.go (the log's
+// Pebble keys). Package segments (segments/): the segment files, the write paths, replay,
+// the index's encoding, read plans, the tail cache and the recent index.
 //
-// Lock order: Log.retainMu before Log.topicsMu (and before the segment set's mu); none is held
-// while waiting on the committer, except retainMu by an upkeep pass (Log.RunPass; so the
-// committer only TryLocks it). Under topicsMu the log calls meta's synced writes, which take no
+// Lock order: Log.retainMu before Log.topicsMu (and before the segment store's locks, package
+// segments); none is held while waiting on the committer, except retainMu by an upkeep pass
+// (Log.RunPass; so the committer only TryLocks it). Under topicsMu the log calls meta's synced writes, which take no
 // lock of the log's.
 package batchlog
 
@@ -83,6 +87,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"inlet/batchlog/segments"
 	"inlet/idem"
 	"inlet/meta"
 	"inlet/segfs"
@@ -106,14 +111,14 @@ type Options struct {
 	// SegmentBytes is the size at which a new segment file is started.
 	SegmentBytes int64
 	// BufferedSegments writes segment files through the page cache even where
-	// O_DIRECT is available (see segment.go); for comparison and tests.
+	// O_DIRECT is available (see segments/segment.go); for comparison and tests.
 	BufferedSegments bool
 	// CheckpointInterval is how often the segments layout writes high watermarks and producer
 	// windows to Pebble with the checkpoint they are exact for (recovery rebuilds them from
 	// the segments after it). 0 means the default, 100 ms; negative, with every group.
 	CheckpointInterval time.Duration
 	// FetchCacheBytes bounds the tail cache of the segments layout: the buffers of the groups
-	// written last, kept so that reads of recent data come from memory (readplan.go). 0 means
+	// written last, kept so that reads of recent data come from memory (segments/readplan.go). 0 means
 	// the default, 64 MiB; negative, no cache.
 	FetchCacheBytes int64
 	// MaxGroupBytes caps the record bytes of one group commit. It must stay below
@@ -280,10 +285,10 @@ type producerKey struct {
 type Log struct {
 	opts  Options
 	log   *slog.Logger
-	store store
-	segs  *segmentStore // the store, with the segments layout; nil otherwise
-	db    *pebble.DB    // meta's database, holding the log's keys too; nil in discard mode
-	meta  *meta.Store   // the catalog: topic records, broker configs (package meta)
+	store Store
+	segs  *segments.Store // the store, with the segments layout; nil otherwise (store.go)
+	db    *pebble.DB      // meta's database, holding the log's keys too; nil in discard mode
+	meta  *meta.Store     // the catalog: topic records, broker configs (package meta)
 
 	queue   chan *Request
 	pending chan *pendingGroup
@@ -328,7 +333,7 @@ type Log struct {
 
 // pendingGroup is an applied group awaiting its sync.
 type pendingGroup struct {
-	g        group
+	g        Group
 	requests []*Request
 	advances []hwAdvance
 	aborts   []abortedAdd // aborted transactions to publish with the group (txn.go)
@@ -424,30 +429,12 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 		l.db = db
 		switch opts.Layout {
 		case "", LayoutSegments:
-			fs := opts.SegmentFS
-			if fs == nil {
-				fs = segfs.OS
-			}
-			ss, err := openSegmentStore(fs, opts.Dir, l.meta, opts.SegmentBytes, opts.BufferedSegments)
+			ss, err := l.openSegments()
 			if err != nil {
 				l.closeMeta()
 				return nil, fmt.Errorf("batchlog: open segments: %w", err)
 			}
-			switch {
-			case opts.CheckpointInterval == 0:
-				ss.checkpointEvery = defaultCheckpointInterval
-			case opts.CheckpointInterval > 0:
-				ss.checkpointEvery = opts.CheckpointInterval
-			}
-			ss.obs = opts.Observer
-			switch {
-			case opts.FetchCacheBytes == 0:
-				ss.tail = &tailCache{limit: defaultFetchCacheBytes}
-			case opts.FetchCacheBytes > 0:
-				ss.tail = &tailCache{limit: int(opts.FetchCacheBytes)}
-			}
-			ss.log = opts.Logger
-			l.store, l.segs = ss, ss
+			l.store, l.segs = segmentLayout{ss}, ss
 		case LayoutPebble:
 			l.store = &pebbleStore{db: db, free: make(chan *pebbleGroup, 4)}
 		default:
@@ -455,13 +442,39 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 			return nil, fmt.Errorf("batchlog: unknown layout %q", opts.Layout)
 		}
 		if err := l.recover(); err != nil {
-			l.store.close()
+			l.store.Close()
 			l.closeMeta()
 			return nil, err
 		}
 	}
 	l.start()
 	return l, nil
+}
+
+// openSegments opens the segment store. A node's first start, or a directory lost with every
+// segment in it, finds no segments directory: the catalog says which. Data the catalog names
+// is never served as empty; nothing is changed.
+func (l *Log) openSegments() (*segments.Store, error) {
+	opts := l.opts
+	fs := opts.SegmentFS
+	if fs == nil {
+		fs = segfs.OS
+	}
+	cfg := segments.Config{SegmentBytes: opts.SegmentBytes, Buffered: opts.BufferedSegments,
+		CheckpointInterval: opts.CheckpointInterval, CacheBytes: opts.FetchCacheBytes, Logger: opts.Logger}
+	if opts.Observer != nil {
+		cfg.Observer = opts.Observer
+	}
+	ss, err := segments.Open(fs, opts.Dir, l.db, false, cfg)
+	if !errors.Is(err, segments.ErrNoDirectory) {
+		return ss, err
+	}
+	if what, err := catalogNamesData(l.meta); err != nil {
+		return nil, err
+	} else if what != "" {
+		return nil, fmt.Errorf("batchlog: %s is missing, but the metadata names %s: the segment files are gone; start-up stopped, nothing changed", segments.Dir(opts.Dir), what)
+	}
+	return segments.Open(fs, opts.Dir, l.db, true, cfg)
 }
 
 func (l *Log) start() {
@@ -650,7 +663,7 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 // replaySegments re-applies the segment entries written after Pebble's checkpoint: offsets,
 // high watermarks, producer windows and index entries, exactly as the committer would have,
 // then stores the result in one synced Pebble batch.
-func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error {
+func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) error {
 	b := l.db.NewBatch()
 	defer b.Close()
 	touched := map[*Partition]bool{}
@@ -658,9 +671,9 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	relocated := map[*Partition]bool{}
 	putIndex := func(partition uint32, base int64, seg uint32, pos int64, size int) {
 		var k [dataKeyLen]byte
-		var v [batchLocLen]byte
+		var v [segments.LocLen]byte
 		putDataKey(k[:], partition, base)
-		_ = b.Set(k[:], appendBatchLoc(v[:0], batchLoc{seg: seg, pos: pos, length: size}), nil)
+		_ = b.Set(k[:], segments.AppendLoc(v[:0], segments.Loc{Seg: seg, Pos: pos, Length: size}), nil)
 	}
 	var lastSeg uint32
 	var lastEnd int64
@@ -668,7 +681,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 	l.topicsMu.RLock() // topics may be created meanwhile after a full disk (rebuild)
 	partSeq := l.partSeq
 	l.topicsMu.RUnlock()
-	err := ss.replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
+	err := ss.Replay(func(partition uint32, batch []byte, seg uint32, pos int64) error {
 		p := byID[partition]
 		if p == nil && partition < partSeq {
 			// A partition of a deleted topic: ids are never reused, so its entries are
@@ -753,7 +766,7 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 		putProducerKey(k[:], key.id, key.partition)
 		_ = b.Set(k[:], l.producers[key].AppendBinary(nil), nil)
 	}
-	_ = b.Set(metaCheckpoint, appendCheckpoint(nil, lastSeg, lastEnd), nil)
+	_ = b.Set(metaCheckpoint, segments.AppendCheckpoint(nil, lastSeg, lastEnd), nil)
 	l.log.Info("batchlog: replayed segment tail", "batches", replayed, "segment", lastSeg, "position", lastEnd)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
@@ -772,8 +785,8 @@ func (l *Log) replaySegments(ss *segmentStore, byID map[uint32]*Partition) error
 // the entries below that key are the ones to look at.
 func (l *Log) indexedPast(byID map[uint32]*Partition, seg uint32, end int64) (bool, error) {
 	past := func(v []byte) (bool, error) {
-		loc, err := parseBatchLoc(v)
-		return err == nil && (loc.seg > seg || loc.seg == seg && loc.pos >= end), err
+		loc, err := segments.ParseLoc(v)
+		return err == nil && (loc.Seg > seg || loc.Seg == seg && loc.Pos >= end), err
 	}
 	for _, p := range byID {
 		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
@@ -906,7 +919,7 @@ func (l *Log) Close() error {
 	l.done.Wait()
 	l.retainMu.Lock()
 	defer l.retainMu.Unlock()
-	err := l.store.close()
+	err := l.store.Close()
 	if cerr := l.closeMeta(); err == nil {
 		err = cerr
 	}
@@ -935,7 +948,7 @@ func (l *Log) notify() {
 }
 
 // errSegmentGone: an index entry read names a segment that has been reclaimed since.
-var errSegmentGone = errors.New("batchlog: index names a reclaimed segment")
+var errSegmentGone = segments.ErrSegmentGone
 
 // ProducerWindow is what the log remembers of one idempotent producer on one partition
 // (DescribeProducers).

@@ -181,7 +181,7 @@ type gatedGroup struct {
 	gate chan struct{}
 }
 
-func (s *gatedStore) newGroup(int) group {
+func (s *gatedStore) NewGroup(int) Group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := &gatedGroup{s: s, gate: make(chan struct{})}
@@ -200,22 +200,22 @@ func (s *gatedStore) gate(i int) chan struct{} {
 		time.Sleep(time.Millisecond)
 	}
 }
-func (s *gatedStore) planRead(uint32, int64, int64, int, bool, *ReadPlan) error { return nil }
-func (s *gatedStore) close() error                                              { return nil }
-func (s *gatedStore) dropUnwritten()                                            {}
-func (g *gatedGroup) setData(uint32, int64, []byte, bool)                       {}
-func (g *gatedGroup) set(_, _ []byte)                                           {}
-func (g *gatedGroup) del([]byte)                                                {}
-func (g *gatedGroup) apply() error {
+func (s *gatedStore) PlanRead(uint32, int64, int64, int, bool, *ReadPlan) error { return nil }
+func (s *gatedStore) Close() error                                              { return nil }
+func (s *gatedStore) DropUnwritten()                                            {}
+func (g *gatedGroup) SetData(uint32, int64, []byte, bool)                       {}
+func (g *gatedGroup) Set(_, _ []byte)                                           {}
+func (g *gatedGroup) Del([]byte)                                                {}
+func (g *gatedGroup) Apply() error {
 	g.s.mu.Lock()
 	g.s.applied++
 	g.s.mu.Unlock()
 	return nil
 }
-func (g *gatedGroup) wait() error                     { <-g.gate; return nil }
-func (g *gatedGroup) release()                        {}
-func (g *gatedGroup) carriesMetadata()                {}
-func (s *gatedStore) metadataInterval() time.Duration { return 0 }
+func (g *gatedGroup) Wait() error                     { <-g.gate; return nil }
+func (g *gatedGroup) Release()                        {}
+func (g *gatedGroup) CarriesMetadata()                {}
+func (s *gatedStore) MetadataInterval() time.Duration { return 0 }
 
 func TestNothingIsAnsweredOrPublishedBeforeItsGroupIsDurable(t *testing.T) {
 	s := &gatedStore{}
@@ -277,8 +277,8 @@ func TestFailedSyncAnswersStorageErrorAndStaysFailed(t *testing.T) {
 type failingStore struct{ discardStore }
 type failingGroup struct{ discardGroup }
 
-func (failingStore) newGroup(int) group { return failingGroup{} }
-func (failingGroup) wait() error        { return errSync }
+func (failingStore) NewGroup(int) Group { return failingGroup{} }
+func (failingGroup) Wait() error        { return errSync }
 
 var errSync = &syncError{}
 

@@ -8,7 +8,7 @@ package batchlog
 //
 //   - suspend: the committer (a buffered write) or the completer (a direct write) sets
 //     Log.suspended. The completer then answers every group it has not seen durable with
-//     KAFKA_STORAGE_ERROR and writes nothing more (dropUnwritten); the committer answers new
+//     KAFKA_STORAGE_ERROR and writes nothing more (DropUnwritten); the committer answers new
 //     requests the same way, without building groups.
 //   - resume: at most once per noSpaceRetry, the committer tries again. It waits for the
 //     completer to answer every group before (a barrier through the pending queue), then
@@ -19,43 +19,25 @@ package batchlog
 //     duplicate) and cuts what was not. Then writes go on; if the disk is still full, the next
 //     write suspends them again.
 //
-// Only a failed segment write (or creation) can mean a full disk (writeFailed). A failed
-// fdatasync is not one, whatever its errno: after one the kernel may have dropped the dirty
-// pages, so what is on disk is unknown; it stops the node (syncFailed), and the restart
-// recovers what was durable. Pebble's own errors stop it too.
+// Only a failed segment write (or creation) can mean a full disk (segments.IsNoSpace). A
+// failed fdatasync is not one, whatever its errno: after one the kernel may have dropped the
+// dirty pages, so what is on disk is unknown; it stops the node, and the restart recovers
+// what was durable. Pebble's own errors stop it too.
 
 import (
-	"errors"
 	"fmt"
-	"syscall"
 	"time"
+
+	"inlet/batchlog/segments"
 )
 
 // defaultNoSpaceRetry is how long writes stay suspended after a full disk before the next
 // append tries again.
 const defaultNoSpaceRetry = time.Second
 
-// syncFailed wraps an fdatasync error: never retried, never taken for a full disk.
-type syncFailed struct{ err error }
-
-func (e *syncFailed) Error() string { return e.err.Error() }
-func (e *syncFailed) Unwrap() error { return e.err }
-
-// writeFailed wraps the error of a segment file write or creation: the only errors that can
-// mean a full disk here (Pebble's own, and syncs, never do).
-type writeFailed struct{ err error }
-
-func (e *writeFailed) Error() string { return e.err.Error() }
-func (e *writeFailed) Unwrap() error { return e.err }
-
-// isNoSpace reports whether err is a segment write that found the disk full.
-func (l *Log) isNoSpace(err error) bool {
-	var wf *writeFailed
-	if l.segs == nil || !errors.As(err, &wf) {
-		return false
-	}
-	return errors.Is(wf.err, syscall.ENOSPC) || errors.Is(wf.err, syscall.EDQUOT)
-}
+// isNoSpace reports whether err is a segment write that found the disk full
+// (segments.IsNoSpace).
+func (l *Log) isNoSpace(err error) bool { return l.segs != nil && segments.IsNoSpace(err) }
 
 // freeCheckEvery is how often the committer reads the free space (Options.MinFreeBytes).
 const freeCheckEvery = 100 * time.Millisecond
@@ -66,7 +48,7 @@ func (l *Log) lowOnSpace() (bool, int64) {
 	if l.opts.MinFreeBytes <= 0 || l.segs == nil {
 		return false, 0
 	}
-	free, err := l.segs.fs.FreeBytes(l.segs.dir)
+	free, err := l.segs.FreeBytes()
 	return err == nil && free < l.opts.MinFreeBytes, free
 }
 
@@ -128,7 +110,7 @@ func (l *Log) resume() bool {
 // completer is idle and retention excluded (retainMu).
 func (l *Log) rebuild() error {
 	ss := l.segs
-	if err := ss.resetAfterFailure(); err != nil {
+	if err := ss.ResetAfterFailure(); err != nil {
 		return err
 	}
 	byID := map[uint32]*Partition{}
@@ -149,33 +131,5 @@ func (l *Log) rebuild() error {
 		return err
 	}
 	l.windowsCountFromNow()
-	return nil
-}
-
-// dropUnwritten forgets the groups staged and not written: suspended writes never resume
-// with them.
-func (s *segmentStore) dropUnwritten() {
-	s.stagedMu.Lock()
-	clear(s.staged)
-	s.staged = s.staged[:0]
-	s.stagedMu.Unlock()
-}
-
-// resetAfterFailure makes the store's view of its files what is on disk, for a replay.
-func (s *segmentStore) resetAfterFailure() error {
-	s.dropUnwritten()
-	if s.tail != nil {
-		s.tail.reset()
-	}
-	s.recent.forgetAll()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, seg := range s.segs {
-		n, err := seg.f.Size()
-		if err != nil {
-			return err
-		}
-		seg.size = n
-	}
 	return nil
 }

@@ -5,53 +5,6 @@ import (
 	"testing"
 )
 
-// The tail cache keeps the newest buffers within its limit, and serves a read only when one
-// buffer holds all of it.
-func TestTailCacheLookupAndEviction(t *testing.T) {
-	c := &tailCache{limit: 3 * 4096}
-	buf := func(tag byte) []byte { return bytes.Repeat([]byte{tag}, 4096) }
-	var evicted [][]byte
-	evicted = c.add(1, 0, buf(1), evicted[:0])
-	evicted = c.add(1, 4096, buf(2), evicted[:0])
-	evicted = c.add(2, 0, buf(3), evicted[:0])
-	if len(evicted) != 0 {
-		t.Fatalf("evicted %d buffers under the limit", len(evicted))
-	}
-	dst := make([]byte, 100)
-	for _, tc := range []struct {
-		seg  uint32
-		pos  int64
-		n    int
-		want byte // 0: a miss
-	}{
-		{1, 0, 100, 1},
-		{1, 4096 - 100, 100, 1},
-		{1, 4096 - 50, 100, 0}, // straddles two buffers
-		{1, 4096, 100, 2},
-		{1, 8192, 100, 0}, // past segment 1's last buffer
-		{2, 10, 100, 3},
-		{3, 0, 100, 0},
-		{0, 0, 100, 0},
-	} {
-		clear(dst)
-		got := c.copyOut(dst[:tc.n], tc.seg, tc.pos)
-		if got != (tc.want != 0) || (got && !bytes.Equal(dst[:tc.n], bytes.Repeat([]byte{tc.want}, tc.n))) {
-			t.Fatalf("segment %d at %d: hit %v, data %v, want %d", tc.seg, tc.pos, got, dst[:4], tc.want)
-		}
-	}
-	evicted = c.add(2, 4096, buf(4), evicted[:0])
-	if len(evicted) != 1 || evicted[0][0] != 1 {
-		t.Fatalf("evicted %d buffers, want the oldest", len(evicted))
-	}
-	if c.copyOut(dst, 1, 0) || !c.copyOut(dst, 1, 4096) || !c.copyOut(dst, 2, 4096) {
-		t.Fatal("after eviction: the oldest is still served, or a newer one is not")
-	}
-	c.reset()
-	if c.copyOut(dst, 2, 4096) {
-		t.Fatal("served after reset")
-	}
-}
-
 // Reads of recent data come from the cache, and are byte for byte what the segment files
 // hold: the same log reopened without a cache reads the same bytes from disk.
 func TestFetchCacheReadsMatchTheFiles(t *testing.T) {
@@ -119,48 +72,5 @@ func TestPlanReadFromInsideABatch(t *testing.T) {
 				t.Fatalf("read %d bytes (%v), err %v", len(got), got[:2], err)
 			}
 		})
-	}
-}
-
-// The recent index answers for the newest batches, in order, and gives up (so the reader
-// goes to Pebble) below its oldest entry, after a relocation and after forget.
-func TestRecentIndex(t *testing.T) {
-	var r recentIndex
-	loc := func(i int) batchLoc { return batchLoc{seg: 1, pos: int64(i) * 100, length: 100} }
-	for i := range recentEntries + 8 {
-		r.add(7, int64(i*3), loc(i), false)
-	}
-	collect := func(offset, limit int64) (bases []int64, ok bool) {
-		ok, _ = r.each(7, offset, limit, func(base int64, l batchLoc) (bool, error) {
-			if l.pos != base/3*100 {
-				t.Fatalf("base %d at %d", base, l.pos)
-			}
-			bases = append(bases, base)
-			return true, nil
-		})
-		return bases, ok
-	}
-	oldest := int64(8 * 3)
-	if _, ok := collect(oldest-1, 1000); ok {
-		t.Fatal("answered below its oldest entry")
-	}
-	got, ok := collect(oldest+4, oldest+10) // inside the batch at oldest+3, up to the one at oldest+9
-	if !ok || len(got) != 3 || got[0] != oldest+3 || got[2] != oldest+9 {
-		t.Fatalf("bases %v (ok %v)", got, ok)
-	}
-	r.add(7, oldest+3, loc(0), true) // relocated
-	if _, ok := collect(oldest+4, 1000); ok {
-		t.Fatal("answered after a relocation")
-	}
-	r.add(7, 1000, loc(1000/3), false)
-	if got, ok := collect(1000, 1001); !ok || len(got) != 1 {
-		t.Fatalf("after a restart: %v (ok %v)", got, ok)
-	}
-	r.forget(7)
-	if _, ok := collect(1000, 1001); ok {
-		t.Fatal("answered after forget")
-	}
-	if ok, _ := r.each(8, 0, 10, nil); ok {
-		t.Fatal("answered for a partition it never saw")
 	}
 }

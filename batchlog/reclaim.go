@@ -42,6 +42,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/batchlog/segments"
 )
 
 // relocateChunk is the record data of one relocation request to the committer.
@@ -57,11 +59,11 @@ type liveEntry struct {
 }
 
 func decodeIndexEntry(p *Partition, k, v []byte) (liveEntry, error) {
-	loc, err := parseBatchLoc(v)
+	loc, err := segments.ParseLoc(v)
 	if err != nil {
 		return liveEntry{}, err
 	}
-	return liveEntry{p: p, base: dataKeyOffset(k), seg: loc.seg, pos: loc.pos, size: loc.length}, nil
+	return liveEntry{p: p, base: dataKeyOffset(k), seg: loc.Seg, pos: loc.Pos, size: loc.Length}, nil
 }
 
 // indexCursor walks the monotonic part of one partition's index (offsets at and above its
@@ -87,21 +89,14 @@ func (h *cursorHeap) Pop() any {
 // reclaimSegments deletes the oldest segments once no partition has a live batch in them,
 // copying forward the live batches that would keep them when that is cheap (see the top of
 // the file). It returns how many segment files it deleted. Callers hold retainMu.
-func (l *Log) reclaimSegments(ss *segmentStore, policy ReclaimPolicy) (int, error) {
+func (l *Log) reclaimSegments(ss *segments.Store, policy ReclaimPolicy) (int, error) {
 	// The checkpoint is read before the index, so every index entry of a segment below it
 	// is already visible when the index is scanned, and replay never reads below it.
-	ckSeg, _, err := ss.checkpoint()
+	ckSeg, _, err := ss.Checkpoint()
 	if err != nil {
 		return 0, err
 	}
-	sizes := map[uint32]int64{}
-	ss.mu.RLock()
-	for id, seg := range ss.segs {
-		if id < ckSeg {
-			sizes[id] = seg.size
-		}
-	}
-	ss.mu.RUnlock()
+	sizes := ss.SizesBelow(ckSeg)
 	if len(sizes) == 0 {
 		return 0, nil
 	}
@@ -118,47 +113,7 @@ func (l *Log) reclaimSegments(ss *segmentStore, policy ReclaimPolicy) (int, erro
 		}
 		l.log.Info("batchlog: copied live batches forward out of old segments", "batches", len(live), "below segment", target)
 	}
-	return l.deleteSegmentsBelow(ss, target)
-}
-
-// deleteSegmentsBelow syncs Pebble, then unlinks every segment file below target and syncs
-// the directory; it returns how many it deleted.
-func (l *Log) deleteSegmentsBelow(ss *segmentStore, target uint32) (int, error) {
-	var doomed []*segment
-	ss.mu.RLock()
-	for id, seg := range ss.segs {
-		if id < target {
-			doomed = append(doomed, seg)
-		}
-	}
-	ss.mu.RUnlock()
-	if len(doomed) == 0 {
-		return 0, nil
-	}
-	// The log start moves, index deletions and relocations that put these segments below
-	// every live batch were written without a sync: make them durable before any file goes,
-	// or a power loss would bring back an index that names deleted files.
-	if err := l.db.LogData(nil, pebble.Sync); err != nil {
-		return 0, err
-	}
-	ss.mu.Lock()
-	for _, seg := range doomed {
-		delete(ss.segs, seg.id)
-	}
-	ss.mu.Unlock()
-	var first error
-	for _, seg := range doomed {
-		if err := ss.fs.Remove(seg.f.Name()); err != nil && first == nil {
-			first = err
-		}
-		// A read that took the segment before it left the map keeps reading the unlinked
-		// file; the last reference closes it.
-		seg.unref()
-	}
-	if err := ss.fs.SyncDir(ss.dir); err != nil && first == nil {
-		first = err
-	}
-	return len(doomed), first
+	return ss.DeleteBelow(target)
 }
 
 // chooseReclaim picks the segment below which every file can go (0: none) and the live
@@ -314,7 +269,7 @@ func (l *Log) relocate(live []liveEntry) error {
 		for _, e := range chunk {
 			start := len(buf)
 			var err error
-			buf, err = ss.readAt(e, buf)
+			buf, err = ss.ReadBatch(segments.Loc{Seg: e.seg, Pos: e.pos, Length: e.size}, buf)
 			if err != nil {
 				return err
 			}
@@ -327,19 +282,4 @@ func (l *Log) relocate(live []liveEntry) error {
 		l.relocatedBytes.Add(int64(bytes))
 	}
 	return nil
-}
-
-// readAt appends the batch e names to dst.
-func (s *segmentStore) readAt(e liveEntry, dst []byte) ([]byte, error) {
-	seg := s.acquire(e.seg)
-	if seg == nil {
-		return dst, fmt.Errorf("%w: segment %d", errSegmentGone, e.seg)
-	}
-	defer seg.unref()
-	start := len(dst)
-	dst = append(dst, make([]byte, e.size)...)
-	if _, err := seg.f.ReadAt(dst[start:], e.pos); err != nil {
-		return dst[:start], fmt.Errorf("batchlog: read segment %d at %d: %w", e.seg, e.pos, err)
-	}
-	return dst, nil
 }

@@ -225,7 +225,7 @@ func writeCrashedLog(b *testing.B, dir string, size int64) (ckSeg uint32, ckPos 
 	}
 	// Nothing is in flight: the checkpoint in Pebble is the one the restart will find (Close
 	// writes no final one).
-	ckSeg, ckPos, err = l.segs.checkpoint()
+	ckSeg, ckPos, err = l.segs.Checkpoint()
 	if err != nil {
 		b.Fatal(err)
 	}

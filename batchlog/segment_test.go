@@ -211,7 +211,7 @@ func TestDirectGroupsArePaddedToBlocks(t *testing.T) {
 	p := topic.Partitions[0]
 	submitWait(t, l, plain(p, 1, 'a'))
 	ss := l.segs
-	if ss.active.direct.Load() == nil {
+	if !ss.WritesDirect() {
 		t.Skip("file system refuses O_DIRECT")
 	}
 	submitWait(t, l, plain(p, 1, 'b'))

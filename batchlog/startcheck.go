@@ -1,7 +1,7 @@
 package batchlog
 
 // The start-up cross-check: the metadata in Pebble against the segment files. Replay cuts a
-// torn tail and stops at damage inside the segments (segment.go), but it cannot see data that
+// torn tail and stops at damage inside the segments (segments/segment.go), but it cannot see data that
 // is missing whole: a segments/ directory lost with every file in it (its name never synced
 // into the data directory), or a segment file gone from it. The node would then serve the
 // catalog's partitions as empty and take new batches at offsets the producers were already
@@ -24,10 +24,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"inlet/batchlog/segments"
 	"inlet/meta"
 )
 
@@ -74,7 +74,7 @@ func catalogNamesData(m *meta.Store) (string, error) {
 // checkSegmentsHoldMetadata stops start-up where the metadata names record data that no
 // segment holds (the file comment says what is checked). It runs after replay, which has
 // indexed every batch it found past the checkpoint.
-func (l *Log) checkSegmentsHoldMetadata(ss *segmentStore, byID map[uint32]*Partition) error {
+func (l *Log) checkSegmentsHoldMetadata(ss *segments.Store, byID map[uint32]*Partition) error {
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kindData}, UpperBound: []byte{kindData + 1}})
 	if err != nil {
 		return err
@@ -85,17 +85,12 @@ func (l *Log) checkSegmentsHoldMetadata(ss *segmentStore, byID map[uint32]*Parti
 			p.Topic, p.Index, p.ID, p.logStart.Load(), p.next, fmt.Sprintf(format, args...))
 	}
 	held := func(p *Partition, which string, v []byte) error {
-		loc, err := parseBatchLoc(v)
+		loc, err := segments.ParseLoc(v)
 		if err != nil {
 			return missing(p, "its %s index entry is unreadable (%v)", which, err)
 		}
-		seg := ss.segs[loc.seg]
-		name := filepath.Join(ss.dir, segmentName(loc.seg))
-		if seg == nil {
-			return missing(p, "its %s batch is indexed in %s, which does not exist", which, name)
-		}
-		if loc.pos+int64(loc.length) > seg.size {
-			return missing(p, "its %s batch is indexed in %s at %d (%d bytes), past the file's %d bytes", which, name, loc.pos, loc.length, seg.size)
+		if why := ss.Missing(loc); why != "" {
+			return missing(p, "its %s batch %s", which, why)
 		}
 		return nil
 	}

@@ -27,7 +27,7 @@ type Stats struct {
 	WriteStalls    int64
 	WriteStallTime time.Duration
 	// FetchCacheHits and FetchCacheMisses count the batch reads the tail cache served and
-	// those that went to the segment files; FetchCacheBytes is what it holds now (readplan.go).
+	// those that went to the segment files; FetchCacheBytes is what it holds now (segments/readplan.go).
 	FetchCacheHits, FetchCacheMisses, FetchCacheBytes int64
 	// Pebble is the metadata store's own metrics (compaction debt, levels, WAL and its fsync
 	// latency); nil when nothing is stored (discard).
@@ -50,23 +50,10 @@ func (l *Log) Stats() Stats {
 	if l.db != nil {
 		st.Pebble = l.db.Metrics()
 	}
-	if ss := l.segs; ss != nil && ss.tail != nil {
-		st.FetchCacheHits, st.FetchCacheMisses = ss.tail.hits.Load(), ss.tail.misses.Load()
-		ss.tail.mu.RLock()
-		st.FetchCacheBytes = int64(ss.tail.bytes)
-		ss.tail.mu.RUnlock()
-	}
-	if ss := l.segs; ss != nil {
-		// Under the read lock every segment in the map is open: reclaimSegments takes a
-		// segment out of the map before it unlinks it, and closes it only later.
-		ss.mu.RLock()
-		for _, seg := range ss.segs {
-			st.SegmentFiles++
-			if n, err := seg.f.Size(); err == nil {
-				st.SegmentBytes += n
-			}
-		}
-		ss.mu.RUnlock()
+	if l.segs != nil {
+		ss := l.segs.Stats()
+		st.SegmentFiles, st.SegmentBytes = ss.Files, ss.Bytes
+		st.FetchCacheHits, st.FetchCacheMisses, st.FetchCacheBytes = ss.CacheHits, ss.CacheMisses, ss.CacheBytes
 	}
 	return st
 }

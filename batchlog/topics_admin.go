@@ -173,7 +173,7 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 		}
 		if l.segs != nil {
 			for id := range ids {
-				l.segs.recent.forget(id)
+				l.segs.ForgetRecent(id)
 			}
 		}
 	}
@@ -244,7 +244,7 @@ func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptio
 		return err
 	}
 	if l.segs != nil {
-		l.segs.recent.forget(p.ID)
+		l.segs.ForgetRecent(p.ID)
 	}
 	return nil
 }

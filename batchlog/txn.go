@@ -212,7 +212,7 @@ func openTxn(p *Partition, st *idem.State, producerID, base int64) {
 // commitMarker appends a transaction marker. A marker for a producer with no open transaction
 // on the partition (a retried end, or recovery completing one whose markers were written) is
 // answered with base offset -1 and writes nothing.
-func (l *Log) commitMarker(g group, pg *pendingGroup, a *Append) {
+func (l *Log) commitMarker(g Group, pg *pendingGroup, a *Append) {
 	p := a.Partition
 	key := producerKey{a.ProducerID, p.ID}
 	st := l.producers[key]
@@ -231,13 +231,13 @@ func (l *Log) commitMarker(g group, pg *pendingGroup, a *Append) {
 	base := l.assignOffsets(p, a)
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
 	wire.SetPartitionLeaderEpoch(a.Batch, p.LeaderEpoch())
-	g.setData(p.ID, base, a.Batch, false)
+	g.SetData(p.ID, base, a.Batch, false)
 	a.BaseOffset = base
 	pg.records++
 	pg.bytes += len(a.Batch)
 	if a.Marker == AbortMarker {
 		ab := AbortedTxn{ProducerID: a.ProducerID, FirstOffset: first, LastOffset: base, LastStable: p.stableOffset()}
-		g.set(abortedKey(p.ID, base), abortedValue(ab))
+		g.Set(abortedKey(p.ID, base), abortedValue(ab))
 		pg.aborts = append(pg.aborts, abortedAdd{p, ab})
 	}
 	pg.advance(p)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"inlet/batchlog/segments"
 	"inlet/wire"
 )
 
@@ -77,8 +78,8 @@ func (l *Log) indexedBatchSize(it *pebble.Iterator) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		loc, err := parseBatchLoc(v)
-		return loc.length, err
+		loc, err := segments.ParseLoc(v)
+		return loc.Length, err
 	}
 	lv := it.LazyValue()
 	return lv.Len(), nil

@@ -1,4 +1,4 @@
-package batchlog
+package segments
 
 import "sync"
 
@@ -31,7 +31,7 @@ type recentRing struct {
 
 type recentEntry struct {
 	base int64
-	loc  batchLoc
+	loc  Loc
 }
 
 func (r *recentIndex) ring(partition uint32, create bool) *recentRing {
@@ -55,7 +55,7 @@ func (r *recentIndex) ring(partition uint32, create bool) *recentRing {
 
 // add records the index entry of the batch at base. A relocated batch, or one not after the
 // ring's newest entry, forgets the ring instead.
-func (r *recentIndex) add(partition uint32, base int64, loc batchLoc, relocated bool) {
+func (r *recentIndex) add(partition uint32, base int64, loc Loc, relocated bool) {
 	ring := r.ring(partition, !relocated)
 	if ring == nil {
 		return
@@ -103,7 +103,7 @@ func (r *recentIndex) forgetAll() {
 // reports whether the ring could answer: false when it holds nothing at or below offset.
 // The entries are copied out first: fn may read the disk, and the completer must not wait on
 // that for the ring's lock.
-func (r *recentIndex) each(partition uint32, offset, limit int64, fn func(base int64, loc batchLoc) (bool, error)) (bool, error) {
+func (r *recentIndex) each(partition uint32, offset, limit int64, fn func(base int64, loc Loc) (bool, error)) (bool, error) {
 	ring := r.ring(partition, false)
 	if ring == nil {
 		return false, nil

@@ -1,41 +1,18 @@
-package batchlog
-
-import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"hash/crc32"
-	"io"
-	iofs "io/fs"
-	"log/slog"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-	"unsafe"
-
-	"github.com/cockroachdb/pebble/v2"
-
-	"inlet/meta"
-	"inlet/segfs"
-	"inlet/wire"
-)
-
-// segmentStore keeps record data in append-only segment files and everything else (the batch
-// index, high watermarks, producer state, topics) in Pebble.
+// Package segments is the record log's storage: record batches in append-only segment files
+// under <dir>/segments, and in the log's Pebble database (the catalog's, package meta) their
+// index (a data key per batch naming its segment, position and length) and the checkpoint.
+// High watermarks, producer windows and every other key stay the log's (package batchlog);
+// a group carries them in the Pebble batch it commits after its data is durable.
 //
 // Why: storing record batches as Pebble values costs every byte a copy into the batch, a WAL
 // write, a copy into the memtable arena and a blob-file write at flush (about 3.4 ns of CPU per
 // byte measured here, write amplification 2). A segment file is the write-ahead log itself:
 // the committer copies each group's entries into a staging buffer, the completer writes it
 // and makes it durable with one fdatasync, and only then applies a small unsynced Pebble batch
-// holding the group's index entries. Every
-// Options.CheckpointInterval a group's batch also holds the high watermarks and producer windows
-// changed since the last such group and the segment position it covers (the checkpoint):
-// Pebble's metadata is always whole as of its checkpoint.
+// holding the group's index entries. Every Config.CheckpointInterval a group's batch also
+// holds the high watermarks and producer windows changed since the last such group and the
+// segment position it covers (the checkpoint): Pebble's metadata is always whole as of its
+// checkpoint.
 //
 // Recovery: Pebble holds a consistent prefix of those batches (an unsynced tail may be lost),
 // and its checkpoint says how far the segments are indexed. Everything after it is replayed
@@ -52,13 +29,70 @@ import (
 // block-aligned staging buffer (zero-padded to a whole block; every group starts on a block
 // boundary), and the completer writes the staged groups of a segment with one pwritev, with
 // O_DIRECT where the file system allows it and through the page cache where it is refused
-// (tmpfs; or Options.BufferedSegments), then syncs. Writing in the completer keeps the
-// committer from waiting on the device, and groups reach the file strictly in order: a
+// (tmpfs; or Config.Buffered), then syncs. Writing in the completer keeps the committer
+// from waiting on the device, and groups reach the file strictly in order: a
 // segment's groups are written and synced before the next segment's are written, so a crash
 // can tear only the last segment's unacknowledged groups. Replay skips the padding: an entry
 // that fails its checks at an unaligned position followed only by zeros up to the next
 // boundary is padding.
-type segmentStore struct {
+//
+// The recovery invariant: nothing replayed is built on (indexed, checkpointed, answered as a
+// duplicate) before it is durable; Replay syncs every segment from the checkpoint on before it
+// reads them (Store.Replay says why and what it cuts). Nothing is named by a checkpoint or an
+// index entry before it is durable: a group's Pebble batch is committed only after its sync.
+//
+// The path that runs: the committer (the log's commit.go) calls NewGroup, SetData per batch,
+// Set and Del for the log's own keys, CarriesMetadata every checkpoint interval, and Apply,
+// which stages the group's entries into a block-aligned buffer (rolling to a new segment
+// when the active one is full); the completer calls Wait in order, which writes every staged
+// group (one pwritev per segment), syncs each segment once, commits the group's index and
+// metadata to Pebble unsynced and fills the read caches; then Release. Reads (PlanRead,
+// ReadPlan.AppendTo) find batches in the recent index or Pebble, and copy them from the tail
+// cache or the file.
+//
+// Files: segment.go (the segment set, Open, Replay and the torn-tail cut, the checkpoint
+// position, groups and the write paths, rolling, the full-disk errors), index.go (the data
+// key, the index value and the checkpoint encodings; EachIndexedBatch), readplan.go (read
+// plans, the tail cache), recent.go (the recent index), reclaim.go (the file side of the
+// reclaim: candidates, reading a live batch, deleting files), startcheck.go (the file side
+// of the start-up check). Errors and log lines keep the log's prefix, "batchlog:".
+//
+// Lock order: Store.mu (the segment set), Store.stagedMu, tailCache.mu and recentIndex.mu
+// are each taken alone, and none is held across a write, a sync or a read of a file; only
+// recentIndex.mu is held while a ring's mu (recentRing.mu) is taken (forgetAll), never the
+// other way. Readers copy a ring's entries out before they read a file.
+package segments
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/segfs"
+	"inlet/wire"
+)
+
+// Store is the segment files of one data directory and their index in Pebble (the package
+// comment says how they are written and recovered). The log holds it behind its store seam:
+// NewGroup, PlanRead, MetadataInterval, DropUnwritten and Close are the seam's; the other
+// exported methods are the operations the log's recovery, reclaim, start-up check and stats
+// call by name.
+type Store struct {
 	fs       segfs.FS
 	log      *slog.Logger
 	dir      string
@@ -69,21 +103,21 @@ type segmentStore struct {
 	segs   map[uint32]*segment
 	active *segment // committer-owned
 
-	free   chan *segmentGroup
+	free   chan *Group
 	stages chan []byte // block-aligned staging buffers for direct writes
 
 	// staged holds direct-path groups the committer has staged and the completer has not yet
 	// written, in apply order. The completer writes all of them, then syncs once (flushStaged).
 	stagedMu sync.Mutex
-	staged   []*segmentGroup
-	flushing []*segmentGroup // completer-owned scratch
-	iov      [][]byte        // completer-owned scratch
+	staged   []*Group
+	flushing []*Group // completer-owned scratch
+	iov      [][]byte // completer-owned scratch
 
-	buffered bool // never use O_DIRECT (Options.BufferedSegments)
+	buffered bool // never use O_DIRECT (Config.Buffered)
 
-	obs Observer // Options.Observer: told of every fdatasync; nil: none
+	obs SyncObserver // Config.Observer: told of every fdatasync; nil: none
 
-	// tail holds the staging buffers of the groups written last (Options.FetchCacheBytes;
+	// tail holds the staging buffers of the groups written last (Config.CacheBytes;
 	// nil: none); evicted is the completer's scratch for the buffers it pushes out.
 	tail    *tailCache
 	evicted [][]byte
@@ -91,7 +125,7 @@ type segmentStore struct {
 	// recent holds the index entries of each partition's last batches (recent.go).
 	recent recentIndex
 
-	checkpointEvery time.Duration // Options.CheckpointInterval; 0: every group
+	checkpointEvery time.Duration // Config.CheckpointInterval; 0: every group
 }
 
 type segment struct {
@@ -107,7 +141,7 @@ type segment struct {
 	// directEnd reaches final, by whichever of the committer (roll) and the completer
 	// (writeDirect) sees both values last.
 	directEnd atomic.Int64
-	// refs counts the store's map (one, until reclaimSegments takes the segment out of it)
+	// refs counts the store's map (one, until DeleteBelow takes the segment out of it)
 	// and the reads in progress: the file is closed when the last of them lets go, so a read
 	// never meets a closed file and nothing waits on a timer.
 	refs atomic.Int64
@@ -118,7 +152,7 @@ type directFile struct{ f segfs.File }
 
 // acquire takes a reference to segment id for a read, or returns nil if it has been reclaimed;
 // the reader lets go with unref.
-func (s *segmentStore) acquire(id uint32) *segment {
+func (s *Store) acquire(id uint32) *segment {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	seg := s.segs[id]
@@ -135,6 +169,9 @@ func (seg *segment) unref() {
 	}
 }
 
+// EntryHeaderLen is the length of an entry's header (partition, CRC) before its batch.
+const EntryHeaderLen = segEntryHeader
+
 const (
 	segEntryHeader     = 8
 	defaultSegmentSize = 256 << 20
@@ -147,25 +184,68 @@ func alignUp(n int64) int64 { return (n + blockSize - 1) &^ (blockSize - 1) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-var metaCheckpoint = []byte{kindMeta, 'c', 'k', 'p', 't'}
-
 func segmentName(id uint32) string { return fmt.Sprintf("%010d.seg", id) }
 
-func openSegmentStore(fs segfs.FS, dir string, m *meta.Store, segBytes int64, buffered bool) (*segmentStore, error) {
-	db := m.DB()
+// Config is how a Store writes and caches.
+type Config struct {
+	// SegmentBytes is the size at which a new segment file is started (0: 256 MiB).
+	SegmentBytes int64
+	// Buffered writes through the page cache even where O_DIRECT is available.
+	Buffered bool
+	// CheckpointInterval is how often groups carry high watermarks and producer windows
+	// (MetadataInterval). 0 means DefaultCheckpointInterval; negative, with every group.
+	CheckpointInterval time.Duration
+	// CacheBytes bounds the tail cache (readplan.go). 0 means DefaultCacheBytes; negative, no
+	// cache.
+	CacheBytes int64
+	// Observer, when set, is told of every fdatasync.
+	Observer SyncObserver
+	Logger   *slog.Logger
+}
+
+// SyncObserver is told of every fdatasync of a segment file and how long it took. It runs on
+// the completer goroutine: it must be quick and must not block.
+type SyncObserver interface {
+	Synced(d time.Duration)
+}
+
+// ErrNoDirectory is Open's answer where dir holds no segments directory.
+var ErrNoDirectory = errors.New("batchlog: no segments directory")
+
+// Dir is the segments directory of the data directory dir.
+func Dir(dir string) string { return filepath.Join(dir, "segments") }
+
+// Open opens the segment files of the data directory dir, whose index lives in db. Where
+// there is no segments directory it answers ErrNoDirectory, unless create is set: then it
+// makes it, durably (a node's first start; the caller has checked that the metadata names
+// no data, so that a directory lost with every segment in it is not served as empty).
+func Open(fs segfs.FS, dir string, db *pebble.DB, create bool, cfg Config) (*Store, error) {
+	segBytes := cfg.SegmentBytes
 	if segBytes <= 0 {
 		segBytes = defaultSegmentSize
 	}
-	s := &segmentStore{fs: fs, dir: filepath.Join(dir, "segments"), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
-		free: make(chan *segmentGroup, 4), stages: make(chan []byte, 4), buffered: buffered}
+	s := &Store{fs: fs, dir: Dir(dir), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
+		free: make(chan *Group, 4), stages: make(chan []byte, 4), buffered: cfg.Buffered,
+		obs: cfg.Observer, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	switch {
+	case cfg.CheckpointInterval == 0:
+		s.checkpointEvery = DefaultCheckpointInterval
+	case cfg.CheckpointInterval > 0:
+		s.checkpointEvery = cfg.CheckpointInterval
+	}
+	switch {
+	case cfg.CacheBytes == 0:
+		s.tail = &tailCache{limit: DefaultCacheBytes}
+	case cfg.CacheBytes > 0:
+		s.tail = &tailCache{limit: int(cfg.CacheBytes)}
+	}
 	names, err := fs.List(s.dir)
 	if errors.Is(err, iofs.ErrNotExist) {
-		// A node's first start, or a directory lost with every segment in it: Pebble says
-		// which. Data the catalog names is never served as empty; nothing is changed.
-		if what, err := catalogNamesData(m); err != nil {
-			return nil, err
-		} else if what != "" {
-			return nil, fmt.Errorf("batchlog: %s is missing, but the metadata names %s: the segment files are gone; start-up stopped, nothing changed", s.dir, what)
+		if !create {
+			return nil, fmt.Errorf("%w: %s", ErrNoDirectory, s.dir)
 		}
 		err = segfs.MkdirAllSynced(fs, s.dir)
 	}
@@ -191,9 +271,9 @@ func openSegmentStore(fs segfs.FS, dir string, m *meta.Store, segBytes int64, bu
 	return s, nil
 }
 
-// checkpoint reads how far the segments are indexed in Pebble.
-func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
-	v, c, err := s.db.Get(metaCheckpoint)
+// Checkpoint reads how far the segments are indexed in Pebble.
+func (s *Store) Checkpoint() (seg uint32, pos int64, err error) {
+	v, c, err := s.db.Get(CheckpointKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, 0, nil
 	}
@@ -204,7 +284,7 @@ func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
 	return parseCheckpoint(v)
 }
 
-// replay calls fn for every valid entry after the checkpoint, in write order, cuts a torn
+// Replay calls fn for every valid entry after the checkpoint, in write order, cuts a torn
 // tail, and makes the newest segment active.
 //
 // The recovery invariant: nothing replayed is built on (indexed, checkpointed, answered as a
@@ -233,9 +313,9 @@ func (s *segmentStore) checkpoint() (seg uint32, pos int64, err error) {
 // indexedPast reports whether the index names a batch in segment seg at or after end (or in
 // a later segment): before cutting there, replay asks, since a batch is indexed only once it
 // is synced, so an indexed batch past a bad entry proves the entry corrupt, not torn.
-func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32, pos int64) error,
+func (s *Store) Replay(fn func(partition uint32, batch []byte, seg uint32, pos int64) error,
 	indexedPast func(seg uint32, end int64) (bool, error)) error {
-	ckSeg, ckPos, err := s.checkpoint()
+	ckSeg, ckPos, err := s.Checkpoint()
 	if err != nil {
 		return err
 	}
@@ -333,7 +413,7 @@ func (s *segmentStore) replay(fn func(partition uint32, batch []byte, seg uint32
 
 // cutTornTail truncates the last segment at end, where an entry does not check out, and
 // syncs it.
-func (s *segmentStore) cutTornTail(seg *segment, end int64) error {
+func (s *Store) cutTornTail(seg *segment, end int64) error {
 	s.log.Warn("batchlog: cutting the torn tail of the last segment (a write never acknowledged)",
 		"file", seg.f.Name(), "at", end, "bytes", seg.size-end)
 	if err := seg.f.Truncate(end); err != nil {
@@ -369,7 +449,7 @@ func zeroTo(r *io.SectionReader, from, to int64) (bool, error) {
 
 // replaySegment calls fn for each valid entry of seg from pos on. It returns where it
 // stopped: seg.size, or the position of an entry that does not check out and why.
-func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, string, error) {
+func (s *Store) replaySegment(seg *segment, pos int64, fn func(uint32, []byte, uint32, int64) error) (int64, string, error) {
 	r := io.NewSectionReader(seg.f, 0, seg.size)
 	var hdr [segEntryHeader + 61]byte
 	var buf []byte
@@ -423,7 +503,7 @@ func (s *segmentStore) replaySegment(seg *segment, pos int64, fn func(uint32, []
 
 // openSegment opens (or, with create, creates) segment id and, unless the store writes
 // through the page cache, its O_DIRECT writer where the file system takes one.
-func (s *segmentStore) openSegment(id uint32, create bool) (*segment, error) {
+func (s *Store) openSegment(id uint32, create bool) (*segment, error) {
 	path := filepath.Join(s.dir, segmentName(id))
 	var f segfs.File
 	var err error
@@ -461,7 +541,7 @@ func (seg *segment) closeWriter() {
 // roll starts a new active segment. The directory is synced so the new file's name is durable
 // before anything in it is acknowledged. (The completer syncs a segment's last groups before
 // it writes the next segment's, so only the last segment can ever hold a torn write.)
-func (s *segmentStore) roll() error {
+func (s *Store) roll() error {
 	id := uint32(0)
 	if s.active != nil {
 		id = s.active.id + 1
@@ -487,10 +567,10 @@ func (s *segmentStore) roll() error {
 	return nil
 }
 
-// segmentGroup is one group: the iovecs of its entries, the index entries they produce, and
+// Group is one group: the iovecs of its entries, the index entries they produce, and
 // the metadata batch applied after the data is durable.
-type segmentGroup struct {
-	s       *segmentStore
+type Group struct {
+	s       *Store
 	seg     *segment
 	start   int64 // position of the group's first entry in seg
 	end     int64
@@ -501,7 +581,7 @@ type segmentGroup struct {
 	stage   []byte // the group's entries, block-aligned and padded
 	durable bool   // written and synced (possibly by an earlier group's wait)
 	// metadata: the group holds the high watermarks and producer windows changed since the
-	// previous such group, so its end is a checkpoint (carriesMetadata).
+	// previous such group, so its end is a checkpoint (CarriesMetadata).
 	metadata bool
 	empty    bool // no entries, nothing staged (stageEntries)
 	// dropped lists the partitions whose index entries the group deletes.
@@ -510,18 +590,20 @@ type segmentGroup struct {
 
 type indexEntry struct {
 	partition uint32
-	relocated bool // see setData
+	relocated bool // see SetData
 	base      int64
 	pos       int64
 	length    uint32
 }
 
-func (s *segmentStore) newGroup(int) group {
-	var g *segmentGroup
+// NewGroup starts a group (the log's Store.NewGroup; groups and their Pebble batches are
+// recycled through a small free list).
+func (s *Store) NewGroup(int) *Group {
+	var g *Group
 	select {
 	case g = <-s.free:
 	default:
-		g = &segmentGroup{s: s}
+		g = &Group{s: s}
 	}
 	g.seg = nil
 	g.durable = false
@@ -535,7 +617,8 @@ func (s *segmentStore) newGroup(int) group {
 	return g
 }
 
-func (g *segmentGroup) setData(partition uint32, base int64, batch []byte, relocated bool) {
+// SetData adds a batch's entry: its header now, its bytes when the group is staged (Apply).
+func (g *Group) SetData(partition uint32, base int64, batch []byte, relocated bool) {
 	g.headers = binary.BigEndian.AppendUint32(g.headers, partition)
 	crc := crc32.Update(crc32.Checksum(g.headers[len(g.headers)-4:], castagnoli), castagnoli, batch[:21])
 	g.headers = binary.BigEndian.AppendUint32(g.headers, crc)
@@ -543,32 +626,37 @@ func (g *segmentGroup) setData(partition uint32, base int64, batch []byte, reloc
 	g.index = append(g.index, indexEntry{partition: partition, relocated: relocated, base: base, length: uint32(len(batch))})
 }
 
-func (g *segmentGroup) set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
+// Set adds one of the log's keys to the group's Pebble batch, committed after the data is
+// durable.
+func (g *Group) Set(key, value []byte) { _ = g.meta.Set(key, value, nil) }
 
-func (g *segmentGroup) del(key []byte) {
-	if len(key) == dataKeyLen && key[0] == kindData {
+// Del deletes one of the log's keys in the group's Pebble batch.
+func (g *Group) Del(key []byte) {
+	if len(key) == DataKeyLen && key[0] == KindData {
 		// A batch compaction emptied: the recent index forgets the partition (recent.go).
 		g.dropped = append(g.dropped, binary.BigEndian.Uint32(key[1:]))
 	}
 	_ = g.meta.Delete(key, nil)
 }
 
-func (g *segmentGroup) carriesMetadata() { g.metadata = true }
+// CarriesMetadata makes the group's end the checkpoint.
+func (g *Group) CarriesMetadata() { g.metadata = true }
 
-// defaultCheckpointInterval is how often groups carry high watermarks and producer windows (and
-// so move the checkpoint; Options.CheckpointInterval). Written with every group they were two
+// DefaultCheckpointInterval is how often groups carry high watermarks and producer windows (and
+// so move the checkpoint; Config.CheckpointInterval). Written with every group they were two
 // thirds of the keys inserted into Pebble at moderate load (a high watermark and a producer
 // window per partition per request, beside one index entry per batch), and Pebble's memtable
 // inserts a third of the server's CPU. Replay rebuilds both from the segment data after the
 // checkpoint, so a longer interval only lengthens replay after a crash (at most this long of
 // writes) and keeps segment files after the checkpoint from being reclaimed that much longer.
-const defaultCheckpointInterval = 100 * time.Millisecond
+const DefaultCheckpointInterval = 100 * time.Millisecond
 
-func (s *segmentStore) metadataInterval() time.Duration { return s.checkpointEvery }
+// MetadataInterval is how often a group must carry metadata: Config.CheckpointInterval.
+func (s *Store) MetadataInterval() time.Duration { return s.checkpointEvery }
 
-// apply stages the group at the end of the active segment, starting a new segment when the
+// Apply stages the group at the end of the active segment, starting a new segment when the
 // active one is full.
-func (g *segmentGroup) apply() error {
+func (g *Group) Apply() error {
 	s := g.s
 	if s.active == nil || s.active.size >= s.segBytes {
 		if err := s.roll(); err != nil {
@@ -580,7 +668,7 @@ func (g *segmentGroup) apply() error {
 
 // stageEntries copies the group's entries into a block-aligned staging buffer, zero-padded to a whole
 // block, for the completer to write at the group's aligned start (flushStaged).
-func (g *segmentGroup) stageEntries() error {
+func (g *Group) stageEntries() error {
 	s := g.s
 	g.seg = s.active
 	g.start = g.seg.size
@@ -627,7 +715,7 @@ func (g *segmentGroup) stageEntries() error {
 // once: under light load many small groups share one fdatasync instead of paying one each.
 // Groups are written only here, by the completer, so they reach the file in order and every
 // write follows the previous sync of its segment's earlier groups.
-func (s *segmentStore) flushStaged() error {
+func (s *Store) flushStaged() error {
 	s.stagedMu.Lock()
 	batch := append(s.flushing[:0], s.staged...)
 	clear(s.staged)
@@ -670,7 +758,7 @@ func (s *segmentStore) flushStaged() error {
 }
 
 // fdatasync makes seg's written data durable, timed for the observer.
-func (s *segmentStore) fdatasync(seg *segment) error {
+func (s *Store) fdatasync(seg *segment) error {
 	var began time.Time
 	if s.obs != nil {
 		began = time.Now()
@@ -706,7 +794,7 @@ func alignedBuffer(n int) []byte {
 // writeStaged writes staged groups of one segment, adjacent in the file and in order: with
 // the segment's O_DIRECT writer, which it closes after the segment's last group, or through
 // the page cache where there is none.
-func (s *segmentStore) writeStaged(groups []*segmentGroup) error {
+func (s *Store) writeStaged(groups []*Group) error {
 	seg := groups[0].seg
 	w := seg.f
 	if d := seg.direct.Load(); d != nil {
@@ -737,11 +825,11 @@ func (s *segmentStore) writeStaged(groups []*segmentGroup) error {
 	return nil
 }
 
-// wait makes the group durable (one flush writes every group staged before it and syncs each
+// Wait makes the group durable (one flush writes every group staged before it and syncs each
 // segment once, so a group an earlier flush covered is not written again) and then applies
 // its index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from
 // it.
-func (g *segmentGroup) wait() error {
+func (g *Group) Wait() error {
 	if g.empty {
 		// Every group before it is durable (the completer waits in order), and it adds
 		// nothing, so its checkpoint (its start) is durable too.
@@ -760,15 +848,15 @@ func (g *segmentGroup) wait() error {
 
 // commitIndex applies the group's index entries, metadata and checkpoint to Pebble, unsynced:
 // the segment is the log; Pebble is rebuilt from it.
-func (g *segmentGroup) commitIndex() error {
-	var k [dataKeyLen]byte
-	var v [batchLocLen]byte
+func (g *Group) commitIndex() error {
+	var k [DataKeyLen]byte
+	var v [LocLen]byte
 	for _, e := range g.index {
-		putDataKey(k[:], e.partition, e.base)
-		_ = g.meta.Set(k[:], appendBatchLoc(v[:0], batchLoc{seg: g.seg.id, pos: e.pos, length: int(e.length)}), nil)
+		PutDataKey(k[:], e.partition, e.base)
+		_ = g.meta.Set(k[:], AppendLoc(v[:0], Loc{Seg: g.seg.id, Pos: e.pos, Length: int(e.length)}), nil)
 	}
 	if g.seg != nil && g.metadata {
-		_ = g.meta.Set(metaCheckpoint, appendCheckpoint(v[:0], g.seg.id, g.end), nil)
+		_ = g.meta.Set(CheckpointKey, AppendCheckpoint(v[:0], g.seg.id, g.end), nil)
 	}
 	if err := g.meta.Commit(pebble.NoSync); err != nil {
 		return err
@@ -779,12 +867,13 @@ func (g *segmentGroup) commitIndex() error {
 		g.s.recent.forget(p)
 	}
 	for _, e := range g.index {
-		g.s.recent.add(e.partition, e.base, batchLoc{seg: g.seg.id, pos: e.pos, length: int(e.length)}, e.relocated)
+		g.s.recent.add(e.partition, e.base, Loc{Seg: g.seg.id, Pos: e.pos, Length: int(e.length)}, e.relocated)
 	}
 	return nil
 }
 
-func (g *segmentGroup) release() {
+// Release recycles the group and its staging buffer, unless the tail cache took it.
+func (g *Group) Release() {
 	_ = g.meta.Close()
 	g.meta = nil
 	if g.stage != nil {
@@ -801,10 +890,10 @@ func (g *segmentGroup) release() {
 	}
 }
 
-// close closes the segment files; the database is the catalog's (Log.Close closes it after).
-func (s *segmentStore) close() error { return s.closeFiles() }
+// Close closes the segment files; the database is the catalog's (the log closes it after).
+func (s *Store) Close() error { return s.closeFiles() }
 
-func (s *segmentStore) closeFiles() error {
+func (s *Store) closeFiles() error {
 	var first error
 	for _, seg := range s.segs {
 		seg.closeWriter()
@@ -814,3 +903,102 @@ func (s *segmentStore) closeFiles() error {
 	}
 	return first
 }
+
+// syncFailed wraps an fdatasync error: never retried, never taken for a full disk.
+type syncFailed struct{ err error }
+
+func (e *syncFailed) Error() string { return e.err.Error() }
+func (e *syncFailed) Unwrap() error { return e.err }
+
+// writeFailed wraps the error of a segment file write or creation: the only errors that can
+// mean a full disk here (Pebble's own, and syncs, never do).
+type writeFailed struct{ err error }
+
+func (e *writeFailed) Error() string { return e.err.Error() }
+func (e *writeFailed) Unwrap() error { return e.err }
+
+// IsNoSpace reports whether err is a segment write (or creation) that found the disk full. A
+// failed fdatasync never is, whatever its errno: after one the kernel may have dropped the
+// dirty pages, so what is on disk is unknown.
+func IsNoSpace(err error) bool {
+	var wf *writeFailed
+	if !errors.As(err, &wf) {
+		return false
+	}
+	return errors.Is(wf.err, syscall.ENOSPC) || errors.Is(wf.err, syscall.EDQUOT)
+}
+
+// DropUnwritten forgets the groups staged and not written: suspended writes never resume
+// with them.
+func (s *Store) DropUnwritten() {
+	s.stagedMu.Lock()
+	clear(s.staged)
+	s.staged = s.staged[:0]
+	s.stagedMu.Unlock()
+}
+
+// ResetAfterFailure makes the store's view of its files what is on disk, for a Replay: after
+// a full disk, with the completer idle.
+func (s *Store) ResetAfterFailure() error {
+	s.DropUnwritten()
+	if s.tail != nil {
+		s.tail.reset()
+	}
+	s.recent.forgetAll()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, seg := range s.segs {
+		n, err := seg.f.Size()
+		if err != nil {
+			return err
+		}
+		seg.size = n
+	}
+	return nil
+}
+
+// FreeBytes is the free space of the segments' file system.
+func (s *Store) FreeBytes() (int64, error) { return s.fs.FreeBytes(s.dir) }
+
+// ForgetRecent drops partition's entries from the recent index (recent.go): its batches were
+// dropped or its log start moved, so the index in Pebble is the one to read.
+func (s *Store) ForgetRecent(partition uint32) { s.recent.forget(partition) }
+
+// Stats is the segment files' state as it is now.
+type Stats struct {
+	Files int   // segment files, the active one included
+	Bytes int64 // their sizes (block-aligned groups included)
+	// CacheHits and CacheMisses count the batch reads the tail cache served and those that
+	// went to the files; CacheBytes is what it holds now.
+	CacheHits, CacheMisses, CacheBytes int64
+}
+
+// Stats stats every segment file: a scrape's cost, not a request's.
+func (s *Store) Stats() Stats {
+	var st Stats
+	if s.tail != nil {
+		st.CacheHits, st.CacheMisses = s.tail.hits.Load(), s.tail.misses.Load()
+		s.tail.mu.RLock()
+		st.CacheBytes = int64(s.tail.bytes)
+		s.tail.mu.RUnlock()
+	}
+	// Under the read lock every segment in the map is open: DeleteBelow takes a segment out
+	// of the map before it unlinks it, and closes it only later.
+	s.mu.RLock()
+	for _, seg := range s.segs {
+		st.Files++
+		if n, err := seg.f.Size(); err == nil {
+			st.Bytes += n
+		}
+	}
+	s.mu.RUnlock()
+	return st
+}
+
+// WritesDirect reports whether the active segment is written with O_DIRECT (the file system
+// took an O_DIRECT writer and Config.Buffered is not set). Read it while nothing is written.
+func (s *Store) WritesDirect() bool { return s.active != nil && s.active.direct.Load() != nil }
+
+// SetSegmentBytes changes the size at which the next segment file is started. Call it while
+// nothing is written: the committer reads it unlocked.
+func (s *Store) SetSegmentBytes(n int64) { s.segBytes = n }
