@@ -24,9 +24,9 @@
 // The completer goroutine takes groups in order. For each one not yet durable it writes every
 // staged group with O_DIRECT (one pwritev per segment) and syncs once (fdatasync); then it
 // applies the group's index entries, and any checkpoint, to Pebble without a sync, publishes
-// the new high watermarks and calls every request's Done. So while group N is being written
-// and synced, the committer already builds group N+1, and under light load many groups share
-// one fdatasync.
+// the new high watermarks and tells every request it is done (Request.Completion, or Done).
+// So while group N is being written and synced, the committer already builds group N+1, and
+// under light load many groups share one fdatasync.
 //
 // Where O_DIRECT is refused (tmpfs; or --segment-io buffered) the completer writes the same
 // staged buffers through the page cache. Other layouts: with --storage pebble the group is one
@@ -68,8 +68,8 @@
 //
 // Lock order: Log.retainMu before Log.topicsMu (and before the segment store's locks, package
 // segments); none is held while waiting on the committer, except retainMu by an upkeep pass
-// (Log.RunPass; so the committer only TryLocks it). Under topicsMu the log calls meta's synced writes, which take no
-// lock of the log's.
+// (Log.RunPass; so the committer only TryLocks it). Under topicsMu the log calls meta's
+// synced writes, which take no lock of the log's.
 package batchlog
 
 import (
