@@ -9,6 +9,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/topicconfig"
 	"inlet/wire"
 )
@@ -176,12 +177,12 @@ func (s *Server) checkNewTopicName(name string) (int16, string) {
 
 // authorizeCreateTopics: CREATE on the cluster, else on each topic
 // (KafkaApis.handleCreateTopicsRequest).
-func authorizeCreateTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeCreateTopics(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
-	mayCreate := p.cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
+	mayCreate := p.Cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
 	var denied []kmsg.CreateTopicsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
-		return mayCreate || p.topic(acl.Create, t.Topic)
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+		return mayCreate || p.Topic(acl.Create, t.Topic)
 	})
 	if len(denied) == 0 {
 		return nil, nil

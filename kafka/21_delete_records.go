@@ -7,6 +7,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -53,10 +54,10 @@ func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 }
 
 // authorizeDeleteRecords: DELETE on each topic (KafkaApis.handleDeleteRecordsRequest).
-func authorizeDeleteRecords(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDeleteRecords(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	var denied []kmsg.DeleteRecordsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.topic(acl.Delete, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.Topic(acl.Delete, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

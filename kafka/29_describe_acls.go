@@ -36,8 +36,8 @@ func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	}
 	sub := s.subjectOf(r)
 	own := ""
-	if !sub.cluster(acl.Describe) {
-		own = sub.principal
+	if !sub.Cluster(acl.Describe) {
+		own = sub.Principal()
 	}
 	type resource struct {
 		rt      kmsg.ACLResourceType

@@ -26,7 +26,7 @@ func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 	switch {
 	case s.tenantsDisabled():
 		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
-	case !s.subjectOf(r).cluster(acl.Alter):
+	case !s.subjectOf(r).Cluster(acl.Alter):
 		code, msg = wire.ErrClusterAuthorizationFailed, "Deleting ACLs needs ALTER on the cluster."
 	}
 	filters := make([]acl.Filter, len(req.Filters))

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -68,10 +69,10 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 }
 
 // authorizeCreatePartitions: ALTER on each topic (KafkaApis.handleCreatePartitionsRequest).
-func authorizeCreatePartitions(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeCreatePartitions(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	var denied []kmsg.CreatePartitionsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return p.topic(acl.Alter, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return p.Topic(acl.Alter, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -57,10 +58,10 @@ func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 }
 
 // authorizeDescribeProducers: READ on each topic (KafkaApis.handleDescribeProducersRequest).
-func authorizeDescribeProducers(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDescribeProducers(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	var denied []kmsg.DescribeProducersRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.Topic(acl.Read, t.Topic) })
 	return nil, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.DescribeProducersResponse)
 		for _, t := range denied {

@@ -122,7 +122,7 @@ func (s *Server) isSuperUser(r *request) bool {
 // the cluster (a super user, or a binding), or no principal at all (a listener without
 // security).
 func (s *Server) seesAllTenants(r *request) bool {
-	return s.subjectOf(r).cluster(acl.Describe)
+	return s.subjectOf(r).Cluster(acl.Describe)
 }
 
 // ParseSuperUsers parses Kafka's super.users: principals separated by ';', each "User:<name>".
