@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -18,11 +18,11 @@ import (
 const deleteTopicsKey = 20
 
 func init() {
-	register(api{key: deleteTopicsKey, min: 0, max: 6, handle: handleDeleteTopics,
-		authz: before(authorizeDeleteTopics, onTopics(acl.Delete))})
+	register(API{Key: deleteTopicsKey, Min: 0, Max: 6, Handle: handleDeleteTopics,
+		Authz: before(authorizeDeleteTopics, onTopics(acl.Delete))})
 }
 
-func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteTopics(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {

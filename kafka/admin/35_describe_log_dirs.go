@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"path/filepath"
@@ -19,11 +19,11 @@ import (
 const describeLogDirsKey = 35
 
 func init() {
-	register(api{key: describeLogDirsKey, min: 0, max: 4, handle: handleDescribeLogDirs,
-		authz: before(authorizeDescribeLogDirs, onTopics(acl.Describe), onCluster(acl.Describe))})
+	register(API{Key: describeLogDirsKey, Min: 0, Max: 4, Handle: handleDescribeLogDirs,
+		Authz: before(authorizeDescribeLogDirs, onTopics(acl.Describe), onCluster(acl.Describe))})
 }
 
-func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeLogDirs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,11 +16,11 @@ import (
 const createACLsKey = 30
 
 func init() {
-	register(api{key: createACLsKey, min: 0, max: 3, handle: handleCreateACLs,
-		authz: inHandler(onCluster(acl.Alter))})
+	register(API{Key: createACLsKey, Min: 0, Max: 3, Handle: handleCreateACLs,
+		Authz: inHandler(onCluster(acl.Alter))})
 }
 
-func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreateACLs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	code, msg := int16(0), ""

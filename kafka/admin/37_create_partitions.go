@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -15,11 +15,11 @@ import (
 const createPartitionsKey = 37
 
 func init() {
-	register(api{key: createPartitionsKey, min: 0, max: 3, handle: handleCreatePartitions,
-		authz: before(authorizeCreatePartitions, onTopics(acl.Alter))})
+	register(API{Key: createPartitionsKey, Min: 0, Max: 3, Handle: handleCreatePartitions,
+		Authz: before(authorizeCreatePartitions, onTopics(acl.Alter))})
 }
 
-func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	seen := map[string]int{}

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,7 +39,7 @@ func (s *Server) publishACLs(st *tenants.State) {
 }
 
 // subjectOf is r's subject (package authz).
-func (s *Server) subjectOf(r *request) authz.Subject { return authz.Of(r.c, &s.authz) }
+func (s *Server) subjectOf(r *Request) authz.Subject { return authz.Of(r.Conn, s.authz) }
 
 // aclFilterOf is a request's filter (v0 knows only LITERAL patterns).
 func aclFilterOf(version int16, rt kmsg.ACLResourceType, name *string, pattern kmsg.ACLResourcePatternType, principal, host *string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acl.Filter {

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,11 +17,11 @@ import (
 const describeProducersKey = 61
 
 func init() {
-	register(api{key: describeProducersKey, min: 0, max: 0, handle: handleDescribeProducers,
-		authz: before(authorizeDescribeProducers, onTopics(acl.Read))})
+	register(API{Key: describeProducersKey, Min: 0, Max: 0, Handle: handleDescribeProducers,
+		Authz: before(authorizeDescribeProducers, onTopics(acl.Read))})
 }
 
-func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeProducers(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, rt := range req.Topics {

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"errors"
@@ -17,11 +17,11 @@ import (
 const deleteRecordsKey = 21
 
 func init() {
-	register(api{key: deleteRecordsKey, min: 0, max: 2, handle: handleDeleteRecords,
-		authz: before(authorizeDeleteRecords, onTopics(acl.Delete))})
+	register(API{Key: deleteRecordsKey, Min: 0, Max: 2, Handle: handleDeleteRecords,
+		Authz: before(authorizeDeleteRecords, onTopics(acl.Delete))})
 }
 
-func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteRecords(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {

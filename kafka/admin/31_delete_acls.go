@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,11 +15,11 @@ import (
 const deleteACLsKey = 31
 
 func init() {
-	register(api{key: deleteACLsKey, min: 0, max: 3, handle: handleDeleteACLs,
-		authz: inHandler(onCluster(acl.Alter))})
+	register(API{Key: deleteACLsKey, Min: 0, Max: 3, Handle: handleDeleteACLs,
+		Authz: inHandler(onCluster(acl.Alter))})
 }
 
-func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteACLs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	code, msg := int16(0), ""
