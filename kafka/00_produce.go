@@ -52,7 +52,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 	ps.where = ps.where[:0]
 	ps.acks = ps.req.Acks
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
-	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (acls.go)
+	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (kafka/authz/subject.go)
 	txnID := ""           // the request's transactional id, made a string once if a batch needs it
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]

@@ -1,8 +1,12 @@
 // Package kafka is Inlet's Kafka protocol: one file per API key (00_produce.go, 01_fetch.go,
 // ...), in the manner of franz-go's kfake, each registering its API with the versions it
-// serves, its authorization (authz.go) and its handler; the registry and dispatch
-// (handle.go); and Start, which wires a node's Kafka server: the connections (package conn),
-// the batch log, the group and transaction coordinators and the tenants.
+// serves, its authorization (package kafka/authz, authz.go) and its handler; the registry and
+// dispatch (handle.go), which also serves the admin APIs of package kafka/admin (registered
+// in admin_apis.go); and Start, which wires a node's Kafka server: the connections (package
+// conn), the batch log, the group and transaction coordinators and the admin APIs' state
+// (admin.New, which opens the tenants). This package is the protocol and the data-path,
+// group and transaction APIs; kafka/admin is the APIs that change or describe the catalog,
+// configs and tenants.
 //
 // Hot path (DESIGN.md): a transport back-end frames a request and copies it once into a
 // pooled buffer (package transport) -> the connection's worker (package conn) hands it to
@@ -11,15 +15,16 @@
 // completer tells the request (request.Completed), which encodes the reply -> replies leave
 // in request order (transport).
 //
-// Files beside the APIs: server.go (Config, Start, Shutdown), request.go (the pooled request
-// and the conn.Handler), handle.go (registry, dispatch), authz.go and acls.go
-// (authorization), tenants.go (run-time users, ACLs and quotas), coordinator.go and txn.go
-// (the coordinators' wiring), topics.go (auto-creation), validate.go (records), fetch_reply.go
-// (the read path's reply), metrics.go (what the metrics read).
+// Files beside the APIs: server.go (Config, Start, Shutdown, the users the server owns),
+// request.go (the pooled request and the conn.Handler), handle.go (registry, dispatch),
+// admin_apis.go (the admin APIs in the registry), authz.go (the declarations' shorthands,
+// subjectOf), coordinator.go and txn.go (the coordinators' wiring), topics.go
+// (auto-creation), validate.go (records), fetch_reply.go (the read path's reply), metrics.go
+// (what the metrics read).
 //
-// Lock order (DESIGN.md): createMu (topic creation and configuration) before the batch log's
-// locks; tenantsMu (run-time tenant changes) before tenants.Store's, auth.Users' and package
-// conn's connection table (closing a deleted user's connections), whose locks take no other.
+// Lock order (DESIGN.md): createMu (topic creation and configuration; package admin holds it
+// too) before the batch log's locks. Package admin's tenantsMu comes before tenants.Store's,
+// auth.Users' and package conn's connection table, whose locks take no other.
 package kafka
 
 import (
@@ -65,7 +70,7 @@ type Config struct {
 	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
 	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
 	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
-	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (tenants.go, conn/quotas.go)
+	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (admin/tenants.go, conn/quotas.go)
 
 	// Connection limits (conn/limits.go), Kafka's broker configs of the same names. Zero values
 	// take Kafka's defaults; a negative duration turns the limit off.
@@ -187,7 +192,7 @@ type Server struct {
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
 	quotas *quota.Manager                 // byte-rate quotas in force and each user's rates (conn/quotas.go)
-	authz  atomic.Pointer[acl.Authorizer] // the ACL bindings in force, published by package admin (acls.go)
+	authz  atomic.Pointer[acl.Authorizer] // the ACL bindings in force, published by package admin (admin/acls.go)
 	admin  *admin.Server                  // the admin APIs' state (package kafka/admin); set by Start
 
 	groups *groups.Coordinator

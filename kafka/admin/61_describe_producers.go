@@ -13,7 +13,7 @@ import (
 // removed that batch), and the first offset of its open transaction on the partition (-1:
 // none). The coordinator epoch is -1: one coordinator, never moved. The windows are read on the batch log's committer and
 // answered once durable (batchlog.Log.Producers). Topics outside a principal's prefixes are
-// TOPIC_AUTHORIZATION_FAILED (authz.go), as Kafka needs READ on the topic.
+// TOPIC_AUTHORIZATION_FAILED (package kafka/authz), as Kafka needs READ on the topic.
 const describeProducersKey = 61
 
 func init() {
