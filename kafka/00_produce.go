@@ -52,7 +52,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 	ps.where = ps.where[:0]
 	ps.acks = ps.req.Acks
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
-	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (acls.go)
+	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (kafka/authz/subject.go)
 	txnID := ""           // the request's transactional id, made a string once if a batch needs it
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]
@@ -64,10 +64,10 @@ func serveProduce(s *Server, r *request, _ *api) {
 		)
 		switch {
 		case !validAcks:
-		case sub.restricted() && !sub.topicBytes(acl.Write, rt.Name):
+		case sub.Restricted() && !sub.TopicBytes(acl.Write, rt.Name):
 			// Checked before the lookup, so an unauthorized topic is never auto-created.
 			code = wire.ErrTopicAuthorizationFailed
-		case sub.restricted() && ps.req.TransactionalID != nil && !sub.txnID(acl.Write, string(ps.req.TransactionalID)):
+		case sub.Restricted() && ps.req.TransactionalID != nil && !sub.TxnID(acl.Write, string(ps.req.TransactionalID)):
 			code = wire.ErrTransactionalIDAuthorizationFailed
 		default:
 			topic, code, _ = s.topicFor(rt.Name, true)

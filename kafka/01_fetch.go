@@ -8,6 +8,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/quota"
 	"inlet/wire"
 )
@@ -191,10 +192,10 @@ func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 
 // authorizeFetch: READ on each topic (KafkaApis.handleFetchRequest); refused partitions are
 // answered without records.
-func authorizeFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeFetch(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.FetchRequest)
 	var denied []kmsg.FetchRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.FetchRequestTopic) bool { return p.Topic(acl.Read, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -171,10 +172,10 @@ func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) 
 }
 
 // authorizeListOffsets: DESCRIBE on each topic (KafkaApis.handleListOffsetRequest).
-func authorizeListOffsets(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeListOffsets(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	var denied []kmsg.ListOffsetsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

@@ -5,6 +5,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -79,19 +80,19 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 // cluster's (v8-v10) and each topic's, as the operations sub holds (every operation when it
 // is unrestricted, as a broker without an authorizer). Topics the principal may not describe
 // never reach the handler (authz.go), so they keep "not provided".
-func metadataAuthorizedOperations(sub subject, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+func metadataAuthorizedOperations(sub authz.Subject, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
 	if req.Version < 8 {
 		return
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = sub.operations(acl.Cluster, acl.ClusterName)
+		resp.AuthorizedOperations = sub.Operations(acl.Cluster, acl.ClusterName)
 	}
 	if !req.IncludeTopicAuthorizedOperations {
 		return
 	}
 	for i := range resp.Topics {
 		if t := &resp.Topics[i]; t.Topic != nil {
-			t.AuthorizedOperations = sub.operations(acl.Topic, *t.Topic)
+			t.AuthorizedOperations = sub.Operations(acl.Topic, *t.Topic)
 		}
 	}
 }
@@ -123,7 +124,7 @@ func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.
 // authorizeMetadata: DESCRIBE on each named topic, CREATE for one that would be auto-created;
 // a listing of every topic keeps those the principal may describe
 // (KafkaApis.handleTopicMetadataRequest).
-func authorizeMetadata(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeMetadata(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.MetadataRequest)
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	var denied []string
@@ -131,13 +132,13 @@ func authorizeMetadata(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, 
 	// KafkaApis.getTopicMetadata: a topic that would be auto-created needs CREATE (on the
 	// cluster or the topic); without it the answer is TOPIC_AUTHORIZATION_FAILED. Only
 	// topics the principal may describe are looked up.
-	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) && !p.cluster(acl.Create)
+	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) && !p.Cluster(acl.Create)
 	for _, t := range req.Topics {
-		if t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
+		if t.Topic != nil && !p.Topic(acl.Describe, *t.Topic) {
 			denied = append(denied, *t.Topic)
 			continue
 		}
-		if t.Topic != nil && autoCreate && !p.topic(acl.Create, *t.Topic) {
+		if t.Topic != nil && autoCreate && !p.Topic(acl.Create, *t.Topic) {
 			if _, ok := s.blog.Topic(*t.Topic); !ok {
 				denied = append(denied, *t.Topic)
 				continue
@@ -154,10 +155,10 @@ func authorizeMetadata(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, 
 		resp := kresp.(*kmsg.MetadataResponse)
 		out := resp.Topics[:0]
 		for _, t := range resp.Topics {
-			if emptied || all && t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
+			if emptied || all && t.Topic != nil && !p.Topic(acl.Describe, *t.Topic) {
 				continue
 			}
-			if t.Topic != nil && !p.topic(acl.Describe, *t.Topic) {
+			if t.Topic != nil && !p.Topic(acl.Describe, *t.Topic) {
 				// Asked by topic id (v12), which the handler resolved: Kafka answers
 				// TOPIC_AUTHORIZATION_FAILED with the id and no name ("topic IDs are not
 				// considered sensitive").

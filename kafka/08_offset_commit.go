@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -24,18 +25,18 @@ func handleOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 
 // authorizeOffsetCommit: READ on the group, then READ on each topic
 // (KafkaApis.handleOffsetCommitRequest).
-func authorizeOffsetCommit(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeOffsetCommit(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	// A topic it may not read is TOPIC_AUTHORIZATION_FAILED per partition, checked before
 	// the topic is looked up (so whether it exists, and its partition count, stay hidden)
 	// and never reaches the coordinator (nothing is stored for it).
-	if !p.group(acl.Read, req.Group) {
+	if !p.Group(acl.Read, req.Group) {
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 		appendOffsetCommitErrors(resp, req.Topics, wire.ErrGroupAuthorizationFailed)
 		return resp, nil
 	}
 	var denied []kmsg.OffsetCommitRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return p.Topic(acl.Read, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -73,23 +74,23 @@ func (s *Server) markUnstable(group string, topics []kmsg.OffsetFetchResponseTop
 
 // authorizeOffsetFetch: DESCRIBE on the group and on each topic
 // (KafkaApis.handleOffsetFetchRequest).
-func authorizeOffsetFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeOffsetFetch(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	// KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; named topics it may not
 	// describe are TOPIC_AUTHORIZATION_FAILED per partition (offset -1) without being
 	// looked up; asked for every topic (null topics), only topics it may describe are
 	// returned. v8 does the same per group.
 	if req.Version < 8 {
-		if !p.group(acl.Describe, req.Group) {
+		if !p.Group(acl.Describe, req.Group) {
 			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 			resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 			return resp, nil
 		}
 		var denied []kmsg.OffsetFetchRequestTopic
-		req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+		req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 		return nil, func(kresp kmsg.Response) {
 			resp := kresp.(*kmsg.OffsetFetchResponse)
-			resp.Topics, _ = splitAllowed(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.topic(acl.Describe, t.Topic) })
+			resp.Topics, _ = authz.SplitAllowed(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 			for _, t := range denied {
 				rt := kmsg.NewOffsetFetchResponseTopic()
 				rt.Topic = t.Topic
@@ -104,10 +105,10 @@ func authorizeOffsetFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Respons
 		}
 	}
 	var deniedGroups []kmsg.OffsetFetchRequestGroup
-	req.Groups, deniedGroups = splitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.group(acl.Describe, g.Group) })
+	req.Groups, deniedGroups = authz.SplitAllowed(req.Groups, func(g kmsg.OffsetFetchRequestGroup) bool { return p.Group(acl.Describe, g.Group) })
 	deniedTopics := make([][]kmsg.OffsetFetchRequestGroupTopic, len(req.Groups)) // by the kept group's index
 	for i := range req.Groups {
-		req.Groups[i].Topics, deniedTopics[i] = splitAllowed(req.Groups[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return p.topic(acl.Describe, t.Topic) })
+		req.Groups[i].Topics, deniedTopics[i] = authz.SplitAllowed(req.Groups[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 	}
 	kept := len(req.Groups)
 	return nil, func(kresp kmsg.Response) {
@@ -115,7 +116,7 @@ func authorizeOffsetFetch(s *Server, p subject, kreq kmsg.Request) (kmsg.Respons
 		// The handler answers one group per request group, in order.
 		for i := 0; i < kept && i < len(resp.Groups); i++ {
 			rg := &resp.Groups[i]
-			rg.Topics, _ = splitAllowed(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return p.topic(acl.Describe, t.Topic) })
+			rg.Topics, _ = authz.SplitAllowed(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 			for _, t := range deniedTopics[i] {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.Topic

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -33,9 +34,9 @@ func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 }
 
 // authorizeJoinGroup: READ on the group (KafkaApis.handleJoinGroupRequest).
-func authorizeJoinGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeJoinGroup(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.JoinGroupRequest)
-	if !p.group(acl.Read, req.Group) {
+	if !p.Group(acl.Read, req.Group) {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode, resp.Generation = wire.ErrGroupAuthorizationFailed, -1
 		return resp, nil

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -23,9 +24,9 @@ func handleHeartbeat(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 }
 
 // authorizeHeartbeat: READ on the group (KafkaApis.handleHeartbeatRequest).
-func authorizeHeartbeat(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeHeartbeat(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.HeartbeatRequest)
-	if !p.group(acl.Read, req.Group) {
+	if !p.Group(acl.Read, req.Group) {
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 		return resp, nil

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -21,9 +22,9 @@ func handleLeaveGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 }
 
 // authorizeLeaveGroup: READ on the group (KafkaApis.handleLeaveGroupRequest).
-func authorizeLeaveGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeLeaveGroup(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
-	if !p.group(acl.Read, req.Group) {
+	if !p.Group(acl.Read, req.Group) {
 		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 		return resp, nil

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -28,9 +29,9 @@ func handleSyncGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 }
 
 // authorizeSyncGroup: READ on the group (KafkaApis.handleSyncGroupRequest).
-func authorizeSyncGroup(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeSyncGroup(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.SyncGroupRequest)
-	if !p.group(acl.Read, req.Group) {
+	if !p.Group(acl.Read, req.Group) {
 		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 		return resp, nil

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -24,7 +25,7 @@ func handleDescribeGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	for _, g := range req.Groups {
 		d := s.groups.Describe(g)
 		if req.IncludeAuthorizedOperations {
-			d.AuthorizedOperations = sub.operations(acl.Group, g)
+			d.AuthorizedOperations = sub.Operations(acl.Group, g)
 		}
 		resp.Groups = append(resp.Groups, d)
 	}
@@ -32,10 +33,10 @@ func handleDescribeGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 }
 
 // authorizeDescribeGroups: DESCRIBE on each group (KafkaApis.handleDescribeGroupsRequest).
-func authorizeDescribeGroups(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDescribeGroups(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	var denied []string
-	req.Groups, denied = splitAllowed(req.Groups, func(g string) bool { return p.group(acl.Describe, g) })
+	req.Groups, denied = authz.SplitAllowed(req.Groups, func(g string) bool { return p.Group(acl.Describe, g) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

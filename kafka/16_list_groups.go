@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 )
 
 // ListGroups v0-v5: v4 filters by state (KIP-518), v5 by group type (KIP-848: every group
@@ -44,17 +45,17 @@ func handleListGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 
 // authorizeListGroups: every group with DESCRIBE on the cluster, else those the principal may
 // describe.
-func authorizeListGroups(s *Server, p subject, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeListGroups(s *Server, p authz.Subject, _ kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	// KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the cluster, else
 	// those the principal may describe.
-	if p.cluster(acl.Describe) {
+	if p.Cluster(acl.Describe) {
 		return nil, nil
 	}
 	return nil, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.ListGroupsResponse)
 		out := resp.Groups[:0]
 		for _, g := range resp.Groups {
-			if p.group(acl.Describe, g.Group) {
+			if p.Group(acl.Describe, g.Group) {
 				out = append(out, g)
 			}
 		}

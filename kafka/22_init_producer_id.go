@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -47,17 +48,17 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 
 // authorizeInitProducerID: WRITE on the transactional id, or for an idempotent producer
 // IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
-func authorizeInitProducerID(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeInitProducerID(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	// KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; without one
 	// (an idempotent producer), IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
 	code := int16(0)
 	switch {
 	case req.TransactionalID != nil:
-		if !p.txnID(acl.Write, *req.TransactionalID) {
+		if !p.TxnID(acl.Write, *req.TransactionalID) {
 			code = wire.ErrTransactionalIDAuthorizationFailed
 		}
-	case !p.cluster(acl.IdempotentWrite) && !p.anyTopic(acl.Write):
+	case !p.Cluster(acl.IdempotentWrite) && !p.AnyTopic(acl.Write):
 		code = wire.ErrClusterAuthorizationFailed
 	}
 	if code != 0 {

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -47,10 +48,10 @@ func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.
 
 // authorizeOffsetForLeaderEpoch: DESCRIBE on each topic (a client's request; Kafka's replicas
 // need CLUSTER_ACTION).
-func authorizeOffsetForLeaderEpoch(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeOffsetForLeaderEpoch(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	var denied []kmsg.OffsetForLeaderEpochRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

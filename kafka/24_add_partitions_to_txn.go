@@ -32,7 +32,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 		for _, i := range rt.Partitions {
 			tp := txn.TopicPartition{Topic: rt.Topic, Partition: i}
 			switch {
-			case !p.topic(acl.Write, rt.Topic):
+			case !p.Topic(acl.Write, rt.Topic):
 				codes[tp], bad = wire.ErrTopicAuthorizationFailed, true
 			case !ok || t.Internal() || i < 0 || int(i) >= len(t.Partitions):
 				codes[tp], bad = wire.ErrUnknownTopicOrPartition, true
@@ -42,7 +42,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 	}
 	code := wire.ErrNone
 	switch {
-	case !p.txnID(acl.Write, req.TransactionalID):
+	case !p.TxnID(acl.Write, req.TransactionalID):
 		code = wire.ErrTransactionalIDAuthorizationFailed
 	case bad:
 		code = wire.ErrOperationNotAttempted

@@ -22,9 +22,9 @@ func handleAddOffsetsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	p := s.subjectOf(r)
 	switch {
-	case !p.txnID(acl.Write, req.TransactionalID):
+	case !p.TxnID(acl.Write, req.TransactionalID):
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
-	case !p.group(acl.Read, req.Group):
+	case !p.Group(acl.Read, req.Group):
 		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 	case req.Group == "":
 		resp.ErrorCode = wire.ErrInvalidGroupID

@@ -20,7 +20,7 @@ func init() {
 func handleEndTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	if !s.subjectOf(r).txnID(acl.Write, req.TransactionalID) {
+	if !s.subjectOf(r).TxnID(acl.Write, req.TransactionalID) {
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		return resp, nil
 	}

@@ -26,9 +26,9 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	p := s.subjectOf(r)
 	code := wire.ErrNone
 	switch {
-	case !p.txnID(acl.Write, req.TransactionalID):
+	case !p.TxnID(acl.Write, req.TransactionalID):
 		code = wire.ErrTransactionalIDAuthorizationFailed
-	case !p.group(acl.Read, req.Group):
+	case !p.Group(acl.Read, req.Group):
 		code = wire.ErrGroupAuthorizationFailed
 	default:
 		generation, member := int32(-1), ""
@@ -56,7 +56,7 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 				md = *rp.Metadata
 			}
 			switch {
-			case !p.topic(acl.Read, rt.Topic):
+			case !p.Topic(acl.Read, rt.Topic):
 				codes[tp] = wire.ErrTopicAuthorizationFailed
 			case !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				codes[tp] = wire.ErrUnknownTopicOrPartition

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -29,12 +30,12 @@ func handleDeleteGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 }
 
 // authorizeDeleteGroups: DELETE on each group (KafkaApis.handleDeleteGroupsRequest).
-func authorizeDeleteGroups(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDeleteGroups(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	// Groups outside the principal's prefixes are taken out of the request before the
 	// handler runs, so they are never deleted, and answered GROUP_AUTHORIZATION_FAILED.
 	var denied []string
-	req.Groups, denied = splitAllowed(req.Groups, func(g string) bool { return p.group(acl.Delete, g) })
+	req.Groups, denied = authz.SplitAllowed(req.Groups, func(g string) bool { return p.Group(acl.Delete, g) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

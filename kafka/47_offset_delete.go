@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -21,18 +22,18 @@ func handleOffsetDelete(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 
 // authorizeOffsetDelete: DELETE on the group, READ on each topic
 // (KafkaApis.handleOffsetDeleteRequest).
-func authorizeOffsetDelete(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeOffsetDelete(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.OffsetDeleteRequest)
 	// KafkaApis.handleOffsetDeleteRequest: DELETE on the group (a group error is the
 	// top-level error), READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition,
 	// never looked up, never deleted).
-	if !p.group(acl.Delete, req.Group) {
+	if !p.Group(acl.Delete, req.Group) {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
 		return resp, nil
 	}
 	var denied []kmsg.OffsetDeleteRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.Topic(acl.Read, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

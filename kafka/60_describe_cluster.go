@@ -35,7 +35,7 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	resp.ControllerID = s.cfg.NodeID
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = s.subjectOf(r).operations(acl.Cluster, acl.ClusterName) // KIP-430
+		resp.ClusterAuthorizedOperations = s.subjectOf(r).Operations(acl.Cluster, acl.ClusterName) // KIP-430
 	}
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.Host, b.Port = r.c.Advertised() // the request's listener's, as Metadata

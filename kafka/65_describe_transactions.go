@@ -27,7 +27,7 @@ func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.
 		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
 		d, ok := s.txns.Describe(id)
 		switch {
-		case !p.txnID(acl.Describe, id):
+		case !p.TxnID(acl.Describe, id):
 			st.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		case !ok:
 			st.ErrorCode = wire.ErrTransactionalIDNotFound
@@ -36,7 +36,7 @@ func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			st.ProducerID, st.ProducerEpoch = d.ProducerID, d.Epoch
 			at := map[string]int{} // topic -> its index in st.Topics
 			for _, tp := range d.Partitions {
-				if !p.topic(acl.Describe, tp.Topic) {
+				if !p.Topic(acl.Describe, tp.Topic) {
 					// KafkaApis.handleDescribeTransactionsRequest lists only the partitions
 					// of topics the principal may describe.
 					continue

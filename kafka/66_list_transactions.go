@@ -36,7 +36,7 @@ func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 	now := time.Now().UnixMilli()
 	for _, d := range s.txns.List() {
 		switch {
-		case !p.txnID(acl.Describe, d.ID):
+		case !p.TxnID(acl.Describe, d.ID):
 		case len(req.StateFilters) > 0 && !states[d.State.String()]:
 		case len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, d.ProducerID):
 		case req.Version >= 1 && req.DurationFilterMillis >= 0 && (d.State != txn.Ongoing || now-d.StartMs < req.DurationFilterMillis):

@@ -44,7 +44,7 @@ func TestProducePathACLAllocatesNothing(t *testing.T) {
 	}
 	// The check is real: without the ALLOW the topic is refused.
 	restrictProducePath(s, c, nil)
-	if sub := s.subjectOf(&request{c: c}); sub.topic(acl.Write, "bench") || !sub.restricted() {
+	if sub := s.subjectOf(&request{c: c}); sub.Topic(acl.Write, "bench") || !sub.Restricted() {
 		t.Fatal("with no binding the anonymous principal may still write bench")
 	}
 }

@@ -11,7 +11,7 @@ func TestEveryAPIDeclaresAuthorization(t *testing.T) {
 		t.Fatalf("only %d APIs registered", len(apis))
 	}
 	for key, a := range apis {
-		if !a.authz.declared() {
+		if !a.authz.Declared() {
 			t.Errorf("api key %d: authorization not declared (authz: before, inHandler or unchecked): %+v", key, a.authz)
 		}
 	}

@@ -1,11 +1,9 @@
 package kafka
 
 import (
-	"strconv"
 	"time"
 
 	"inlet/groups"
-	"inlet/txn"
 )
 
 // The node is its own group and transaction coordinator (one broker: FindCoordinator always
@@ -35,29 +33,4 @@ func (s *Server) startGroups() error {
 // clientIDHost is the client id and host DescribeGroups reports for a member.
 func clientIDHost(r *request) (string, string) {
 	return string(r.hdr.ClientID), "/" + r.c.IP()
-}
-
-// retentionMinutes is offsets.retention.minutes as configured (-1: never).
-func retentionMinutes(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "-1"
-	case d == 0:
-		d = groups.DefaultOffsetsRetention
-	}
-	return strconv.FormatInt(int64(d/time.Minute), 10)
-}
-
-// expirationMs is an expiration time in ms as configured (def when unset, -1: never).
-func txnIDExpirationMs(d time.Duration) string { return expirationMs(d, txn.DefaultIDExpiration) }
-
-// expirationMs is an expiration time in ms as configured (def when unset, -1: never).
-func expirationMs(d, def time.Duration) string {
-	switch {
-	case d < 0:
-		return "-1"
-	case d == 0:
-		d = def
-	}
-	return strconv.FormatInt(d.Milliseconds(), 10)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/kafka/authz"
 	"inlet/transport"
 	"inlet/wire"
 )
@@ -24,8 +25,8 @@ type api struct {
 	// read as it is encoded). It runs once the header is parsed and the version checked, and
 	// answers r itself.
 	serve func(s *Server, r *request, a *api)
-	// authz declares what the API checks and where (authz.go); every API has one.
-	authz authz
+	// authz declares what the API checks and where (package authz, authz.go); every API has one.
+	authz authz.Decl[*Server]
 }
 
 // apis is every registered API; byKey indexes the same by key for dispatch (an array, so
@@ -166,10 +167,10 @@ func (s *Server) decode(r *request) (kmsg.Request, bool) {
 // refused the whole request and r has been answered.
 func (s *Server) filter(r *request, a *api, req kmsg.Request) (deny func(kmsg.Response), answered bool) {
 	sub := s.subjectOf(r)
-	if !sub.restricted() || a.authz.filter == nil {
+	if !sub.Restricted() || a.authz.Filter == nil {
 		return nil, false
 	}
-	resp, deny := a.authz.filter(s, sub, req)
+	resp, deny := a.authz.Filter(s, sub, req)
 	if resp == nil {
 		return deny, false
 	}

@@ -1,8 +1,12 @@
 // Package kafka is Inlet's Kafka protocol: one file per API key (00_produce.go, 01_fetch.go,
 // ...), in the manner of franz-go's kfake, each registering its API with the versions it
-// serves, its authorization (authz.go) and its handler; the registry and dispatch
-// (handle.go); and Start, which wires a node's Kafka server: the connections (package conn),
-// the batch log, the group and transaction coordinators and the tenants.
+// serves, its authorization (package kafka/authz, authz.go) and its handler; the registry and
+// dispatch (handle.go), which also serves the admin APIs of package kafka/admin (registered
+// in admin_apis.go); and Start, which wires a node's Kafka server: the connections (package
+// conn), the batch log, the group and transaction coordinators and the admin APIs' state
+// (admin.New, which opens the tenants). This package is the protocol and the data-path,
+// group and transaction APIs; kafka/admin is the APIs that change or describe the catalog,
+// configs and tenants.
 //
 // Hot path (DESIGN.md): a transport back-end frames a request and copies it once into a
 // pooled buffer (package transport) -> the connection's worker (package conn) hands it to
@@ -11,15 +15,16 @@
 // completer tells the request (request.Completed), which encodes the reply -> replies leave
 // in request order (transport).
 //
-// Files beside the APIs: server.go (Config, Start, Shutdown), request.go (the pooled request
-// and the conn.Handler), handle.go (registry, dispatch), authz.go and acls.go
-// (authorization), tenants.go (run-time users, ACLs and quotas), coordinator.go and txn.go
-// (the coordinators' wiring), topics.go (auto-creation), validate.go (records), fetch_reply.go
-// (the read path's reply), metrics.go (what the metrics read).
+// Files beside the APIs: server.go (Config, Start, Shutdown, the users the server owns),
+// request.go (the pooled request and the conn.Handler), handle.go (registry, dispatch),
+// admin_apis.go (the admin APIs in the registry), authz.go (the declarations' shorthands,
+// subjectOf), coordinator.go and txn.go (the coordinators' wiring), topics.go
+// (auto-creation), validate.go (records), fetch_reply.go (the read path's reply), metrics.go
+// (what the metrics read).
 //
-// Lock order (DESIGN.md): createMu (topic creation and configuration) before the batch log's
-// locks; tenantsMu (run-time tenant changes) before tenants.Store's, auth.Users' and package
-// conn's connection table (closing a deleted user's connections), whose locks take no other.
+// Lock order (DESIGN.md): createMu (topic creation and configuration; package admin holds it
+// too) before the batch log's locks. Package admin's tenantsMu comes before tenants.Store's,
+// auth.Users' and package conn's connection table, whose locks take no other.
 package kafka
 
 import (
@@ -27,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,11 +43,11 @@ import (
 	"inlet/batchlog/upkeep"
 	"inlet/conn"
 	"inlet/groups"
+	"inlet/kafka/admin"
 	"inlet/meta"
 	"inlet/metrics"
 	"inlet/quota"
 	"inlet/schema"
-	"inlet/tenants"
 	"inlet/txn"
 )
 
@@ -64,7 +70,7 @@ type Config struct {
 	Users           *auth.Users      // SASL users; also names the principals of TLS client certificates
 	SessionLifetime time.Duration    // KIP-368: SASL sessions expire after this (0: never)
 	Schemas         *schema.Registry // topics bound to schemas are validated on produce (nil: none)
-	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (tenants.go, conn/quotas.go)
+	Quotas          quota.Bounds     // byte-rate quotas by user, the config file's (admin/tenants.go, conn/quotas.go)
 
 	// Connection limits (conn/limits.go), Kafka's broker configs of the same names. Zero values
 	// take Kafka's defaults; a negative duration turns the limit off.
@@ -185,11 +191,9 @@ type Server struct {
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
-	tenantsMu sync.Mutex                     // serialises changeTenants
-	tenants   *tenants.Store                 // run-time changes to users and quotas (tenants.go); nil without a data directory
-	quotas    *quota.Manager                 // byte-rate quotas in force and each user's rates (conn/quotas.go)
-	baseUsers []*auth.User                   // the users of the config file
-	authz     atomic.Pointer[acl.Authorizer] // the ACL bindings in force (acls.go)
+	quotas *quota.Manager                 // byte-rate quotas in force and each user's rates (conn/quotas.go)
+	authz  atomic.Pointer[acl.Authorizer] // the ACL bindings in force, published by package admin (admin/acls.go)
+	admin  *admin.Server                  // the admin APIs' state (package kafka/admin); set by Start
 
 	groups *groups.Coordinator
 	txns   *txn.Coordinator // transactions (txn.go)
@@ -224,7 +228,8 @@ func (s *Server) Close() { s.closeCoordinators() }
 // the listeners are bound. On an error it releases the server (as Close does).
 func (s *Server) Start(blog *batchlog.Log) error {
 	s.blog = blog
-	if err := s.ownUsers(); err != nil {
+	baseUsers, err := s.ownUsers()
+	if err != nil {
 		s.closeCoordinators()
 		return fmt.Errorf("server: %w", err)
 	}
@@ -234,14 +239,20 @@ func (s *Server) Start(blog *batchlog.Log) error {
 		return err
 	}
 	s.net = n
-	if err := s.openTenants(); err != nil {
-		s.closeCoordinators()
-		return fmt.Errorf("server: %w", err)
-	}
 	// The groups load once the log is open, as their members' sessions start counting then.
 	if err := s.startGroups(); err != nil {
 		s.closeCoordinators()
 		return fmt.Errorf("server: load groups: %w", err)
+	}
+	// The admin APIs' state, on the groups (DeleteTopics removes their offsets); New opens
+	// the tenants and publishes the users, ACLs and quotas they give.
+	s.admin, err = admin.New(s.adminConfig(), admin.Parts{
+		Log: blog, Net: n, Groups: s.groups, Quotas: s.quotas,
+		CreateMu: &s.createMu, ACLs: &s.authz, BaseUsers: baseUsers,
+	})
+	if err != nil {
+		s.closeCoordinators()
+		return fmt.Errorf("server: %w", err)
 	}
 	s.startTxns()
 	if err := s.net.Start(); err != nil {
@@ -275,6 +286,79 @@ func (s *Server) connConfig() conn.Config {
 		FailedAuthenticationDelay:    c.FailedAuthenticationDelay,
 		Metrics:                      s.m,
 	}
+}
+
+// adminConfig is the admin APIs' part of s.cfg (defaults applied), with the users s owns.
+func (s *Server) adminConfig() admin.Config {
+	c := &s.cfg
+	ac := admin.Config{
+		NodeID:                       c.NodeID,
+		DefaultPartitions:            c.DefaultPartitions,
+		AutoCreateTopics:             c.AutoCreateTopics,
+		MaxRequestBytes:              c.MaxRequestBytes,
+		GroupInitialRebalanceDelay:   c.GroupInitialRebalanceDelay,
+		MaxConnections:               c.MaxConnections,
+		MaxConnectionsPerIP:          c.MaxConnectionsPerIP,
+		MaxConnectionsPerIPOverrides: c.MaxConnectionsPerIPOverrides,
+		ConnectionsMaxIdle:           c.ConnectionsMaxIdle,
+		SaslServerMaxReceiveSize:     c.SaslServerMaxReceiveSize,
+		FetchMaxBytes:                c.FetchMaxBytes,
+		FailedAuthenticationDelay:    c.FailedAuthenticationDelay,
+		OffsetsRetention:             c.OffsetsRetention,
+		TransactionalIDExpiration:    c.TransactionalIDExpiration,
+		Upkeep:                       c.Upkeep,
+		Logger:                       c.Logger,
+		Listeners:                    c.Listeners,
+		Users:                        c.Users,
+		SuperUsers:                   c.SuperUsers,
+		AllowEveryoneIfNoACLFound:    c.AllowEveryoneIfNoACLFound,
+		Quotas:                       c.Quotas,
+	}
+	if c.MaxMessageBytes != defaultMaxMessageBytes {
+		ac.MaxMessageBytes = c.MaxMessageBytes
+	}
+	return ac
+}
+
+// ownUsers makes s.cfg.Users a copy of the config file's users: the server owns the users it
+// publishes (and the connections authenticate against). base are the config file's users.
+func (s *Server) ownUsers() (base []*auth.User, err error) {
+	if s.cfg.Users == nil {
+		return nil, nil
+	}
+	base = s.cfg.Users.All()
+	own := make([]auth.User, len(base))
+	for i, u := range base {
+		own[i] = *u
+	}
+	users, err := auth.NewUsers(own)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Users = users
+	return base, nil
+}
+
+// ReloadUsers makes users the config file's users (SIGHUP): the run-time changes are applied
+// on top of them again and published, without dropping connections; the connections of a
+// user no longer there are closed (admin.Server.ReloadUsers).
+func (s *Server) ReloadUsers(users *auth.Users) error { return s.admin.ReloadUsers(users) }
+
+// ParseSuperUsers parses Kafka's super.users: principals separated by ';', each "User:<name>".
+func ParseSuperUsers(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ";") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		name, ok := strings.CutPrefix(p, "User:")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: a principal is User:<name>", p)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // Addr is the bound listener address.

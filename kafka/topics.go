@@ -4,31 +4,9 @@ import (
 	"errors"
 
 	"inlet/batchlog"
+	"inlet/kafka/admin"
 	"inlet/wire"
 )
-
-// maxTopicNameLength is Topic.MAX_NAME_LENGTH: 249, so that a partition directory name
-// (topic-partition) stays within common filesystem limits.
-const maxTopicNameLength = 249
-
-// validTopicName follows org.apache.kafka.common.internals.Topic.validate: 1..249 characters
-// of [a-zA-Z0-9._-], and not "." or "..".
-func validTopicName(name []byte) bool {
-	if len(name) == 0 || len(name) > maxTopicNameLength {
-		return false
-	}
-	if string(name) == "." || string(name) == ".." {
-		return false
-	}
-	for _, c := range name {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // topicFor finds a topic, creating it when auto-creation is on and create is set; created
 // tells that this call made it. The lookup by []byte does not allocate (the compiler elides
@@ -49,7 +27,7 @@ func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int
 		}
 		return t, 0, false
 	}
-	if !validTopicName(name) {
+	if !admin.ValidTopicName(name) {
 		return nil, wire.ErrInvalidTopic, false
 	}
 	s.createMu.Lock()

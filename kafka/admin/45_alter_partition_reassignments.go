@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -22,13 +22,13 @@ const (
 )
 
 func init() {
-	register(api{key: alterPartitionReassignmentsKey, min: 0, max: 1, handle: handleAlterPartitionReassignments,
-		authz: before(authorizeAlterPartitionAssignments, onCluster(acl.Alter))})
-	register(api{key: listPartitionReassignmentsKey, min: 0, max: 0, handle: handleListPartitionReassignments,
-		authz: before(authorizeListPartitionReassignments, onCluster(acl.Describe))})
+	register(API{Key: alterPartitionReassignmentsKey, Min: 0, Max: 1, Handle: handleAlterPartitionReassignments,
+		Authz: before(authorizeAlterPartitionAssignments, onCluster(acl.Alter))})
+	register(API{Key: listPartitionReassignmentsKey, Min: 0, Max: 0, Handle: handleListPartitionReassignments,
+		Authz: before(authorizeListPartitionReassignments, onCluster(acl.Describe))})
 }
 
-func handleAlterPartitionReassignments(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterPartitionReassignments(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
@@ -57,7 +57,7 @@ func handleAlterPartitionReassignments(s *Server, r *request, kreq kmsg.Request)
 	return resp, nil
 }
 
-func handleListPartitionReassignments(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleListPartitionReassignments(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	return req.ResponseKind(), nil
 }

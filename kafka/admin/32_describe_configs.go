@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"net"
@@ -10,8 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/groups"
 	"inlet/meta"
 	"inlet/topicconfig"
+	"inlet/txn"
 	"inlet/wire"
 )
 
@@ -27,8 +29,8 @@ import (
 const describeConfigsKey = 32
 
 func init() {
-	register(api{key: describeConfigsKey, min: 0, max: 4, handle: handleDescribeConfigs,
-		authz: before(authorizeDescribeConfigs, onTopics(acl.DescribeConfigs))})
+	register(API{Key: describeConfigsKey, Min: 0, Max: 4, Handle: handleDescribeConfigs,
+		Authz: before(authorizeDescribeConfigs, onTopics(acl.DescribeConfigs))})
 }
 
 // Config resource types (ConfigResource.Type) and sources (DescribeConfigsResponse.ConfigSource).
@@ -94,7 +96,7 @@ func (s *Server) staticBrokerConfigs() map[string]string {
 		"transaction.state.log.replication.factor": "1",
 		"transaction.state.log.min.isr":            "1",
 	}
-	if s.cfg.MaxMessageBytes != defaultMaxMessageBytes {
+	if s.cfg.MaxMessageBytes != 0 {
 		m["message.max.bytes"] = strconv.Itoa(s.cfg.MaxMessageBytes)
 	}
 	return m
@@ -206,7 +208,7 @@ func (s *Server) brokerConfigs(levels brokerLevels, clusterDefault bool) []confi
 	return out
 }
 
-func handleDescribeConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeConfigs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	levels := s.brokerLevels()
@@ -311,4 +313,29 @@ func perIPOverridesString(m map[string]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+// retentionMinutes is offsets.retention.minutes as configured (-1: never).
+func retentionMinutes(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-1"
+	case d == 0:
+		d = groups.DefaultOffsetsRetention
+	}
+	return strconv.FormatInt(int64(d/time.Minute), 10)
+}
+
+// txnIDExpirationMs is transactional.id.expiration.ms as configured (-1: never).
+func txnIDExpirationMs(d time.Duration) string { return expirationMs(d, txn.DefaultIDExpiration) }
+
+// expirationMs is an expiration time in ms as configured (def when unset, -1: never).
+func expirationMs(d, def time.Duration) string {
+	switch {
+	case d < 0:
+		return "-1"
+	case d == 0:
+		d = def
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }

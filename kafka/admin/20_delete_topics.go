@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -17,11 +18,11 @@ import (
 const deleteTopicsKey = 20
 
 func init() {
-	register(api{key: deleteTopicsKey, min: 0, max: 6, handle: handleDeleteTopics,
-		authz: before(authorizeDeleteTopics, onTopics(acl.Delete))})
+	register(API{Key: deleteTopicsKey, Min: 0, Max: 6, Handle: handleDeleteTopics,
+		Authz: before(authorizeDeleteTopics, onTopics(acl.Delete))})
 }
 
-func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteTopics(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
@@ -92,10 +93,10 @@ func handleDeleteTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 
 // authorizeDeleteTopics: DELETE on each topic, named or by id
 // (KafkaApis.handleDeleteTopicsRequest).
-func authorizeDeleteTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDeleteTopics(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	var denied []string
-	req.TopicNames, denied = splitAllowed(req.TopicNames, func(n string) bool { return p.topic(acl.Delete, n) })
+	req.TopicNames, denied = authz.SplitAllowed(req.TopicNames, func(n string) bool { return p.Topic(acl.Delete, n) })
 	var deniedIDs [][16]byte
 	kept := req.Topics[:0]
 	for _, t := range req.Topics {
@@ -107,11 +108,11 @@ func authorizeDeleteTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Respon
 			if n, ok := s.topicNameByID(t.TopicID); ok {
 				name = &n
 			}
-			if name != nil && !p.topic(acl.Delete, *name) {
+			if name != nil && !p.Topic(acl.Delete, *name) {
 				deniedIDs = append(deniedIDs, t.TopicID)
 				continue
 			}
-		} else if !p.topic(acl.Delete, *name) {
+		} else if !p.Topic(acl.Delete, *name) {
 			denied = append(denied, *name)
 			continue
 		}

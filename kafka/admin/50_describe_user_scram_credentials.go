@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"slices"
@@ -37,16 +37,16 @@ const (
 )
 
 func init() {
-	register(api{key: describeUserScramCredentialsKey, min: 0, max: 0, handle: handleDescribeUserScramCredentials,
-		authz: inHandler(onCluster(acl.Describe))})
-	register(api{key: alterUserScramCredentialsKey, min: 0, max: 0, handle: handleAlterUserScramCredentials,
-		authz: inHandler(onCluster(acl.Alter))})
+	register(API{Key: describeUserScramCredentialsKey, Min: 0, Max: 0, Handle: handleDescribeUserScramCredentials,
+		Authz: inHandler(onCluster(acl.Describe))})
+	register(API{Key: alterUserScramCredentialsKey, Min: 0, Max: 0, Handle: handleAlterUserScramCredentials,
+		Authz: inHandler(onCluster(acl.Alter))})
 }
 
 // scramMechanisms are the mechanisms by their numbers in the SCRAM credential APIs.
 var scramMechanisms = map[int8]string{1: auth.ScramSHA256, 2: auth.ScramSHA512}
 
-func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeUserScramCredentials(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	if !s.seesAllTenants(r) {
@@ -100,7 +100,7 @@ func handleDescribeUserScramCredentials(s *Server, r *request, kreq kmsg.Request
 	return resp, nil
 }
 
-func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterUserScramCredentials(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	errs := map[string]*kmsg.AlterUserSCRAMCredentialsResponseResult{}
@@ -173,7 +173,7 @@ func handleAlterUserScramCredentials(s *Server, r *request, kreq kmsg.Request) (
 			fail(user, wire.ErrInvalidRequest, "User credentials cannot be changed: this node keeps no data directory.")
 		}
 		changes = nil
-	case s.cfg.Users == nil && r.c.Security() == nil:
+	case s.cfg.Users == nil && r.Conn.Security() == nil:
 		// No SASL users and a connection without security: anyone may, as on a Kafka
 		// broker without an authorizer.
 	case !s.isSuperUser(r):

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"path/filepath"
@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -18,11 +19,11 @@ import (
 const describeLogDirsKey = 35
 
 func init() {
-	register(api{key: describeLogDirsKey, min: 0, max: 4, handle: handleDescribeLogDirs,
-		authz: before(authorizeDescribeLogDirs, onTopics(acl.Describe), onCluster(acl.Describe))})
+	register(API{Key: describeLogDirsKey, Min: 0, Max: 4, Handle: handleDescribeLogDirs,
+		Authz: before(authorizeDescribeLogDirs, onTopics(acl.Describe), onCluster(acl.Describe))})
 }
 
-func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeLogDirs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
@@ -86,19 +87,19 @@ func handleDescribeLogDirs(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 
 // authorizeDescribeLogDirs: the topics the principal may describe; the volume's sizes need
 // DESCRIBE on the cluster (Kafka needs it for the whole request).
-func authorizeDescribeLogDirs(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDescribeLogDirs(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	// Kafka needs DESCRIBE on the cluster; here a principal sees its own topics' sizes,
 	// and not the volume's total and usable bytes (KIP-827's -1, unknown): how they
 	// move tells how much the other tenants write.
 	if req.Topics != nil {
-		req.Topics, _ = splitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.topic(acl.Describe, t.Topic) })
+		req.Topics, _ = authz.SplitAllowed(req.Topics, func(t kmsg.DescribeLogDirsRequestTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 	}
-	cluster := p.cluster(acl.Describe)
+	cluster := p.Cluster(acl.Describe)
 	return nil, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.DescribeLogDirsResponse)
 		for i := range resp.Dirs {
-			resp.Dirs[i].Topics, _ = splitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.topic(acl.Describe, t.Topic) })
+			resp.Dirs[i].Topics, _ = authz.SplitAllowed(resp.Dirs[i].Topics, func(t kmsg.DescribeLogDirsResponseDirTopic) bool { return p.Topic(acl.Describe, t.Topic) })
 			if !cluster {
 				resp.Dirs[i].TotalBytes, resp.Dirs[i].UsableBytes = -1, -1
 			}

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -18,11 +18,11 @@ import (
 const incrementalAlterConfigsKey = 44
 
 func init() {
-	register(api{key: incrementalAlterConfigsKey, min: 0, max: 1, handle: handleIncrementalAlterConfigs,
-		authz: before(authorizeIncrementalAlterConfigs, onTopics(acl.AlterConfigs), onCluster(acl.Describe))})
+	register(API{Key: incrementalAlterConfigsKey, Min: 0, Max: 1, Handle: handleIncrementalAlterConfigs,
+		Authz: before(authorizeIncrementalAlterConfigs, onTopics(acl.AlterConfigs), onCluster(acl.Describe))})
 }
 
-func handleIncrementalAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleIncrementalAlterConfigs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,18 +16,18 @@ import (
 const createACLsKey = 30
 
 func init() {
-	register(api{key: createACLsKey, min: 0, max: 3, handle: handleCreateACLs,
-		authz: inHandler(onCluster(acl.Alter))})
+	register(API{Key: createACLsKey, Min: 0, Max: 3, Handle: handleCreateACLs,
+		Authz: inHandler(onCluster(acl.Alter))})
 }
 
-func handleCreateACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreateACLs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	code, msg := int16(0), ""
 	switch {
 	case s.tenantsDisabled():
 		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
-	case !s.subjectOf(r).cluster(acl.Alter):
+	case !s.subjectOf(r).Cluster(acl.Alter):
 		code, msg = wire.ErrClusterAuthorizationFailed, "Creating ACLs needs ALTER on the cluster."
 	}
 	results := make([]kmsg.CreateACLsResponseResult, len(req.Creations))

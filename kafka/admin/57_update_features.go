@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -22,11 +22,11 @@ import (
 const updateFeaturesKey = 57
 
 func init() {
-	register(api{key: updateFeaturesKey, min: 0, max: 2, handle: handleUpdateFeatures,
-		authz: before(authorizeUpdateFeatures, onCluster(acl.Alter))})
+	register(API{Key: updateFeaturesKey, Min: 0, Max: 2, Handle: handleUpdateFeatures,
+		Authz: before(authorizeUpdateFeatures, onCluster(acl.Alter))})
 }
 
-func handleUpdateFeatures(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleUpdateFeatures(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.UpdateFeaturesRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
 	if len(req.FeatureUpdates) > 0 {

@@ -1,10 +1,9 @@
-package kafka
+package admin
 
 import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"inlet/acl"
 	"inlet/auth"
@@ -21,25 +20,6 @@ import (
 
 // baseUsers (the config file's) are read by changes under tenantsMu, and replaced by
 // ReloadUsers under it.
-
-// ownUsers makes s.cfg.Users a copy of the config file's users: the server owns the users it
-// publishes (and the connections authenticate against).
-func (s *Server) ownUsers() error {
-	if s.cfg.Users == nil {
-		return nil
-	}
-	s.baseUsers = s.cfg.Users.All()
-	base := make([]auth.User, len(s.baseUsers))
-	for i, u := range s.baseUsers {
-		base[i] = *u
-	}
-	users, err := auth.NewUsers(base)
-	if err != nil {
-		return err
-	}
-	s.cfg.Users = users
-	return nil
-}
 
 // openTenants loads the run-time changes kept in the data directory and publishes the users
 // and quotas they give. Without users (no SASL) only quotas are managed, for the anonymous
@@ -113,33 +93,16 @@ func (s *Server) publishUsers(st *tenants.State) {
 
 // isSuperUser tells whether r's connection is authenticated as a principal named in
 // super.users.
-func (s *Server) isSuperUser(r *request) bool {
-	p := r.c.Principal()
+func (s *Server) isSuperUser(r *Request) bool {
+	p := r.Conn.Principal()
 	return p != nil && slices.Contains(s.cfg.SuperUsers, p.Name)
 }
 
 // seesAllTenants tells whether r's connection may describe every user and ACL: DESCRIBE on
 // the cluster (a super user, or a binding), or no principal at all (a listener without
 // security).
-func (s *Server) seesAllTenants(r *request) bool {
-	return s.subjectOf(r).cluster(acl.Describe)
-}
-
-// ParseSuperUsers parses Kafka's super.users: principals separated by ';', each "User:<name>".
-func ParseSuperUsers(v string) ([]string, error) {
-	var out []string
-	for _, p := range strings.Split(v, ";") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		name, ok := strings.CutPrefix(p, "User:")
-		if !ok || name == "" {
-			return nil, fmt.Errorf("%q: a principal is User:<name>", p)
-		}
-		out = append(out, name)
-	}
-	return out, nil
+func (s *Server) seesAllTenants(r *Request) bool {
+	return s.subjectOf(r).Cluster(acl.Describe)
 }
 
 // ReloadUsers makes users the config file's users (SIGHUP): the run-time changes are applied

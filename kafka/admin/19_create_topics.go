@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/topicconfig"
 	"inlet/wire"
 )
@@ -23,11 +24,11 @@ import (
 const createTopicsKey = 19
 
 func init() {
-	register(api{key: createTopicsKey, min: 0, max: 7, handle: handleCreateTopics,
-		authz: before(authorizeCreateTopics, onCluster(acl.Create), onTopics(acl.Create))})
+	register(API{Key: createTopicsKey, Min: 0, Max: 7, Handle: handleCreateTopics,
+		Authz: before(authorizeCreateTopics, onCluster(acl.Create), onTopics(acl.Create))})
 }
 
-func handleCreateTopics(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreateTopics(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
@@ -157,7 +158,7 @@ func (s *Server) checkNewTopicName(name string) (int16, string) {
 		return wire.ErrInvalidTopic, "Topic name cannot be \".\" or \"..\""
 	case len(name) > maxTopicNameLength:
 		return wire.ErrInvalidTopic, fmt.Sprintf("Topic name is illegal, it can't be longer than %d characters, topic name: %s", maxTopicNameLength, name)
-	case !validTopicName([]byte(name)):
+	case !ValidTopicName([]byte(name)):
 		return wire.ErrInvalidTopic, fmt.Sprintf("Topic name \"%s\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
 	}
 	if _, ok := s.blog.Topic(name); ok {
@@ -174,14 +175,37 @@ func (s *Server) checkNewTopicName(name string) (int16, string) {
 	return 0, ""
 }
 
+// maxTopicNameLength is Topic.MAX_NAME_LENGTH: 249, so that a partition directory name
+// (topic-partition) stays within common filesystem limits.
+const maxTopicNameLength = 249
+
+// ValidTopicName follows org.apache.kafka.common.internals.Topic.validate: 1..249 characters
+// of [a-zA-Z0-9._-], and not "." or "..".
+func ValidTopicName(name []byte) bool {
+	if len(name) == 0 || len(name) > maxTopicNameLength {
+		return false
+	}
+	if string(name) == "." || string(name) == ".." {
+		return false
+	}
+	for _, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // authorizeCreateTopics: CREATE on the cluster, else on each topic
 // (KafkaApis.handleCreateTopicsRequest).
-func authorizeCreateTopics(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeCreateTopics(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
-	mayCreate := p.cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
+	mayCreate := p.Cluster(acl.Create) // KafkaApis: CREATE on the cluster, else on each topic
 	var denied []kmsg.CreateTopicsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
-		return mayCreate || p.topic(acl.Create, t.Topic)
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+		return mayCreate || p.Topic(acl.Create, t.Topic)
 	})
 	if len(denied) == 0 {
 		return nil, nil

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"math"
@@ -27,18 +27,18 @@ import (
 const alterClientQuotasKey = 49
 
 func init() {
-	register(api{key: alterClientQuotasKey, min: 0, max: 1, handle: handleAlterClientQuotas,
-		authz: inHandler(onCluster(acl.Alter))})
+	register(API{Key: alterClientQuotasKey, Min: 0, Max: 1, Handle: handleAlterClientQuotas,
+		Authz: inHandler(onCluster(acl.Alter))})
 }
 
-func handleAlterClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterClientQuotas(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	code, msg := int16(0), ""
 	switch {
 	case s.tenants == nil:
 		code, msg = wire.ErrInvalidRequest, "Quotas cannot be changed: this node keeps no data directory."
-	case r.c.Security() != nil && !s.isSuperUser(r):
+	case r.Conn.Security() != nil && !s.isSuperUser(r):
 		code, msg = wire.ErrClusterAuthorizationFailed, "Only super.users may alter quotas."
 	}
 	type change struct {

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -14,11 +15,11 @@ import (
 const createPartitionsKey = 37
 
 func init() {
-	register(api{key: createPartitionsKey, min: 0, max: 3, handle: handleCreatePartitions,
-		authz: before(authorizeCreatePartitions, onTopics(acl.Alter))})
+	register(API{Key: createPartitionsKey, Min: 0, Max: 3, Handle: handleCreatePartitions,
+		Authz: before(authorizeCreatePartitions, onTopics(acl.Alter))})
 }
 
-func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	seen := map[string]int{}
@@ -68,10 +69,10 @@ func handleCreatePartitions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 }
 
 // authorizeCreatePartitions: ALTER on each topic (KafkaApis.handleCreatePartitionsRequest).
-func authorizeCreatePartitions(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeCreatePartitions(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	var denied []kmsg.CreatePartitionsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return p.topic(acl.Alter, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return p.Topic(acl.Alter, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

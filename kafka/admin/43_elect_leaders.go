@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,11 +17,11 @@ import (
 const electLeadersKey = 43
 
 func init() {
-	register(api{key: electLeadersKey, min: 0, max: 2, handle: handleElectLeaders,
-		authz: before(authorizeElectLeaders, onCluster(acl.Alter))})
+	register(API{Key: electLeadersKey, Min: 0, Max: 2, Handle: handleElectLeaders,
+		Authz: before(authorizeElectLeaders, onCluster(acl.Alter))})
 }
 
-func handleElectLeaders(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleElectLeaders(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {

@@ -1,9 +1,10 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -12,15 +13,15 @@ import (
 // removed that batch), and the first offset of its open transaction on the partition (-1:
 // none). The coordinator epoch is -1: one coordinator, never moved. The windows are read on the batch log's committer and
 // answered once durable (batchlog.Log.Producers). Topics outside a principal's prefixes are
-// TOPIC_AUTHORIZATION_FAILED (authz.go), as Kafka needs READ on the topic.
+// TOPIC_AUTHORIZATION_FAILED (package kafka/authz), as Kafka needs READ on the topic.
 const describeProducersKey = 61
 
 func init() {
-	register(api{key: describeProducersKey, min: 0, max: 0, handle: handleDescribeProducers,
-		authz: before(authorizeDescribeProducers, onTopics(acl.Read))})
+	register(API{Key: describeProducersKey, Min: 0, Max: 0, Handle: handleDescribeProducers,
+		Authz: before(authorizeDescribeProducers, onTopics(acl.Read))})
 }
 
-func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeProducers(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, rt := range req.Topics {
@@ -57,10 +58,10 @@ func handleDescribeProducers(s *Server, r *request, kreq kmsg.Request) (kmsg.Res
 }
 
 // authorizeDescribeProducers: READ on each topic (KafkaApis.handleDescribeProducersRequest).
-func authorizeDescribeProducers(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDescribeProducers(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	var denied []kmsg.DescribeProducersRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.topic(acl.Read, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.Topic(acl.Read, t.Topic) })
 	return nil, func(kresp kmsg.Response) {
 		resp := kresp.(*kmsg.DescribeProducersResponse)
 		for _, t := range denied {

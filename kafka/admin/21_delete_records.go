@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"inlet/acl"
 	"inlet/batchlog"
+	"inlet/kafka/authz"
 	"inlet/wire"
 )
 
@@ -16,11 +17,11 @@ import (
 const deleteRecordsKey = 21
 
 func init() {
-	register(api{key: deleteRecordsKey, min: 0, max: 2, handle: handleDeleteRecords,
-		authz: before(authorizeDeleteRecords, onTopics(acl.Delete))})
+	register(API{Key: deleteRecordsKey, Min: 0, Max: 2, Handle: handleDeleteRecords,
+		Authz: before(authorizeDeleteRecords, onTopics(acl.Delete))})
 }
 
-func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteRecords(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
@@ -53,10 +54,10 @@ func handleDeleteRecords(s *Server, r *request, kreq kmsg.Request) (kmsg.Respons
 }
 
 // authorizeDeleteRecords: DELETE on each topic (KafkaApis.handleDeleteRecordsRequest).
-func authorizeDeleteRecords(s *Server, p subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeDeleteRecords(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	var denied []kmsg.DeleteRecordsRequestTopic
-	req.Topics, denied = splitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.topic(acl.Delete, t.Topic) })
+	req.Topics, denied = authz.SplitAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.Topic(acl.Delete, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,18 +15,18 @@ import (
 const deleteACLsKey = 31
 
 func init() {
-	register(api{key: deleteACLsKey, min: 0, max: 3, handle: handleDeleteACLs,
-		authz: inHandler(onCluster(acl.Alter))})
+	register(API{Key: deleteACLsKey, Min: 0, Max: 3, Handle: handleDeleteACLs,
+		Authz: inHandler(onCluster(acl.Alter))})
 }
 
-func handleDeleteACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteACLs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	code, msg := int16(0), ""
 	switch {
 	case s.tenantsDisabled():
 		code, msg = wire.ErrSecurityDisabled, "No authorizer is configured on the broker: this node has no SASL users."
-	case !s.subjectOf(r).cluster(acl.Alter):
+	case !s.subjectOf(r).Cluster(acl.Alter):
 		code, msg = wire.ErrClusterAuthorizationFailed, "Deleting ACLs needs ALTER on the cluster."
 	}
 	filters := make([]acl.Filter, len(req.Filters))

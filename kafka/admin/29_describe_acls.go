@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,11 +16,11 @@ import (
 const describeACLsKey = 29
 
 func init() {
-	register(api{key: describeACLsKey, min: 0, max: 3, handle: handleDescribeACLs,
-		authz: inHandler(onCluster(acl.Describe))})
+	register(API{Key: describeACLsKey, Min: 0, Max: 3, Handle: handleDescribeACLs,
+		Authz: inHandler(onCluster(acl.Describe))})
 }
 
-func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeACLs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	if s.tenantsDisabled() {
@@ -36,8 +36,8 @@ func handleDescribeACLs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 	}
 	sub := s.subjectOf(r)
 	own := ""
-	if !sub.cluster(acl.Describe) {
-		own = sub.principal
+	if !sub.Cluster(acl.Describe) {
+		own = sub.Principal()
 	}
 	type resource struct {
 		rt      kmsg.ACLResourceType

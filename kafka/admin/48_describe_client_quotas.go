@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"sort"
@@ -21,8 +21,8 @@ import (
 const describeClientQuotasKey = 48
 
 func init() {
-	register(api{key: describeClientQuotasKey, min: 0, max: 1, handle: handleDescribeClientQuotas,
-		authz: inHandler(onCluster(acl.Describe))})
+	register(API{Key: describeClientQuotasKey, Min: 0, Max: 1, Handle: handleDescribeClientQuotas,
+		Authz: inHandler(onCluster(acl.Describe))})
 }
 
 // Quota entity types (ClientQuotaEntity) and filter match types.
@@ -36,7 +36,7 @@ const (
 	matchSpecified = 2
 )
 
-func handleDescribeClientQuotas(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeClientQuotas(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	if !s.seesAllTenants(r) {

@@ -1,4 +1,4 @@
-package kafka
+package admin
 
 import (
 	"errors"
@@ -21,11 +21,11 @@ import (
 const alterConfigsKey = 33
 
 func init() {
-	register(api{key: alterConfigsKey, min: 0, max: 2, handle: handleAlterConfigs,
-		authz: before(authorizeAlterConfigs, onTopics(acl.AlterConfigs), onCluster(acl.Describe))})
+	register(API{Key: alterConfigsKey, Min: 0, Max: 2, Handle: handleAlterConfigs,
+		Authz: before(authorizeAlterConfigs, onTopics(acl.AlterConfigs), onCluster(acl.Describe))})
 }
 
-func handleAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterConfigs(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range req.Resources {
@@ -68,7 +68,7 @@ func handleAlterConfigs(s *Server, r *request, kreq kmsg.Request) (kmsg.Response
 // applyConfigs computes a resource's new configs with change (given the current ones: a
 // topic's overrides, or the broker's dynamic configs at one level), validates them and,
 // unless validateOnly, stores them.
-func (s *Server) applyConfigs(r *request, typ kmsg.ConfigResourceType, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
+func (s *Server) applyConfigs(r *Request, typ kmsg.ConfigResourceType, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
 	switch typ {
 	case resourceTopic:
 	case resourceBroker:
@@ -111,7 +111,7 @@ func (s *Server) applyConfigs(r *request, typ kmsg.ConfigResourceType, name stri
 // the cluster default (name ""). It needs a principal that may act on the cluster (Kafka's
 // ALTER_CONFIGS on CLUSTER): a super user, one scoped to every topic, or any client of a
 // listener without security.
-func (s *Server) applyBrokerConfigs(r *request, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
+func (s *Server) applyBrokerConfigs(r *Request, name string, change func(cur map[string]string) (map[string]string, int16, string), validateOnly bool) (int16, string) {
 	level := meta.BrokerNode
 	switch name {
 	case strconv.Itoa(int(s.cfg.NodeID)):
