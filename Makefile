@@ -54,8 +54,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzForEachRecord$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzControlBatchType$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzCleanString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
-	$(GO) test -run '^$$' -fuzz '^FuzzOffsetKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./batchlog/
-	$(GO) test -run '^$$' -fuzz '^FuzzCommittedOffset$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./batchlog/
+	$(GO) test -run '^$$' -fuzz '^FuzzOffsetKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./meta/
+	$(GO) test -run '^$$' -fuzz '^FuzzCommittedOffset$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./meta/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorize$$' -fuzztime $(FUZZTIME) ./acl/

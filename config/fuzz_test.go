@@ -3,10 +3,14 @@ package config
 import (
 	"os"
 	"testing"
+
+	"inlet/auth"
+	"inlet/schema"
 )
 
 // FuzzParse: the config loader never panics on any input, and what it accepts resolves or
-// fails with an error (never a panic). Environment lookups answer nothing; file paths in the
+// fails with an error (never a panic), as do the user directory and the schema registry built
+// from what it resolves (as cmd/inlet builds them). Environment lookups answer nothing; file paths in the
 // input are read relative to a temporary directory.
 func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile("../examples/secure.yaml"); err == nil {
@@ -22,6 +26,13 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		fl.dir = t.TempDir()
-		_, _ = fl.Resolve(func(string) string { return "" })
+		st, err := fl.Resolve(func(string) string { return "" })
+		if err != nil {
+			return
+		}
+		_, _ = auth.NewUsers(st.Users)
+		if st.HasSchemas() {
+			_, _ = schema.New(st.SchemaDefs, st.SchemaBindings)
+		}
 	})
 }
