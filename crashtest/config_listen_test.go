@@ -14,7 +14,7 @@ import (
 
 // TestConfigListenerBindsItsOwnAddress: a node started from a config file whose only listener
 // is a plaintext one on a port of its own (and no --listen) listens there, and not on the
-// --listen default (127.0.0.1:9092). It used to bind the default: server.Start handed gnet the
+// --listen default (127.0.0.1:9092). It used to bind the default: the server's Start handed gnet the
 // caller's Config.Listen instead of the address setupListeners took from the first listener,
 // so `address: 0.0.0.0:9092` quietly listened on loopback only.
 func TestConfigListenerBindsItsOwnAddress(t *testing.T) {
