@@ -162,6 +162,21 @@ func (osFS) OpenDirect(name string) (File, error) {
 	return osFile{f}, nil
 }
 
+// OpenReadDirect opens an existing file for reads that bypass the page cache (O_DIRECT): every
+// read's offset and length must be multiples of BlockSize, and its buffer start on a block
+// boundary. It returns ErrDirectRefused where the file system refuses. (An optional method: the
+// segment store reads through Open's file where an FS lacks it.)
+func (osFS) OpenReadDirect(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_DIRECT, 0)
+	if errors.Is(err, unix.EINVAL) {
+		return nil, ErrDirectRefused
+	}
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
 func (osFS) Remove(name string) error { return os.Remove(name) }
 
 func (osFS) SyncDir(dir string) error {

@@ -17,8 +17,9 @@ import (
 //     reclaim cannot close it meanwhile. It reads no record data, so the caller learns the
 //     size of the answer before building it.
 //  2. ReadPlan.AppendTo copies the batches to the end of the caller's buffer (the response
-//     frame itself): from the tail cache when the batch was written recently, else with one
-//     pread per batch straight into the buffer.
+//     frame itself): from the tail cache when the batch was written recently, else from the
+//     segment file, with O_DIRECT in aligned reads that take close batches together
+//     (coldread.go), or with one pread per batch where the file has no direct reader.
 //
 // The tail cache holds the log's own staging buffers (the blocks the completer has just
 // written and synced), newest last, up to Config.CacheBytes (the log's
@@ -73,16 +74,38 @@ func (p *ReadPlan) AddCopy(v []byte) {
 func (p *ReadPlan) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
 	dst = slices.Grow(dst, p.Bytes)
-	for i := range p.spans {
+	for i := 0; i < len(p.spans); {
 		sp := &p.spans[i]
 		if sp.seg == nil {
 			dst = append(dst, sp.data...)
+			i++
 			continue
 		}
 		at := len(dst)
 		dst = dst[:at+sp.n]
-		if err := p.store.read(dst[at:], sp.seg, sp.pos); err != nil {
+		if p.store.fromTail(dst[at:], sp.seg, sp.pos) {
+			i++
+			continue
+		}
+		if sp.seg.rd == nil {
+			if err := readBuffered(dst[at:], sp.seg, sp.pos); err != nil {
+				return dst[:start], err
+			}
+			i++
+			continue
+		}
+		// A cold batch: read with the cold ones that follow it closely (coldread.go).
+		j, grown, hit := p.runEnd(i, dst)
+		runEnd := len(grown)
+		if hit {
+			runEnd -= p.spans[j].n
+		}
+		if err := readRun(grown[at:runEnd], p.spans[i:j]); err != nil {
 			return dst[:start], err
+		}
+		dst, i = grown, j
+		if hit {
+			i++
 		}
 	}
 	return dst, nil
@@ -170,11 +193,24 @@ func (s *Store) lastOffset(seg *segment, loc Loc) (int64, error) {
 }
 
 // read fills dst with the bytes of seg at pos: from the tail cache if it holds them, else
-// from the file.
+// from the file (direct where the segment has a direct reader, coldread.go).
 func (s *Store) read(dst []byte, seg *segment, pos int64) error {
-	if s.tail != nil && s.tail.copyOut(dst, seg.id, pos) {
+	if s.fromTail(dst, seg, pos) {
 		return nil
 	}
+	if seg.rd != nil {
+		return readDirect(dst, seg, pos)
+	}
+	return readBuffered(dst, seg, pos)
+}
+
+// fromTail fills dst with the bytes of seg at pos if the tail cache holds them all.
+func (s *Store) fromTail(dst []byte, seg *segment, pos int64) bool {
+	return s.tail != nil && s.tail.copyOut(dst, seg.id, pos)
+}
+
+// readBuffered fills dst with the bytes of seg at pos, read through the page cache.
+func readBuffered(dst []byte, seg *segment, pos int64) error {
 	if _, err := seg.f.ReadAt(dst, pos); err != nil {
 		return fmt.Errorf("batchlog: read segment %d at %d: %w", seg.id, pos, err)
 	}

@@ -132,6 +132,9 @@ type segment struct {
 	id     uint32
 	f      segfs.File                 // buffered: reads, syncs, and writes when direct I/O is unavailable
 	direct atomic.Pointer[directFile] // O_DIRECT writer until the last group is written; nil where refused
+	// rd is the O_DIRECT reader of cold reads (coldread.go), open for the segment's life; nil
+	// where the store writes through the page cache or the file system refuses (reads use f).
+	rd segfs.File
 	// usesDirect: the segment was opened with an O_DIRECT writer (direct may be nil later,
 	// once its last group is written).
 	usesDirect bool
@@ -166,6 +169,9 @@ func (s *Store) acquire(id uint32) *segment {
 func (seg *segment) unref() {
 	if seg.refs.Add(-1) == 0 {
 		_ = seg.f.Close()
+		if seg.rd != nil {
+			_ = seg.rd.Close()
+		}
 	}
 }
 
@@ -527,6 +533,11 @@ func (s *Store) openSegment(id uint32, create bool) (*segment, error) {
 		if d, err := s.fs.OpenDirect(path); err == nil {
 			seg.direct.Store(&directFile{d})
 			seg.usesDirect = true
+		}
+		if o, ok := s.fs.(directReadFS); ok {
+			if r, err := o.OpenReadDirect(path); err == nil {
+				seg.rd = r
+			}
 		}
 	}
 	return seg, nil
@@ -899,6 +910,9 @@ func (s *Store) closeFiles() error {
 		seg.closeWriter()
 		if err := seg.f.Close(); err != nil && first == nil {
 			first = err
+		}
+		if seg.rd != nil {
+			seg.rd.Close()
 		}
 	}
 	return first

@@ -1,0 +1,125 @@
+package segments
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"inlet/segfs"
+)
+
+// Cold reads: a planned batch the tail cache does not hold is read from its segment with
+// O_DIRECT (segment.rd), in block-aligned reads into a pooled aligned buffer, and copied from
+// there into the caller's buffer. Reading a cold file through the page cache costs the kernel
+// about four times the CPU of the direct read and the copy together (it allocates, fills and
+// later reclaims the cache's pages, and copies out of them), and the segments are written with
+// O_DIRECT, so the cache never holds what a catch-up reads unless an earlier read put it there.
+//
+// Planned batches of one segment that lie close together (each within coalesceGap of the
+// previous one's end, all within one readChunk) are read in one aligned read: a consumer of a
+// partition written in large runs (one producer per partition) reads its batches with a system
+// call per chunk rather than per batch.
+
+const (
+	// readChunk is the largest direct read and the size of a scratch buffer.
+	readChunk = 1 << 20
+	// coalesceGap is the most bytes of other data between two planned batches that are read
+	// in one read; more would cost the disk more than the system call it saves.
+	coalesceGap = 64 << 10
+)
+
+// directReadFS is the optional method of a segfs.FS that opens a file for direct reads.
+type directReadFS interface {
+	OpenReadDirect(name string) (segfs.File, error)
+}
+
+// scratch holds the aligned buffers direct reads land in: one per read in progress (a
+// connection's worker holds one while it reads a fetch's cold batches), readChunk each.
+var scratch = sync.Pool{New: func() any {
+	b := alignedBuffer(readChunk)
+	return &b
+}}
+
+func alignDown(n int64) int64 { return n &^ (blockSize - 1) }
+
+// readRun fills dst with the batches of spans, one after the other: all of one segment with
+// an O_DIRECT reader, in increasing positions, within one readChunk of aligned reading (or a
+// single span of any size).
+func readRun(dst []byte, spans []span) error {
+	seg := spans[0].seg
+	if len(spans) == 1 {
+		return readDirect(dst, seg, spans[0].pos)
+	}
+	last := &spans[len(spans)-1]
+	from := alignDown(spans[0].pos)
+	end := last.pos + int64(last.n)
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	buf := (*bp)[:alignUp(end)-from]
+	if err := readAligned(buf, seg, from, end); err != nil {
+		return err
+	}
+	at := 0
+	for i := range spans {
+		sp := &spans[i]
+		at += copy(dst[at:at+sp.n], buf[sp.pos-from:])
+	}
+	return nil
+}
+
+// readDirect fills dst with the bytes of seg at pos, in aligned reads of up to readChunk.
+func readDirect(dst []byte, seg *segment, pos int64) error {
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	for len(dst) > 0 {
+		from := alignDown(pos)
+		end := min(pos+int64(len(dst)), from+readChunk)
+		buf := (*bp)[:alignUp(end)-from]
+		if err := readAligned(buf, seg, from, end); err != nil {
+			return err
+		}
+		n := copy(dst, buf[pos-from:end-from])
+		dst, pos = dst[n:], pos+int64(n)
+	}
+	return nil
+}
+
+// readAligned reads buf (block-aligned, as is from) from seg's direct reader at from; the
+// bytes up to end must be there (the file may end sooner than buf).
+func readAligned(buf []byte, seg *segment, from, end int64) error {
+	n, err := seg.rd.ReadAt(buf, from)
+	if err != nil && !(errors.Is(err, io.EOF) && from+int64(n) >= end) {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("batchlog: read segment %d at %d: %w", seg.id, from, err)
+	}
+	return nil
+}
+
+// runEnd is the end of the run of spans from i (not in the tail cache; its bytes at dst[at:])
+// that readRun reads at once: the following spans of the same segment, each close after the
+// previous one, within one readChunk. Each span it adds is first looked up in the tail cache,
+// as every batch is (a hit ends the run; dst then holds that batch too). It returns the run's
+// end and dst grown over the spans it took.
+func (p *ReadPlan) runEnd(i int, dst []byte) (int, []byte, bool) {
+	first := &p.spans[i]
+	from := alignDown(first.pos)
+	end := first.pos + int64(first.n)
+	j := i + 1
+	for ; j < len(p.spans); j++ {
+		sp := &p.spans[j]
+		if sp.seg != first.seg || sp.pos < end || sp.pos-end > coalesceGap ||
+			alignUp(sp.pos+int64(sp.n))-from > readChunk {
+			return j, dst, false
+		}
+		at := len(dst)
+		dst = dst[:at+sp.n]
+		if p.store.fromTail(dst[at:], sp.seg, sp.pos) {
+			return j, dst, true
+		}
+		end = sp.pos + int64(sp.n)
+	}
+	return j, dst, false
+}
