@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"inlet/segfs"
 )
@@ -20,6 +21,13 @@ import (
 // previous one's end, all within one readChunk) are read in one aligned read: a consumer of a
 // partition written in large runs (one producer per partition) reads its batches with a system
 // call per chunk rather than per batch.
+//
+// A plan's runs are read with several in flight: the reading goroutine (a connection's
+// worker) offers each run but its last to the store's helpers (coldHelpers goroutines,
+// started at the first such read, stopped by Close) and reads those no helper is free to take
+// itself, then waits for the helpers' part. A run is offered only to an idle helper, so at
+// most coldHelpers reads are in flight beyond the workers' own, each with its readChunk of
+// scratch.
 
 const (
 	// readChunk is the largest direct read and the size of a scratch buffer.
@@ -27,7 +35,88 @@ const (
 	// coalesceGap is the most bytes of other data between two planned batches that are read
 	// in one read; more would cost the disk more than the system call it saves.
 	coalesceGap = 64 << 10
+	// coldHelpers is how many goroutines of a store read runs for the plans of others.
+	coldHelpers = 3
 )
+
+// coldRun is a run of cold spans read at once (readRun), into dst.
+type coldRun struct {
+	dst   []byte
+	spans []span
+	err   error
+	wg    *sync.WaitGroup // set when a helper reads it
+}
+
+// coldReaders are a store's helpers; the zero value has none started.
+type coldReaders struct {
+	once    sync.Once
+	runs    chan *coldRun // unbuffered: a send succeeds only to an idle helper
+	done    chan struct{} // closed by stop
+	stopped atomic.Bool
+}
+
+func (c *coldReaders) start() {
+	c.once.Do(func() {
+		c.runs, c.done = make(chan *coldRun), make(chan struct{})
+		for range coldHelpers {
+			go func() {
+				for {
+					select {
+					case r := <-c.runs:
+						r.err = readRun(r.dst, r.spans)
+						r.wg.Done()
+					case <-c.done:
+						return
+					}
+				}
+			}()
+		}
+	})
+}
+
+// stop ends the helpers (Store.Close); a read after it reads all its runs itself.
+func (c *coldReaders) stop() {
+	c.once.Do(func() {}) // none start after this
+	if c.done != nil && c.stopped.CompareAndSwap(false, true) {
+		close(c.done)
+	}
+}
+
+// readRuns reads the plan's cold runs, several at once where helpers are free.
+func (p *ReadPlan) readRuns() error {
+	switch len(p.runs) {
+	case 0:
+		return nil
+	case 1:
+		return readRun(p.runs[0].dst, p.runs[0].spans)
+	}
+	c := &p.store.cold
+	c.start()
+	if p.wg == nil {
+		p.wg = new(sync.WaitGroup)
+	}
+	for k := range p.runs {
+		r := &p.runs[k]
+		if k < len(p.runs)-1 && c.runs != nil {
+			r.wg = p.wg
+			p.wg.Add(1)
+			select {
+			case c.runs <- r:
+				continue
+			default:
+				p.wg.Done()
+			}
+		}
+		r.err = readRun(r.dst, r.spans)
+	}
+	p.wg.Wait()
+	for k := range p.runs {
+		if err := p.runs[k].err; err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // directReadFS is the optional method of a segfs.FS that opens a file for direct reads.
 type directReadFS interface {

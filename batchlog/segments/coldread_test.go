@@ -298,3 +298,55 @@ func cpuTime() time.Duration {
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A cold read of a plan, its runs read beside the reader by the store's helpers, allocates
+// nothing once the plan and dst have their room (TestProducePathAllocatesNothing's rule for
+// the read side), and reads the same bytes each time.
+func TestColdReadAllocatesNothing(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := Open(segfs.OS, t.TempDir(), db, true, Config{CheckpointInterval: -1, CacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 24 {
+		grp := s.NewGroup(0)
+		grp.SetData(7, int64(i), sizedBatch(int64(i), 20<<10, rng), false)
+		grp.SetData(8, int64(i), sizedBatch(int64(i), 200<<10, rng), false) // apart: a run each
+		if err := grp.Apply(); err != nil {
+			t.Fatal(err)
+		}
+		if err := grp.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		grp.Release()
+	}
+	var plan ReadPlan
+	defer plan.Release()
+	if err := s.PlanRead(7, 0, 24, 1<<30, true, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.spans[0].seg.rd == nil {
+		t.Skip("the file system refuses direct reads")
+	}
+	dst := make([]byte, 0, plan.Bytes)
+	first, err := plan.AppendTo(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = bytes.Clone(first)
+	allocs := testing.AllocsPerRun(20, func() {
+		got, err := plan.AppendTo(dst[:0])
+		if err != nil || !bytes.Equal(got, first) {
+			t.Fatalf("read %d bytes, err %v; want the first read's %d", len(got), err, len(first))
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations a read", allocs)
+	}
+}

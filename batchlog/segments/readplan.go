@@ -32,6 +32,8 @@ import (
 // is ready for PlanRead; Release lets go of it (the log's AppendPlanned does too).
 type ReadPlan struct {
 	spans []span
+	runs  []coldRun       // AppendTo's cold reads (coldread.go)
+	wg    *sync.WaitGroup // the helpers' part of them
 	store *Store // the store whose segments the spans name (its tail cache); nil: copies only
 	// Bytes is the size of the planned batches.
 	Bytes int
@@ -59,6 +61,8 @@ func (p *ReadPlan) Release() {
 	}
 	clear(p.spans)
 	p.spans = p.spans[:0]
+	clear(p.runs)
+	p.runs = p.runs[:0]
 	p.Bytes, p.End = 0, 0
 }
 
@@ -94,19 +98,24 @@ func (p *ReadPlan) AppendTo(dst []byte) ([]byte, error) {
 			i++
 			continue
 		}
-		// A cold batch: read with the cold ones that follow it closely (coldread.go).
+		// A cold batch: read with the cold ones that follow it closely (coldread.go), once
+		// every run is known. dst does not move: it was grown to its final size.
 		j, grown, hit := p.runEnd(i, dst)
 		runEnd := len(grown)
 		if hit {
 			runEnd -= p.spans[j].n
 		}
-		if err := readRun(grown[at:runEnd], p.spans[i:j]); err != nil {
-			return dst[:start], err
-		}
+		p.runs = append(p.runs, coldRun{dst: grown[at:runEnd], spans: p.spans[i:j]})
 		dst, i = grown, j
 		if hit {
 			i++
 		}
+	}
+	err := p.readRuns()
+	clear(p.runs) // they point into dst
+	p.runs = p.runs[:0]
+	if err != nil {
+		return dst[:start], err
 	}
 	return dst, nil
 }

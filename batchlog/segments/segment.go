@@ -106,6 +106,8 @@ type Store struct {
 	free   chan *Group
 	stages chan []byte // block-aligned staging buffers for direct writes
 
+	cold coldReaders // the helpers that read a plan's cold runs beside its reader (coldread.go)
+
 	// staged holds direct-path groups the committer has staged and the completer has not yet
 	// written, in apply order. The completer writes all of them, then syncs once (flushStaged).
 	stagedMu sync.Mutex
@@ -902,7 +904,10 @@ func (g *Group) Release() {
 }
 
 // Close closes the segment files; the database is the catalog's (the log closes it after).
-func (s *Store) Close() error { return s.closeFiles() }
+func (s *Store) Close() error {
+	s.cold.stop()
+	return s.closeFiles()
+}
 
 func (s *Store) closeFiles() error {
 	var first error
