@@ -346,7 +346,7 @@ func TestColdReadAllocatesNothing(t *testing.T) {
 			t.Fatalf("read %d bytes, err %v; want the first read's %d", len(got), err, len(first))
 		}
 	})
-	if allocs != 0 {
+	if allocs != 0 && !raceEnabled { // the race detector's sync.Pool drops buffers at random
 		t.Fatalf("%v allocations a read", allocs)
 	}
 }
