@@ -34,7 +34,7 @@ type ReadPlan struct {
 	spans []span
 	runs  []coldRun       // AppendTo's cold reads (coldread.go)
 	wg    *sync.WaitGroup // the helpers' part of them
-	store *Store // the store whose segments the spans name (its tail cache); nil: copies only
+	store *Store          // the store whose segments the spans name (its tail cache); nil: copies only
 	// Bytes is the size of the planned batches.
 	Bytes int
 	// End is past the base offset of every planned batch and at or before the first offset of
