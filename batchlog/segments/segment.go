@@ -536,7 +536,9 @@ func (s *Store) openSegment(id uint32, create bool) (*segment, error) {
 			seg.direct.Store(&directFile{d})
 			seg.usesDirect = true
 		}
-		if o, ok := s.fs.(directReadFS); ok {
+		// Direct reads only of a file written directly: one written through the page cache
+		// would be written back first by every direct read of its dirty pages.
+		if o, ok := s.fs.(directReadFS); ok && seg.usesDirect {
 			if r, err := o.OpenReadDirect(path); err == nil {
 				seg.rd = r
 			}
