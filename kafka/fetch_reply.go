@@ -15,8 +15,8 @@ import (
 // fetchReply is a Fetch response (resp) whose record batches are located (batchlog.PlanRead)
 // when the handler builds it and read when it is encoded (encode): it is the
 // wire.FetchRecords that wire.AppendFetchResponse takes the batches of each planned partition
-// from, read straight into the response frame (from the log's tail cache, or one pread per
-// batch). The data is copied once, and the frame is grown once, to its final size. It is not
+// from, copied into the response frame (from the log's tail cache, or from the segment
+// files in aligned direct reads, several in flight). The data is copied once, and the frame is grown once, to its final size. It is not
 // a kmsg.Response: the Fetch API serves it on a path of its own (serveFetch).
 //
 // Every fetchReply made is encoded once (which releases its plans) or released.
