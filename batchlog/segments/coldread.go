@@ -22,12 +22,14 @@ import (
 // partition written in large runs (one producer per partition) reads its batches with a system
 // call per chunk rather than per batch.
 //
-// A plan's runs are read with several in flight: the reading goroutine (a connection's
-// worker) offers each run but its last to the store's helpers (coldHelpers goroutines,
-// started at the first such read, stopped by Close) and reads those no helper is free to take
-// itself, then waits for the helpers' part. A run is offered only to an idle helper, so at
-// most coldHelpers reads are in flight beyond the workers' own, each with its readChunk of
-// scratch.
+// A plan read while no other plan's runs are being read has its runs read with several in
+// flight: the reading goroutine (a connection's worker) offers each run but its last to the
+// store's helpers (coldHelpers goroutines, started at the first such read, stopped by Close)
+// and reads those no helper is free to take itself, then waits for the helpers' part. A run is
+// offered only to an idle helper, so at most coldHelpers reads are in flight beyond the
+// workers' own, each with its readChunk of scratch. Plans read at the same time (consumers
+// catching up together) read their runs one after the other: they keep the disk busy between
+// them, and handing runs off only costs CPU then (measured: results/coldread-ab-helpers-*).
 
 const (
 	// readChunk is the largest direct read and the size of a scratch buffer.
@@ -53,6 +55,10 @@ type coldReaders struct {
 	runs    chan *coldRun // unbuffered: a send succeeds only to an idle helper
 	done    chan struct{} // closed by stop
 	stopped atomic.Bool
+	// reading counts the plans reading several runs at once: the helpers are for a plan read
+	// alone (a single consumer catching up); beside others, the other readers keep the disk
+	// busy, and the helpers would only add handoffs.
+	reading atomic.Int32
 }
 
 func (c *coldReaders) start() {
@@ -91,6 +97,16 @@ func (p *ReadPlan) readRuns() error {
 		return readRun(p.runs[0].dst, p.runs[0].spans)
 	}
 	c := &p.store.cold
+	alone := c.reading.Add(1) == 1
+	defer c.reading.Add(-1)
+	if !alone {
+		for k := range p.runs {
+			if err := readRun(p.runs[k].dst, p.runs[k].spans); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	c.start()
 	if p.wg == nil {
 		p.wg = new(sync.WaitGroup)

@@ -3,6 +3,7 @@ package segments
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
@@ -348,5 +349,69 @@ func TestColdReadAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 && !raceEnabled { // the race detector's sync.Pool drops buffers at random
 		t.Fatalf("%v allocations a read", allocs)
+	}
+}
+
+// Plans read at the same time (some with the helpers, some without them) read the same bytes
+// as each read alone.
+func TestColdReadsAtOnceMatchReadsAlone(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := Open(segfs.OS, t.TempDir(), db, true, Config{SegmentBytes: 1 << 20, CheckpointInterval: -1, CacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 40 {
+		grp := s.NewGroup(0)
+		for p := range uint32(4) {
+			grp.SetData(p, int64(i), sizedBatch(int64(i), 1<<10+rng.IntN(90<<10), rng), false)
+		}
+		if err := grp.Apply(); err != nil {
+			t.Fatal(err)
+		}
+		if err := grp.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		grp.Release()
+	}
+	read := func(p uint32) ([]byte, error) {
+		var plan ReadPlan
+		defer plan.Release()
+		if err := s.PlanRead(p, 0, 40, 1<<30, true, &plan); err != nil {
+			return nil, err
+		}
+		return plan.AppendTo(nil)
+	}
+	alone := make([][]byte, 4)
+	for p := range alone {
+		if alone[p], err = read(uint32(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 4)
+	for p := range uint32(4) {
+		go func() {
+			for range 20 {
+				got, err := read(p)
+				if err == nil && !bytes.Equal(got, alone[p]) {
+					err = fmt.Errorf("partition %d: %d bytes differ from the %d read alone", p, len(got), len(alone[p]))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
