@@ -3,10 +3,10 @@
 # once (RECORDS records, 16 idempotent producers, producer i writing only partition i, 100-byte
 # values) and stopped; then, ROUNDS times for each binary in turn, the segment files are
 # dropped from the page cache (POSIX_FADV_DONTNEED; what stays is printed), the binary starts on the data directory, and
-# bin/kgoread's 4 consumers read the topic from the start to the end. Each line: the build, the
+# bin/kgoread's consumers read the topic from the start to the end. Each line: the build, the
 # read's wall time and records/s, and the broker's CPU over the read (user+system from
 # /proc/PID/stat) per million records.
-# With PROFILE_DIR set, each broker run writes its CPU profile there (--cpu-profile, the whole
+# CONSUMERS (4) sets kgoread's consumers. With PROFILE_DIR set, each broker run writes its CPU profile there (--cpu-profile, the whole
 # run: start-up, the read, shutdown) as cpu-catchup-NAME-ROUND.pprof.
 #   scripts/coldread-ab.sh NEW_INLET OLD_INLET [RECORDS] [ROUNDS]
 set -euo pipefail
@@ -39,7 +39,7 @@ for f in sys.argv[1:]:
     cached=$(fincore -b -n -o RES "$dir"/segments/*.seg | awk '{s += $1} END {printf "%.1f MiB", s / 1048576}')
     start "$bin" "${PROFILE_DIR:+$PROFILE_DIR/cpu-catchup-$name-$r.pprof}"
     c0=$(cpu); t0=$(date +%s.%N)
-    out=$(bin/kgoread --brokers "127.0.0.1:$port" --topic loadgen)
+    out=$(bin/kgoread --brokers "127.0.0.1:$port" --topic loadgen --consumers "${CONSUMERS:-4}")
     t1=$(date +%s.%N); c1=$(cpu)
     stop
     awk -v n=$name -v r=$r -v t0=$t0 -v t1=$t1 -v c=$((c1 - c0)) -v hz=$tck -v recs=$records -v out="$out" -v cached="$cached" \
