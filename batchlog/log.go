@@ -24,7 +24,8 @@
 // The completer goroutine takes groups in order. For each one not yet durable it writes every
 // staged group with O_DIRECT (one pwritev per segment) and syncs once (fdatasync); then it
 // applies the group's index entries, and any checkpoint, to Pebble without a sync, publishes
-// the new high watermarks and tells every request it is done (Request.Completion, or Done).
+// the new high watermarks, signals the long polls parked on those partitions (Waiter, wait.go)
+// and tells every request it is done (Request.Completion, or Done).
 // So while group N is being written and synced, the committer already builds group N+1, and
 // under light load many groups share one fdatasync.
 //

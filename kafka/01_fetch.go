@@ -21,9 +21,10 @@ import (
 // A fetch returns whole stored batches, starting with the batch that contains the fetch
 // offset, bounded by the high watermark (or the last stable offset for read_committed, with
 // the aborted transactions that meet the returned range, so the consumer can drop their
-// records). It waits up to MaxWaitMillis for MinBytes, on the log's commit notification,
-// holding no iterator while it waits, and no in-flight budget: its frame is given back before
-// the first wait (Request.Shed), and its connection is not read meanwhile (conn.Handler.Holds).
+// records). It waits up to MaxWaitMillis for MinBytes, woken by the high-watermark advances
+// of the partitions it reads (batchlog.Waiter), holding no iterator while it waits, and no
+// in-flight budget: its frame is given back before the first wait (Request.Shed), and its
+// connection is not read meanwhile (conn.Handler.Holds).
 //
 // The record bytes of an answer are at most the request's MaxBytes, the broker's
 // fetch.max.bytes (Kafka's ReplicaManager caps a fetch the same way) and what of half the
