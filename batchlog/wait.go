@@ -41,13 +41,11 @@ func PutWaiter(w *Waiter) {
 // C is signalled when a watched partition's high watermark advances.
 func (w *Waiter) C() <-chan struct{} { return w.ch }
 
-// Watch registers w on p (once, however often it is called for p). An advance of p published
-// after Watch returns signals w: a reader that watches first and then reads the high
-// watermark misses none.
+// Watch registers w on p. An advance of p published after Watch returns signals w: a reader
+// that watches first and then reads the high watermark misses none. A partition watched twice
+// (a fetch may name one twice) is registered twice, which costs nothing but a second signal
+// into the same slot, and Stop removes both.
 func (w *Waiter) Watch(p *Partition) {
-	if slices.Contains(w.parts, p) {
-		return
-	}
 	w.parts = append(w.parts, p)
 	pw := &p.waiters
 	pw.mu.Lock()

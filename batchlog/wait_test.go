@@ -18,10 +18,7 @@ func TestWaiterSignalledByItsPartitionsOnly(t *testing.T) {
 	p0, p1 := topic.Partitions[0], topic.Partitions[1]
 	w := GetWaiter()
 	w.Watch(p0)
-	w.Watch(p0) // once
-	if n := p0.waiters.n.Load(); n != 1 {
-		t.Fatalf("%d waiters on partition 0 after watching it twice; want 1", n)
-	}
+	w.Watch(p0) // a fetch may name a partition twice
 	for range 5 {
 		submitWait(t, l, plain(p1, 1, 'b'))
 	}
@@ -43,7 +40,7 @@ func TestWaiterSignalledByItsPartitionsOnly(t *testing.T) {
 	}
 	PutWaiter(w)
 	if n := p0.waiters.n.Load(); n != 0 {
-		t.Fatalf("%d waiters on partition 0 after Stop; want 0", n)
+		t.Fatalf("%d waiters on partition 0 after Stop (watched twice); want 0", n)
 	}
 	w2 := GetWaiter()
 	defer PutWaiter(w2)

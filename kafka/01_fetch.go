@@ -90,7 +90,7 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 	if s.watch(w, req, resp) {
 		resp.release()
 		resp, bytes, stop = s.fetchOnce(r, req)
-		if stop || bytes >= int(req.MinBytes) {
+		if stop || bytes >= int(req.MinBytes) || s.net.Draining() {
 			return resp, bytes
 		}
 	}
