@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/kafka"
 )
 
 // metricValue is the value of the unlabelled counter, or the sum and count of the unlabelled
@@ -183,4 +186,38 @@ func TestTailFetchAnsweredPromptlyAfterProduce(t *testing.T) {
 	if m := med(after); m > 50*time.Millisecond {
 		t.Errorf("records received a median %v after their produce was acknowledged; want at most 50ms", m)
 	}
+}
+
+// BenchmarkProduceBesideParkedFetches is a produce round trip (one small batch to partition 0,
+// one request in flight) while 200 fetches are parked on 200 other partitions that take no
+// writes: what each commit costs the broker in waking fetches it has nothing for. The
+// broker's CPU is reported as cpu-µs/op (its process runs in the benchmark's).
+func BenchmarkProduceBesideParkedFetches(b *testing.B) {
+	const parked = 200
+	br := startBroker(b, func(c *kafka.Config) { c.DefaultPartitions = parked + 1 })
+	const topic = "parked"
+	br.createTopic(topic, parked+1)
+	for i := range parked {
+		rc := dialRaw(b, br.addr)
+		rc.send(fetchReq(12, topic, int32(1+i), 0, 60000, 1, 1<<20, 1<<20))
+	}
+	time.Sleep(300 * time.Millisecond) // parked
+	prod := dialRaw(b, br.addr)
+	batch := plainBatch(1, 1000, "p").encode()
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for range b.N {
+		if p := prod.produceOne(12, topic, 0, batch); p.ErrorCode != 0 {
+			b.Fatalf("produce: %d", p.ErrorCode)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
