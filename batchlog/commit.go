@@ -340,8 +340,9 @@ func (l *Log) completeLoop() {
 				adv.p.txn.lso.Store(adv.lso)
 				adv.p.hw.Store(adv.hw)
 			}
-			if len(pg.advances) > 0 {
-				l.notify()
+			// Then the long polls parked on those partitions, and only those (wait.go).
+			for _, adv := range pg.advances {
+				adv.p.wake()
 			}
 			if obs := l.opts.Observer; obs != nil && len(pg.requests) > 0 {
 				obs.GroupDurable(pg.records, pg.bytes, time.Since(pg.start))

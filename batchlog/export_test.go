@@ -23,7 +23,7 @@ func newWithStore(s Store, opts Options) *Log {
 		opts.OnFatal = func(err error) { panic(err) }
 	}
 	l := &Log{opts: opts, log: opts.Logger, store: s, topics: map[string]*Topic{},
-		producers: map[producerKey]*idem.State{}, notifyCh: make(chan struct{}), meta: meta.Discard(opts.Logger)}
+		producers: map[producerKey]*idem.State{}, meta: meta.Discard(opts.Logger)}
 	l.start()
 	return l
 }

@@ -24,7 +24,8 @@
 // The completer goroutine takes groups in order. For each one not yet durable it writes every
 // staged group with O_DIRECT (one pwritev per segment) and syncs once (fdatasync); then it
 // applies the group's index entries, and any checkpoint, to Pebble without a sync, publishes
-// the new high watermarks and tells every request it is done (Request.Completion, or Done).
+// the new high watermarks, signals the long polls parked on those partitions (Waiter, wait.go)
+// and tells every request it is done (Request.Completion, or Done).
 // So while group N is being written and synced, the committer already builds group N+1, and
 // under light load many groups share one fdatasync.
 //
@@ -202,6 +203,9 @@ type Partition struct {
 	// cleanedTo: a compacted partition's batches below it were compacted by the last pass
 	// (Pass.MarkCompacted).
 	cleanedTo atomic.Int64
+	// waiters: the long polls parked on this partition (wait.go), signalled by the completer
+	// as it publishes an advance.
+	waiters partWaiters
 }
 
 // HighWatermark is the offset after the last durable record.
@@ -324,11 +328,6 @@ type Log struct {
 	producers     map[producerKey]*idem.State
 	scratch       groupScratch
 	free          chan *pendingGroup
-
-	notifyMu    sync.Mutex
-	notifyCh    chan struct{}
-	notifyTaken bool // someone may be waiting on notifyCh: replace it at the next advance
-
 }
 
 // pendingGroup is an applied group awaiting its sync.
@@ -406,7 +405,6 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 		log:       opts.Logger,
 		topics:    map[string]*Topic{},
 		producers: map[producerKey]*idem.State{},
-		notifyCh:  make(chan struct{}),
 
 		noSpaceRetry: noSpaceRetry,
 	}
@@ -924,27 +922,6 @@ func (l *Log) Close() error {
 		err = cerr
 	}
 	return err
-}
-
-// Changed returns a channel closed at the next high-watermark advance of any partition. Long
-// polls wait on it without holding an iterator.
-func (l *Log) Changed() <-chan struct{} {
-	l.notifyMu.Lock()
-	ch := l.notifyCh
-	l.notifyTaken = true
-	l.notifyMu.Unlock()
-	return ch
-}
-
-// notify wakes the waiters of Changed. A commit with no waiter allocates nothing.
-func (l *Log) notify() {
-	l.notifyMu.Lock()
-	if l.notifyTaken {
-		close(l.notifyCh)
-		l.notifyCh = make(chan struct{})
-		l.notifyTaken = false
-	}
-	l.notifyMu.Unlock()
 }
 
 // errSegmentGone: an index entry read names a segment that has been reclaimed since.

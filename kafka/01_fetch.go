@@ -21,9 +21,10 @@ import (
 // A fetch returns whole stored batches, starting with the batch that contains the fetch
 // offset, bounded by the high watermark (or the last stable offset for read_committed, with
 // the aborted transactions that meet the returned range, so the consumer can drop their
-// records). It waits up to MaxWaitMillis for MinBytes, on the log's commit notification,
-// holding no iterator while it waits, and no in-flight budget: its frame is given back before
-// the first wait (Request.Shed), and its connection is not read meanwhile (conn.Handler.Holds).
+// records). It waits up to MaxWaitMillis for MinBytes, woken by the high-watermark advances
+// of the partitions it reads (batchlog.Waiter), holding no iterator while it waits, and no
+// in-flight budget: its frame is given back before the first wait (Request.Shed), and its
+// connection is not read meanwhile (conn.Handler.Holds).
 //
 // The record bytes of an answer are at most the request's MaxBytes, the broker's
 // fetch.max.bytes (Kafka's ReplicaManager caps a fetch the same way) and what of half the
@@ -72,8 +73,27 @@ func handleFetch(s *Server, r *request, req *kmsg.FetchRequest) *fetchReply {
 
 // fetchWait answers req once MinBytes are there, or MaxWaitMillis has passed; bytes is the
 // size of the record batches in the answer.
+//
+// A fetch that waits watches the partitions it reads (batchlog.Waiter): an advance of one of
+// them wakes it as the completer publishes the advance, before the produce that made it is
+// answered; writes to other partitions do not. The partitions are watched after the first
+// answer was built, and one whose high watermark (or last stable offset) moved in between is
+// read again at once, so no advance is missed.
 func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply, bytes int) {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	resp, bytes, stop := s.fetchOnce(r, req)
+	if stop || bytes >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || s.net.Draining() {
+		return resp, bytes
+	}
+	w := batchlog.GetWaiter()
+	defer batchlog.PutWaiter(w)
+	if s.watch(w, req, resp) {
+		resp.release()
+		resp, bytes, stop = s.fetchOnce(r, req)
+		if stop || bytes >= int(req.MinBytes) || s.net.Draining() {
+			return resp, bytes
+		}
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -81,13 +101,6 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		}
 	}()
 	for {
-		// Take the notification channel before reading, so a commit that lands between the
-		// read and the wait still wakes us.
-		changed := s.blog.Changed()
-		resp, bytes, stop := s.fetchOnce(r, req)
-		if stop || bytes >= int(req.MinBytes) || s.net.Draining() {
-			return resp, bytes
-		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			return resp, bytes
@@ -99,8 +112,11 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 			timer.Reset(wait)
 		}
 		select {
-		case <-changed:
+		case <-w.C():
 			resp.release()
+			if m := s.m; m != nil {
+				m.FetchWoken()
+			}
 		case <-s.net.DrainStarted():
 			resp.release()
 		case <-r.c.Done():
@@ -110,7 +126,38 @@ func (s *Server) fetchWait(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 			resp, bytes, _ = s.fetchOnce(r, req)
 			return resp, bytes
 		}
+		resp, bytes, stop = s.fetchOnce(r, req)
+		if stop || bytes >= int(req.MinBytes) || s.net.Draining() {
+			return resp, bytes
+		}
 	}
+}
+
+// watch registers w on every partition req reads and reports whether one of them has
+// advanced since resp was built (its high watermark or last stable offset differs from what
+// resp tells): then resp is out of date. resp's topics and partitions are req's, in order
+// (fetchOnce; refused topics are added after the wait).
+func (s *Server) watch(w *batchlog.Waiter, req *kmsg.FetchRequest, resp *fetchReply) (moved bool) {
+	for ti, rt := range req.Topics {
+		t, _ := s.blog.Topic(rt.Topic)
+		if t == nil || ti >= len(resp.resp.Topics) {
+			continue
+		}
+		ot := &resp.resp.Topics[ti]
+		for pi, rp := range rt.Partitions {
+			if rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) || pi >= len(ot.Partitions) {
+				continue
+			}
+			p := t.Partitions[rp.Partition]
+			w.Watch(p)
+			op := &ot.Partitions[pi]
+			hw := p.HighWatermark()
+			if op.HighWatermark != hw || op.LastStableOffset != min(p.LastStableOffset(), hw) {
+				moved = true
+			}
+		}
+	}
+	return moved
 }
 
 // fetchOnce builds a response from what is committed now, with the record batches located

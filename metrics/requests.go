@@ -34,6 +34,7 @@ type Requests struct {
 	errs     [][errorSlots]atomic.Uint64
 
 	bytesIn, bytesOut prometheus.Counter
+	fetchWakeups      prometheus.Counter
 
 	errDesc *prometheus.Desc
 }
@@ -59,6 +60,10 @@ func NewRequests(reg prometheus.Registerer, apiKeys []int16) *Requests {
 			Namespace: namespace, Name: "network_sent_bytes_total",
 			Help: "Bytes of replies handed to client connections.",
 		}),
+		fetchWakeups: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "fetch_wakeups_total",
+			Help: "Parked Fetch long polls woken by a high-watermark advance of a partition they read, each of which builds its answer again.",
+		}),
 		errDesc: prometheus.NewDesc(namespace+"_request_errors_total",
 			"Error codes answered, by API and Kafka error name: a request's top-level error and each topic's and partition's (as Kafka's ErrorsPerSec counts them). A series appears with its first error.",
 			[]string{"api", "error"}, nil),
@@ -80,7 +85,7 @@ func NewRequests(reg prometheus.Registerer, apiKeys []int16) *Requests {
 		m.latency = append(m.latency, latency.WithLabelValues(name))
 	}
 	m.errs = make([][errorSlots]atomic.Uint64, len(m.keys))
-	reg.MustRegister(count, latency, m.bytesIn, m.bytesOut, (*requestErrors)(m))
+	reg.MustRegister(count, latency, m.bytesIn, m.bytesOut, m.fetchWakeups, (*requestErrors)(m))
 	return m
 }
 
@@ -104,6 +109,9 @@ func (m *Requests) Received(n int) { m.bytesIn.Add(float64(n)) }
 
 // Sent counts n bytes of replies handed to a connection.
 func (m *Requests) Sent(n int) { m.bytesOut.Add(float64(n)) }
+
+// FetchWoken counts a parked Fetch woken by an advance of one of its partitions.
+func (m *Requests) FetchWoken() { m.fetchWakeups.Inc() }
 
 // Done counts one request of API key, d after its last byte arrived.
 func (m *Requests) Done(key int16, d time.Duration) {
