@@ -2,10 +2,9 @@ package batchlog
 
 import (
 	"encoding/binary"
-	"encoding/hex"
-	"strconv"
 
 	"inlet/batchlog/segments"
+	"inlet/meta"
 )
 
 // Key layout of the log's own keys, in the Pebble database it shares with the catalog (package
@@ -77,25 +76,10 @@ var (
 	metaCheckpoint = segments.CheckpointKey
 )
 
-// prefixEnd returns the smallest key greater than every key starting with prefix.
-func prefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
-
-// quoteKey names a stored key in an error or a log line: its hex, cut after 64 bytes.
-func quoteKey(k []byte) string {
-	if len(k) <= 64 {
-		return hex.EncodeToString(k)
-	}
-	return hex.EncodeToString(k[:64]) + "...(" + strconv.Itoa(len(k)) + " bytes)"
-}
+// prefixEnd and quoteKey are the catalog's (meta.PrefixEnd, meta.QuoteKey): one key
+// layout's helpers for both.
+func prefixEnd(prefix []byte) []byte { return meta.PrefixEnd(prefix) }
+func quoteKey(k []byte) string       { return meta.QuoteKey(k) }
 
 // skipBadKey logs a metadata key that does not decode and is skipped at start-up. Only keys
 // that are not record data are skipped: of the log's, compacted-to marks (the next compaction

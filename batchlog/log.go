@@ -809,21 +809,7 @@ func (l *Log) indexedPast(byID map[uint32]*Partition, seg uint32, end int64) (bo
 }
 
 func (l *Log) scan(prefix []byte, fn func(k, v []byte) error) error {
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for valid := it.First(); valid; valid = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return err
-		}
-		if err := fn(it.Key(), v); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+	return meta.Scan(l.db, prefix, fn)
 }
 
 // Topic returns the named topic.

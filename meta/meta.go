@@ -112,7 +112,7 @@ func (s *Store) load() error {
 	} else if ok {
 		if len(v) != 8 {
 			// Not skipped: ids below it may have been handed out.
-			return fmt.Errorf("meta: corrupt producer id block key %s", quoteKey(metaProducerIDBlock))
+			return fmt.Errorf("meta: corrupt producer id block key %s", QuoteKey(metaProducerIDBlock))
 		}
 		// Ids below the persisted block end may have been handed out before the crash.
 		s.nextPID = int64(binary.BigEndian.Uint64(v))
@@ -122,7 +122,7 @@ func (s *Store) load() error {
 		return err
 	} else if ok {
 		if len(v) != 4 {
-			return fmt.Errorf("meta: corrupt partition id counter key %s", quoteKey(metaPartitionSeq))
+			return fmt.Errorf("meta: corrupt partition id counter key %s", QuoteKey(metaPartitionSeq))
 		}
 		s.partSeq = binary.BigEndian.Uint32(v)
 	}
@@ -206,8 +206,12 @@ func (s *Store) get(k []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
-func (s *Store) scan(prefix []byte, fn func(k, v []byte) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+func (s *Store) scan(prefix []byte, fn func(k, v []byte) error) error { return Scan(s.db, prefix, fn) }
+
+// Scan calls fn with every key of db that starts with prefix, and its value, in key order,
+// until fn returns an error (returned). The record log scans its own keys with it too.
+func Scan(db *pebble.DB, prefix []byte, fn func(k, v []byte) error) error {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: PrefixEnd(prefix)})
 	if err != nil {
 		return err
 	}
@@ -224,8 +228,8 @@ func (s *Store) scan(prefix []byte, fn func(k, v []byte) error) error {
 	return it.Error()
 }
 
-// prefixEnd returns the smallest key greater than every key starting with prefix.
-func prefixEnd(prefix []byte) []byte {
+// PrefixEnd returns the smallest key greater than every key starting with prefix (nil: none).
+func PrefixEnd(prefix []byte) []byte {
 	end := append([]byte(nil), prefix...)
 	for i := len(end) - 1; i >= 0; i-- {
 		if end[i] < 0xff {
@@ -236,8 +240,8 @@ func prefixEnd(prefix []byte) []byte {
 	return nil
 }
 
-// quoteKey names a stored key in an error or a log line: its hex, cut after 64 bytes.
-func quoteKey(k []byte) string {
+// QuoteKey names a stored key in an error or a log line: its hex, cut after 64 bytes.
+func QuoteKey(k []byte) string {
 	if len(k) <= 64 {
 		return hex.EncodeToString(k)
 	}
@@ -249,5 +253,5 @@ func quoteKey(k []byte) string {
 // record, Kafka's defaults stand). A bad topic record or id counter still stops start-up.
 // The message keeps the text it had when the log loaded these keys: alerts match it.
 func (s *Store) skipBadKey(what string, k []byte, err error) {
-	s.log.Error("batchlog: skipping a stored "+what+" that does not decode", "key", quoteKey(k), "err", err)
+	s.log.Error("batchlog: skipping a stored "+what+" that does not decode", "key", QuoteKey(k), "err", err)
 }

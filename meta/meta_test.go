@@ -233,8 +233,8 @@ func TestBadCatalogKeysAreSkippedAtLoad(t *testing.T) {
 	}
 	out := logs.String()
 	for _, k := range [][]byte{wrapped, short, badGroup, brokerConfigKeys[BrokerNode]} {
-		if !strings.Contains(out, quoteKey(k)) {
-			t.Errorf("key %s not named in the log:\n%s", quoteKey(k), out)
+		if !strings.Contains(out, QuoteKey(k)) {
+			t.Errorf("key %s not named in the log:\n%s", QuoteKey(k), out)
 		}
 	}
 	if n := strings.Count(out, "level=ERROR"); n != 4 {

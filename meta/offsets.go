@@ -94,7 +94,7 @@ func fitsOffsetKey(group, topic string) bool {
 }
 
 func parseOffsetKey(k []byte) (group string, key OffsetKey, err error) {
-	bad := fmt.Errorf("meta: corrupt offset key %s", quoteKey(k))
+	bad := fmt.Errorf("meta: corrupt offset key %s", QuoteKey(k))
 	if len(k) < 3 || k[0] != kindOffset {
 		return "", key, bad
 	}
@@ -184,7 +184,7 @@ func (s *Store) DeleteGroup(group string) error {
 	defer b.Close()
 	p := groupPrefix(group)
 	// The u16 length in the prefix keeps "ab" from matching "abc"'s keys.
-	_ = b.DeleteRange(p, prefixEnd(p), nil)
+	_ = b.DeleteRange(p, PrefixEnd(p), nil)
 	_ = b.Delete(append([]byte{kindGroup}, group...), nil)
 	return b.Commit(pebble.Sync)
 }
