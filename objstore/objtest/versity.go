@@ -1,0 +1,248 @@
+// Package objtest starts a real S3 server for tests: versitygw (github.com/versity/versitygw,
+// Apache-2.0) with its posix backend in a test's temporary directory, on a free loopback port.
+// StartVersity finds the binary, starts it, waits until it answers, creates a bucket and stops
+// the server when the test ends; Stop and Restart take it down and bring it back on the same
+// port and directory, so a test can watch its code ride out an outage.
+//
+// scripts/setup.sh installs the binary (go install
+// github.com/versity/versitygw/cmd/versitygw@v1.8.0). Without it the test is skipped, unless
+// the environment variable CI is set, where a missing server fails the test.
+package objtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"inlet/objstore"
+)
+
+// Server is one running versitygw.
+type Server struct {
+	// Endpoint is the server's base URL, "http://127.0.0.1:PORT".
+	Endpoint string
+	// Bucket exists and is empty at start.
+	Bucket string
+	// AccessKey and SecretKey are the root account's keys.
+	AccessKey, SecretKey string
+	// Region is what clients sign with; versitygw accepts any, this one is the default.
+	Region string
+
+	t    testing.TB
+	bin  string
+	addr string
+	dir  string
+	log  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd  // nil while stopped
+	exited chan error // cmd.Wait's result
+}
+
+// startTimeout bounds the wait for a started server to answer; versitygw answers within a
+// few hundred milliseconds here, the rest is headroom for a loaded machine.
+const startTimeout = 20 * time.Second
+
+// StartVersity starts versitygw for t and returns it with a bucket created; it is stopped at
+// t.Cleanup.
+func StartVersity(t testing.TB) *Server {
+	t.Helper()
+	bin, err := findBinary()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("objtest: %v (CI is set, so this fails rather than skips; run scripts/setup.sh)", err)
+		}
+		t.Skipf("objtest: %v; run scripts/setup.sh to install it", err)
+	}
+	root := t.TempDir()
+	s := &Server{
+		Bucket:    "inlet-test",
+		AccessKey: "inlettestaccess",
+		SecretKey: "inlettestsecretkey0123456789",
+		Region:    "us-east-1",
+		t:         t,
+		bin:       bin,
+		dir:       filepath.Join(root, "gw"),
+		log:       filepath.Join(root, "versitygw.log"),
+	}
+	if err := os.Mkdir(s.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s.Endpoint = "http://" + s.addr
+	t.Cleanup(s.Stop)
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &s.Bucket}); err != nil {
+		t.Fatalf("objtest: creating bucket %s: %v\n%s", s.Bucket, err, s.Log())
+	}
+	return s
+}
+
+// findBinary looks on PATH, then in $(go env GOPATH)/bin, where go install puts it.
+func findBinary() (string, error) {
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		out, err := exec.Command("go", "env", "GOPATH").Output()
+		if err == nil {
+			gopath = strings.TrimSpace(string(out))
+		}
+	}
+	for _, dir := range filepath.SplitList(gopath) {
+		p := filepath.Join(dir, "bin", "versitygw")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("versitygw not found on PATH nor in $(go env GOPATH)/bin")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs the binary and waits until it answers HTTP.
+func (s *Server) start() error {
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd := exec.Command(s.bin, "--port", s.addr, "posix", s.dir)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("objtest: starting %s: %w", s.bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(startTimeout)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("objtest: versitygw exited at start (%v):\n%s", err, s.Log())
+		default:
+		}
+		// Any HTTP answer (an unauthenticated request gets 403) means it serves.
+		if resp, err := hc.Get(s.Endpoint + "/"); err == nil {
+			resp.Body.Close()
+			s.mu.Lock()
+			s.cmd, s.exited = cmd, exited
+			s.mu.Unlock()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			s.kill(cmd, exited)
+			return fmt.Errorf("objtest: versitygw did not answer on %s within %v:\n%s", s.addr, startTimeout, s.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill ends cmd by its pid and waits for it.
+func (s *Server) kill(cmd *exec.Cmd, exited chan error) {
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Stop kills the server (SIGKILL to its pid, as a crash would) and waits for it to exit; its
+// directory stays. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd, s.exited = nil, nil
+	s.mu.Unlock()
+	if cmd != nil {
+		s.kill(cmd, exited)
+	}
+}
+
+// Restart starts a stopped server again on the same port and directory (it stops a running
+// one first), and waits until it answers. Objects written before are still there.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Log returns what the server has written to its stdout and stderr so far.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(s.log)
+	return string(b)
+}
+
+// Env returns the environment a child process needs to reach the server through the standard
+// AWS chain: the root keys and the region.
+func (s *Server) Env() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
+		"AWS_REGION=" + s.Region,
+	}
+}
+
+// Config returns the objstore configuration for the server's bucket under prefix, with the
+// root keys as static credentials (so that tests need not set the process's environment).
+func (s *Server) Config(prefix string) objstore.S3Config {
+	return objstore.S3Config{
+		Bucket:      s.Bucket,
+		Endpoint:    s.Endpoint,
+		Region:      s.Region,
+		Prefix:      prefix,
+		PathStyle:   true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	}
+}
+
+// Open opens the server's bucket under prefix, failing t on error.
+func (s *Server) Open(prefix string) objstore.Bucket {
+	s.t.Helper()
+	b, err := objstore.OpenS3(context.Background(), s.Config(prefix))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return b
+}
+
+// Client returns a raw S3 client for the server, for what Bucket does not do (creating
+// buckets, inspecting objects).
+func (s *Server) Client() *s3.Client {
+	return s3.New(s3.Options{
+		BaseEndpoint: aws.String(s.Endpoint),
+		Region:       s.Region,
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
+}
