@@ -124,6 +124,11 @@ func OpenS3(ctx context.Context, cfg S3Config) (Bucket, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		// Every read is ranged, and a range cannot be checked against the whole
+		// object's checksum: without this the SDK logs that it skipped the check,
+		// once per read, on the broker's stderr.
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	return &s3Bucket{client: client, bucket: cfg.Bucket, prefix: normPrefix(cfg.Prefix)}, nil
 }
