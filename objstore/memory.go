@@ -143,6 +143,9 @@ func (m *Memory) Put(ctx context.Context, key string, body io.ReadSeeker, size i
 	if key == "" {
 		return fmt.Errorf("objstore: put: empty key")
 	}
+	if size < 0 {
+		return fmt.Errorf("objstore: put %s: negative size %d", key, size)
+	}
 	m.mu.Lock()
 	_, exists := m.objects[key]
 	m.mu.Unlock()
