@@ -11,6 +11,14 @@ package objtest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"errors"
 	"fmt"
 	"net"
@@ -41,8 +49,12 @@ type Server struct {
 	AccessKey, SecretKey string
 	// Region is what clients sign with; versitygw accepts any, this one is the default.
 	Region string
+	// CAFile is the PEM file of the server's self-signed certificate when it serves https
+	// (StartVersityTLS), for AWS_CA_BUNDLE; empty for plain http.
+	CAFile string
 
 	t    testing.TB
+	tls  *tls.Config // the client side, with CAFile's pool; nil for http
 	bin  string
 	addr string
 	dir  string
@@ -60,6 +72,19 @@ const startTimeout = 20 * time.Second
 // StartVersity starts versitygw for t and returns it with a bucket created; it is stopped at
 // t.Cleanup.
 func StartVersity(t testing.TB) *Server {
+	t.Helper()
+	return startVersity(t, false)
+}
+
+// StartVersityTLS is StartVersity serving https with a self-signed certificate for 127.0.0.1,
+// whose PEM is in Server.CAFile. A client of the standard chain trusts it through
+// AWS_CA_BUNDLE=CAFile.
+func StartVersityTLS(t testing.TB) *Server {
+	t.Helper()
+	return startVersity(t, true)
+}
+
+func startVersity(t testing.TB, useTLS bool) *Server {
 	t.Helper()
 	bin, err := findBinary()
 	if err != nil {
@@ -88,6 +113,12 @@ func StartVersity(t testing.TB) *Server {
 	}
 	s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s.Endpoint = "http://" + s.addr
+	if useTLS {
+		if err := s.makeCert(root); err != nil {
+			t.Fatal(err)
+		}
+		s.Endpoint = "https://" + s.addr
+	}
 	t.Cleanup(s.Stop)
 	if err := s.start(); err != nil {
 		t.Fatal(err)
@@ -137,7 +168,12 @@ func (s *Server) start() error {
 		return err
 	}
 	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(s.bin, "--port", s.addr, "posix", s.dir)
+	args := []string{"--port", s.addr}
+	if s.CAFile != "" {
+		// The certificate is its own CA: the same file serves both.
+		args = append(args, "--cert", s.CAFile, "--key", s.keyFile())
+	}
+	cmd := exec.Command(s.bin, append(args, "posix", s.dir)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -146,7 +182,8 @@ func (s *Server) start() error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(startTimeout)
-	hc := &http.Client{Timeout: time.Second}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: s.tls}}
+	defer hc.CloseIdleConnections()
 	for {
 		select {
 		case err := <-exited:
@@ -204,17 +241,22 @@ func (s *Server) Log() string {
 }
 
 // Env returns the environment a child process needs to reach the server through the standard
-// AWS chain: the root keys and the region.
+// AWS chain: the root keys, the region and, for https, AWS_CA_BUNDLE.
 func (s *Server) Env() []string {
-	return []string{
+	env := []string{
 		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
 		"AWS_REGION=" + s.Region,
 	}
+	if s.CAFile != "" {
+		env = append(env, "AWS_CA_BUNDLE="+s.CAFile)
+	}
+	return env
 }
 
 // Config returns the objstore configuration for the server's bucket under prefix, with the
 // root keys as static credentials (so that tests need not set the process's environment).
+// Over https the process must trust CAFile: t.Setenv("AWS_CA_BUNDLE", s.CAFile).
 func (s *Server) Config(prefix string) objstore.S3Config {
 	return objstore.S3Config{
 		Bucket:      s.Bucket,
@@ -239,10 +281,58 @@ func (s *Server) Open(prefix string) objstore.Bucket {
 // Client returns a raw S3 client for the server, for what Bucket does not do (creating
 // buckets, inspecting objects).
 func (s *Server) Client() *s3.Client {
+	var hc s3.HTTPClient
+	if s.tls != nil {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls}}
+	}
 	return s3.New(s3.Options{
+		HTTPClient:   hc,
 		BaseEndpoint: aws.String(s.Endpoint),
 		Region:       s.Region,
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
 	})
+}
+
+func (s *Server) keyFile() string { return strings.TrimSuffix(s.CAFile, "cert.pem") + "key.pem" }
+
+// makeCert writes a self-signed ECDSA certificate for 127.0.0.1 and localhost, valid for a day,
+// to dir/cert.pem and its key to dir/key.pem.
+func (s *Server) makeCert(dir string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "objtest versitygw"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	s.CAFile = filepath.Join(dir, "cert.pem")
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(s.CAFile, certPEM, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(s.keyFile(), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	s.tls = &tls.Config{RootCAs: pool}
+	return nil
 }
