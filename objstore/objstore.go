@@ -35,6 +35,11 @@ type Bucket interface {
 	// from its start (Put seeks it to 0) and must hold size bytes. The body is streamed,
 	// never copied whole into memory; how many times it is read is the implementation's
 	// to say (OpenS3: see there).
+	//
+	// ErrExists can also answer a Put whose own earlier attempt landed: a reply lost on
+	// the way back and the request retried, by the SDK within one call or by the caller
+	// across calls. A caller that may retry treats ErrExists as "an object is there" and
+	// checks that it is its own (its size, from List, or its bytes) before relying on it.
 	Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error
 	// ReadAt fills dst with the bytes of key starting at off, in one ranged GET. A missing
 	// key gives ErrNotFound; a range that does not lie wholly inside the object gives

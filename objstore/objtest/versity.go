@@ -4,6 +4,11 @@
 // the server when the test ends; Stop and Restart take it down and bring it back on the same
 // port and directory, so a test can watch its code ride out an outage.
 //
+// The posix backend maps keys onto directories, which S3 does not: a key cannot also be the
+// directory of another ("a" and "a/b" cannot both exist; the second Put fails with 409
+// ObjectParentIsFile or ExistingObjectIsDirectory). A key layout that passes here therefore
+// also suits S3; Memory does not check this.
+//
 // scripts/setup.sh installs the binary (go install
 // github.com/versity/versitygw/cmd/versitygw@v1.8.0). Without it the test is skipped, unless
 // the environment variable CI is set, where a missing server fails the test.
