@@ -163,3 +163,30 @@ func TestMemoryConcurrentUse(t *testing.T) {
 		t.Fatalf("counted %d calls, want %d", total, want)
 	}
 }
+
+// FuzzMemoryReadAt checks Memory's range rule against its statement: ReadAt(off, n) of a size-
+// byte object succeeds exactly when 0 <= off and off+n <= size (without overflow), and then
+// returns the object's bytes; otherwise it fails with ErrOutOfRange and never panics.
+func FuzzMemoryReadAt(f *testing.F) {
+	f.Add(uint16(100), int64(0), uint16(100))
+	f.Add(uint16(100), int64(100), uint16(0))
+	f.Add(uint16(100), int64(101), uint16(0))
+	f.Add(uint16(0), int64(-1), uint16(1))
+	f.Add(uint16(10), int64(9223372036854775807), uint16(2))
+	f.Fuzz(func(t *testing.T, size uint16, off int64, n uint16) {
+		m := objstore.NewMemory()
+		data := pattern(int(size), 7)
+		put(t, m, "k", data)
+		dst := make([]byte, n)
+		err := m.ReadAt(context.Background(), "k", off, dst)
+		inside := off >= 0 && off <= int64(size) && int64(n) <= int64(size)-off
+		switch {
+		case inside && err != nil:
+			t.Fatalf("ReadAt(%d, %d) of %d bytes: %v", off, n, size, err)
+		case inside && !bytes.Equal(dst, data[off:off+int64(n)]):
+			t.Fatalf("ReadAt(%d, %d) of %d bytes: wrong bytes", off, n, size)
+		case !inside && !errors.Is(err, objstore.ErrOutOfRange):
+			t.Fatalf("ReadAt(%d, %d) of %d bytes: got %v, want ErrOutOfRange", off, n, size, err)
+		}
+	})
+}

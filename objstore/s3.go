@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -159,7 +160,7 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 }
 
 func (b *s3Bucket) ReadAt(ctx context.Context, key string, off int64, dst []byte) error {
-	if off < 0 {
+	if off < 0 || off > math.MaxInt64-int64(len(dst)) {
 		return fmt.Errorf("objstore: read %s at %d: %w", key, off, ErrOutOfRange)
 	}
 	if len(dst) == 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,4 +63,18 @@ func TestStopRestart(t *testing.T) {
 		t.Fatalf("after Restart: %v", err)
 	}
 	c.Close()
+}
+
+// TestPosixKeysAreNotNested pins what the package comment says of the posix backend: a key
+// cannot also be another key's directory. If versitygw lifts this, the comment goes.
+func TestPosixKeysAreNotNested(t *testing.T) {
+	s := StartVersity(t)
+	b := s.Open("nest")
+	ctx := t.Context()
+	if err := b.Put(ctx, "a", strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "a/b", strings.NewReader("x"), 1); err == nil {
+		t.Fatal(`versitygw stored "a/b" beside "a"`)
+	}
 }
