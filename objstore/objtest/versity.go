@@ -112,21 +112,32 @@ func startVersity(t testing.TB, useTLS bool) *Server {
 	if err := os.Mkdir(s.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s.Endpoint = "http://" + s.addr
 	if useTLS {
 		if err := s.makeCert(root); err != nil {
 			t.Fatal(err)
 		}
-		s.Endpoint = "https://" + s.addr
 	}
 	t.Cleanup(s.Stop)
-	if err := s.start(); err != nil {
-		t.Fatal(err)
+	// The free port is closed before versitygw binds it, so another process can take it in
+	// between; the server then exits at start, and a new port is tried.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.Endpoint = "http://" + s.addr
+		if useTLS {
+			s.Endpoint = "https://" + s.addr
+		}
+		err = s.start()
+		if err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("objtest: retrying on another port: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -230,7 +241,9 @@ func (s *Server) Stop() {
 }
 
 // Restart starts a stopped server again on the same port and directory (it stops a running
-// one first), and waits until it answers. Objects written before are still there.
+// one first), and waits until it answers. Objects written before are still there. Like
+// t.Fatal, which it calls if the server does not come back, it belongs on the test's
+// goroutine.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
