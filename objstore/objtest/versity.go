@@ -46,7 +46,8 @@ import (
 
 // Server is one running versitygw.
 type Server struct {
-	// Endpoint is the server's base URL, "http://127.0.0.1:PORT".
+	// Endpoint is the server's base URL, "http://127.0.0.1:PORT" ("https://" from
+	// StartVersityTLS).
 	Endpoint string
 	// Bucket exists and is empty at start.
 	Bucket string
@@ -190,7 +191,11 @@ func (s *Server) start() error {
 		args = append(args, "--cert", s.CAFile, "--key", s.keyFile())
 	}
 	cmd := exec.Command(s.bin, append(args, "posix", s.dir)...)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	// versitygw reads ROOT_ACCESS_KEY_ID before ROOT_ACCESS_KEY (and the same for the
+	// secret): both are set, so that one inherited from the caller cannot win.
+	cmd.Env = append(os.Environ(),
+		"ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey,
+		"ROOT_ACCESS_KEY_ID="+s.AccessKey, "ROOT_SECRET_ACCESS_KEY="+s.SecretKey)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("objtest: starting %s: %w", s.bin, err)
