@@ -125,6 +125,10 @@ func OpenS3(ctx context.Context, cfg S3Config) (Bucket, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		// Pinned (AWS_REQUEST_CHECKSUM_CALCULATION could change it) because Put's
+		// doc comment counts the body's reads under it: a CRC32 on every upload,
+		// trailing the body over https.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
 		// Every read is ranged, and a range cannot be checked against the whole
 		// object's checksum: without this the SDK logs that it skipped the check,
 		// once per read, on the broker's stderr.
@@ -240,6 +244,8 @@ func wrapErr(op, key string, err error) error {
 			sentinel = ErrNotFound
 		case "PreconditionFailed":
 			sentinel = ErrExists
+			// AWS answers 409 ConditionalRequestConflict to a conditional PUT that
+			// races another write of the key in flight: transient, left unmapped.
 		case "InvalidRange":
 			sentinel = ErrOutOfRange
 		}
