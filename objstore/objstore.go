@@ -15,8 +15,9 @@
 //
 // Errors: a missing key gives an error that [errors.Is] matches against [ErrNotFound], a Put of
 // an existing key one that matches [ErrExists], a read past an object's end one that matches
-// [ErrOutOfRange]. Every other error (network, 5xx, throttling, timeouts) is transient from the
-// caller's point of view: retrying the same call later is always safe.
+// [ErrOutOfRange]. Every other error says nothing of the object: most are transient (network,
+// 5xx, throttling, timeouts), some last until an operator acts (a missing bucket, denied
+// credentials); retrying the same call later is always safe, and logging it tells which.
 //
 // There are no locks held across calls in this package; Memory guards its state with one mutex.
 package objstore
