@@ -85,6 +85,16 @@ type File struct {
 	OffsetsRetentionMinutes      yaml.Node `yaml:"offsets_retention_minutes"`
 	TransactionalIDExpirationMs  yaml.Node `yaml:"transactional_id_expiration_ms"`
 
+	S3Bucket               yaml.Node `yaml:"s3_bucket"`
+	S3Endpoint             yaml.Node `yaml:"s3_endpoint"`
+	S3Region               yaml.Node `yaml:"s3_region"`
+	S3Prefix               yaml.Node `yaml:"s3_prefix"`
+	S3PathStyle            yaml.Node `yaml:"s3_path_style"`
+	RestoreFromRemote      yaml.Node `yaml:"restore_from_remote"`
+	RemoteObjectBytes      yaml.Node `yaml:"remote_object_bytes"`
+	RemoteUploadIntervalMs yaml.Node `yaml:"remote_upload_interval_ms"`
+	RemoteReadCache        yaml.Node `yaml:"remote_read_cache"`
+
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
 	Schemas   []Schema       `yaml:"schemas"`
@@ -127,6 +137,8 @@ var FlagKeys = map[string]Kind{
 	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
 	"metrics_listen": String, "pprof": Bool,
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
+	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,
+	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size,
 }
 
 // Listener is one Kafka listener.

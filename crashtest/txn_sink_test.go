@@ -342,7 +342,7 @@ func (p *powerLossNode) start(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open the log after a power loss: %v", err)
 		}
-		if err = p.srv.Start(p.blog); err == nil {
+		if err = p.srv.Start(p.blog, nil); err == nil {
 			if strings.HasSuffix(p.listen, ":0") {
 				p.listen = p.srv.Addr() // the first start, before the sink and the crashes
 			}

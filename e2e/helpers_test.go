@@ -23,6 +23,7 @@ import (
 	"inlet/kafka"
 	"inlet/meta"
 	"inlet/metrics"
+	"inlet/tier"
 )
 
 // broker is an Inlet node running in the test process on a loopback port.
@@ -39,6 +40,11 @@ type broker struct {
 	// every test, the protocol fuzzer under the race detector included, drives their hooks,
 	// and stop scrapes them once.
 	m *metrics.Metrics
+	// remote, when set before start, opens a remote tier with it (tier_test.go); restore
+	// rebuilds the tiered topics from its bucket first. tier is the open tier.
+	remote  *tier.Config
+	restore bool
+	tier    *tier.Tier
 }
 
 // startBroker opens a batch log in a fresh temporary directory and serves it on a random
@@ -94,14 +100,31 @@ func (b *broker) tryStart() error {
 	}
 	upkeepCfg := cfg.Upkeep
 	upkeepCfg.Logger = testLogger()
+	tr, err := b.openTier(blog, cat)
+	if err != nil {
+		srv.Close()
+		blog.Close()
+		return err
+	}
+	var remote kafka.RemoteTier
+	if tr != nil {
+		upkeepCfg.Tier, remote = tr, tr
+		tr.Start()
+	}
 	passes := upkeep.Start(blog, upkeepCfg)
-	if err := srv.Start(blog); err != nil {
+	if err := srv.Start(blog, remote); err != nil {
 		passes.Close()
+		if tr != nil {
+			tr.Close()
+		}
 		blog.Close()
 		return fmt.Errorf("start server: %w", err)
 	}
 	m.Watch(blog, srv)
-	b.blog, b.upkeep, b.srv, b.addr, b.m = blog, passes, srv, srv.Addr(), m
+	if tr != nil {
+		m.WatchRemote(tr)
+	}
+	b.blog, b.upkeep, b.srv, b.addr, b.m, b.tier = blog, passes, srv, srv.Addr(), m, tr
 	return nil
 }
 
@@ -128,15 +151,39 @@ func (b *broker) stop() {
 		b.t.Errorf("shutdown: %v", err)
 	}
 	b.upkeep.Close()
+	if b.tier != nil {
+		b.tier.Close()
+	}
 	if err := b.blog.Close(); err != nil {
 		b.t.Errorf("close log: %v", err)
 	}
-	b.srv, b.blog, b.upkeep = nil, nil, nil
+	b.srv, b.blog, b.upkeep, b.tier = nil, nil, nil, nil
+}
+
+// openTier opens the remote tier b.remote asks for (nil: none), after the restore b.restore
+// asks for.
+func (b *broker) openTier(blog *batchlog.Log, cat *meta.Store) (*tier.Tier, error) {
+	if b.remote == nil {
+		return nil, nil
+	}
+	cfg := *b.remote
+	cfg.Logger = testLogger()
+	if b.restore {
+		b.restore = false // once: a restart after it opens what it restored
+		if _, _, err := tier.Restore(context.Background(), blog, cat, cfg.Bucket, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+	}
+	tr, err := tier.Open(blog, cat, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open tier: %w", err)
+	}
+	return tr, nil
 }
 
 // abandon forgets a wedged node without shutting it down (Shutdown would wait for its event
 // loops forever), so that a test can fail instead of hanging in cleanup.
-func (b *broker) abandon() { b.srv, b.blog, b.upkeep = nil, nil, nil }
+func (b *broker) abandon() { b.srv, b.blog, b.upkeep, b.tier = nil, nil, nil, nil }
 
 // restart stops the node and starts it again on the same data directory and, so that
 // connected clients find it again, on the same address.

@@ -10,6 +10,7 @@ import (
 	"inlet/batchlog"
 	"inlet/kafka/authz"
 	"inlet/quota"
+	"inlet/tier"
 	"inlet/wire"
 )
 
@@ -19,7 +20,7 @@ import (
 // broker), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
 //
 // A fetch returns whole stored batches, starting with the batch that contains the fetch
-// offset, bounded by the high watermark (or the last stable offset for read_committed, with
+// offset (below a tiered partition's local log start, from the remote tier: RemoteTier), bounded by the high watermark (or the last stable offset for read_committed, with
 // the aborted transactions that meet the returned range, so the consumer can drop their
 // records). It waits up to MaxWaitMillis for MinBytes, woken by the high-watermark advances
 // of the partitions it reads (batchlog.Waiter), holding no iterator while it waits, and no
@@ -211,12 +212,17 @@ func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 				// when it is larger than the limits, so a consumer always makes progress.
 				includeFirst := total == 0
 				plan := resp.plan(ti, len(ot.Partitions))
-				err := s.blog.PlanRead(p, rp.FetchOffset, limit, partMax, includeFirst, plan)
-				if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
+				err := s.planRead(p, rp.FetchOffset, limit, partMax, includeFirst, plan)
+				switch {
+				case errors.Is(err, batchlog.ErrOffsetOutOfRange):
 					// Retention moved the log start past the offset while it was read.
 					op.ErrorCode, stop = wire.ErrOffsetOutOfRange, true
 					op.LogStartOffset = p.LogStartOffset()
-				} else if err != nil {
+				case errors.Is(err, tier.ErrRemote):
+					// The bucket failed: consumers retry KAFKA_STORAGE_ERROR.
+					s.log.Warn("fetch remote read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					op.ErrorCode, stop = wire.ErrKafkaStorageError, true
+				case err != nil:
 					s.log.Error("fetch read", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 					op.ErrorCode = wire.ErrUnknownServerError
 					stop = true
@@ -235,6 +241,21 @@ func (s *Server) fetchOnce(r *request, req *kmsg.FetchRequest) (resp *fetchReply
 		resp.resp.Topics = append(resp.resp.Topics, ot)
 	}
 	return resp, total, stop
+}
+
+// planRead plans a fetch of p from offset: from the local log at or past its local log start,
+// from the remote tier below it. An offset the local log start passes while it is planned is
+// planned again from the remote tier.
+func (s *Server) planRead(p *batchlog.Partition, offset, limit int64, maxBytes int, includeFirst bool, plan *batchlog.ReadPlan) error {
+	if s.remote != nil && offset < p.LocalLogStartOffset() {
+		return s.remote.PlanRead(p, offset, limit, maxBytes, includeFirst, plan)
+	}
+	err := s.blog.PlanRead(p, offset, limit, maxBytes, includeFirst, plan)
+	if s.remote != nil && errors.Is(err, batchlog.ErrOffsetOutOfRange) && offset >= p.LogStartOffset() {
+		plan.Release()
+		return s.remote.PlanRead(p, offset, limit, maxBytes, includeFirst, plan)
+	}
+	return err
 }
 
 // authorizeFetch: READ on each topic (KafkaApis.handleFetchRequest); refused partitions are

@@ -11,20 +11,23 @@ import (
 	"inlet/wire"
 )
 
-// ListOffsets v0-v7: earliest (-2), latest (-1), by timestamp (the first offset whose
-// record timestamp is >= the target, KIP-79) and v7's max timestamp (-3, KIP-734,
-// list_offsets_max.go), with read_committed bounded by the last stable offset. v8's
-// earliest-local (-4, tiered storage) is not advertised.
+// ListOffsets v0-v8: earliest (-2), latest (-1), by timestamp (the first offset whose
+// record timestamp is >= the target, KIP-79), v7's max timestamp (-3, KIP-734,
+// list_offsets_max.go) and v8's earliest-local (-4, KIP-405: the local log start of a tiered
+// partition), with read_committed bounded by the last stable offset. Earliest and by
+// timestamp span both tiers: a tiered partition's batches below its local log start are
+// searched in the remote tier first. v9's latest-tiered (-5) is not advertised.
 const listOffsetsKey = 2
 
 func init() {
-	register(api{key: listOffsetsKey, min: 0, max: 7, handle: handleListOffsets,
+	register(api{key: listOffsetsKey, min: 0, max: 8, handle: handleListOffsets,
 		authz: before(authorizeListOffsets, onTopics(acl.Describe))})
 }
 
 const (
-	listLatest   = -1
-	listEarliest = -2
+	listLatest        = -1
+	listEarliest      = -2
+	listEarliestLocal = -4
 )
 
 func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -51,6 +54,8 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 				op.Offset = stable
 			case listEarliest:
 				op.Offset = p.LogStartOffset()
+			case listEarliestLocal:
+				op.Offset = p.LocalLogStartOffset()
 			case listMaxTimestamp:
 				off, ts, err := s.offsetOfMaxTimestamp(p, stable)
 				if err != nil {
@@ -94,7 +99,7 @@ const readCommitted = 1
 
 var errStopScan = errors.New("found")
 
-// scanBatches calls fn with each stored batch of p from the log start below limit, and its
+// scanBatches calls fn with each stored batch of p from the local log start below limit, and its
 // header, until fn says stop or fails. The batch is valid only during the call: the scan reads
 // 4 MiB at a time into one buffer. Retention moving the log start past the scan makes it go on
 // from the new log start.
@@ -102,11 +107,11 @@ func (s *Server) scanBatches(p *batchlog.Partition, limit int64, fn func(batch [
 	const chunk = 4 << 20
 	var buf []byte
 	var err error
-	for from := p.LogStartOffset(); from < limit; {
+	for from := p.LocalLogStartOffset(); from < limit; {
 		buf, err = s.blog.ReadBatches(p, from, limit, chunk, true, buf[:0])
 		if errors.Is(err, batchlog.ErrOffsetOutOfRange) {
-			// The log start only grows, so the scan ends.
-			from = max(from, p.LogStartOffset())
+			// The local log start only grows, so the scan ends.
+			from = max(from, p.LocalLogStartOffset())
 			continue
 		}
 		if err != nil {
@@ -143,32 +148,56 @@ func (s *Server) scanBatches(p *batchlog.Partition, limit int64, fn func(batch [
 func (s *Server) offsetForTimestamp(p *batchlog.Partition, target, limit int64) (int64, int64, error) {
 	var scratch []byte
 	foundOff, foundTS := int64(-1), int64(-1)
+	if s.remote != nil && p.LogStartOffset() < p.LocalLogStartOffset() {
+		batch, err := s.remote.FindTimestamp(p, target)
+		if err != nil {
+			return -1, -1, err
+		}
+		if batch != nil {
+			h, err := wire.ParseBatchHeader(batch)
+			if err != nil {
+				return -1, -1, err
+			}
+			if h.BaseOffset < limit {
+				found, err := recordAtOrAfter(batch, h, target, &scratch, &foundOff, &foundTS)
+				if found || err != nil {
+					return foundOff, foundTS, err
+				}
+			}
+		}
+	}
 	err := s.scanBatches(p, limit, func(batch []byte, h wire.BatchHeader) (bool, error) {
 		if h.MaxTimestamp < target {
 			return false, nil
 		}
-		if h.TimestampType() == 1 {
-			// LogAppendTime: every record carries the batch's max timestamp.
-			foundOff, foundTS = h.BaseOffset, h.MaxTimestamp
-			return true, nil
-		}
-		var err error
-		scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
-			if ts := h.FirstTimestamp + rec.TimestampDelta; ts >= target {
-				foundOff, foundTS = h.BaseOffset+int64(rec.OffsetDelta), ts
-				return errStopScan
-			}
-			return nil
-		})
-		if errors.Is(err, errStopScan) {
-			return true, nil
-		}
-		return false, err
+		return recordAtOrAfter(batch, h, target, &scratch, &foundOff, &foundTS)
 	})
 	if err != nil {
 		return -1, -1, err
 	}
 	return foundOff, foundTS, nil
+}
+
+// recordAtOrAfter finds in batch (of header h, max timestamp >= target) the first record whose
+// timestamp is >= target, and sets *off and *ts to its offset and timestamp.
+func recordAtOrAfter(batch []byte, h wire.BatchHeader, target int64, scratch *[]byte, off, ts *int64) (bool, error) {
+	if h.TimestampType() == 1 {
+		// LogAppendTime: every record carries the batch's max timestamp.
+		*off, *ts = h.BaseOffset, h.MaxTimestamp
+		return true, nil
+	}
+	var err error
+	*scratch, err = wire.ForEachRecord(batch, *scratch, func(rec wire.Record) error {
+		if t := h.FirstTimestamp + rec.TimestampDelta; t >= target {
+			*off, *ts = h.BaseOffset+int64(rec.OffsetDelta), t
+			return errStopScan
+		}
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		return true, nil
+	}
+	return false, err
 }
 
 // authorizeListOffsets: DESCRIBE on each topic (KafkaApis.handleListOffsetRequest).

@@ -182,12 +182,13 @@ func (c *Config) setDefaults() {
 
 // Server is one Inlet node's Kafka server.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	blog *batchlog.Log
-	meta *meta.Store       // the catalog the coordinators load from and write to
-	net  *conn.Node        // the listeners and the connections' policy
-	m    *metrics.Requests // Config.Metrics; nil: none
+	cfg    Config
+	log    *slog.Logger
+	blog   *batchlog.Log
+	remote RemoteTier        // nil: no remote tier (Start)
+	meta   *meta.Store       // the catalog the coordinators load from and write to
+	net    *conn.Node        // the listeners and the connections' policy
+	m      *metrics.Requests // Config.Metrics; nil: none
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
 
@@ -224,10 +225,11 @@ func (s *Server) Txns() batchlog.TxnVerifier { return s.txns }
 // Close releases a server New built that is not started (its log failed to open).
 func (s *Server) Close() { s.closeCoordinators() }
 
-// Start listens on the log blog (opened with Txns) and serves until Shutdown. It returns once
-// the listeners are bound. On an error it releases the server (as Close does).
-func (s *Server) Start(blog *batchlog.Log) error {
-	s.blog = blog
+// Start listens on the log blog (opened with Txns) and serves until Shutdown, reading the
+// batches of tiered topics below their local log start from remote (nil: no remote tier). It
+// returns once the listeners are bound. On an error it releases the server (as Close does).
+func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
+	s.blog, s.remote = blog, remote
 	baseUsers, err := s.ownUsers()
 	if err != nil {
 		s.closeCoordinators()
@@ -247,7 +249,7 @@ func (s *Server) Start(blog *batchlog.Log) error {
 	// The admin APIs' state, on the groups (DeleteTopics removes their offsets); New opens
 	// the tenants and publishes the users, ACLs and quotas they give.
 	s.admin, err = admin.New(s.adminConfig(), admin.Parts{
-		Log: blog, Net: n, Groups: s.groups, Quotas: s.quotas,
+		Log: blog, Net: n, Groups: s.groups, Quotas: s.quotas, RemoteStorage: remote != nil,
 		CreateMu: &s.createMu, ACLs: &s.authz, BaseUsers: baseUsers,
 	})
 	if err != nil {

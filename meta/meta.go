@@ -23,7 +23,8 @@
 //
 // Files: meta.go (Store, Open, the key layout, the producer-id and cluster-id allocation),
 // pebble.go (Pebble's options and write-stall counting), topics.go (topic records),
-// offsets.go (group offsets, group records, transaction records), broker_configs.go.
+// offsets.go (group offsets, group records, transaction records), broker_configs.go,
+// remote.go (the remote tier's manifest of uploaded objects).
 //
 // Lock order: Store.pidMu is a leaf; it is held only across the synced write that reserves a
 // block of producer ids.
@@ -54,6 +55,7 @@ import (
 //	o <u16 len><group><u16 len><topic> <partition u32>   committed offset (offsets.go)
 //	g <group>                             group record (JSON: protocol type, generation)
 //	x <transactional id>                  the transaction coordinator's record of the id (package txn's encoding)
+//	R <partition u32> <base offset u64>   a remote object's record (remote.go)
 const (
 	kindTopic  = 't'
 	kindMeta   = 'm'

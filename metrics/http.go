@@ -21,7 +21,8 @@ import (
 //
 //	/metrics       the registry in Prometheus text format
 //	/healthz       200 while the process serves HTTP at all
-//	/readyz        200 once SetReady(true) (recovery done, listeners up), else 503
+//	/readyz        200 once SetReady(true) (recovery done, listeners up), else 503; while the
+//	               remote tier's last pass failed, a line that says so follows "ready"
 //	/debug/pprof/  net/http/pprof's handlers, only when withPprof (--pprof); 404 otherwise
 func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
@@ -34,7 +35,11 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = io.WriteString(w, "ready\n")
+		msg := "ready\n"
+		if behind := m.remoteBehind(); behind != "" {
+			msg += behind + "\n"
+		}
+		_, _ = io.WriteString(w, msg)
 	})
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile under it

@@ -51,6 +51,8 @@ type Metrics struct {
 	Commits  *Commits  // the batch log's observer (batchlog.Options.Observer)
 
 	ready atomic.Bool
+	// remote is the remote tier, once WatchRemote names it.
+	remote atomic.Pointer[Remote]
 }
 
 // New builds the registry: the request and commit metrics for the API keys served (the

@@ -73,6 +73,13 @@ func (p *ReadPlan) AddCopy(v []byte) {
 	p.Bytes += len(v)
 }
 
+// AddShared adds a batch held in memory that nobody changes while the plan holds it (the
+// remote tier's cached reads): referenced, not copied.
+func (p *ReadPlan) AddShared(v []byte) {
+	p.spans = append(p.spans, span{n: len(v), data: v})
+	p.Bytes += len(v)
+}
+
 // AppendTo appends the planned batches to dst (growing it at most once). On an error dst is
 // returned as it came. The plan is left as it is: Release lets go of it.
 func (p *ReadPlan) AppendTo(dst []byte) ([]byte, error) {

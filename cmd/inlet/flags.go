@@ -35,6 +35,11 @@ type options struct {
 	failedAuthDelayMs, groupInitialRebalanceDelayMs           *int
 	producerIDExpirationMs, logRetentionCheckIntervalMs       *int
 	offsetsRetentionMinutes, transactionalIDExpirationMs      *int
+
+	// The remote tier (tiered storage of topics with remote.storage.enable).
+	s3Bucket, s3Endpoint, s3Region, s3Prefix, remoteObjectBytes, remoteReadCache *string
+	s3PathStyle, restoreFromRemote                                               *bool
+	remoteUploadIntervalMs                                                       *int
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -82,6 +87,16 @@ func newFlags() (*flag.FlagSet, *options) {
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
 		offsetsRetentionMinutes:      fs.Int("offsets-retention-minutes", 10080, "Kafka's offsets.retention.minutes: an empty consumer group's committed offsets expire this long after it became empty (offsets of simple commits: after their commit), and the group with them (0: never)"),
 		transactionalIDExpirationMs:  fs.Int("transactional-id-expiration-ms", 604800000, "Kafka's transactional.id.expiration.ms: a transactional id with no transaction open and no activity this long is forgotten (0: never)"),
+
+		s3Bucket:               fs.String("s3-bucket", "", "S3-compatible bucket of the remote tier: topics with remote.storage.enable keep their older batches there (credentials from the standard AWS chain: environment, shared files); empty: no remote tier"),
+		s3Endpoint:             fs.String("s3-endpoint", "", "URL of the S3-compatible server, e.g. http://127.0.0.1:7070 (empty: AWS)"),
+		s3Region:               fs.String("s3-region", "us-east-1", "region of the bucket"),
+		s3Prefix:               fs.String("s3-prefix", "", "key prefix of this node's objects in the bucket (one node per prefix), e.g. node-1/"),
+		s3PathStyle:            fs.Bool("s3-path-style", false, "address the bucket in the URL path (http://host/bucket/key), as most S3-compatible servers want, rather than as a host name"),
+		restoreFromRemote:      fs.Bool("restore-from-remote", false, "on an empty data directory, rebuild the tiered topics from the bucket before serving: their catalog and every uploaded batch, served from the remote tier; new writes continue after the last uploaded offset"),
+		remoteObjectBytes:      fs.String("remote-object-bytes", "64MiB", "batch data per uploaded object (a topic's segment.bytes, if smaller, cuts it sooner)"),
+		remoteUploadIntervalMs: fs.Int("remote-upload-interval-ms", 60000, "how long batches of a tiered topic wait before they are uploaded in an object smaller than --remote-object-bytes (a topic's segment.ms, if shorter, sends them sooner)"),
+		remoteReadCache:        fs.String("remote-read-cache", "64MiB", "memory for remote reads: object footers and chunks of batches read from the bucket, and the chunks read ahead"),
 	}
 	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller
 	return fs, o

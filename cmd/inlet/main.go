@@ -19,6 +19,7 @@ import (
 	"inlet/conn"
 	"inlet/kafka"
 	"inlet/meta"
+	"inlet/tier"
 )
 
 func main() {
@@ -58,7 +59,8 @@ func main() {
 	if err != nil {
 		usage("--super-users: %v", err)
 	}
-	blog, srv := openNode(logger, opts, kafka.Config{
+	rs := o.remote()
+	blog, srv, remote := openNode(logger, opts, rs, kafka.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
 		NodeID:            int32(*o.nodeID),
@@ -91,11 +93,15 @@ func main() {
 		Upkeep:                       upkeepCfg,
 		Metrics:                      mon.requests(),
 	})
+	if remote != nil {
+		upkeepCfg.Tier = remote
+		remote.Start()
+	}
 	passes := upkeep.Start(blog, upkeepCfg)
 
 	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
-	mon.ready(blog, srv)
+	mon.ready(blog, srv, remote)
 
 	got := waitForStop(logger, srv, *o.config)
 	logger.Info("draining", "signal", got.String())
@@ -110,6 +116,9 @@ func main() {
 	}
 	mon.stop(ctx)
 	passes.Close()
+	if remote != nil {
+		remote.Close()
+	}
 	if err := blog.Close(); err != nil {
 		logger.Error("close log", "err", err)
 		code = 1
@@ -250,7 +259,7 @@ func usage(f string, a ...any) {
 // openNode opens the catalog, builds the server on it, opens the log with the server's
 // transaction coordinator (the log verifies transactional batches against it) and starts the
 // server on the log. It exits on an error.
-func openNode(logger *slog.Logger, opts batchlog.Options, cfg kafka.Config) (*batchlog.Log, *kafka.Server) {
+func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cfg kafka.Config) (*batchlog.Log, *kafka.Server, *tier.Tier) {
 	cat := meta.Discard(logger)
 	if !opts.Discard {
 		var err error
@@ -272,10 +281,17 @@ func openNode(logger *slog.Logger, opts batchlog.Options, cfg kafka.Config) (*ba
 		srv.Close()
 		os.Exit(1)
 	}
-	if err := srv.Start(blog); err != nil {
+	remote, err := openTier(logger, blog, cat, rs)
+	if err != nil {
+		logger.Error("open remote tier", "err", err)
+		srv.Close()
+		blog.Close()
+		os.Exit(1)
+	}
+	if err := srv.Start(blog, remoteTier(remote)); err != nil {
 		logger.Error("start", "err", err)
 		blog.Close()
 		os.Exit(1)
 	}
-	return blog, srv
+	return blog, srv, remote
 }

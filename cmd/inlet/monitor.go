@@ -8,6 +8,7 @@ import (
 	"inlet/batchlog"
 	"inlet/kafka"
 	"inlet/metrics"
+	"inlet/tier"
 )
 
 // monitor is --metrics-listen: Prometheus metrics, /healthz and /readyz (and pprof with
@@ -57,13 +58,16 @@ func (mo *monitor) requests() *metrics.Requests {
 	return mo.m.Requests
 }
 
-// ready adds the state of the log and the server to what is scraped and turns /readyz to 200:
+// ready adds the state of the log, the server and the remote tier to what is scraped and turns /readyz to 200:
 // recovery is done and every listener is up.
-func (mo *monitor) ready(blog *batchlog.Log, srv *kafka.Server) {
+func (mo *monitor) ready(blog *batchlog.Log, srv *kafka.Server, remote *tier.Tier) {
 	if mo == nil {
 		return
 	}
 	mo.m.Watch(blog, srv)
+	if remote != nil {
+		mo.m.WatchRemote(remote)
+	}
 	mo.m.SetReady(true)
 }
 

@@ -132,6 +132,9 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err := topicconfig.ValidateAll(configs); err != nil {
 		return nil, wire.ErrInvalidConfig, err.Error()
 	}
+	if err := topicconfig.CheckCombination(configs, s.remote); err != nil {
+		return nil, wire.ErrInvalidConfig, err.Error()
+	}
 	if validateOnly {
 		t := &batchlog.Topic{Name: name, Configs: configs}
 		t.Partitions = make([]*batchlog.Partition, partitions)

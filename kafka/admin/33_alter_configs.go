@@ -93,6 +93,9 @@ func (s *Server) applyConfigs(r *Request, typ kmsg.ConfigResourceType, name stri
 	if err := topicconfig.ValidateAll(next); err != nil {
 		return wire.ErrInvalidConfig, err.Error()
 	}
+	if err := topicconfig.CheckCombination(next, s.remote); err != nil {
+		return wire.ErrInvalidConfig, err.Error()
+	}
 	if validateOnly {
 		return 0, ""
 	}

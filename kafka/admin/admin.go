@@ -83,6 +83,8 @@ type Parts struct {
 	CreateMu  *sync.Mutex         // serialises topic creation and configuration with auto-creation
 	ACLs      *atomic.Pointer[acl.Authorizer]
 	BaseUsers []*auth.User // the config file's users
+	// RemoteStorage: the node has a remote tier, so a topic may set remote.storage.enable.
+	RemoteStorage bool
 }
 
 // Server is the state the admin APIs share on one node.
@@ -93,6 +95,7 @@ type Server struct {
 	net      *conn.Node
 	groups   *groups.Coordinator
 	createMu *sync.Mutex // Parts.CreateMu
+	remote   bool        // Parts.RemoteStorage
 
 	tenantsMu sync.Mutex                      // serialises changeTenants
 	tenants   *tenants.Store                  // run-time changes to users and quotas (tenants.go); nil without a data directory
@@ -114,6 +117,7 @@ func New(cfg Config, p Parts) (*Server, error) {
 		quotas:    p.Quotas,
 		baseUsers: p.BaseUsers,
 		authz:     p.ACLs,
+		remote:    p.RemoteStorage,
 	}
 	if err := s.openTenants(); err != nil {
 		return nil, err

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/kafka"
+	"inlet/meta"
+	"inlet/objstore"
+	"inlet/tier"
+)
+
+// remoteSettings are the remote tier's flags (--s3-*, --restore-from-remote, --remote-*);
+// nil without --s3-bucket.
+type remoteSettings struct {
+	s3             objstore.S3Config
+	restore        bool
+	objectBytes    int64
+	readCache      int64
+	uploadInterval time.Duration
+}
+
+func (o *options) remote() *remoteSettings {
+	if *o.s3Bucket == "" {
+		if *o.restoreFromRemote {
+			usage("--restore-from-remote needs --s3-bucket")
+		}
+		return nil
+	}
+	return &remoteSettings{
+		s3: objstore.S3Config{Bucket: *o.s3Bucket, Endpoint: *o.s3Endpoint, Region: *o.s3Region,
+			Prefix: *o.s3Prefix, PathStyle: *o.s3PathStyle},
+		restore:        *o.restoreFromRemote,
+		objectBytes:    mustSize("remote-object-bytes", *o.remoteObjectBytes),
+		readCache:      mustSize("remote-read-cache", *o.remoteReadCache),
+		uploadInterval: msFlag(*o.remoteUploadIntervalMs),
+	}
+}
+
+// openTier opens the remote tier on the log (nil, nil without one), after rebuilding the
+// tiered topics from the bucket with --restore-from-remote.
+func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remoteSettings) (*tier.Tier, error) {
+	if rs == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bucket, err := objstore.OpenS3(ctx, rs.s3)
+	if err != nil {
+		return nil, err
+	}
+	if rs.restore {
+		topics, objects, err := tier.Restore(ctx, blog, cat, bucket, logger)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("restored from the remote tier", "topics", topics, "objects", objects)
+	}
+	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
+		ReadCacheBytes: rs.readCache, Logger: logger})
+}
+
+// remoteTier is t as the server takes it: a nil interface without a tier.
+func remoteTier(t *tier.Tier) kafka.RemoteTier {
+	if t == nil {
+		return nil
+	}
+	return t
+}

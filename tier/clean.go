@@ -1,0 +1,81 @@
+package tier
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// The clean: the records of partitions whose topic is gone are deleted, then the bucket is
+// listed and every object that no record names, and every topic.json of a topic that is gone,
+// is deleted. What it finds are objects of an upload a crash cut short (written, never
+// recorded), of a retention a crash cut short (record deleted, object not), and of deleted
+// topics. It runs on the loop, never beside an upload, so an object being written is never
+// taken for an orphan. The bucket prefix must be this node's alone.
+
+func (t *Tier) clean(ctx context.Context) error {
+	live := map[uint32]bool{}
+	liveTopics := map[string]bool{}
+	for _, tp := range t.log.Topics() {
+		liveTopics[fmt.Sprintf("%s/%x", tp.Name, tp.ID)] = true
+		for _, p := range tp.Partitions {
+			live[p.ID] = true
+		}
+	}
+	recorded := map[string]bool{}
+	t.mu.Lock()
+	var gone []uint32
+	for id, ps := range t.parts {
+		if !live[id] {
+			gone = append(gone, id)
+			continue
+		}
+		ps.mu.RLock()
+		for _, o := range ps.objects {
+			recorded[o.Key] = true
+		}
+		ps.mu.RUnlock()
+	}
+	t.mu.Unlock()
+	for _, id := range gone {
+		for _, o := range t.objectsOf(id) {
+			if err := t.meta.DeleteRemoteObject(o.Partition, o.Base); err != nil {
+				return err
+			}
+			t.cache.forget(o.Key)
+		}
+		t.mu.Lock()
+		delete(t.parts, id)
+		t.mu.Unlock()
+	}
+	var orphans []string
+	lctx, cancel := t.callCtx(ctx)
+	err := t.bucket.List(lctx, "", func(key string, _ int64) error {
+		if recorded[key] {
+			return nil
+		}
+		if _, ok := parseObjectKey(key); ok {
+			orphans = append(orphans, key)
+			return nil
+		}
+		if strings.HasSuffix(key, "/topic.json") && !liveTopics[strings.TrimSuffix(key, "/topic.json")] {
+			orphans = append(orphans, key)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, key := range orphans {
+		cctx, cancel := t.callCtx(ctx)
+		err := t.bucket.Delete(cctx, key)
+		cancel()
+		if err != nil {
+			return err
+		}
+		t.stats.orphansDeleted.Add(1)
+		t.cfg.Logger.Info("tier: deleted an object no record names", "key", key)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package tier
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/meta"
+	"inlet/objstore"
+)
+
+// Restore rebuilds the tiered topics of an empty log from the bucket (--restore-from-remote):
+// for each topic.json it finds, the topic is created with its id, partition count and
+// configs, and each partition's uploaded objects (their footers read and checked) are
+// recorded; the partition then starts at its first object's base offset and continues after
+// its last object's end, its local log empty, so that every uploaded batch is read from the
+// remote tier at once and new writes follow the last uploaded offset.
+//
+// What is not in the bucket is not brought back: batches not uploaded yet (the untiered tail:
+// up to --remote-object-bytes or --remote-upload-interval-ms of each partition, and anything
+// above the last stable offset), topics without remote.storage.enable, idempotent producers'
+// windows, transactions, consumer group offsets, and the run-time users, ACLs and quotas. A
+// partition's objects are taken from its first one up to the first gap; objects after a gap
+// are left for the clean to delete.
+//
+// Run it before Open and before the node serves.
+func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, logger *slog.Logger) (topics, objects int, err error) {
+	if len(l.Topics()) > 0 {
+		return 0, 0, errors.New("tier: restore needs an empty data directory; this one has topics")
+	}
+	descs := map[string]topicDescription{} // by "<topic>/<id>"
+	parts := map[string][]keyedObject{}    // by "<topic>/<id>/<partition>"
+	err = bucket.List(ctx, "", func(key string, size int64) error {
+		if strings.HasSuffix(key, "/topic.json") {
+			var d topicDescription
+			b := make([]byte, size)
+			if err := bucket.ReadAt(ctx, key, 0, b); err != nil {
+				return err
+			}
+			if err := json.Unmarshal(b, &d); err != nil {
+				logger.Warn("tier: restore skips a topic description that does not decode", "key", key, "err", err)
+				return nil
+			}
+			descs[strings.TrimSuffix(key, "/topic.json")] = d
+			return nil
+		}
+		if k, ok := parseObjectKey(key); ok {
+			pk := fmt.Sprintf("%s/%s/%d", k.topic, k.id, k.partition)
+			parts[pk] = append(parts[pk], keyedObject{key: key, size: size, parsed: k})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	names := make([]string, 0, len(descs))
+	for k := range descs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, tk := range names {
+		d := descs[tk]
+		n, err := restoreTopic(ctx, l, m, bucket, d, tk, parts, logger)
+		if err != nil {
+			return topics, objects, fmt.Errorf("tier: restore topic %q: %w", d.Name, err)
+		}
+		topics++
+		objects += n
+	}
+	return topics, objects, nil
+}
+
+type keyedObject struct {
+	key    string
+	size   int64
+	parsed parsedKey
+}
+
+func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, d topicDescription, tk string,
+	parts map[string][]keyedObject, logger *slog.Logger) (int, error) {
+	var id [16]byte
+	if b, err := hex.DecodeString(d.ID); err != nil || len(b) != 16 {
+		return 0, fmt.Errorf("topic id %q", d.ID)
+	} else {
+		copy(id[:], b)
+	}
+	if d.Partitions <= 0 {
+		return 0, fmt.Errorf("%d partitions", d.Partitions)
+	}
+	starts := make([]batchlog.RestoredStart, d.Partitions)
+	records := make([][]meta.RemoteObject, d.Partitions)
+	for i := range starts {
+		objs := parts[fmt.Sprintf("%s/%d", tk, i)]
+		sort.Slice(objs, func(a, b int) bool { return objs[a].parsed.base < objs[b].parsed.base })
+		for j, ko := range objs {
+			if j > 0 && ko.parsed.base != objs[j-1].parsed.end {
+				logger.Warn("tier: restore stops a partition at a gap in its objects", "topic", d.Name, "partition", i,
+					"end", objs[j-1].parsed.end, "next", ko.parsed.base)
+				break
+			}
+			o, err := readRecord(ctx, bucket, ko)
+			if err != nil {
+				logger.Warn("tier: restore stops a partition at an object that does not read", "key", ko.key, "err", err)
+				break
+			}
+			records[i] = append(records[i], o)
+		}
+		if rs := records[i]; len(rs) > 0 {
+			starts[i] = batchlog.RestoredStart{LogStart: rs[0].Base, Next: rs[len(rs)-1].End}
+		}
+	}
+	t, err := l.RestoreTopic(d.Name, id, d.Configs, starts)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, rs := range records {
+		for _, o := range rs {
+			o.Partition = t.Partitions[i].ID
+			if err := m.SaveRemoteObject(o); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// readRecord reads an object's trailer and footer and makes its record.
+func readRecord(ctx context.Context, bucket objstore.Bucket, ko keyedObject) (meta.RemoteObject, error) {
+	if ko.size < trailerLen {
+		return meta.RemoteObject{}, errBadFooter
+	}
+	tr := make([]byte, trailerLen)
+	if err := bucket.ReadAt(ctx, ko.key, ko.size-trailerLen, tr); err != nil {
+		return meta.RemoteObject{}, err
+	}
+	n, dataLen, _, err := parseTrailer(tr)
+	if err != nil || dataLen+int64(n)*entryLen+trailerLen != ko.size {
+		return meta.RemoteObject{}, errBadFooter
+	}
+	fb := make([]byte, ko.size-dataLen)
+	if err := bucket.ReadAt(ctx, ko.key, dataLen, fb); err != nil {
+		return meta.RemoteObject{}, err
+	}
+	entries, _, err := parseFooter(fb)
+	if err != nil {
+		return meta.RemoteObject{}, err
+	}
+	if entries[0].base != ko.parsed.base || entries[len(entries)-1].end() != ko.parsed.end {
+		return meta.RemoteObject{}, fmt.Errorf("footer covers %d..%d, the key %d..%d", entries[0].base, entries[len(entries)-1].end(), ko.parsed.base, ko.parsed.end)
+	}
+	maxTS := int64(-1)
+	for _, e := range entries {
+		maxTS = max(maxTS, e.maxTimestamp)
+	}
+	return meta.RemoteObject{Base: ko.parsed.base, End: ko.parsed.end, DataLen: dataLen, Size: ko.size, MaxTimestamp: maxTS,
+		Batches: int32(len(entries)), UploadedMs: time.Now().UnixMilli(), Key: ko.key}, nil
+}

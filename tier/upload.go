@@ -1,0 +1,349 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/meta"
+	"inlet/objstore"
+	"inlet/wire"
+)
+
+// Upload: per tiered partition, the batches from the end of its last recorded object (or its
+// local log start, if later) up to its last stable offset are listed from the index. Once
+// they reach the object size, or the first of them has waited the upload interval, an object
+// of them is written (objectBody streams it from the log, one chunk of batches at a time),
+// then recorded. One pass uploads what is due of every partition, several objects of one
+// partition if it is far behind.
+//
+// Only batches below the last stable offset go: an object never holds a transaction that has
+// not ended, so the aborted-transaction index (kept by the log from the log start, across
+// both tiers) is complete for every remote range.
+
+// readChunk is how much of the log objectBody reads at once.
+const readChunk = 1 << 20
+
+// uploadAll uploads what is due of every tiered partition, and writes the topics'
+// descriptions that changed.
+func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
+	var lagBytes int64
+	var oldest time.Time
+	var errs []error
+	described := map[string]bool{}
+	for _, tp := range t.tiered() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !described[tp.topic.Name] {
+			described[tp.topic.Name] = true
+			if err := t.describe(ctx, tp.topic); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		ps := t.part(tp.p.ID)
+		if err := t.uploadPartition(ctx, tp, ps, now); err != nil {
+			errs = append(errs, fmt.Errorf("tier: upload %s/%d: %w", tp.topic.Name, tp.p.Index, err))
+		}
+		lagBytes += ps.lagBytes
+		if !ps.pendingSince.IsZero() && (oldest.IsZero() || ps.pendingSince.Before(oldest)) {
+			oldest = ps.pendingSince
+		}
+	}
+	t.stats.lagBytes.Store(lagBytes)
+	if oldest.IsZero() {
+		t.stats.lagMs.Store(0)
+	} else {
+		t.stats.lagMs.Store(now.Sub(oldest).Milliseconds())
+	}
+	return errors.Join(errs...)
+}
+
+// batchRef is a batch listed from the index: its base offset and stored size.
+type batchRef struct {
+	base int64
+	size int
+}
+
+// uploadPartition uploads the objects of tp that are due.
+func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *partState, now time.Time) error {
+	p, st := tp.p, tp.topic.Settings
+	target := t.cfg.ObjectBytes
+	if st.SegmentBytes > 0 {
+		target = min(target, st.SegmentBytes)
+	}
+	wait := t.cfg.UploadInterval
+	if st.SegmentMs >= 0 {
+		wait = min(wait, time.Duration(st.SegmentMs)*time.Millisecond)
+	}
+	for {
+		from := max(t.UploadedEnd(p), p.LocalLogStartOffset())
+		limit := min(p.LastStableOffset(), p.HighWatermark())
+		if from >= limit {
+			ps.pendingSince, ps.lagBytes = time.Time{}, 0
+			return nil
+		}
+		var batches []batchRef
+		var data, lag int64
+		err := t.log.IndexedBatches(p, from, limit, func(base int64, size int) bool {
+			lag += int64(size)
+			if data < target {
+				batches = append(batches, batchRef{base, size})
+				data += int64(size)
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		ps.lagBytes = lag
+		if len(batches) == 0 {
+			ps.pendingSince = time.Time{}
+			return nil
+		}
+		if ps.pendingSince.IsZero() {
+			ps.pendingSince = now
+		}
+		if data < target && now.Sub(ps.pendingSince) < wait {
+			return nil // not due yet
+		}
+		o, err := t.upload(ctx, tp, batches, limit)
+		if err != nil {
+			return err
+		}
+		ps.mu.Lock()
+		ps.objects = append(ps.objects, o)
+		ps.mu.Unlock()
+		ps.lagBytes -= o.DataLen
+		ps.pendingSince = time.Time{}
+		if ps.lagBytes > 0 {
+			ps.pendingSince = now
+		}
+		t.stats.uploadedBytes.Add(o.Size)
+		t.stats.uploadedObjects.Add(1)
+	}
+}
+
+// upload writes one object of batches (listed from the index, all below limit) and records it.
+func (t *Tier) upload(ctx context.Context, tp tieredPartition, batches []batchRef, limit int64) (meta.RemoteObject, error) {
+	p := tp.p
+	body := newObjectBody(batches, func(from int64, dst []byte) ([]byte, error) {
+		return t.log.ReadBatches(p, from, limit, readChunk, true, dst)
+	})
+	// The object's end is the offset after its last batch, known once the body has read it:
+	// the key needs it first, so the last batch's header is read on its own.
+	last := batches[len(batches)-1]
+	lb, err := t.log.ReadBatches(p, last.base, limit, 1, true, nil)
+	if err != nil {
+		return meta.RemoteObject{}, err
+	}
+	lh, err := wire.ParseBatchHeader(lb)
+	if err != nil {
+		return meta.RemoteObject{}, err
+	}
+	end := lh.BaseOffset + int64(lh.LastOffsetDelta) + 1
+	base := batches[0].base
+	key := objectKey(tp.topic.Name, tp.topic.ID, p.Index, base, end)
+	cctx, cancel := t.callCtx(ctx)
+	err = t.bucket.Put(cctx, key, body, body.size)
+	cancel()
+	if errors.Is(err, objstore.ErrExists) {
+		// No record names it (this partition's records end at base): an orphan of an upload
+		// a crash cut short after its PUT. It goes, and the next pass writes it again.
+		cctx, cancel := t.callCtx(ctx)
+		derr := t.bucket.Delete(cctx, key)
+		cancel()
+		if derr == nil {
+			t.stats.orphansDeleted.Add(1)
+		}
+		return meta.RemoteObject{}, fmt.Errorf("object %s existed without a record; deleted, to be written again: %w", key, errors.Join(err, derr))
+	}
+	if err != nil {
+		return meta.RemoteObject{}, err
+	}
+	if body.err != nil {
+		return meta.RemoteObject{}, body.err
+	}
+	if !body.complete() {
+		return meta.RemoteObject{}, fmt.Errorf("object %s: the body was not read whole", key)
+	}
+	o := meta.RemoteObject{Partition: p.ID, Base: base, End: end, DataLen: body.dataLen, Size: body.size,
+		MaxTimestamp: body.maxTimestamp, Batches: int32(len(batches)), UploadedMs: time.Now().UnixMilli(), Key: key}
+	if body.lastEnd != end {
+		return meta.RemoteObject{}, fmt.Errorf("object %s: last batch ends at %d, not %d", key, body.lastEnd, end)
+	}
+	if err := t.meta.SaveRemoteObject(o); err != nil {
+		return meta.RemoteObject{}, err
+	}
+	return o, nil
+}
+
+// objectBody is an object being uploaded, as an io.ReadSeeker: its batches read from the log a
+// chunk at a time (memory: one chunk, whatever the object's size), then the footer, built
+// from the batches' headers as they are read in order. A reader that seeks back reads the
+// log again; the footer must have been built by one read of the data from the start before it
+// is read (the SDK reads the body in order: once to sign it, once to send it).
+type objectBody struct {
+	batches []batchRef
+	pos     []int64 // pos[i]: batch i's position in the object
+	read    func(from int64, dst []byte) ([]byte, error)
+	dataLen int64
+	size    int64
+
+	at           int64  // the read position
+	buf          []byte // batches read from the log: buf[0] is at bufAt
+	bufAt        int64
+	footer       []byte // entries, then the trailer once every entry is in
+	built        int    // entries in footer
+	maxTimestamp int64
+	lastEnd      int64
+	err          error
+}
+
+func newObjectBody(batches []batchRef, read func(from int64, dst []byte) ([]byte, error)) *objectBody {
+	b := &objectBody{batches: batches, read: read, pos: make([]int64, len(batches)), maxTimestamp: -1}
+	for i, r := range batches {
+		b.pos[i] = b.dataLen
+		b.dataLen += int64(r.size)
+	}
+	b.size = b.dataLen + int64(len(batches))*entryLen + trailerLen
+	b.footer = make([]byte, 0, len(batches)*entryLen+trailerLen)
+	return b
+}
+
+func (b *objectBody) complete() bool { return b.built == len(b.batches) }
+
+func (b *objectBody) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		off += b.at
+	case io.SeekEnd:
+		off += b.size
+	default:
+		return 0, errors.New("tier: bad whence")
+	}
+	if off < 0 {
+		return 0, errors.New("tier: seek before the start")
+	}
+	b.at = off
+	return off, nil
+}
+
+func (b *objectBody) Read(dst []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.at >= b.size {
+		return 0, io.EOF
+	}
+	if b.at >= b.dataLen {
+		if !b.complete() {
+			b.err = errors.New("tier: object footer read before its batches")
+			return 0, b.err
+		}
+		n := copy(dst, b.footer[b.at-b.dataLen:])
+		b.at += int64(n)
+		return n, nil
+	}
+	if b.at < b.bufAt || b.at >= b.bufAt+int64(len(b.buf)) {
+		if err := b.fill(); err != nil {
+			b.err = err
+			return 0, err
+		}
+	}
+	n := copy(dst, b.buf[b.at-b.bufAt:])
+	b.at += int64(n)
+	return n, nil
+}
+
+// fill reads the chunk of batches that holds the read position, checks it against the
+// listing, and adds the footer entries of batches read for the first time in order.
+func (b *objectBody) fill() error {
+	i := sort.Search(len(b.pos), func(i int) bool { return b.pos[i] > b.at }) - 1
+	buf, err := b.read(b.batches[i].base, b.buf[:0])
+	if err != nil {
+		return err
+	}
+	b.buf, b.bufAt = buf, b.pos[i]
+	// Keep only the listed batches: the read may go on past the object's last one.
+	n := 0
+	for j := i; j < len(b.batches) && n < len(buf); j++ {
+		rest := buf[n:]
+		if len(rest) < 61 {
+			break
+		}
+		size := int(binary.BigEndian.Uint32(rest[8:])) + 12
+		if size != b.batches[j].size || int64(binary.BigEndian.Uint64(rest)) != b.batches[j].base {
+			return fmt.Errorf("tier: batch at %d changed while uploaded (base %d, %d bytes; listed %d, %d bytes)",
+				b.pos[j], int64(binary.BigEndian.Uint64(rest)), size, b.batches[j].base, b.batches[j].size)
+		}
+		if j == b.built {
+			h, err := wire.ParseBatchHeader(rest[:size])
+			if err != nil {
+				return err
+			}
+			e := entry{base: h.BaseOffset, lastDelta: h.LastOffsetDelta, pos: uint32(b.pos[j]), size: uint32(size), maxTimestamp: h.MaxTimestamp}
+			b.footer = appendEntry(b.footer, e)
+			b.maxTimestamp = max(b.maxTimestamp, h.MaxTimestamp)
+			b.lastEnd = e.end()
+			b.built++
+			if b.complete() {
+				b.footer = appendTrailer(b.footer, 0, b.dataLen)
+			}
+		}
+		n += size
+	}
+	if n == 0 {
+		return fmt.Errorf("tier: no batch read at offset %d", b.batches[i].base)
+	}
+	b.buf = buf[:n]
+	return nil
+}
+
+// topicDescription is a tiered topic's description in the bucket (topic.json): what a node
+// rebuilt from the bucket recreates it with.
+type topicDescription struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"` // hex
+	Partitions int               `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// describe writes topic.json for a tiered topic when it is new to this run or changed.
+func (t *Tier) describe(ctx context.Context, tp *batchlog.Topic) error {
+	d := topicDescription{Name: tp.Name, ID: fmt.Sprintf("%x", tp.ID), Partitions: len(tp.Partitions), Configs: tp.Configs}
+	js, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	same := t.described[tp.Name] == string(js)
+	t.mu.Unlock()
+	if same {
+		return nil
+	}
+	key := topicKey(tp.Name, tp.ID)
+	// The description is replaced whole: deleted, then written (a conditional PUT cannot
+	// overwrite). A crash between the two leaves none, and the next run writes it.
+	cctx, cancel := t.callCtx(ctx)
+	defer cancel()
+	if err := t.bucket.Delete(cctx, key); err != nil {
+		return err
+	}
+	if err := t.bucket.Put(cctx, key, bytes.NewReader(js), int64(len(js))); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.described[tp.Name] = string(js)
+	t.mu.Unlock()
+	return nil
+}
