@@ -84,7 +84,7 @@ func TestTotalRetentionByTimePassesTheUploadedEnd(t *testing.T) {
 	po, pa := old.Partitions[0], aging.Partitions[0]
 	for i := range 5 {
 		submitWait(t, l, stampedBatch(po, 2, now.Add(-time.Hour).UnixMilli(), 62, byte(i))) // past both limits
-		ts := now.Add(-10 * time.Second)                                                       // past the local limit only
+		ts := now.Add(-10 * time.Second)                                                    // past the local limit only
 		if i >= 3 {
 			ts = now
 		}
