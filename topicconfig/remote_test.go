@@ -1,6 +1,8 @@
 package topicconfig
 
 import (
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -73,4 +75,56 @@ func TestCheckCombinationRefusesWhatKafkaRefuses(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzLocalRetention reads local.retention.* and retention.* values as a client may send
+// them. Invariants: Parse never panics and never leaves -2 (or any value below -1) in a local
+// limit; under a bounded total the local limit is bounded and within it; and a combination
+// CheckCombination accepts with remote storage on keeps the local value the client set (or
+// the total, for -2): Parse caps only what is refused.
+func FuzzLocalRetention(f *testing.F) {
+	f.Add("1000", "-2", "-1", "100")
+	f.Add("-1", "5000", "100", "-1")
+	f.Add("1000", "1001", "9223372036854775807", "-2")
+	f.Add(" 7 ", "x", "", "-3")
+	f.Fuzz(func(t *testing.T, retMs, localMs, retBytes, localBytes string) {
+		configs := map[string]string{"remote.storage.enable": "true", "retention.ms": retMs, "local.retention.ms": localMs,
+			"retention.bytes": retBytes, "local.retention.bytes": localBytes}
+		s := Parse(configs)
+		for _, c := range []struct {
+			name         string
+			total, local int64
+			set          string
+		}{{"ms", s.RetentionMs, s.LocalRetentionMs, localMs}, {"bytes", s.RetentionBytes, s.LocalRetentionBytes, localBytes}} {
+			if c.local < -1 {
+				t.Fatalf("%s: local limit %d", c.name, c.local)
+			}
+			if c.total >= 0 && (c.local < 0 || c.local > c.total) {
+				t.Fatalf("%s: local limit %d outside the total %d", c.name, c.local, c.total)
+			}
+		}
+		if ValidateAll(configs) != nil || CheckCombination(configs, true) != nil {
+			return
+		}
+		for _, c := range []struct {
+			name              string
+			total, local, set int64
+		}{{"ms", s.RetentionMs, s.LocalRetentionMs, mustLong(t, localMs)}, {"bytes", s.RetentionBytes, s.LocalRetentionBytes, mustLong(t, localBytes)}} {
+			want := c.set
+			if want == -2 || want == math.MaxInt64 && c.total < 0 {
+				want = c.total
+			}
+			if c.local != want {
+				t.Fatalf("%s: accepted local limit %d resolved to %d (total %d)", c.name, c.set, c.local, c.total)
+			}
+		}
+	})
+}
+
+func mustLong(t *testing.T, v string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		t.Fatalf("validated value %q: %v", v, err)
+	}
+	return n
 }

@@ -355,6 +355,7 @@ func Parse(configs map[string]string) Settings {
 // bounded total is the total (CheckCombination refuses such a setting, but broker defaults
 // and values stored before may still combine to one).
 func localLimit(v string, total int64) int64 {
+	total = max(total, -1) // retention.bytes takes any negative for "no limit"
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n == -2 {
 		return total

@@ -1,6 +1,7 @@
 package upkeep
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestLocalRetentionStopsAtTheUploadedEnd(t *testing.T) {
 		if err := u.EnforceRetention(now); err != nil {
 			t.Fatal(err)
 		}
-		wantStarts(t, "uploaded to "+string(rune('0'+c.uploaded)), p, 0, c.local)
+		wantStarts(t, fmt.Sprintf("uploaded to %d", c.uploaded), p, 0, c.local)
 		if c.local > 0 {
 			got, err := l.ReadBatches(p, 0, p.HighWatermark(), 1<<20, true, nil)
 			if err != nil || len(got) == 0 || got[61] != byte(c.local/2) {
