@@ -22,6 +22,7 @@ import (
 //	r <partition u32>                     relocated below u64: batches under it may have been copied forward (reclaim.go)
 //	a <partition u32> <marker offset u64> an aborted transaction: producer id u64, first offset u64 (txn.go)
 //	c <partition u32>                     compacted up to u64: the dirty part of a compacted partition starts there (upkeep/compact.go)
+//	L <partition u32>                     local log start u64: batches below it are no longer on this node (Pass.AdvanceLocalStart)
 const (
 	kindData     = segments.KindData
 	kindHigh     = 'h'
@@ -31,6 +32,7 @@ const (
 	kindRelocate = 'r'
 	kindAborted  = 'a'
 	kindCleaned  = 'c'
+	kindLocal    = 'L'
 )
 
 // The data key, and the segments' checkpoint key, are encoded by package segments (index.go).

@@ -194,6 +194,14 @@ type Partition struct {
 	metaGen  uint64 // committer-owned: groupScratch.gen when next last changed
 	hw       atomic.Int64
 	logStart atomic.Int64
+	// localStart is the first offset still stored on this node (KIP-405's local log start):
+	// below it, up to logStart, a topic with remote storage has its batches only in the
+	// remote tier. Always >= logStart, and equal to it for a topic without remote storage.
+	// Everything that reads the local index (reads, replay, the reclaim, the start-up check)
+	// goes by it; the aborted index, the LSO clamp and what clients are told of the log's
+	// start go by logStart. Stored to make the invariant hold while both grow: localStart
+	// before logStart.
+	localStart atomic.Int64
 	// relocatedBelow: batches below it may have been copied forward into newer segments than
 	// batches above it (reclaim.go). Written by the committer as it copies them, read by the
 	// reclaim pass.
@@ -211,8 +219,14 @@ type Partition struct {
 // HighWatermark is the offset after the last durable record.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
-// LogStartOffset is the first offset still stored.
+// LogStartOffset is the first offset of the partition's log, across tiers (ListOffsets
+// earliest, DeleteRecords, Fetch's log_start_offset).
 func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+
+// LocalLogStartOffset is the first offset still stored on this node (ListOffsets
+// earliest-local, -4): LogStartOffset unless the remote tier holds batches the node has
+// dropped (Pass.AdvanceLocalStart). Never below LogStartOffset.
+func (p *Partition) LocalLogStartOffset() int64 { return p.localStart.Load() }
 
 // LeaderEpoch is the partition's leader epoch, stamped into every batch it appends. One node
 // leads every partition from its creation and no other node can take over, so no partition
@@ -613,6 +627,26 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 		if err != nil {
 			return err
 		}
+		// Local starts moved by Pass.AdvanceLocalStart; one below the log start (the log start
+		// moved past it since, which writes no local key) or none at all (a directory from
+		// before local starts, a partition never tiered) is the log start.
+		for _, p := range byID {
+			p.localStart.Store(p.logStart.Load())
+		}
+		err = l.scan([]byte{kindLocal}, func(k, v []byte) error {
+			if len(k) != highKeyLen || len(v) != 8 {
+				return fmt.Errorf("batchlog: corrupt local log start key %x", k)
+			}
+			if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
+				if ls := int64(binary.BigEndian.Uint64(v)); ls > p.localStart.Load() {
+					p.localStart.Store(ls)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	err = l.scan([]byte{kindCleaned}, func(k, v []byte) error {
 		if len(k) != highKeyLen || len(v) != 8 {
@@ -696,9 +730,10 @@ func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) err
 		base, count := h.BaseOffset, h.NumRecords
 		if base < p.next {
 			// A copy the reclaim pass moved forward (reclaim.go): index it where it lies
-			// now, unless retention has dropped it since.
+			// now, unless retention (or the local retention of a tiered topic) has dropped
+			// it since.
 			end := base + int64(h.LastOffsetDelta) + 1
-			if end <= p.logStart.Load() {
+			if end <= p.localStart.Load() {
 				return nil
 			}
 			if end > p.relocatedBelow.Load() {
@@ -732,9 +767,10 @@ func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) err
 			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
 			touchedProducers[key] = true
 		}
-		if base+int64(count) > p.logStart.Load() {
-			// Below the log start (retention or DeleteRecords moved it past batches written
-			// after the checkpoint), a batch is gone: its index entry stays deleted.
+		if base+int64(count) > p.localStart.Load() {
+			// Below the local log start (retention, DeleteRecords or local retention moved it
+			// past batches written after the checkpoint), a batch is gone from this node: its
+			// index entry stays deleted.
 			putIndex(partition, base, seg, pos, len(batch))
 		}
 		lastSeg, lastEnd = seg, pos+int64(len(batch))
@@ -951,7 +987,7 @@ func (l *Log) Producers(p *Partition) ([]ProducerWindow, error) {
 	<-done
 	out := make([]ProducerWindow, 0, len(found))
 	for _, s := range found {
-		if s.base >= p.LogStartOffset() && l.db != nil {
+		if s.base >= p.LocalLogStartOffset() && l.db != nil {
 			buf, err := l.readStored(p, s.base)
 			if errors.Is(err, errSegmentGone) {
 				buf, err = nil, nil // reclaimed since the check: its time is unknown

@@ -32,8 +32,9 @@ func (l *Log) PlanRead(p *Partition, offset, limit int64, maxBytes int, includeF
 		if !errors.Is(err, errSegmentGone) {
 			return err
 		}
-		if offset < p.LogStartOffset() {
-			// Retention removed what this read was after while it ran: as if it had come after.
+		if offset < p.LocalLogStartOffset() {
+			// Retention (or, on a tiered topic, local retention) removed what this read was
+			// after from this node while it ran: as if it had come after.
 			return ErrOffsetOutOfRange
 		}
 		if attempt == 2 {

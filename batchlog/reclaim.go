@@ -164,7 +164,7 @@ func (l *Log) indexCursors() ([]liveEntry, cursorHeap, error) {
 	)
 	for _, t := range l.Topics() {
 		for _, p := range t.Partitions {
-			below := max(p.relocatedBelow.Load(), p.LogStartOffset())
+			below := max(p.relocatedBelow.Load(), p.LocalLogStartOffset())
 			it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID+1, 0)})
 			if err != nil {
 				return nil, cursors, err

@@ -9,7 +9,8 @@ package batchlog
 //
 //   - no segments/ directory, while Pebble holds a topic, a high watermark, a checkpoint, an
 //     index entry or a producer window (catalogNamesData, before the directory is made);
-//   - after replay, a partition whose high watermark is past its log start but whose first or
+//   - after replay, a partition whose high watermark is past its local log start (what the
+//     node itself holds; below it a tiered topic's batches are remote) but whose first or
 //     last index entry names a segment that is not there or is shorter than the entry, or
 //     whose producer windows name offsets at or past the high watermark the segments bear
 //     out (checkSegmentsHoldMetadata). Replay has run by then: it may have indexed batches
@@ -82,7 +83,7 @@ func (l *Log) checkSegmentsHoldMetadata(ss *segments.Store, byID map[uint32]*Par
 	defer it.Close()
 	missing := func(p *Partition, format string, args ...any) error {
 		return fmt.Errorf("batchlog: partition %s-%d (id %d) holds offsets %d to %d by the metadata, but %s: segment data is missing; start-up stopped",
-			p.Topic, p.Index, p.ID, p.logStart.Load(), p.next, fmt.Sprintf(format, args...))
+			p.Topic, p.Index, p.ID, p.localStart.Load(), p.next, fmt.Sprintf(format, args...))
 	}
 	held := func(p *Partition, which string, v []byte) error {
 		loc, err := segments.ParseLoc(v)
@@ -95,8 +96,8 @@ func (l *Log) checkSegmentsHoldMetadata(ss *segments.Store, byID map[uint32]*Par
 		return nil
 	}
 	for _, p := range byID {
-		if p.next <= p.logStart.Load() {
-			continue // nothing retained
+		if p.next <= p.localStart.Load() {
+			continue // nothing retained on this node
 		}
 		lo, hi := dataKey(p.ID, 0), dataKey(p.ID+1, 0)
 		if !it.SeekGE(lo) || string(it.Key()) >= string(hi) {

@@ -156,6 +156,8 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 			_ = b.Delete(k[:], nil)
 			k[0] = kindCleaned
 			_ = b.Delete(k[:], nil)
+			k[0] = kindLocal
+			_ = b.Delete(k[:], nil)
 			_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID+1, 0), nil)
 		}
 		err := l.scan([]byte{kindProducer}, func(k, _ []byte) error {
@@ -205,16 +207,80 @@ func (l *Log) DeleteRecords(p *Partition, offset int64) (int64, error) {
 }
 
 // advanceLogStart publishes a new log start (readers see it at once: a fetch below it is
-// OFFSET_OUT_OF_RANGE) and deletes the index entries of the batches wholly below it. Callers
+// OFFSET_OUT_OF_RANGE), raises the local log start to it if it is below, trims the aborted
+// index, and deletes the index entries of the batches wholly below the local start. Callers
 // hold retainMu.
+//
+// No local start key is written: start-up takes the later of the two (loadLogState).
 func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptions) error {
+	local := max(p.localStart.Load(), start)
+	p.localStart.Store(local) // first: localStart >= logStart at every moment
 	p.logStart.Store(start)
 	p.trimAborted(start)
 	if l.db == nil {
 		return nil
 	}
-	// The batch containing start is the last one whose base is <= start; everything before
-	// it is wholly below the log start. At or past the high watermark every batch is.
+	b := l.db.NewBatch()
+	defer b.Close()
+	var k [highKeyLen]byte
+	k[0] = kindLogStart
+	binary.BigEndian.PutUint32(k[1:], p.ID)
+	_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
+	if err := l.deleteIndexBelow(b, p, local); err != nil {
+		return err
+	}
+	_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID, start), nil)
+	if err := b.Commit(opts); err != nil {
+		return err
+	}
+	if l.segs != nil {
+		l.segs.ForgetRecent(p.ID)
+	}
+	return nil
+}
+
+// ErrLocalStartPastHighWatermark: Pass.AdvanceLocalStart was asked to drop batches not yet
+// durable.
+var ErrLocalStartPastHighWatermark = errors.New("local log start past the high watermark")
+
+// advanceLocalStart publishes a new local log start (readers of the node's batches see it at
+// once: a read that lost its batches below it is OFFSET_OUT_OF_RANGE), records it, and deletes
+// the index entries of the batches wholly below it. The log start, and with it the aborted
+// index, stay. A start at or below the local start is a no-op; past the high watermark, an
+// error. Callers hold retainMu.
+func (l *Log) advanceLocalStart(p *Partition, start int64, opts *pebble.WriteOptions) error {
+	if start <= p.localStart.Load() {
+		return nil
+	}
+	if hw := p.HighWatermark(); start > hw {
+		return fmt.Errorf("batchlog: partition %s/%d: %w (%d past %d)", p.Topic, p.Index, ErrLocalStartPastHighWatermark, start, hw)
+	}
+	p.localStart.Store(start)
+	if l.db == nil {
+		return nil
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	var k [highKeyLen]byte
+	k[0] = kindLocal
+	binary.BigEndian.PutUint32(k[1:], p.ID)
+	_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
+	if err := l.deleteIndexBelow(b, p, start); err != nil {
+		return err
+	}
+	if err := b.Commit(opts); err != nil {
+		return err
+	}
+	if l.segs != nil {
+		l.segs.ForgetRecent(p.ID)
+	}
+	return nil
+}
+
+// deleteIndexBelow adds to b the deletion of p's index entries of the batches wholly below
+// start. The batch containing start is the last one whose base is <= start; everything before
+// it is wholly below. At or past the high watermark every batch is.
+func (l *Log) deleteIndexBelow(b *pebble.Batch, p *Partition, start int64) error {
 	cut := start
 	if start < p.HighWatermark() {
 		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(p.ID, 0), UpperBound: dataKey(p.ID, start+1)})
@@ -230,21 +296,8 @@ func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptio
 			return err
 		}
 	}
-	b := l.db.NewBatch()
-	defer b.Close()
-	var k [highKeyLen]byte
-	k[0] = kindLogStart
-	binary.BigEndian.PutUint32(k[1:], p.ID)
-	_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
 	if cut > 0 {
 		_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID, cut), nil)
-	}
-	_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID, start), nil)
-	if err := b.Commit(opts); err != nil {
-		return err
-	}
-	if l.segs != nil {
-		l.segs.ForgetRecent(p.ID)
 	}
 	return nil
 }

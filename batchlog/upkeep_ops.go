@@ -104,6 +104,17 @@ func (ps *Pass) AdvanceLogStart(p *Partition, start int64) error {
 	return ps.l.advanceLogStart(p, start, pebble.NoSync)
 }
 
+// AdvanceLocalStart moves p's local log start to start, leaving its log start where it is
+// (the local retention of a topic with remote storage: the batches below start stay readable
+// from the remote tier, and so do their aborted transactions). The index entries of the
+// batches wholly below start go, so that they pin no segment file, without a sync
+// (ReclaimSegments syncs before any file goes). A start at or below the local start changes
+// nothing; one past the high watermark is an error (ErrLocalStartPastHighWatermark). The
+// caller must not go past what the remote tier holds: this does not check it.
+func (ps *Pass) AdvanceLocalStart(p *Partition, start int64) error {
+	return ps.l.advanceLocalStart(p, start, pebble.NoSync)
+}
+
 // SubmitRelocations hands the committer a request of relocations (Append.Relocate: copies of
 // stored batches at their offsets, or, with a nil Batch, the removal of a batch's index
 // entry) and waits until it is durable; what names the work in errors.

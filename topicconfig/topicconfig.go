@@ -9,6 +9,7 @@
 package topicconfig
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -274,6 +275,15 @@ type Settings struct {
 	Compact         bool  // cleanup.policy contains compact
 	Delete          bool  // cleanup.policy contains delete (retention applies)
 
+	// Tiered storage (KIP-405). RetentionMs and RetentionBytes are then the totals across the
+	// tiers, and the local limits bound what stays on the node's disk.
+	RemoteStorage bool // remote.storage.enable
+	// LocalRetentionMs, LocalRetentionBytes: local.retention.ms, local.retention.bytes, resolved:
+	// -2 (following retention.*) is replaced by the value followed, and a local limit looser
+	// than the total (or unbounded, -1, under a bounded total) by the total, as Kafka's
+	// LogConfig.localRetentionMs/Bytes and UnifiedLog.localRetentionMs read them. Never -2.
+	LocalRetentionMs, LocalRetentionBytes int64
+
 	// What compaction acts on (cleanup.policy=compact).
 	DeleteRetentionMs       int64   // delete.retention.ms: how long a tombstone outlives what it deletes
 	MinCleanableRatio       float64 // min.cleanable.dirty.ratio
@@ -334,5 +344,90 @@ func Parse(configs map[string]string) Settings {
 	if s.RetentionMs == math.MaxInt64 {
 		s.RetentionMs = -1
 	}
+	s.RemoteStorage = strings.EqualFold(strings.TrimSpace(configs["remote.storage.enable"]), "true")
+	s.LocalRetentionMs = localLimit(configs["local.retention.ms"], s.RetentionMs)
+	s.LocalRetentionBytes = localLimit(configs["local.retention.bytes"], s.RetentionBytes)
 	return s
+}
+
+// localLimit resolves a local.retention.* value against its total (retention.*, already
+// resolved, -1 for none): -2, unset or unparsable follows the total; a limit looser than a
+// bounded total is the total (CheckCombination refuses such a setting, but broker defaults
+// and values stored before may still combine to one).
+func localLimit(v string, total int64) int64 {
+	total = max(total, -1) // retention.bytes takes any negative for "no limit"
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n == -2 {
+		return total
+	}
+	if n == math.MaxInt64 || n < 0 {
+		n = -1
+	}
+	if total >= 0 && (n < 0 || n > total) {
+		return total
+	}
+	return n
+}
+
+// CheckCombination applies the cross-field rules Kafka applies to a topic's configs at
+// CreateTopics, AlterConfigs and IncrementalAlterConfigs (LogConfig.validateTopicLogConfigValues),
+// after each value passed Validate. configs is the topic's whole set in force: its overrides
+// over the broker defaults (TopicDefaults). remoteAvailable says whether the broker has
+// remote storage configured (Kafka's remote.log.storage.system.enable). The errors' texts are
+// Kafka's; the caller answers them with INVALID_CONFIG.
+//
+// With remote.storage.enable=true:
+//   - the broker must have remote storage (validateRemoteStorageOnlyIfSystemEnabled);
+//   - cleanup.policy must be delete alone, or empty (validateRemoteStorageRequiresDeleteCleanupPolicy);
+//   - under a bounded retention.bytes, local.retention.bytes must be -2 or within it, not -1
+//     (validateRemoteStorageRetentionSize), and the same for the times
+//     (validateRemoteStorageRetentionTime).
+func CheckCombination(configs map[string]string, remoteAvailable bool) error {
+	if !strings.EqualFold(strings.TrimSpace(configs["remote.storage.enable"]), "true") {
+		return nil
+	}
+	if !remoteAvailable {
+		return errors.New("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
+	}
+	if v, ok := configs["cleanup.policy"]; ok && strings.TrimSpace(v) != "" {
+		items := strings.Split(v, ",")
+		if len(items) != 1 || strings.TrimSpace(items[0]) != "delete" {
+			return errors.New("Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list.")
+		}
+	}
+	long := func(name string) int64 {
+		d := byName[name]
+		v, ok := configs[name]
+		if !ok {
+			v = d.Default
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			n, _ = strconv.ParseInt(d.Default, 10, 64)
+		}
+		return n
+	}
+	if total, local := long("retention.bytes"), long("local.retention.bytes"); total > -1 && local != -2 {
+		if err := checkLocalLimit("retention.bytes", total, "local.retention.bytes", local); err != nil {
+			return err
+		}
+	}
+	if total, local := long("retention.ms"), long("local.retention.ms"); total != -1 && local != -2 {
+		if err := checkLocalLimit("retention.ms", total, "local.retention.ms", local); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLocalLimit is the common part of Kafka's validateRemoteStorageRetentionSize and
+// validateRemoteStorageRetentionTime; its texts are ConfigException(name, value, message)'s.
+func checkLocalLimit(totalName string, total int64, localName string, local int64) error {
+	if local == -1 {
+		return fmt.Errorf("Invalid value %d for configuration %s: Value must not be -1 as %s value is set as %d.", local, localName, totalName, total)
+	}
+	if local > total {
+		return fmt.Errorf("Invalid value %d for configuration %s: Value must not be more than %s property value: %d", local, localName, totalName, total)
+	}
+	return nil
 }

@@ -158,7 +158,9 @@ func abortedAt(aborted []batchlog.AbortedTxn, b batchMeta) bool {
 
 // compactPartition runs one pass on p; it returns the bytes it rewrote.
 func (u *Upkeep) compactPartition(ps *batchlog.Pass, p *batchlog.Partition, st topicconfig.Settings, nowMs int64) (int, error) {
-	start, hw, lso := p.LogStartOffset(), p.HighWatermark(), p.LastStableOffset()
+	// The batches on this node: a compacted topic has no remote tier (topicconfig's
+	// CheckCombination), so its local start is its log start.
+	start, hw, lso := p.LocalLogStartOffset(), p.HighWatermark(), p.LastStableOffset()
 	cleaned := max(p.CompactedTo(), start)
 	// From the index alone, before reading any batch: the dirty ratio up to the last stable
 	// offset bounds the ratio up to any end before it (taking dirty bytes off the tail lowers

@@ -1,5 +1,6 @@
 // Package upkeep keeps a batchlog.Log within its limits: retention moves log starts past
-// expired batches, compaction keeps the latest record of each key of compacted topics, the
+// expired batches (and, on topics with remote storage, local log starts past the batches the
+// remote tier holds that local retention expires: Config.Tier), compaction keeps the latest record of each key of compacted topics, the
 // reclaim deletes the segment files no live batch needs (copying forward the few that pin
 // them), and producer expiry drops idle producer windows. Each is a pass over the log's
 // exported operations (batchlog's upkeep_ops.go); the log itself runs none of them.
@@ -46,6 +47,17 @@ type Config struct {
 	ProducerIDExpiration time.Duration
 	// Logger receives what the passes did (default slog.Default()).
 	Logger *slog.Logger
+	// Tier is the remote tier, asked by retention about the topics with remote.storage.enable
+	// (retention.go). Nil: there is none, and such topics are retained as if all local.
+	Tier Tier
+}
+
+// Tier is what retention asks of the remote tier about a topic with remote.storage.enable.
+// Its methods run inside Log.RunPass, holding the log's retainMu: they must be quick and
+// must not wait for anything that takes it (RunPass, DeleteRecords, DeleteTopic).
+type Tier interface {
+	// UploadedEnd is the offset below which p's batches are all in recorded remote objects.
+	UploadedEnd(p *batchlog.Partition) int64
 }
 
 // hooks are what tests change in the passes beyond Config (start).
