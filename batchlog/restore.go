@@ -52,7 +52,10 @@ func (l *Log) RestoreTopic(name string, id [16]byte, configs map[string]string, 
 		v := binary.BigEndian.AppendUint64(nil, uint64(s.Next))
 		v = binary.BigEndian.AppendUint64(v, uint64(s.LogStart))
 		_ = b.Set(k[:], v, nil)
-		l.putLocalStart(b, p.ID, s.Next)
+		var lk [highKeyLen]byte
+		lk[0] = kindLocal
+		binary.BigEndian.PutUint32(lk[1:], p.ID)
+		_ = b.Set(lk[:], binary.BigEndian.AppendUint64(nil, uint64(s.Next)), nil)
 		seq++
 	}
 	if err := b.Commit(pebble.Sync); err != nil {

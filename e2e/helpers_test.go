@@ -51,7 +51,19 @@ type broker struct {
 // loopback port. mod, when given, adjusts the server config before start.
 func startBroker(t testing.TB, mod func(*kafka.Config)) *broker {
 	t.Helper()
-	cfg := kafka.Config{
+	cfg := testServerConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
+	b := &broker{t: t, dir: t.TempDir(), cfg: cfg}
+	b.start()
+	t.Cleanup(b.stop)
+	return b
+}
+
+// testServerConfig is the server config of a test broker.
+func testServerConfig() kafka.Config {
+	return kafka.Config{
 		Listen:            "127.0.0.1:0",
 		AutoCreateTopics:  true,
 		DefaultPartitions: 4,
@@ -60,13 +72,6 @@ func startBroker(t testing.TB, mod func(*kafka.Config)) *broker {
 		// Kafka's 3 s wait for more members of a new group only slows tests down.
 		GroupInitialRebalanceDelay: -1,
 	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	b := &broker{t: t, dir: t.TempDir(), cfg: cfg}
-	b.start()
-	t.Cleanup(b.stop)
-	return b
 }
 
 func (b *broker) start() {

@@ -23,7 +23,7 @@ type remoteCollector struct{ r Remote }
 var (
 	remoteUploadedBytesDesc   = desc("remote_uploaded_bytes_total", "Bytes of objects uploaded to the remote tier.")
 	remoteUploadedObjectsDesc = desc("remote_uploaded_objects_total", "Objects uploaded to the remote tier.")
-	remoteUploadErrorsDesc    = desc("remote_upload_errors_total", "Upload passes that failed (the bucket down, slow or answering errors); each is retried after a backoff.")
+	remoteErrorsDesc          = desc("remote_errors_total", "Passes of the remote tier that failed in part (an upload, a deletion, the listing: the bucket down, slow or answering errors); the next is tried after a backoff.")
 	remoteDeletedDesc         = desc("remote_deleted_objects_total", "Remote objects deleted by retention, DeleteRecords or topic deletion.")
 	remoteOrphansDesc         = desc("remote_orphans_deleted_total", "Objects deleted because no record named them (an upload or a deletion a crash cut short).")
 	remoteLagBytesDesc        = desc("remote_upload_lag_bytes", "Batch data of tiered topics below the last stable offset not yet uploaded.")
@@ -38,7 +38,7 @@ var (
 )
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{remoteUploadedBytesDesc, remoteUploadedObjectsDesc, remoteUploadErrorsDesc, remoteDeletedDesc,
+	for _, d := range []*prometheus.Desc{remoteUploadedBytesDesc, remoteUploadedObjectsDesc, remoteErrorsDesc, remoteDeletedDesc,
 		remoteOrphansDesc, remoteLagBytesDesc, remoteLagSecondsDesc, remoteReadBytesDesc, remoteReadCallsDesc, remoteReadErrorsDesc,
 		remoteCacheDesc, remoteStoredBytesDesc, remoteStoredObjectsDesc, remoteHealthyDesc} {
 		ch <- d
@@ -55,7 +55,7 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(remoteUploadedBytesDesc, s.UploadedBytes)
 	counter(remoteUploadedObjectsDesc, s.UploadedObjects)
-	counter(remoteUploadErrorsDesc, s.UploadErrors)
+	counter(remoteErrorsDesc, s.Errors)
 	counter(remoteDeletedDesc, s.DeletedObjects)
 	counter(remoteOrphansDesc, s.OrphansDeleted)
 	gauge(remoteLagBytesDesc, float64(s.LagBytes))

@@ -40,10 +40,10 @@ func TestFooterRoundTrip(t *testing.T) {
 func TestFooterRejectsWhatDoesNotDescribeTheData(t *testing.T) {
 	good := []entry{{base: 0, lastDelta: 0, pos: 0, size: 61}, {base: 1, lastDelta: 0, pos: 61, size: 61}}
 	cases := map[string][]byte{
-		"short":           []byte("INLTIER1"),
-		"data length":     testFooter(good, 200),
-		"overlap":         testFooter([]entry{good[0], {base: 0, pos: 61, size: 61}}, 122),
-		"hole":            testFooter([]entry{good[0], {base: 1, pos: 70, size: 61}}, 131),
+		"short":                []byte("INLTIER1"),
+		"data length":          testFooter(good, 200),
+		"overlap":              testFooter([]entry{good[0], {base: 0, pos: 61, size: 61}}, 122),
+		"hole":                 testFooter([]entry{good[0], {base: 1, pos: 70, size: 61}}, 131),
 		"smaller than a batch": testFooter([]entry{{base: 0, pos: 0, size: 20}}, 20),
 	}
 	crc := testFooter(good, 122)

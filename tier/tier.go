@@ -140,13 +140,13 @@ type partState struct {
 
 // counters are the tier's metrics (Stats).
 type counters struct {
-	uploadedBytes, uploadedObjects, uploadErrors atomic.Int64
-	deletedObjects, orphansDeleted               atomic.Int64
-	readBytes, readCalls, readErrors             atomic.Int64
-	cacheHits, cacheMisses                       atomic.Int64
-	lagBytes, lagMs                              atomic.Int64
-	lastPassOK                                   atomic.Bool
-	lastErr                                      atomic.Pointer[string]
+	uploadedBytes, uploadedObjects, errors atomic.Int64
+	deletedObjects, orphansDeleted         atomic.Int64
+	readBytes, readCalls, readErrors       atomic.Int64
+	cacheHits, cacheMisses                 atomic.Int64
+	lagBytes, lagMs                        atomic.Int64
+	lastPassOK                             atomic.Bool
+	lastErr                                atomic.Pointer[string]
 }
 
 // Open loads the manifest of recorded objects. The log must be open; nothing is read from the
@@ -303,25 +303,32 @@ func (t *Tier) loop() {
 	}
 }
 
-// pass is one run of the loop: clean when due, upload, retain when due.
+// pass is one run of the loop: clean when due (until a clean succeeds, at every pass), upload,
+// retain when due. A part that fails does not stop the others: with the bucket down, each
+// fails, and the lag still counts what waits.
 func (t *Tier) pass(ctx context.Context, now time.Time, cleaned, retained *time.Time) error {
+	var errs []error
 	if cleaned.IsZero() || now.Sub(*cleaned) >= t.cfg.CleanInterval {
 		if err := t.clean(ctx); err != nil {
-			return err
+			errs = append(errs, err)
+		} else {
+			*cleaned = now
 		}
-		*cleaned = now
 	}
 	if err := t.uploadAll(ctx, now); err != nil {
-		t.stats.uploadErrors.Add(1)
-		return err
+		errs = append(errs, err)
 	}
 	if t.cfg.RetentionInterval > 0 && (retained.IsZero() || now.Sub(*retained) >= t.cfg.RetentionInterval) {
 		if err := t.retain(ctx, now); err != nil {
-			return err
+			errs = append(errs, err)
+		} else {
+			*retained = now
 		}
-		*retained = now
 	}
-	return nil
+	if len(errs) > 0 {
+		t.stats.errors.Add(1)
+	}
+	return errors.Join(errs...)
 }
 
 // RunOnce runs one pass now (tests, and a restore that waits for its first clean): clean,
@@ -333,10 +340,12 @@ func (t *Tier) RunOnce(ctx context.Context, now time.Time) error {
 
 // Stats is what the metrics and /readyz tell of the tier.
 type Stats struct {
-	UploadedBytes, UploadedObjects, UploadErrors int64
-	DeletedObjects, OrphansDeleted               int64
-	ReadBytes, ReadCalls, ReadErrors             int64
-	CacheHits, CacheMisses                       int64
+	UploadedBytes, UploadedObjects int64
+	// Errors counts passes that failed in part (an upload, a deletion, the listing).
+	Errors                           int64
+	DeletedObjects, OrphansDeleted   int64
+	ReadBytes, ReadCalls, ReadErrors int64
+	CacheHits, CacheMisses           int64
 	// LagBytes is the batch data of tiered topics not yet uploaded, below the last stable
 	// offset; LagSeconds how long the oldest of it has waited (both as of the last pass).
 	LagBytes   int64
@@ -352,7 +361,7 @@ type Stats struct {
 func (t *Tier) Stats() Stats {
 	s := Stats{
 		UploadedBytes: t.stats.uploadedBytes.Load(), UploadedObjects: t.stats.uploadedObjects.Load(),
-		UploadErrors: t.stats.uploadErrors.Load(), DeletedObjects: t.stats.deletedObjects.Load(),
+		Errors: t.stats.errors.Load(), DeletedObjects: t.stats.deletedObjects.Load(),
 		OrphansDeleted: t.stats.orphansDeleted.Load(), ReadBytes: t.stats.readBytes.Load(),
 		ReadCalls: t.stats.readCalls.Load(), ReadErrors: t.stats.readErrors.Load(),
 		CacheHits: t.stats.cacheHits.Load(), CacheMisses: t.stats.cacheMisses.Load(),

@@ -45,8 +45,7 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 		if !described[tp.topic.Name] {
 			described[tp.topic.Name] = true
 			if err := t.describe(ctx, tp.topic); err != nil {
-				errs = append(errs, err)
-				continue
+				errs = append(errs, err) // its batches are uploaded whatever: a restore needs both
 			}
 		}
 		ps := t.part(tp.p.ID)
