@@ -1,0 +1,236 @@
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/objstore"
+	"inlet/objstore/objtest"
+)
+
+// TestKill9DuringUploadAndReclaimLosesNothing: a node with a remote tier on versitygw is
+// SIGKILLed again and again while idempotent producers write to a tiered topic whose local
+// bound is small, so that kills land in uploads, in the recording of objects and in local
+// reclaims. After the last restart every acknowledged record is read once, in order, from
+// offset 0 across both tiers, and the bucket holds each partition's objects as one chain
+// (no object overlapping another: an orphan of a cut upload would), once the tier's first
+// clean after the restart has run.
+func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
+	s3 := objtest.StartVersity(t)
+	for _, kv := range s3.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	n := startInlet(t, "--s3-bucket", s3.Bucket, "--s3-endpoint", s3.Endpoint, "--s3-path-style", "--s3-prefix", "crash/",
+		"--remote-object-bytes", "128KiB", "--remote-upload-interval-ms", "200", "--log-retention-check-interval-ms", "200")
+	const topic, partitions = "tiered", 2
+	admin, err := kgo.NewClient(kgo.SeedBrokers(n.addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(admin).CreateTopic(ctx, partitions, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "local.retention.bytes": kadm.StringPtr("262144")}, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+
+	// Producers: each record is numbered per partition; acked[p] collects the numbers
+	// acknowledged, in the order the acknowledgements came.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(n.addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(100*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var mu sync.Mutex
+	acked := make([]map[int]bool, partitions)
+	for p := range acked {
+		acked[p] = map[int]bool{}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for p := int32(0); p < partitions; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pad := make([]byte, 200)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := append([]byte(fmt.Sprintf("%09d:", i)), pad...)
+				prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: v}, func(r *kgo.Record, err error) {
+					if err == nil {
+						mu.Lock()
+						acked[p][i] = true
+						mu.Unlock()
+					}
+				})
+				if i%200 == 199 {
+					time.Sleep(20 * time.Millisecond) // about 10,000 records/s a partition
+				}
+			}
+		}()
+	}
+	for k := 1; k <= 4; k++ {
+		time.Sleep(1500 * time.Millisecond)
+		n.kill()
+		time.Sleep(200 * time.Millisecond)
+		n.restart()
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for p := int32(0); p < partitions; p++ {
+		hw, local := listOffsets(t, ctx, cl, topic, p)
+		waitUntil(t, fmt.Sprintf("partition %d tiered and trimmed", p), 30*time.Second, func() bool {
+			_, local = listOffsets(t, ctx, cl, topic, p)
+			return local > hw/4
+		})
+		got := readPartition(t, ctx, n.addr(), topic, p, hw)
+		mu.Lock()
+		want := len(acked[p])
+		for i, num := range got {
+			if num != i {
+				mu.Unlock()
+				t.Fatalf("partition %d: record %d is number %d (a record lost, or read twice)", p, i, num)
+			}
+		}
+		for num := range acked[p] {
+			if num >= len(got) {
+				mu.Unlock()
+				t.Fatalf("partition %d: acknowledged record %d missing (read %d)", p, num, len(got))
+			}
+		}
+		mu.Unlock()
+		t.Logf("partition %d: %d acknowledged, %d read from 0 to %d, local start %d", p, want, len(got), hw, local)
+	}
+
+	// The chain of objects: the clean after the last restart ran first in the tier's first
+	// pass, before its uploads; a pass later the bucket is as the manifest says.
+	time.Sleep(time.Second)
+	bucket, err := objstore.OpenS3(ctx, s3.Config("crash/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := map[string][][2]int64{}
+	err = bucket.List(ctx, "", func(key string, _ int64) error {
+		parts := strings.Split(key, "/")
+		if len(parts) != 4 {
+			return nil
+		}
+		be := strings.Split(parts[3], "-")
+		base, _ := strconv.ParseInt(be[0], 10, 64)
+		end, _ := strconv.ParseInt(be[1], 10, 64)
+		chains[parts[2]] = append(chains[parts[2]], [2]int64{base, end})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range chains {
+		sort.Slice(c, func(i, j int) bool { return c[i][0] < c[j][0] })
+		for i := 1; i < len(c); i++ {
+			if c[i][0] != c[i-1][1] {
+				t.Errorf("partition %s: object %d..%d follows %d..%d: an orphan or a gap", p, c[i][0], c[i][1], c[i-1][0], c[i-1][1])
+			}
+		}
+		if len(c) == 0 || c[0][0] != 0 {
+			t.Errorf("partition %s: objects %v do not start at 0", p, c)
+		}
+	}
+	if len(chains) != partitions {
+		t.Errorf("objects of %d partitions, want %d", len(chains), partitions)
+	}
+}
+
+// listOffsets is p's high watermark and local log start (ListOffsets -1 and -4).
+func listOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, p int32) (hw, local int64) {
+	t.Helper()
+	get := func(ts int64) int64 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := resp.Topics[0].Partitions[0].ErrorCode; ec != 0 {
+			t.Fatalf("ListOffsets %d: error %d", ts, ec)
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+	return get(-1), get(-4)
+}
+
+// readPartition reads p from offset 0 below hw and returns the record numbers in order.
+func readPartition(t *testing.T, ctx context.Context, addr, topic string, p int32, hw int64) []int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(0)}}),
+		kgo.FetchMaxPartitionBytes(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []int
+	last := int64(-1)
+	for last < hw-1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("partition %d: read up to %d of %d: %v", p, last, hw, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset <= last {
+				t.Fatalf("partition %d: offset %d after %d", p, r.Offset, last)
+			}
+			last = r.Offset
+			num, err := strconv.Atoi(string(r.Value[:9]))
+			if err != nil {
+				t.Fatalf("offset %d: %q", r.Offset, r.Value)
+			}
+			out = append(out, num)
+		})
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, what string, within time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
