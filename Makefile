@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./kafka/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./kafka/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/...
 	scripts/franz-go-suite.sh
 	KILL_EVERY=2 KILLS=5 scripts/franz-go-suite.sh -test.run '^TestTxnEtl$$' -test.count 2
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
@@ -61,6 +61,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorize$$' -fuzztime $(FUZZTIME) ./acl/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroAgreesWithHamba$$' -fuzztime $(FUZZTIME) ./schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFooter$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./tier/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseObjectKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./tier/
+	$(GO) test -run '^$$' -fuzz '^FuzzMemoryReadAt$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./objstore/
+	$(GO) test -run '^$$' -fuzz '^FuzzLocalRetention$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./topicconfig/
 	$(GO) test -count=1 -race -timeout 30m -run '^TestProtocolFuzzOverTCP$$' ./e2e/ -protofuzz.execs=$(PROTOFUZZ_EXECS) -protofuzz.shapes=$(PROTOFUZZ_SHAPES) -protofuzz.seed=$(PROTOFUZZ_SEED)
 
 # Allocations and time per produce request through decode, validate, commit and reply.
