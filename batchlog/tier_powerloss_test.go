@@ -80,7 +80,7 @@ func TestTierPowerLoss(t *testing.T) {
 		}
 		var objects int
 		for _, k := range bucket.Keys() {
-			if !strings.HasSuffix(k, "/topic.json") {
+			if !strings.HasSuffix(k, ".json") {
 				objects++
 			}
 		}

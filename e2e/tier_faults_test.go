@@ -34,11 +34,11 @@ func waitTiered(t *testing.T, b *broker) {
 	})
 }
 
-// objectKeys are the bucket's object keys (not topic.json).
+// objectKeys are the bucket's object keys (not the descriptions).
 func objectKeys(m *objstore.Memory) []string {
 	var out []string
 	for _, k := range m.Keys() {
-		if !strings.HasSuffix(k, "/topic.json") {
+		if !strings.HasSuffix(k, ".json") {
 			out = append(out, k)
 		}
 	}

@@ -3,14 +3,13 @@ package tier
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // The clean: the records of partitions whose topic is gone are deleted, then the bucket is
-// listed and every object that no record names, and every topic.json of a topic that is gone,
-// is deleted. What it finds are objects of an upload a crash cut short (written, never
-// recorded), of a retention a crash cut short (record deleted, object not), and of deleted
-// topics. It runs on the loop, never beside an upload, so an object being written is never
+// listed and every object that no record names, every description of a topic that is gone and
+// every description of a live topic but its newest, is deleted. What it finds are objects of
+// an upload a crash cut short (written, never recorded), of a retention a crash cut short
+// (record deleted, object not), and of deleted topics. It runs on the loop, never beside an upload, so an object being written is never
 // taken for an orphan. The bucket prefix must be this node's alone.
 
 func (t *Tier) clean(ctx context.Context) error {
@@ -49,6 +48,7 @@ func (t *Tier) clean(ctx context.Context) error {
 		t.mu.Unlock()
 	}
 	var orphans []string
+	newest := map[string]string{} // a live topic's newest description
 	lctx, cancel := t.callCtx(ctx)
 	err := t.bucket.List(lctx, "", func(key string, _ int64) error {
 		if recorded[key] {
@@ -58,8 +58,17 @@ func (t *Tier) clean(ctx context.Context) error {
 			orphans = append(orphans, key)
 			return nil
 		}
-		if strings.HasSuffix(key, "/topic.json") && !liveTopics[strings.TrimSuffix(key, "/topic.json")] {
-			orphans = append(orphans, key)
+		if dir, _, ok := parseDescriptionKey(key); ok {
+			if !liveTopics[dir] {
+				orphans = append(orphans, key)
+			} else if prev, ok := newest[dir]; !ok || key > prev {
+				if ok {
+					orphans = append(orphans, prev) // keys sort by sequence
+				}
+				newest[dir] = key
+			} else {
+				orphans = append(orphans, key)
+			}
 		}
 		return nil
 	})

@@ -120,7 +120,11 @@ func parseFooter(b []byte) ([]entry, int64, error) {
 // Object keys, below the bucket's prefix:
 //
 //	<topic>/<topic id, hex>/<partition>/<base offset, 20 digits>-<end offset, 20 digits>
-//	<topic>/<topic id, hex>/topic.json    the topic's description, for a node rebuilt from the bucket
+//	<topic>/<topic id, hex>/topic-<sequence, 20 digits>.json    the topic's description, for a
+//	                                                           node rebuilt from the bucket
+//
+// A description is replaced by writing the next one before deleting the last (a conditional PUT
+// cannot overwrite), so one always exists; the one with the highest sequence is in force.
 //
 // Kafka's topic names are [a-zA-Z0-9._-], safe in a key; the topic id keeps a deleted topic's
 // objects apart from a new topic of the same name.
@@ -128,7 +132,22 @@ func objectKey(topic string, id [16]byte, partition int32, base, end int64) stri
 	return fmt.Sprintf("%s/%x/%d/%020d-%020d", topic, id, partition, base, end)
 }
 
-func topicKey(topic string, id [16]byte) string { return fmt.Sprintf("%s/%x/topic.json", topic, id) }
+func descriptionKey(topic string, id [16]byte, seq int64) string {
+	return fmt.Sprintf("%s/%x/topic-%020d.json", topic, id, seq)
+}
+
+// parseDescriptionKey takes a description's key apart: its "<topic>/<id>" and sequence.
+func parseDescriptionKey(key string) (topicID string, seq int64, ok bool) {
+	dir, file, found := strings.Cut(key, "/topic-")
+	if !found || strings.Count(dir, "/") != 1 || !strings.HasSuffix(file, ".json") || len(file) != 25 {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseInt(strings.TrimSuffix(file, ".json"), 10, 64)
+	if err != nil || seq < 0 {
+		return "", 0, false
+	}
+	return dir, seq, true
+}
 
 // parsedKey is an object key taken apart.
 type parsedKey struct {
@@ -139,7 +158,7 @@ type parsedKey struct {
 }
 
 // parseObjectKey takes an object key apart; ok is false for a key that is not an object's
-// (topic.json, or anything else under the prefix).
+// (a description, or anything else under the prefix).
 func parseObjectKey(key string) (k parsedKey, ok bool) {
 	parts := strings.Split(key, "/")
 	if len(parts) != 4 || len(parts[1]) != 32 {

@@ -69,9 +69,23 @@ func TestObjectKeysRoundTrip(t *testing.T) {
 	if !ok || pk.topic != "orders.v1_x-y" || pk.partition != 7 || pk.base != 42 || pk.end != 1000 || pk.id != "010203000000000000000000000000ff" {
 		t.Fatalf("%q -> %+v %v", k, pk, ok)
 	}
-	for _, bad := range []string{topicKey("t", id), "t/x/0/1-2", "a/b/c", "t/010203000000000000000000000000ff/0/00000000000000000002-00000000000000000001"} {
+	for _, bad := range []string{descriptionKey("t", id, 5), "t/x/0/1-2", "a/b/c", "t/010203000000000000000000000000ff/0/00000000000000000002-00000000000000000001"} {
 		if _, ok := parseObjectKey(bad); ok {
 			t.Errorf("%q parsed as an object key", bad)
+		}
+	}
+}
+
+func TestDescriptionKeysRoundTrip(t *testing.T) {
+	id := [16]byte{9}
+	k := descriptionKey("orders", id, 1234567)
+	dir, seq, ok := parseDescriptionKey(k)
+	if !ok || dir != "orders/09000000000000000000000000000000" || seq != 1234567 {
+		t.Fatalf("%q -> %q %d %v", k, dir, seq, ok)
+	}
+	for _, bad := range []string{objectKey("t", id, 0, 1, 2), "t/topic-00000000000000000001.json", "a/b/c/topic-00000000000000000001.json", "t/x/topic-1.json"} {
+		if _, _, ok := parseDescriptionKey(bad); ok {
+			t.Errorf("%q parsed as a description key", bad)
 		}
 	}
 }

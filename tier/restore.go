@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"time"
 
 	"inlet/batchlog"
@@ -17,7 +16,7 @@ import (
 )
 
 // Restore rebuilds the tiered topics of an empty log from the bucket (--restore-from-remote):
-// for each topic.json it finds, the topic is created with its id, partition count and
+// for each topic description it finds (the newest of each), the topic is created with its id, partition count and
 // configs, and each partition's uploaded objects (their footers read and checked) are
 // recorded; the partition then starts at its first object's base offset and continues after
 // its last object's end, its local log empty, so that every uploaded batch is read from the
@@ -26,29 +25,23 @@ import (
 // What is not in the bucket is not brought back: batches not uploaded yet (the untiered tail:
 // up to --remote-object-bytes or --remote-upload-interval-ms of each partition, and anything
 // above the last stable offset), topics without remote.storage.enable, idempotent producers'
-// windows, transactions, consumer group offsets, and the run-time users, ACLs and quotas. A
-// partition's objects are taken from its first one up to the first gap; objects after a gap
-// are left for the clean to delete.
+// windows, transactions, consumer group offsets, and the run-time users, ACLs and quotas. An
+// object that does not read, or that overlaps one taken before it, is left for the clean; a
+// gap between objects (retention passed batches never uploaded) is read past, as a
+// consumer reads past the offsets compaction removed.
 //
 // Run it before Open and before the node serves.
 func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, logger *slog.Logger) (topics, objects int, err error) {
 	if len(l.Topics()) > 0 {
 		return 0, 0, errors.New("tier: restore needs an empty data directory; this one has topics")
 	}
-	descs := map[string]topicDescription{} // by "<topic>/<id>"
-	parts := map[string][]keyedObject{}    // by "<topic>/<id>/<partition>"
+	descKeys := map[string]keyedObject{} // the newest description, by "<topic>/<id>"
+	parts := map[string][]keyedObject{} // by "<topic>/<id>/<partition>"
 	err = bucket.List(ctx, "", func(key string, size int64) error {
-		if strings.HasSuffix(key, "/topic.json") {
-			var d topicDescription
-			b := make([]byte, size)
-			if err := bucket.ReadAt(ctx, key, 0, b); err != nil {
-				return err
+		if dir, _, ok := parseDescriptionKey(key); ok {
+			if key > descKeys[dir].key { // keys sort by sequence
+				descKeys[dir] = keyedObject{key: key, size: size}
 			}
-			if err := json.Unmarshal(b, &d); err != nil {
-				logger.Warn("tier: restore skips a topic description that does not decode", "key", key, "err", err)
-				return nil
-			}
-			descs[strings.TrimSuffix(key, "/topic.json")] = d
 			return nil
 		}
 		if k, ok := parseObjectKey(key); ok {
@@ -59,6 +52,15 @@ func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstor
 	})
 	if err != nil {
 		return 0, 0, err
+	}
+	descs := map[string]topicDescription{}
+	for dir, ko := range descKeys {
+		d, err := readDescription(ctx, bucket, ko)
+		if err != nil {
+			logger.Warn("tier: restore skips a topic description that does not read", "key", ko.key, "err", err)
+			continue
+		}
+		descs[dir] = d
 	}
 	names := make([]string, 0, len(descs))
 	for k := range descs {
@@ -98,19 +100,26 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 	records := make([][]meta.RemoteObject, d.Partitions)
 	for i := range starts {
 		objs := parts[fmt.Sprintf("%s/%d", tk, i)]
-		sort.Slice(objs, func(a, b int) bool { return objs[a].parsed.base < objs[b].parsed.base })
-		for j, ko := range objs {
-			if j > 0 && ko.parsed.base != objs[j-1].parsed.end {
-				logger.Warn("tier: restore stops a partition at a gap in its objects", "topic", d.Name, "partition", i,
-					"end", objs[j-1].parsed.end, "next", ko.parsed.base)
-				break
+		// By base offset, the longest first where two begin together (an orphan of a cut
+		// upload and the object written again hold the same batches where they meet).
+		sort.Slice(objs, func(a, b int) bool {
+			if objs[a].parsed.base != objs[b].parsed.base {
+				return objs[a].parsed.base < objs[b].parsed.base
+			}
+			return objs[a].parsed.end > objs[b].parsed.end
+		})
+		end := int64(-1)
+		for _, ko := range objs {
+			if ko.parsed.base < end {
+				continue // overlaps the one taken: an orphan, which the clean deletes
 			}
 			o, err := readRecord(ctx, bucket, ko)
 			if err != nil {
-				logger.Warn("tier: restore stops a partition at an object that does not read", "key", ko.key, "err", err)
-				break
+				logger.Warn("tier: restore skips an object that does not read", "key", ko.key, "err", err)
+				continue
 			}
 			records[i] = append(records[i], o)
+			end = o.End
 		}
 		if rs := records[i]; len(rs) > 0 {
 			starts[i] = batchlog.RestoredStart{LogStart: rs[0].Base, Next: rs[len(rs)-1].End}
@@ -131,6 +140,19 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 		}
 	}
 	return n, nil
+}
+
+// readDescription reads a topic's description.
+func readDescription(ctx context.Context, bucket objstore.Bucket, ko keyedObject) (topicDescription, error) {
+	var d topicDescription
+	if ko.size <= 0 || ko.size > 1<<20 {
+		return d, fmt.Errorf("description of %d bytes", ko.size)
+	}
+	b := make([]byte, ko.size)
+	if err := bucket.ReadAt(ctx, ko.key, 0, b); err != nil {
+		return d, err
+	}
+	return d, json.Unmarshal(b, &d)
 }
 
 // readRecord reads an object's trailer and footer and makes its record.

@@ -37,6 +37,7 @@ package tier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -120,7 +121,7 @@ type Tier struct {
 
 	mu        sync.Mutex
 	parts     map[uint32]*partState // by node-wide partition id
-	described map[string]string     // topic.json as last written this run, by topic name
+	described map[string]description // the description written last this run, by topic name
 
 	stats   counters
 	stop    chan struct{}
@@ -131,7 +132,8 @@ type Tier struct {
 // partState is what the tier knows of one partition.
 type partState struct {
 	mu      sync.RWMutex
-	objects []meta.RemoteObject // recorded, by base offset, contiguous: each starts at the last's End
+	objects []meta.RemoteObject // recorded, by base offset, each starting at or after the last's End
+	end     int64               // the End of the last object recorded, also once retention deleted it
 
 	// Owned by the loop.
 	pendingSince time.Time // when the loop first saw batches not yet uploaded
@@ -156,18 +158,18 @@ func Open(l *batchlog.Log, m *meta.Store, cfg Config) (*Tier, error) {
 		return nil, errors.New("tier: no bucket")
 	}
 	cfg.fill()
-	t := &Tier{log: l, meta: m, bucket: cfg.Bucket, cfg: cfg, parts: map[uint32]*partState{}, described: map[string]string{},
+	t := &Tier{log: l, meta: m, bucket: cfg.Bucket, cfg: cfg, parts: map[uint32]*partState{}, described: map[string]description{},
 		cache: newReadCache(cfg.ReadCacheBytes), stop: make(chan struct{}), done: make(chan struct{})}
 	err := m.RemoteObjects(func(o meta.RemoteObject) error {
 		ps := t.partLocked(o.Partition)
-		if n := len(ps.objects); n > 0 && ps.objects[n-1].End != o.Base {
-			// Records are written in order and deleted from the front; a gap means one was
-			// lost. Reads of the range after it would miss data: keep the tail from the gap on.
-			cfg.Logger.Error("tier: gap in the remote objects of a partition; the objects before it are dropped",
-				"partition_id", o.Partition, "end", ps.objects[n-1].End, "next", o.Base)
-			ps.objects = ps.objects[:0]
+		if n := len(ps.objects); n > 0 && o.Base < ps.objects[n-1].End {
+			return fmt.Errorf("tier: remote object records overlap: partition id %d, %d..%d after %d..%d",
+				o.Partition, o.Base, o.End, ps.objects[n-1].Base, ps.objects[n-1].End)
 		}
+		// A gap (retention passed batches never uploaded) is read past, as the offsets
+		// compaction removed are.
 		ps.objects = append(ps.objects, o)
+		ps.end = o.End
 		return nil
 	})
 	if err != nil {
@@ -208,10 +210,7 @@ func (t *Tier) UploadedEnd(p *batchlog.Partition) int64 {
 	}
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
-	if n := len(ps.objects); n > 0 {
-		return ps.objects[n-1].End
-	}
-	return 0
+	return ps.end
 }
 
 // objectsOf is a copy of p's recorded objects.

@@ -120,6 +120,7 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		}
 		ps.mu.Lock()
 		ps.objects = append(ps.objects, o)
+		ps.end = o.End
 		ps.mu.Unlock()
 		ps.lagBytes -= o.DataLen
 		ps.pendingSince = time.Time{}
@@ -308,7 +309,7 @@ func (b *objectBody) fill() error {
 	return nil
 }
 
-// topicDescription is a tiered topic's description in the bucket (topic.json): what a node
+// topicDescription is a tiered topic's description in the bucket: what a node
 // rebuilt from the bucket recreates it with.
 type topicDescription struct {
 	Name       string            `json:"name"`
@@ -317,7 +318,9 @@ type topicDescription struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
-// describe writes topic.json for a tiered topic when it is new to this run or changed.
+// describe writes a tiered topic's description when it is new to this run or changed: the
+// next one first, then the last this run wrote is deleted (older ones, of earlier runs, go at
+// the clean).
 func (t *Tier) describe(ctx context.Context, tp *batchlog.Topic) error {
 	d := topicDescription{Name: tp.Name, ID: fmt.Sprintf("%x", tp.ID), Partitions: len(tp.Partitions), Configs: tp.Configs}
 	js, err := json.Marshal(d)
@@ -325,24 +328,25 @@ func (t *Tier) describe(ctx context.Context, tp *batchlog.Topic) error {
 		return err
 	}
 	t.mu.Lock()
-	same := t.described[tp.Name] == string(js)
+	last := t.described[tp.Name]
 	t.mu.Unlock()
-	if same {
+	if last.json == string(js) {
 		return nil
 	}
-	key := topicKey(tp.Name, tp.ID)
-	// The description is replaced whole: deleted, then written (a conditional PUT cannot
-	// overwrite). A crash between the two leaves none, and the next run writes it.
+	key := descriptionKey(tp.Name, tp.ID, time.Now().UnixNano())
 	cctx, cancel := t.callCtx(ctx)
 	defer cancel()
-	if err := t.bucket.Delete(cctx, key); err != nil {
-		return err
-	}
 	if err := t.bucket.Put(cctx, key, bytes.NewReader(js), int64(len(js))); err != nil {
 		return err
 	}
 	t.mu.Lock()
-	t.described[tp.Name] = string(js)
+	t.described[tp.Name] = description{key: key, json: string(js)}
 	t.mu.Unlock()
+	if last.key != "" {
+		return t.bucket.Delete(cctx, last.key)
+	}
 	return nil
 }
+
+// description is the description of a topic this run wrote last.
+type description struct{ key, json string }
