@@ -217,7 +217,7 @@ func TestTieredTopicOnVersity(t *testing.T) {
 	createTieredTopic(t, b, 2, nil)
 	cl := tierClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const perPart = 12000 // 100-byte values: about 1.4 MiB a partition, 5 local bounds
-		for p := int32(0); p < 2; p++ {
+	for p := int32(0); p < 2; p++ {
 		for round := 0; round < 4; round++ {
 			produceNumbered(t, cl, p, round*perPart/4, perPart/4, tsBase)
 		}
@@ -268,7 +268,7 @@ func TestTieredTopicTransactionsAcrossTiers(t *testing.T) {
 	_, bucket := versityBucket(t, "txn/")
 	b := startTieredBroker(t, bucket)
 	createTieredTopic(t, b, 1, nil)
-		txn := tierClient(t, b, kgo.TransactionalID("tiered-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	txn := tierClient(t, b, kgo.TransactionalID("tiered-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	want := 0

@@ -36,7 +36,7 @@ func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstor
 		return 0, 0, errors.New("tier: restore needs an empty data directory; this one has topics")
 	}
 	descKeys := map[string]keyedObject{} // the newest description, by "<topic>/<id>"
-	parts := map[string][]keyedObject{} // by "<topic>/<id>/<partition>"
+	parts := map[string][]keyedObject{}  // by "<topic>/<id>/<partition>"
 	err = bucket.List(ctx, "", func(key string, size int64) error {
 		if dir, _, ok := parseDescriptionKey(key); ok {
 			if key > descKeys[dir].key { // keys sort by sequence

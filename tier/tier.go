@@ -120,7 +120,7 @@ type Tier struct {
 	cache  *readCache
 
 	mu        sync.Mutex
-	parts     map[uint32]*partState // by node-wide partition id
+	parts     map[uint32]*partState  // by node-wide partition id
 	described map[string]description // the description written last this run, by topic name
 
 	stats   counters
