@@ -345,6 +345,43 @@ func TestTierOutageKeepsProducing(t *testing.T) {
 	}
 }
 
+// TestTierOutageOnVersity: the S3 server itself goes away for a while under load and comes
+// back on the same port and directory: produce goes on, nothing unuploaded is dropped, and the
+// tier catches up.
+func TestTierOutageOnVersity(t *testing.T) {
+	s3, bucket := versityBucket(t, "outage/")
+	b := startTieredBroker(t, bucket)
+	createTieredTopic(t, b, 1, nil)
+	cl := tierClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	part := tieredPartition(t, b, 0)
+	produceNumbered(t, cl, 0, 0, 2000, tsBase)
+	waitFor(t, "first objects", 30*time.Second, func() bool { return b.tier.UploadedEnd(part) == 2000 })
+	s3.Stop()
+	for round := 1; round < 5; round++ {
+		produceNumbered(t, cl, 0, round*2000, 2000, tsBase)
+	}
+	time.Sleep(time.Second)
+	if end := b.tier.UploadedEnd(part); end != 2000 || part.LocalLogStartOffset() > 2000 {
+		t.Fatalf("server down: uploaded end %d, local start %d", end, part.LocalLogStartOffset())
+	}
+	if st := b.tier.Stats(); st.Healthy || st.LagBytes == 0 {
+		t.Fatalf("server down, yet the tier says %+v", st)
+	}
+	s3.Restart()
+	waitFor(t, "caught up after the outage", 60*time.Second, func() bool {
+		return b.tier.UploadedEnd(part) == part.HighWatermark() && part.LocalLogStartOffset() > 2000
+	})
+	got := readAll(t, b, 0, part.HighWatermark()-1)
+	for i, n := range got {
+		if n != i {
+			t.Fatalf("record %d is number %d", i, n)
+		}
+	}
+	if len(got) != 10000 {
+		t.Fatalf("read %d records", len(got))
+	}
+}
+
 // TestRestoreFromBucket: a node whose data directory is lost is rebuilt from the bucket with
 // the tiered topic's catalog and every uploaded record; what was not uploaded (the tail
 // written while the tier was stopped) and the group offsets are what is missing, exactly.
