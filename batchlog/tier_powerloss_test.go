@@ -126,13 +126,13 @@ func TestTierPowerLoss(t *testing.T) {
 		}()
 		time.Sleep(time.Duration(5+rng.IntN(40)) * time.Millisecond)
 		mode := []segfs.CrashMode{segfs.SyncedOnly, segfs.TornPrefix, segfs.RandomBlocks}[rng.IntN(3)]
+		mu.Lock()
+		crashed = true // answers from now on are never seen by a producer
+		mu.Unlock()
 		var pebAfter *vfs.MemFS
 		segAfter := segFS.Crash(mode, rng, func() {
 			pebAfter = pebFS.CrashClone(vfs.CrashCloneCfg{RNG: rng})
 		})
-		mu.Lock()
-		crashed = true
-		mu.Unlock()
 		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond) // the dying tier's last uploads
 		close(stop)
 		wg.Wait()

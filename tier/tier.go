@@ -58,6 +58,9 @@ type Config struct {
 	// UploadInterval is how long batches wait before they are uploaded in a smaller object
 	// (default 60 s); a topic's segment.ms, if shorter, sends them sooner.
 	UploadInterval time.Duration
+	// UploadBytesPerSec paces uploads (a tier catching up after an outage reads the disk and
+	// the network at most this fast); 0: unpaced.
+	UploadBytesPerSec int64
 	// PassInterval is how often the loop runs (default 1 s).
 	PassInterval time.Duration
 	// RetentionInterval is how often total retention runs (default 30 s; negative: never).

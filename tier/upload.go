@@ -114,8 +114,12 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		if data < target && now.Sub(ps.pendingSince) < wait {
 			return nil // not due yet
 		}
+		began := time.Now()
 		o, err := t.upload(ctx, tp, batches, limit)
 		if err != nil {
+			return err
+		}
+		if err := t.pace(ctx, o.Size, time.Since(began)); err != nil {
 			return err
 		}
 		ps.mu.Lock()
@@ -129,6 +133,24 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		}
 		t.stats.uploadedBytes.Add(o.Size)
 		t.stats.uploadedObjects.Add(1)
+	}
+}
+
+// pace waits after an upload of size bytes that took took, so that uploads go at most
+// Config.UploadBytesPerSec.
+func (t *Tier) pace(ctx context.Context, size int64, took time.Duration) error {
+	if t.cfg.UploadBytesPerSec <= 0 {
+		return nil
+	}
+	wait := time.Duration(float64(size)/float64(t.cfg.UploadBytesPerSec)*float64(time.Second)) - took
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

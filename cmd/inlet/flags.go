@@ -37,9 +37,9 @@ type options struct {
 	offsetsRetentionMinutes, transactionalIDExpirationMs      *int
 
 	// The remote tier (tiered storage of topics with remote.storage.enable).
-	s3Bucket, s3Endpoint, s3Region, s3Prefix, remoteObjectBytes, remoteReadCache *string
-	s3PathStyle, restoreFromRemote                                               *bool
-	remoteUploadIntervalMs                                                       *int
+	s3Bucket, s3Endpoint, s3Region, s3Prefix, remoteObjectBytes, remoteReadCache, remoteUploadRate *string
+	s3PathStyle, restoreFromRemote                                                                 *bool
+	remoteUploadIntervalMs                                                                         *int
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -96,6 +96,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		restoreFromRemote:      fs.Bool("restore-from-remote", false, "on an empty data directory, rebuild the tiered topics from the bucket before serving: their catalog and every uploaded batch, served from the remote tier; new writes continue after the last uploaded offset"),
 		remoteObjectBytes:      fs.String("remote-object-bytes", "64MiB", "batch data per uploaded object (a topic's segment.bytes, if smaller, cuts it sooner)"),
 		remoteUploadIntervalMs: fs.Int("remote-upload-interval-ms", 60000, "how long batches of a tiered topic wait before they are uploaded in an object smaller than --remote-object-bytes (a topic's segment.ms, if shorter, sends them sooner)"),
+		remoteUploadRate:       fs.String("remote-upload-max-bytes-per-sec", "0", "paces uploads to the bucket (a tier catching up after an outage reads the disk and the network at most this fast), e.g. 100MiB; 0: unpaced"),
 		remoteReadCache:        fs.String("remote-read-cache", "64MiB", "memory for remote reads: object footers and chunks of batches read from the bucket, and the chunks read ahead"),
 	}
 	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller

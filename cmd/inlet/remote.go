@@ -19,6 +19,7 @@ type remoteSettings struct {
 	restore        bool
 	objectBytes    int64
 	readCache      int64
+	uploadRate     int64
 	uploadInterval time.Duration
 }
 
@@ -35,6 +36,7 @@ func (o *options) remote() *remoteSettings {
 		restore:        *o.restoreFromRemote,
 		objectBytes:    mustSize("remote-object-bytes", *o.remoteObjectBytes),
 		readCache:      mustSize("remote-read-cache", *o.remoteReadCache),
+		uploadRate:     mustSizeOrZero("remote-upload-max-bytes-per-sec", *o.remoteUploadRate),
 		uploadInterval: msFlag(*o.remoteUploadIntervalMs),
 	}
 }
@@ -59,7 +61,7 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 		logger.Info("restored from the remote tier", "topics", topics, "objects", objects)
 	}
 	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
-		ReadCacheBytes: rs.readCache, Logger: logger})
+		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Logger: logger})
 }
 
 // remoteTier is t as the server takes it: a nil interface without a tier.
