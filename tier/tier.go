@@ -163,6 +163,7 @@ func Open(l *batchlog.Log, m *meta.Store, cfg Config) (*Tier, error) {
 	cfg.fill()
 	t := &Tier{log: l, meta: m, bucket: cfg.Bucket, cfg: cfg, parts: map[uint32]*partState{}, described: map[string]description{},
 		cache: newReadCache(cfg.ReadCacheBytes), stop: make(chan struct{}), done: make(chan struct{})}
+	t.stats.lastPassOK.Store(true) // until a pass fails
 	err := m.RemoteObjects(func(o meta.RemoteObject) error {
 		ps := t.partLocked(o.Partition)
 		if n := len(ps.objects); n > 0 && o.Base < ps.objects[n-1].End {
@@ -368,7 +369,7 @@ func (t *Tier) Stats() Stats {
 		ReadCalls: t.stats.readCalls.Load(), ReadErrors: t.stats.readErrors.Load(),
 		CacheHits: t.stats.cacheHits.Load(), CacheMisses: t.stats.cacheMisses.Load(),
 		LagBytes: t.stats.lagBytes.Load(), LagSeconds: float64(t.stats.lagMs.Load()) / 1000,
-		Healthy: t.stats.lastPassOK.Load() || !t.started.Load(),
+		Healthy: t.stats.lastPassOK.Load(),
 	}
 	if e := t.stats.lastErr.Load(); e != nil && !s.Healthy {
 		s.LastError = *e
