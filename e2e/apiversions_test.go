@@ -84,7 +84,7 @@ func checkAdvertised(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {
 	}{
 		{0, "Produce", 3, 12},    // v13 needs topic ids
 		{1, "Fetch", 4, 12},      // v13 needs topic ids
-		{2, "ListOffsets", 0, 7}, // v8+ is tiered storage
+		{2, "ListOffsets", 0, 8}, // v8: earliest-local (tiered storage); v9+ (latest-tiered) is not served
 		{3, "Metadata", 0, 12},
 		{18, "ApiVersions", 0, 4},
 		{22, "InitProducerId", 0, 4}, // v5+ is KIP-890
