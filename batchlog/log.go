@@ -806,9 +806,11 @@ func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) err
 		return err
 	}
 	// Published once the index names every batch below them: after a full disk (rebuild)
-	// readers go on meanwhile, and a high watermark must never go back.
+	// readers go on meanwhile, and a high watermark must never go back. The long polls
+	// parked on them see the batches the replay made durable at once.
 	for p := range touched {
 		p.hw.Store(p.next)
+		p.wake()
 	}
 	return nil
 }

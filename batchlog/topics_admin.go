@@ -180,6 +180,11 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 		}
 	}
 	delete(l.topics, name)
+	// A long poll parked on the topic answers now (UNKNOWN_TOPIC_OR_PARTITION), not when its
+	// wait runs out.
+	for _, p := range t.Partitions {
+		p.wake()
+	}
 	return ids, nil
 }
 

@@ -52,3 +52,36 @@ func TestWaiterSignalledByItsPartitionsOnly(t *testing.T) {
 		t.Fatal("a pooled waiter watching partition 1 was not signalled")
 	}
 }
+
+// TestWaiterSignalledWhenItsTopicIsDeleted: a long poll parked on a partition of a topic that
+// is deleted is woken, so that it answers UNKNOWN_TOPIC_OR_PARTITION at once.
+func TestWaiterSignalledWhenItsTopicIsDeleted(t *testing.T) {
+	l := openTemp(t, t.TempDir())
+	defer l.Close()
+	topic, err := l.CreateTopic("gone", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := l.CreateTopic("stays", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, bystander := GetWaiter(), GetWaiter()
+	defer PutWaiter(w)
+	defer PutWaiter(bystander)
+	w.Watch(topic.Partitions[0])
+	bystander.Watch(other.Partitions[0])
+	if err := l.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiter on a deleted topic was not signalled")
+	}
+	select {
+	case <-bystander.C():
+		t.Fatal("a waiter on another topic was signalled")
+	default:
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -220,4 +222,53 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestParkedFetchAnsweredWhenItsTopicIsDeleted: a long poll parked with a 20 s wait on a topic
+// that is then deleted is answered UNKNOWN_TOPIC_OR_PARTITION at once, not when its wait runs
+// out.
+func TestParkedFetchAnsweredWhenItsTopicIsDeleted(t *testing.T) {
+	b := startBroker(t, nil)
+	const topic = "parked-then-deleted"
+	b.createTopic(topic, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 11, -1, 20000, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	type answer struct {
+		resp *kmsg.FetchResponse
+		err  error
+		at   time.Time
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := req.RequestWith(ctx, cl)
+		got <- answer{resp, err, time.Now()}
+	}()
+	time.Sleep(500 * time.Millisecond) // parked by now
+	deleted := time.Now()
+	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if wait := a.at.Sub(deleted); wait > 3*time.Second {
+		t.Fatalf("the parked fetch was answered %v after the deletion", wait)
+	}
+	if ec := a.resp.Topics[0].Partitions[0].ErrorCode; ec != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("error code %d, want UNKNOWN_TOPIC_OR_PARTITION", ec)
+	}
 }
