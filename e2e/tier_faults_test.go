@@ -218,3 +218,32 @@ func TestTierConfigsKafkaRefuses(t *testing.T) {
 	check(kadm.NewClient(newKgo(t, plain.addr)), "nowhere", map[string]*string{"remote.storage.enable": kadm.StringPtr("true")},
 		"Tiered Storage functionality is disabled")
 }
+
+// TestTierUploadsFromALogStartInsideABatch: DeleteRecords to an offset inside a batch before
+// anything is uploaded; the first object starts with that batch, whole, so that once local
+// retention has dropped it the records from the log start on are still read.
+func TestTierUploadsFromALogStartInsideABatch(t *testing.T) {
+	bucket := objstore.NewMemory()
+	b := startTieredBroker(t, bucket)
+	createTieredTopic(t, b, 1, nil)
+	bucket.SetDown(errors.New("injected: down while the records are deleted"))
+	produceNumbered(t, tieredProducer(t, b), 0, 0, 10000, tsBase)
+	adm := kadm.NewClient(tierClient(t, b))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: tierTopic, Partition: 0, At: 5001})
+	if res, err := adm.DeleteRecords(ctx, offs); err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	bucket.SetDown(nil)
+	waitTiered(t, b)
+	part := tieredPartition(t, b, 0)
+	if part.LocalLogStartOffset() <= 5001 {
+		t.Fatalf("local start %d: the batch holding 5001 is still local", part.LocalLogStartOffset())
+	}
+	got := readAll(t, b, 0, 9999, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tierTopic: {0: kgo.NewOffset().At(5001)}}))
+	if len(got) != 4999 || got[0] != 5001 {
+		t.Fatalf("read %d records from %v; want 4999 from 5001", len(got), got[:min(1, len(got))])
+	}
+}

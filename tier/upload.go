@@ -90,6 +90,17 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 			ps.pendingSince, ps.lagBytes = time.Time{}, 0
 			return nil
 		}
+		if from > t.UploadedEnd(p) {
+			// From the local log start, which may lie inside a batch (DeleteRecords): the
+			// object starts with the batch that holds it, whole.
+			b, err := t.log.ReadBatches(p, from, limit, 1, true, nil)
+			if err != nil {
+				return err
+			}
+			if h, err := wire.ParseBatchHeader(b); err == nil {
+				from = h.BaseOffset
+			}
+		}
 		var batches []batchRef
 		var data, lag int64
 		err := t.log.IndexedBatches(p, from, limit, func(base int64, size int) bool {
