@@ -247,3 +247,34 @@ func TestTierUploadsFromALogStartInsideABatch(t *testing.T) {
 		t.Fatalf("read %d records from %v; want 4999 from 5001", len(got), got[:min(1, len(got))])
 	}
 }
+
+// TestTierMaxTimestampInTheRemoteTier: ListOffsets MAX_TIMESTAMP (-3) finds the record with
+// the largest timestamp when it lies in the remote tier, below the local log start.
+func TestTierMaxTimestampInTheRemoteTier(t *testing.T) {
+	bucket := objstore.NewMemory()
+	b := startTieredBroker(t, bucket)
+	createTieredTopic(t, b, 1, nil)
+	cl := tieredProducer(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const peak = 123
+	for i := 0; i < 10000; i++ {
+		ts := tsBase + int64(i)
+		if i == peak {
+			ts = tsBase + 50_000_000 // the newest record, early in the log
+		}
+		v := append([]byte(strconv.Itoa(100000000 + i)), make([]byte, 90)...)
+		cl.Produce(ctx, &kgo.Record{Topic: tierTopic, Partition: 0, Value: v, Timestamp: time.UnixMilli(ts)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitTiered(t, b)
+	if part := tieredPartition(t, b, 0); part.LocalLogStartOffset() <= peak {
+		t.Fatalf("local start %d: the record is still local", part.LocalLogStartOffset())
+	}
+	off, ts := listOffset(t, tierClient(t, b), 0, -3)
+	if off != peak || ts != tsBase+50_000_000 {
+		t.Fatalf("max timestamp at offset %d (%d), want %d", off, ts, peak)
+	}
+}

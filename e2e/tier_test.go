@@ -248,6 +248,9 @@ func TestTieredTopicOnVersity(t *testing.T) {
 		if off, _ := listOffset(t, cl, p, -4); off != part.LocalLogStartOffset() {
 			t.Errorf("earliest-local: %d, want %d", off, part.LocalLogStartOffset())
 		}
+		if off, ts := listOffset(t, cl, p, -3); off != int64(perPart)-1 || ts != tsBase+int64(perPart)-1 {
+			t.Errorf("partition %d: max timestamp at %d (%d), want the last record", p, off, ts)
+		}
 		for _, n := range []int64{10, 4321, int64(perPart) - 5} { // remote, remote, local
 			off, ts := listOffset(t, cl, p, tsBase+n)
 			if off != n || ts != tsBase+n {

@@ -12,4 +12,6 @@ type RemoteTier interface {
 	PlanRead(p *batchlog.Partition, offset, limit int64, maxBytes int, includeFirst bool, plan *batchlog.ReadPlan) error
 	// FindTimestamp is the first remote batch whose max timestamp is >= target (nil: none).
 	FindTimestamp(p *batchlog.Partition, target int64) ([]byte, error)
+	// MaxTimestampBatch is the remote data batch with the largest max timestamp (nil: none).
+	MaxTimestampBatch(p *batchlog.Partition) ([]byte, error)
 }

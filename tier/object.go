@@ -15,7 +15,7 @@ import (
 //
 //	batches   the record batches, in offset order
 //	entries   per batch: base offset i64, last offset delta i32, position u32 (from the
-//	          object's start), size u32, max timestamp i64 (28 bytes)
+//	          object's start), size u32, max timestamp i64, attributes u16, zero u16 (32 bytes)
 //	trailer   entry count u32, CRC-32C of the entries u32, data length u64, magic "INLTIER1"
 //
 // A read names the batches it wants from the footer (cached) and takes them with one ranged
@@ -23,7 +23,7 @@ import (
 // rebuilt from the bucket finds it from the trailer, the object's last 24 bytes.
 
 const (
-	entryLen   = 28
+	entryLen   = 32
 	trailerLen = 24
 	magic      = "INLTIER1"
 )
@@ -39,7 +39,11 @@ type entry struct {
 	lastDelta    int32
 	pos, size    uint32
 	maxTimestamp int64
+	attrs        uint16 // the batch's attributes (wire.BatchHeader.Attributes)
 }
+
+// control reports whether the batch is a control batch (a transaction marker).
+func (e entry) control() bool { return e.attrs&0x20 != 0 }
 
 // end is the offset after the batch.
 func (e entry) end() int64 { return e.base + int64(e.lastDelta) + 1 }
@@ -49,7 +53,9 @@ func appendEntry(dst []byte, e entry) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(e.lastDelta))
 	dst = binary.BigEndian.AppendUint32(dst, e.pos)
 	dst = binary.BigEndian.AppendUint32(dst, e.size)
-	return binary.BigEndian.AppendUint64(dst, uint64(e.maxTimestamp))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(e.maxTimestamp))
+	dst = binary.BigEndian.AppendUint16(dst, e.attrs)
+	return binary.BigEndian.AppendUint16(dst, 0)
 }
 
 // appendTrailer appends the trailer of the footer entries (already in dst from entriesAt)
@@ -103,9 +109,10 @@ func parseFooter(b []byte) ([]entry, int64, error) {
 			pos:          binary.BigEndian.Uint32(e[12:]),
 			size:         binary.BigEndian.Uint32(e[16:]),
 			maxTimestamp: int64(binary.BigEndian.Uint64(e[20:])),
+			attrs:        binary.BigEndian.Uint16(e[28:]),
 		}
 		en := out[i]
-		if en.base < 0 || en.lastDelta < 0 || en.base < next || en.pos != pos || en.size < 61 ||
+		if binary.BigEndian.Uint16(e[30:]) != 0 || en.base < 0 || en.lastDelta < 0 || en.base < next || en.pos != pos || en.size < 61 ||
 			int64(en.pos)+int64(en.size) > dataLen {
 			return nil, 0, errBadFooter
 		}

@@ -17,7 +17,7 @@ func testFooter(entries []entry, dataLen int64) []byte {
 func TestFooterRoundTrip(t *testing.T) {
 	in := []entry{
 		{base: 100, lastDelta: 9, pos: 0, size: 200, maxTimestamp: 5},
-		{base: 110, lastDelta: 0, pos: 200, size: 61, maxTimestamp: 7},
+		{base: 110, lastDelta: 0, pos: 200, size: 61, maxTimestamp: 7, attrs: 0x30},
 		{base: 111, lastDelta: 3, pos: 261, size: 100, maxTimestamp: 6},
 	}
 	out, dataLen, err := parseFooter(testFooter(in, 361))

@@ -147,6 +147,43 @@ func (t *Tier) FindTimestamp(p *batchlog.Partition, target int64) ([]byte, error
 	return nil, nil
 }
 
+// MaxTimestampBatch is the data batch (not a transaction marker) of p's remote objects at or
+// past its log start with the largest max timestamp, the first of them on a tie (nil: none),
+// for ListOffsets' MAX_TIMESTAMP; the caller finds the record in it and compares it with the
+// local batches'. Valid until the cache drops it: the caller must not keep it.
+func (t *Tier) MaxTimestampBatch(p *batchlog.Partition) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	var bestObj meta.RemoteObject
+	var bestFooter *footer
+	best, bestTS := -1, int64(-1)
+	for _, o := range t.objectsOf(p.ID) {
+		if o.MaxTimestamp <= bestTS || o.End <= p.LogStartOffset() {
+			continue
+		}
+		f, err := t.footer(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		for i, e := range f.entries {
+			if e.maxTimestamp > bestTS && !e.control() && e.end() > p.LogStartOffset() {
+				bestObj, bestFooter, best, bestTS = o, f, i, e.maxTimestamp
+			}
+		}
+	}
+	if best < 0 {
+		return nil, nil
+	}
+	c := bestFooter.chunkOf(best)
+	chunk, err := t.chunk(ctx, bestObj, bestFooter, c)
+	if err != nil {
+		return nil, err
+	}
+	at, _ := bestFooter.span(c, bestObj.DataLen)
+	e := bestFooter.entries[best]
+	return chunk[int64(e.pos)-at : int64(e.pos)-at+int64(e.size)], nil
+}
+
 // footer reads (or finds cached) o's footer.
 func (t *Tier) footer(ctx context.Context, o meta.RemoteObject) (*footer, error) {
 	v, err := t.cache.get(cacheKey{o.Key, -1}, func() (any, int64, error) {

@@ -324,7 +324,8 @@ func (b *objectBody) fill() error {
 			if err != nil {
 				return err
 			}
-			e := entry{base: h.BaseOffset, lastDelta: h.LastOffsetDelta, pos: uint32(b.pos[j]), size: uint32(size), maxTimestamp: h.MaxTimestamp}
+			e := entry{base: h.BaseOffset, lastDelta: h.LastOffsetDelta, pos: uint32(b.pos[j]), size: uint32(size),
+				maxTimestamp: h.MaxTimestamp, attrs: uint16(h.Attributes)}
 			b.footer = appendEntry(b.footer, e)
 			b.maxTimestamp = max(b.maxTimestamp, h.MaxTimestamp)
 			b.lastEnd = e.end()
