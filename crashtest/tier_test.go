@@ -201,6 +201,18 @@ func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
 			}
 		}
 		t.Logf("restored partition %d: %d records from the bucket (old local start %d)", p, len(got), locals[p])
+		locals[p] = hw
+	}
+	// The flag left set: a restart keeps what the node has, restoring nothing over it.
+	n.kill()
+	n.restart()
+	if !n.logged("nothing restored") {
+		t.Error("a restart with --restore-from-remote on a data directory with topics did not say it restored nothing")
+	}
+	for p := int32(0); p < partitions; p++ {
+		if hw, _ := listOffsets(t, ctx, rc, topic, p); hw != locals[p] {
+			t.Errorf("partition %d: high watermark %d after a restart, %d before", p, hw, locals[p])
+		}
 	}
 }
 

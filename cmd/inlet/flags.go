@@ -93,7 +93,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		s3Region:               fs.String("s3-region", "us-east-1", "region of the bucket"),
 		s3Prefix:               fs.String("s3-prefix", "", "key prefix of this node's objects in the bucket (one node per prefix), e.g. node-1/"),
 		s3PathStyle:            fs.Bool("s3-path-style", false, "address the bucket in the URL path (http://host/bucket/key), as most S3-compatible servers want, rather than as a host name"),
-		restoreFromRemote:      fs.Bool("restore-from-remote", false, "on an empty data directory, rebuild the tiered topics from the bucket before serving: their catalog and every uploaded batch, served from the remote tier; new writes continue after the last uploaded offset"),
+		restoreFromRemote:      fs.Bool("restore-from-remote", false, "on an empty data directory, rebuild the tiered topics from the bucket before serving: their catalog and every uploaded batch, served from the remote tier; new writes continue after the last uploaded offset (a data directory that holds topics is left as it is)"),
 		remoteObjectBytes:      fs.String("remote-object-bytes", "64MiB", "batch data per uploaded object (a topic's segment.bytes, if smaller, cuts it sooner)"),
 		remoteUploadIntervalMs: fs.Int("remote-upload-interval-ms", 60000, "how long batches of a tiered topic wait before they are uploaded in an object smaller than --remote-object-bytes (a topic's segment.ms, if shorter, sends them sooner)"),
 		remoteUploadRate:       fs.String("remote-upload-max-bytes-per-sec", "0", "paces uploads to the bucket (a tier catching up after an outage reads the disk and the network at most this fast), e.g. 100MiB; 0: unpaced"),

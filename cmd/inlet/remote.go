@@ -53,7 +53,11 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	if err != nil {
 		return nil, err
 	}
-	if rs.restore {
+	if rs.restore && len(blog.Topics()) > 0 {
+		// A restart of a node that was restored (the flag left in its unit or config file):
+		// its data directory is its own now.
+		logger.Info("--restore-from-remote: the data directory holds topics already; nothing restored")
+	} else if rs.restore {
 		topics, objects, err := tier.Restore(ctx, blog, cat, bucket, logger)
 		if err != nil {
 			return nil, err
