@@ -95,6 +95,7 @@ type File struct {
 	RemoteUploadIntervalMs yaml.Node `yaml:"remote_upload_interval_ms"`
 	RemoteReadCache        yaml.Node `yaml:"remote_read_cache"`
 	RemoteUploadRate       yaml.Node `yaml:"remote_upload_max_bytes_per_sec"`
+	MemoryLimit            yaml.Node `yaml:"memory_limit"`
 
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
@@ -139,7 +140,7 @@ var FlagKeys = map[string]Kind{
 	"metrics_listen": String, "pprof": Bool,
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,
-	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size, "remote_upload_max_bytes_per_sec": SizeOrZero,
+	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size, "remote_upload_max_bytes_per_sec": SizeOrZero, "memory_limit": String,
 }
 
 // Listener is one Kafka listener.

@@ -40,6 +40,8 @@ type options struct {
 	s3Bucket, s3Endpoint, s3Region, s3Prefix, remoteObjectBytes, remoteReadCache, remoteUploadRate *string
 	s3PathStyle, restoreFromRemote                                                                 *bool
 	remoteUploadIntervalMs                                                                         *int
+
+	memoryLimit *string // --memory-limit (memory.go)
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -87,6 +89,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
 		offsetsRetentionMinutes:      fs.Int("offsets-retention-minutes", 10080, "Kafka's offsets.retention.minutes: an empty consumer group's committed offsets expire this long after it became empty (offsets of simple commits: after their commit), and the group with them (0: never)"),
 		transactionalIDExpirationMs:  fs.Int("transactional-id-expiration-ms", 604800000, "Kafka's transactional.id.expiration.ms: a transactional id with no transaction open and no activity this long is forgotten (0: never)"),
+		memoryLimit:                  fs.String("memory-limit", "auto", "soft limit of the Go heap (runtime/debug.SetMemoryLimit): the garbage collector runs more often near it, so RSS stays near what is live; auto: --inflight-budget + --sasl-server-max-inflight-bytes + --fetch-cache + --remote-read-cache + 4 x --max-group-bytes + 192MiB (Pebble's memtables and the rest), unless GOMEMLIMIT is set; 0: none (Go's default)"),
 
 		s3Bucket:               fs.String("s3-bucket", "", "S3-compatible bucket of the remote tier: topics with remote.storage.enable keep their older batches there (credentials from the standard AWS chain: environment, shared files); empty: no remote tier"),
 		s3Endpoint:             fs.String("s3-endpoint", "", "URL of the S3-compatible server, e.g. http://127.0.0.1:7070 (empty: AWS)"),

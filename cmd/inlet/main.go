@@ -60,6 +60,7 @@ func main() {
 		usage("--super-users: %v", err)
 	}
 	rs := o.remote()
+	memoryLimit(logger, o, rs)
 	blog, srv, remote := openNode(logger, opts, rs, kafka.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,

@@ -25,6 +25,7 @@ func main() {
 	consumers := flag.Int("consumers", 4, "consumer clients")
 	tail := flag.Duration("tail", 0, "follow the end of the topic for this long instead of reading it from the start")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	partitionMax := flag.Int("partition-max-bytes", 1<<20, "kgo's FetchMaxPartitionBytes: record bytes one fetch asks of a partition")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -73,7 +74,8 @@ func main() {
 		go func() {
 			defer wg.Done()
 			cl, err := kgo.NewClient(kgo.SeedBrokers(*brokers),
-				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: parts}), kgo.FetchMaxBytes(50<<20))
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: parts}), kgo.FetchMaxBytes(50<<20),
+				kgo.FetchMaxPartitionBytes(int32(*partitionMax)))
 			if err != nil {
 				fail(err)
 			}
