@@ -19,7 +19,9 @@ import (
 // Config.ChunkBytes of whole batches, one ranged GET each), cached too. The plan references
 // the cached bytes (batchlog.ReadPlan.AddShared), which are never changed, so a reply is
 // copied from them once, into its frame. When a read reaches into a chunk, the next chunk of
-// the object is read ahead in the background, so a consumer reading on finds it cached.
+// the object is read ahead in the background, so a consumer reading on finds it cached; the
+// chunks a read has passed go to the back of the cache (drop-behind), so that with many
+// partitions read at once the chunks read ahead are not evicted before they are used.
 //
 // One fetch partition reads from one object: a consumer goes on to the next object with its
 // next fetch, and to the local log once it passes the local log start.
@@ -83,6 +85,7 @@ func (t *Tier) PlanRead(p *batchlog.Partition, offset, limit int64, maxBytes int
 	i := sort.Search(len(f.entries), func(i int) bool { return f.entries[i].end() > offset })
 	plan.End = min(limit, o.End)
 	lastChunk := -1
+	var passed []int // chunks the plan read to their end
 	var chunk []byte
 	var chunkAt int64
 	for ; i < len(f.entries); i++ {
@@ -96,6 +99,9 @@ func (t *Tier) PlanRead(p *batchlog.Partition, offset, limit int64, maxBytes int
 			break
 		}
 		if c := f.chunkOf(i); c != lastChunk {
+			if lastChunk >= 0 {
+				passed = append(passed, lastChunk)
+			}
 			chunk, err = t.chunk(ctx, o, f, c)
 			if err != nil {
 				return err
@@ -109,6 +115,15 @@ func (t *Tier) PlanRead(p *batchlog.Partition, offset, limit int64, maxBytes int
 			plan.End = e.base + 1
 			break
 		}
+	}
+	if lastChunk >= 0 && (i == len(f.entries) || f.chunkOf(i) != lastChunk) {
+		passed = append(passed, lastChunk) // read to its end too
+	}
+	// Drop-behind: a consumer reading on does not come back for what it has passed, so
+	// those chunks go first when the cache is full, and the chunks read ahead for every
+	// partition being read stay.
+	for _, c := range passed {
+		t.cache.demote(cacheKey{o.Key, c})
 	}
 	if lastChunk >= 0 && lastChunk+1 < len(f.chunks) {
 		t.readAhead(o, f, lastChunk+1)
@@ -330,6 +345,15 @@ func (c *readCache) get(k cacheKey, load func() (any, int64, error), st *counter
 	c.mu.Unlock()
 	close(l.done)
 	return v, err
+}
+
+// demote makes k the first to go when the cache needs room.
+func (c *readCache) demote(k cacheKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		c.lru.MoveToBack(e)
+	}
 }
 
 // forget drops what is cached of an object (deleted by retention).

@@ -127,3 +127,19 @@ func TestReadCacheStaysWithinItsBound(t *testing.T) {
 		t.Fatalf("forget left %d bytes", c.bytes())
 	}
 }
+
+// TestReadCacheDropsBehind: a demoted chunk (one a sequential read has passed) goes before
+// the chunks read ahead, however recently it was read.
+func TestReadCacheDropsBehind(t *testing.T) {
+	c := newReadCache(900)
+	var st counters
+	load := func() (any, int64, error) { return make([]byte, 300), 300, nil }
+	for i := 0; i < 3; i++ {
+		_, _ = c.get(cacheKey{"k", i}, load, &st)
+	}
+	c.demote(cacheKey{"k", 2}) // the newest, but passed
+	_, _ = c.get(cacheKey{"k", 3}, load, &st)
+	if c.has(cacheKey{"k", 2}) || !c.has(cacheKey{"k", 0}) || !c.has(cacheKey{"k", 1}) {
+		t.Fatal("the demoted chunk should have gone first")
+	}
+}
