@@ -406,10 +406,13 @@ type ConsumeRun struct {
 	// Skipped says why the phase did not run (inlet-discard keeps nothing to read).
 	Skipped string `json:"skipped,omitempty"`
 	// Error is why the phase has no figures; the phases that completed keep theirs.
-	Error   string         `json:"error,omitempty"`
-	Fill    *FillResult    `json:"fill,omitempty"`
-	Catchup *CatchupResult `json:"catchup,omitempty"`
-	Tail    *TailResult    `json:"tail,omitempty"`
+	Error string      `json:"error,omitempty"`
+	Fill  *FillResult `json:"fill,omitempty"`
+	// TierWaitSeconds is how long after the fill the remote tier took to hold every batch of a
+	// tiered target's topics, none left on local disk (0: not tiered).
+	TierWaitSeconds float64        `json:"tier_wait_seconds,omitempty"`
+	Catchup         *CatchupResult `json:"catchup,omitempty"`
+	Tail            *TailResult    `json:"tail,omitempty"`
 }
 
 // OK reports whether the phase's figures count toward the medians.
@@ -616,6 +619,9 @@ func (p *progress) endConsume(c *ConsumeRun) {
 		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
 	default:
 		cu, t := c.Catchup, c.Tail
+		if c.TierWaitSeconds > 0 {
+			fmt.Fprintf(p.w, "bench %s:        consume: every batch in the remote tier, none on local disk, %.1f s after the fill\n", p.kind, c.TierWaitSeconds)
+		}
 		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
 			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
 			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),

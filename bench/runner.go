@@ -318,6 +318,16 @@ func (e *Env) measureThen(ctx context.Context, t proc.Target, load Load, rate fl
 	run.Argv = t.Expand(srv.Port(), dir)
 
 	cfg := load.Config(srv.Addr(), rate)
+	if len(t.TopicConfigs) > 0 {
+		if cfg.Topics > 1 {
+			srv.Stop()
+			return fail("topic configs of %s: only a load of one topic is created with them, not %d", t.Name, cfg.Topics)
+		}
+		if err := createTopic(ctx, srv.Addr(), cfg.Topic, cfg.Partitions, t.TopicConfigs); err != nil {
+			srv.Stop()
+			return fail("%v (server log: %s)", err, strings.ReplaceAll(proc.LogTail(logPath, 5), "\n", " | "))
+		}
+	}
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
 	stats, serr := srv.Stats(e.clkTck)
