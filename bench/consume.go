@@ -619,9 +619,6 @@ func (p *progress) endConsume(c *ConsumeRun) {
 		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
 	default:
 		cu, t := c.Catchup, c.Tail
-		if c.TierWaitSeconds > 0 {
-			fmt.Fprintf(p.w, "bench %s:        consume: every batch in the remote tier, none on local disk, %.1f s after the fill\n", p.kind, c.TierWaitSeconds)
-		}
 		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
 			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
 			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),

@@ -49,6 +49,7 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 		if err != nil {
 			return fail("waiting for the remote tier: %v", err)
 		}
+		fmt.Fprintf(e.Stderr, "bench:        consume: every batch in the remote tier, none on local disk, %.1f s after the fill; catch-up from the remote tier\n", cr.TierWaitSeconds)
 	}
 
 	// 2. Catch-up.

@@ -17,7 +17,8 @@
 # broker's figures) are printed at the end. Record with scripts/record.sh NAME scripts/tier-bench.sh ....
 #
 # Settings (environment): KLITE, LOCAL_RETENTION_BYTES (produce; default 16 MiB),
-# OBJECT_BYTES (--remote-object-bytes, default 16MiB), UPLOAD_INTERVAL_MS (default 1000).
+# OBJECT_BYTES (--remote-object-bytes, default 16MiB), UPLOAD_INTERVAL_MS (default 1000),
+# TIER_ARGS (further flags of inlet-tier, e.g. --remote-read-cache 256MiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -54,7 +55,7 @@ echo "# versitygw ${VERSITYGW:-$(go env GOPATH)/bin/versitygw} on $endpoint, pid
 prefix='"$(basename "$(dirname {dir})")/"'
 upload="--remote-upload-interval-ms ${UPLOAD_INTERVAL_MS:-1000} --remote-object-bytes ${OBJECT_BYTES:-16MiB}"
 common="--listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --log-retention-check-interval-ms 1000"
-s3="--s3-bucket $bucket --s3-endpoint $endpoint --s3-path-style --s3-prefix $prefix $upload"
+s3="--s3-bucket $bucket --s3-endpoint $endpoint --s3-path-style --s3-prefix $prefix $upload ${TIER_ARGS:-}"
 
 peers=()
 case $mode in
