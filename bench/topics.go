@@ -168,3 +168,35 @@ func offsetsOf(req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse) (ma
 	}
 	return out, nil
 }
+
+// TierSplit is where a tiered topic's records are: below the local log start only in the
+// remote tier (moved there, and dropped from local disk by local retention), above it on
+// local disk (uploaded or not), summed over the topic's partitions.
+type TierSplit struct {
+	RemoteOnlyRecords int64 `json:"remote_only_records"`
+	LocalRecords      int64 `json:"local_records"`
+}
+
+// tierSplit lists the log start, local log start and high watermark of every partition of
+// topic.
+func tierSplit(ctx context.Context, addr, topic string, partitions int) (*TierSplit, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID("inlet-bench-admin"))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	topics := map[string]int{topic: partitions}
+	var at [3]map[partitionKey]int64
+	for i, ts := range []int64{-2, earliestLocal, -1} { // earliest, earliest local, latest
+		if at[i], err = listAt(ctx, cl, topics, ts); err != nil {
+			return nil, err
+		}
+	}
+	sp := &TierSplit{}
+	for k, start := range at[0] {
+		local := max(at[1][k], start)
+		sp.RemoteOnlyRecords += local - start
+		sp.LocalRecords += max(at[2][k]-local, 0)
+	}
+	return sp, nil
+}

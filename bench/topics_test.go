@@ -179,10 +179,12 @@ func TestCompareConsumeTieredShort(t *testing.T) {
 			t.Errorf("%s: run %q, consume %+v", r.Target, r.Error, c)
 		case c.Catchup.Records != 40_000:
 			t.Errorf("%s: catch-up %+v", r.Target, c.Catchup)
-		case r.Target == TargetInlet && c.TierWaitSeconds != 0:
-			t.Errorf("inlet without topic configs waited %v s for a tier", c.TierWaitSeconds)
+		case r.Target == TargetInlet && (c.TierWaitSeconds != 0 || r.Tier != nil):
+			t.Errorf("inlet without topic configs waited %v s for a tier, split %+v", c.TierWaitSeconds, r.Tier)
 		case r.Target == "inlet-tier" && c.TierWaitSeconds == 0:
 			t.Error("inlet-tier read without waiting for the tier")
+		case r.Target == "inlet-tier" && (r.Tier == nil || uint64(r.Tier.RemoteOnlyRecords+r.Tier.LocalRecords) != r.Acked):
+			t.Errorf("inlet-tier: split %+v (%s) of %d acknowledged records", r.Tier, r.TierError, r.Acked)
 		}
 	}
 	if n := countObjects(t, s3.Open("t/")); n == 0 {
