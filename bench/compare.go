@@ -43,11 +43,28 @@ type CompareOptions struct {
 	Consume *ConsumeSettings
 }
 
-// ParsePeer parses `name=shell command`. The command runs under /bin/sh -c with {port} and
-// {dir} replaced by the loopback port to listen on and a fresh data directory, and
-// {partitions} by the partition count of the run's load (for a broker's default partition
-// count: bench scale changes it from point to point).
+// ParsePeer parses `name=shell command` or `name[key=value,...]=shell command`. The command
+// runs under /bin/sh -c with {port} and {dir} replaced by the loopback port to listen on and a
+// fresh data directory, and {partitions} by the partition count of the run's load (for a
+// broker's default partition count: bench scale changes it from point to point). The
+// bracketed pairs are topic configs (Target.TopicConfigs): the harness creates the run's
+// topics with them, e.g. `inlet-tier[remote.storage.enable=true,local.retention.bytes=0]=...`.
 func ParsePeer(s string) (proc.Target, error) {
+	var configs map[string]string
+	if i := strings.IndexAny(s, "[="); i >= 0 && s[i] == '[' {
+		j := strings.IndexByte(s[i:], ']')
+		if j < 0 {
+			return proc.Target{}, fmt.Errorf("peer %q: '[' without ']' after the name", s)
+		}
+		var err error
+		if configs, err = parseTopicConfigs(s[i+1 : i+j]); err != nil {
+			return proc.Target{}, fmt.Errorf("peer %q: %w", s[:i], err)
+		}
+		if rest := s[i+j+1:]; !strings.HasPrefix(strings.TrimSpace(rest), "=") {
+			return proc.Target{}, fmt.Errorf("peer %q: want '=' after the topic configs", s[:i])
+		}
+		s = s[:i] + s[i+j+1:]
+	}
 	name, cmd, ok := strings.Cut(s, "=")
 	name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
 	if !ok || name == "" || cmd == "" {
@@ -56,10 +73,31 @@ func ParsePeer(s string) (proc.Target, error) {
 	if !strings.Contains(cmd, "{port}") {
 		return proc.Target{}, fmt.Errorf("peer %q: the command must contain {port}", name)
 	}
-	if strings.ContainsAny(name, " \t/|") {
-		return proc.Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/' or '|'", name)
+	if strings.ContainsAny(name, " \t/|[]") {
+		return proc.Target{}, fmt.Errorf("peer %q: the name must not contain spaces, tabs, '/', '|', '[' or ']'", name)
 	}
-	return proc.Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}}, nil
+	return proc.Target{Name: name, Argv: []string{"/bin/sh", "-c", cmd}, TopicConfigs: configs}, nil
+}
+
+// parseTopicConfigs parses `key=value,key=value`: keys non-empty and given once, values
+// without commas (none of Kafka's topic configs that a benchmark sets needs one).
+func parseTopicConfigs(s string) (map[string]string, error) {
+	configs := map[string]string{}
+	for pair := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case !ok || k == "":
+			return nil, fmt.Errorf("topic config %q: want key=value", pair)
+		case strings.ContainsAny(k, " \t[]"):
+			return nil, fmt.Errorf("topic config key %q has a space or a bracket", k)
+		}
+		if _, dup := configs[k]; dup {
+			return nil, fmt.Errorf("topic config %q given twice", k)
+		}
+		configs[k] = v
+	}
+	return configs, nil
 }
 
 // Compare measures several brokers under the same load, alternating them (A B C A B C ...)
@@ -94,7 +132,7 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 	}
 	f := o.Env.newFile(KindCompare, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root), TopicConfigs: t.TopicConfigs})
 	}
 	f.Consume = consume
 	f.Baseline = targets[0].Name
@@ -120,7 +158,7 @@ func Compare(ctx context.Context, o CompareOptions) (*File, error) {
 						return
 					}
 					fmt.Fprintf(o.Env.Stderr, "bench %s:        produce run over; consume phase on the same broker (fill, catch-up, tail)\n", KindCompare)
-					run.Consume = o.Env.consume(ctx, srv, o.Load, *consume)
+					run.Consume = o.Env.consume(ctx, srv, t, o.Load, *consume)
 				}
 			}
 			run := o.Env.measureThen(ctx, t, o.Load, 0, then)

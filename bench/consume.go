@@ -406,10 +406,13 @@ type ConsumeRun struct {
 	// Skipped says why the phase did not run (inlet-discard keeps nothing to read).
 	Skipped string `json:"skipped,omitempty"`
 	// Error is why the phase has no figures; the phases that completed keep theirs.
-	Error   string         `json:"error,omitempty"`
-	Fill    *FillResult    `json:"fill,omitempty"`
-	Catchup *CatchupResult `json:"catchup,omitempty"`
-	Tail    *TailResult    `json:"tail,omitempty"`
+	Error string      `json:"error,omitempty"`
+	Fill  *FillResult `json:"fill,omitempty"`
+	// TierWaitSeconds is how long after the fill the remote tier took to hold every batch of a
+	// tiered target's topics, none left on local disk (0: not tiered).
+	TierWaitSeconds float64        `json:"tier_wait_seconds,omitempty"`
+	Catchup         *CatchupResult `json:"catchup,omitempty"`
+	Tail            *TailResult    `json:"tail,omitempty"`
 }
 
 // OK reports whether the phase's figures count toward the medians.

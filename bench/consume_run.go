@@ -18,7 +18,12 @@ import (
 
 // consume runs the consume phase (consume.go) on srv, whose produce run is over. Problems end
 // up in the result's Error; the phases that completed keep their figures.
-func (e *Env) consume(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings) *ConsumeRun {
+//
+// A target with topic configs (proc.Target.TopicConfigs) has the phase's topic created with
+// them; when they make it tiered, the catch-up waits after the fill until every batch of it
+// and of the produce run's topic is in the remote tier alone (local log start at the high
+// watermark): the read is then one of the remote tier, with no upload running beside it.
+func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target, load Load, s ConsumeSettings) *ConsumeRun {
 	cr := &ConsumeRun{}
 	fail := func(format string, a ...any) *ConsumeRun {
 		cr.Error = fmt.Sprintf(format, a...)
@@ -28,9 +33,23 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, load Load, s Consum
 	base := time.Now()
 
 	// 1. Fill.
+	if len(target.TopicConfigs) > 0 {
+		if err := createTopic(ctx, srv.Addr(), s.Topic, s.Partitions, target.TopicConfigs); err != nil {
+			return fail("fill: %v", err)
+		}
+	}
 	starts, ends, expected, err := e.fill(ctx, srv, load, s, cr)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if tiered(target.TopicConfigs) {
+		topics := map[string]int{s.Topic: s.Partitions, load.Config("", 0).Topic: load.Partitions}
+		waited, err := waitTiered(ctx, srv.Addr(), topics, s.Timeout)
+		cr.TierWaitSeconds = waited.Seconds()
+		if err != nil {
+			return fail("waiting for the remote tier: %v", err)
+		}
+		fmt.Fprintf(e.Stderr, "bench:        consume: every batch in the remote tier, none on local disk, %.1f s after the fill; catch-up from the remote tier\n", cr.TierWaitSeconds)
 	}
 
 	// 2. Catch-up.

@@ -11,6 +11,12 @@
 // its SVG charts is bench/report's; `bench profile` is bench/profile's; both use this package
 // from above, and bench/human prints the numbers for all of them.
 //
+// A --peer given as `name[key=value,...]=command` carries topic configs: the harness creates
+// the run's topic, and the consume phase's, with them before any client produces (topics.go).
+// With remote.storage.enable=true the consume phase reads only once the broker's remote tier
+// holds every batch of both topics and none is left on its disk (ListOffsets earliest-local at
+// the high watermark): the catch-up is then a read of the remote tier alone.
+//
 // Brokers run as leaders of their own process groups (bench/proc): a shell wrapper and the
 // broker it starts are signalled and measured together, and a terminal's Ctrl-C reaches the
 // harness only, which then stops the broker itself and writes what it measured so far.
@@ -38,5 +44,6 @@
 // latency.go, scale.go, chaos.go (one subcommand each, with its terminal summary),
 // consume.go (the consume phase's settings, shapes, figures and medians), consume_run.go (the
 // phase itself: fill, readers, tail producers), result.go (result files, CSV rows, Summarize),
-// stats.go (median and ratio). The only lock is a tail producer's errMu, taken alone.
+// stats.go (median and ratio), topics.go (topics created with a peer's configs, the wait
+// for the remote tier). The only lock is a tail producer's errMu, taken alone.
 package bench

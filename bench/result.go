@@ -112,6 +112,11 @@ type Run struct {
 
 	Loadgen *loadgen.Result `json:"loadgen,omitempty"`
 
+	// Tier is where the records of a tiered target's topic were as the produce run ended
+	// (nil: the target's topic is not tiered, or the listing failed; TierError says why).
+	Tier      *TierSplit `json:"tier,omitempty"`
+	TierError string     `json:"tier_error,omitempty"`
+
 	// Consume is the consume phase on the same broker after the produce run (compare
 	// --consume); its figures do not enter the produce ones above.
 	Consume *ConsumeRun `json:"consume,omitempty"`

@@ -318,9 +318,24 @@ func (e *Env) measureThen(ctx context.Context, t proc.Target, load Load, rate fl
 	run.Argv = t.Expand(srv.Port(), dir)
 
 	cfg := load.Config(srv.Addr(), rate)
+	if len(t.TopicConfigs) > 0 {
+		if cfg.Topics > 1 {
+			srv.Stop()
+			return fail("topic configs of %s: only a load of one topic is created with them, not %d", t.Name, cfg.Topics)
+		}
+		if err := createTopic(ctx, srv.Addr(), cfg.Topic, cfg.Partitions, t.TopicConfigs); err != nil {
+			srv.Stop()
+			return fail("%v (server log: %s)", err, strings.ReplaceAll(proc.LogTail(logPath, 5), "\n", " | "))
+		}
+	}
 	cfg.Live = e.Live
 	res, lerr := loadgen.Run(ctx, cfg)
 	stats, serr := srv.Stats(e.clkTck)
+	if tiered(t.TopicConfigs) && srv.Running() {
+		if run.Tier, err = tierSplit(ctx, srv.Addr(), cfg.Topic, cfg.Partitions); err != nil {
+			run.TierError = err.Error()
+		}
+	}
 	if then != nil && srv.Running() {
 		then(srv, &run)
 	}
@@ -411,6 +426,13 @@ func (p *progress) end(r *Run) {
 	if r.Error != "" {
 		fmt.Fprintf(p.w, "bench %s:        FAILED: %s\n", p.kind, r.Error)
 		return
+	}
+	switch {
+	case r.Tier != nil:
+		fmt.Fprintf(p.w, "bench %s:        tier at the end: %s records only in the remote tier (dropped from local disk), %s on local disk\n",
+			p.kind, human.Thousands(float64(r.Tier.RemoteOnlyRecords)), human.Thousands(float64(r.Tier.LocalRecords)))
+	case r.TierError != "":
+		fmt.Fprintf(p.w, "bench %s:        tier at the end: not listed: %s\n", p.kind, r.TierError)
 	}
 	fmt.Fprintf(p.w, "bench %s:        %s records/s, %.1f MB/s, p50 %s, p99 %s, request p99 %s, %.2f CPU s/M records, %s peak RSS, %.2f disk B/acked B\n",
 		p.kind, human.Thousands(r.RecordsPerSec), r.MBPerSec, human.Micros(float64(r.P50Us)), human.Micros(float64(r.P99Us)),

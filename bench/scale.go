@@ -310,7 +310,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*File, error) {
 	}
 	f := o.Env.newFile(KindScale, label)
 	for _, t := range targets {
-		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root)})
+		f.Targets = append(f.Targets, proc.Target{Name: t.Name, Argv: DisplayArgv(t.Argv, o.Env.Root), TopicConfigs: t.TopicConfigs})
 	}
 	f.Baseline = targets[0].Name
 	if slices.ContainsFunc(targets, func(t proc.Target) bool { return t.Name == TargetInlet }) {

@@ -41,9 +41,13 @@ const (
 // {port} and {dir} replaced by the port to listen on (loopback) and a fresh data directory,
 // and {partitions} by the partition count of the load (WithPartitions, when a run is measured:
 // a broker's default partition count that follows the load, as bench scale needs).
+//
+// TopicConfigs, when not empty, are the configs the harness creates the run's topics with
+// (CreateTopics) before its clients first produce to them, remote.storage.enable for one.
 type Target struct {
-	Name string   `json:"name"`
-	Argv []string `json:"argv"`
+	Name         string            `json:"name"`
+	Argv         []string          `json:"argv"`
+	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
 }
 
 // Expand is the command line with {port} and {dir} replaced.
@@ -61,7 +65,7 @@ func (t Target) WithPartitions(n int) Target {
 	if !slices.ContainsFunc(t.Argv, func(a string) bool { return strings.Contains(a, "{partitions}") }) {
 		return t
 	}
-	out := Target{Name: t.Name, Argv: make([]string, len(t.Argv))}
+	out := Target{Name: t.Name, Argv: make([]string, len(t.Argv)), TopicConfigs: t.TopicConfigs}
 	for i, a := range t.Argv {
 		out.Argv[i] = strings.ReplaceAll(a, "{partitions}", strconv.Itoa(n))
 	}
