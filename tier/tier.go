@@ -70,7 +70,7 @@ type Config struct {
 	CleanInterval time.Duration
 	// ReadCacheBytes bounds the cache of remote reads (footers and chunks; default 64 MiB).
 	ReadCacheBytes int64
-	// ChunkBytes is the size of one ranged read (default 4 MiB): a fetch reads the chunk its
+	// ChunkBytes is the size of one ranged read (default 2 MiB): a fetch reads the chunk its
 	// offset falls in, and the next is read ahead.
 	ChunkBytes int
 	// CallTimeout bounds one call to the bucket (default 30 s; 10 s for a read).
@@ -101,7 +101,7 @@ func (c *Config) fill() {
 		c.ReadCacheBytes = 64 << 20
 	}
 	if c.ChunkBytes <= 0 {
-		c.ChunkBytes = 4 << 20
+		c.ChunkBytes = 2 << 20
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
