@@ -263,7 +263,7 @@ func TestTierMaxTimestampInTheRemoteTier(t *testing.T) {
 		if i == peak {
 			ts = tsBase + 50_000_000 // the newest record, early in the log
 		}
-		v := append([]byte(strconv.Itoa(100000000 + i)), make([]byte, 90)...)
+		v := append([]byte(strconv.Itoa(100000000+i)), make([]byte, 90)...)
 		cl.Produce(ctx, &kgo.Record{Topic: tierTopic, Partition: 0, Value: v, Timestamp: time.UnixMilli(ts)}, nil)
 	}
 	if err := cl.Flush(ctx); err != nil {
