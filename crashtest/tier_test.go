@@ -110,7 +110,7 @@ func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
 	defer cl.Close()
 	for p := int32(0); p < partitions; p++ {
 		hw, local := listOffsets(t, ctx, cl, topic, p)
-		waitUntil(t, fmt.Sprintf("partition %d tiered and trimmed", p), 30*time.Second, func() bool {
+		waitFor(t, 30*time.Second, fmt.Sprintf("partition %d tiered and trimmed", p), func() bool {
 			_, local = listOffsets(t, ctx, cl, topic, p)
 			return local > hw/4
 		})
@@ -269,15 +269,4 @@ func readPartition(t *testing.T, ctx context.Context, addr, topic string, p int3
 		})
 	}
 	return out
-}
-
-func waitUntil(t *testing.T, what string, within time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

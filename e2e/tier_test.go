@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/batchlog"
 	"inlet/kafka"
@@ -186,17 +185,9 @@ func localBytes(t *testing.T, b *broker, p *batchlog.Partition) int64 {
 
 func listOffset(t *testing.T, cl *kgo.Client, p int32, ts int64) (int64, int64) {
 	t.Helper()
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = tierTopic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = p, ts
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := listOffsetsReq(8, tierTopic, p, ts).RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}

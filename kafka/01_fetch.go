@@ -20,8 +20,9 @@ import (
 // broker), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
 //
 // A fetch returns whole stored batches, starting with the batch that contains the fetch
-// offset (below a tiered partition's local log start, from the remote tier: RemoteTier), bounded by the high watermark (or the last stable offset for read_committed, with
-// the aborted transactions that meet the returned range, so the consumer can drop their
+// offset (below a tiered partition's local log start, from the remote tier: RemoteTier),
+// bounded by the high watermark (or the last stable offset for read_committed, with the
+// aborted transactions that meet the returned range, so the consumer can drop their
 // records). It waits up to MaxWaitMillis for MinBytes, woken by the high-watermark advances
 // of the partitions it reads (batchlog.Waiter), holding no iterator while it waits, and no
 // in-flight budget: its frame is given back before the first wait (Request.Shed), and its

@@ -150,13 +150,7 @@ func (t *Tier) FindTimestamp(p *batchlog.Partition, target int64) ([]byte, error
 			if e.maxTimestamp < target || e.end() <= p.LogStartOffset() {
 				continue
 			}
-			c := f.chunkOf(i)
-			chunk, err := t.chunk(ctx, o, f, c)
-			if err != nil {
-				return nil, err
-			}
-			at, _ := f.span(c, o.DataLen)
-			return chunk[int64(e.pos)-at : int64(e.pos)-at+int64(e.size)], nil
+			return t.batch(ctx, o, f, i)
 		}
 	}
 	return nil, nil
@@ -189,13 +183,18 @@ func (t *Tier) MaxTimestampBatch(p *batchlog.Partition) ([]byte, error) {
 	if best < 0 {
 		return nil, nil
 	}
-	c := bestFooter.chunkOf(best)
-	chunk, err := t.chunk(ctx, bestObj, bestFooter, c)
+	return t.batch(ctx, bestObj, bestFooter, best)
+}
+
+// batch is batch i of o, out of its cached chunk.
+func (t *Tier) batch(ctx context.Context, o meta.RemoteObject, f *footer, i int) ([]byte, error) {
+	c := f.chunkOf(i)
+	chunk, err := t.chunk(ctx, o, f, c)
 	if err != nil {
 		return nil, err
 	}
-	at, _ := bestFooter.span(c, bestObj.DataLen)
-	e := bestFooter.entries[best]
+	at, _ := f.span(c, o.DataLen)
+	e := f.entries[i]
 	return chunk[int64(e.pos)-at : int64(e.pos)-at+int64(e.size)], nil
 }
 
