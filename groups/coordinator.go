@@ -505,6 +505,8 @@ func (g *group) staticJoin(req *kmsg.JoinGroupRequest, id, clientID, clientHost 
 		}
 		g.maybeCompleteJoin()
 	}
+	// The instance id names its new member id from now on, also after a restart mid-rebalance.
+	g.persist()
 	return ch, nil
 }
 
@@ -792,24 +794,32 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// persist saves the group's record: with its members and their assignments once it is Stable
-// (GroupCoordinator stores the group when the leader's SyncGroup completes), without them
-// otherwise, so a restart never restores members without the assignment they would sync to.
+// persist saves the group's record. A Stable group's record holds its members and their
+// assignments (GroupCoordinator stores the group when the leader's SyncGroup completes); a
+// rebalancing group's holds its members without assignments and says it was rebalancing, so a
+// restart brings the members back to rejoin (instead of answering their JoinGroup with
+// UNKNOWN_MEMBER_ID) and never to sync to an assignment they were not given.
 func (g *group) persist() {
 	if g.c.isClosed() {
 		return
 	}
 	rec := meta.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
-	if g.state == Empty {
+	switch g.state {
+	case Empty:
 		rec.StateMs = g.stateMs // when it emptied; otherwise a restart empties it (New)
-	}
-	if g.state == Stable {
+	case Stable:
 		rec.Protocol, rec.Leader = g.protocol, g.leader
+	default:
+		rec.Rebalancing = true
+	}
+	if g.state != Empty {
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {
 			m := g.members[id]
 			mr := meta.GroupMemberRecord{ID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
-				SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds(),
-				Assignment: m.assignment}
+				SessionMs: m.session.Milliseconds(), RebalanceMs: m.rebalance.Milliseconds()}
+			if g.state == Stable {
+				mr.Assignment = m.assignment
+			}
 			for _, p := range m.protocols {
 				mr.Protocols = append(mr.Protocols, meta.GroupProtocolRecord{Name: p.name, Metadata: p.metadata})
 			}
@@ -821,9 +831,10 @@ func (g *group) persist() {
 	}
 }
 
-// restoreMembers brings back a stable group's members as persist saved them (at start-up,
-// before any request): the group is Stable again and each member's session starts now, as
-// GroupMetadataManager does when it loads a group.
+// restoreMembers brings back a group's members as persist saved them (at start-up, before any
+// request), each member's session starting now, as GroupMetadataManager does when it loads a
+// group. A Stable group is Stable again; a group saved mid-rebalance starts a new rebalance
+// (PreparingRebalance), so its members rejoin under the ids they hold.
 func (g *group) restoreMembers(rec meta.GroupRecord) {
 	if len(rec.Members) == 0 {
 		return
@@ -841,6 +852,10 @@ func (g *group) restoreMembers(rec meta.GroupRecord) {
 			g.static[*m.instanceID] = m.id
 		}
 		g.startSessionTimer(m)
+	}
+	if rec.Rebalancing {
+		g.protocol, g.leader = "", ""
+		g.prepareRebalance()
 	}
 }
 

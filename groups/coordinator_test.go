@@ -317,14 +317,43 @@ func TestStableGroupSurvivesARestart(t *testing.T) {
 	go func() { bch <- c.Join(joinReq("", &inst2, 5*time.Second), "client", "/h", done, nil) }()
 	waitRebalance(t, c, a, 1, &inst)
 	c.Join(joinReq(a, &inst, 5*time.Second), "client", "/h", done, nil)
-	<-bch
+	b := (<-bch).MemberID
+	c.Close()
+	// Back mid-rebalance: both members are known and asked to rejoin, under the ids they hold.
+	c = open()
+	if code := heartbeat(c, a, 2, &inst); code != wire.ErrRebalanceInProgress {
+		t.Fatalf("heartbeat after a restart mid-rebalance: error %d, want REBALANCE_IN_PROGRESS", code)
+	}
+	if d := c.Describe("g"); d.State != "PreparingRebalance" || len(d.Members) != 2 {
+		t.Fatalf("after a restart mid-rebalance: %+v", d)
+	}
+	go func() { bch <- c.Join(joinReq(b, &inst2, 5*time.Second), "client", "/h", done, nil) }()
+	r = c.Join(joinReq(a, &inst, 5*time.Second), "client", "/h", done, nil)
+	rb := <-bch
+	if r.ErrorCode != 0 || rb.ErrorCode != 0 || r.Generation != 3 || r.MemberID != a || rb.MemberID != b {
+		t.Fatalf("rejoin after a restart mid-rebalance: %+v / %+v", r, rb)
+	}
+	// A static member replaced mid-rebalance is known by its new id after a restart.
 	c.Close()
 	c = open()
-	if code := heartbeat(c, a, 2, &inst); code != wire.ErrUnknownMemberID {
-		t.Fatalf("heartbeat after a restart mid-rebalance: error %d, want UNKNOWN_MEMBER_ID", code)
+	go func() { c.Join(joinReq("", &inst, 5*time.Second), "client", "/h", done, nil) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for heartbeat(c, a, 3, &inst) != wire.ErrFencedInstanceID {
+		if time.Now().After(deadline) {
+			t.Fatal("the static member's old id was never fenced")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if d := c.Describe("g"); d.State != "Empty" {
-		t.Fatalf("state after a restart mid-rebalance: %s", d.State)
+	c.Close()
+	c = open()
+	d := c.Describe("g")
+	if len(d.Members) != 2 {
+		t.Fatalf("after a restart following a static replacement mid-rebalance: %+v", d)
+	}
+	for _, m := range d.Members {
+		if m.MemberID == a {
+			t.Fatalf("the replaced member id %s came back after a restart: %+v", a, d)
+		}
 	}
 }
 

@@ -307,25 +307,35 @@ func TestMemberIDFromLongClientIDFitsTheProtocol(t *testing.T) {
 	}
 }
 
-// TestGroupRestartedWithoutItsMembersCountsFromTheRestart: a group saved while it had members
-// that a restart does not bring back (here mid-rebalance) is Empty from the start-up on: its
-// offsets expire offsets.retention.minutes after that, not after an older commit.
-func TestGroupRestartedWithoutItsMembersCountsFromTheRestart(t *testing.T) {
+// TestGroupRestartedMidRebalanceCountsFromItsEmptying: a group saved mid-rebalance comes back
+// with its members, to rejoin; one that no member rejoins empties when its rebalance times
+// out, and its offsets expire offsets.retention.minutes after that, not after an older commit.
+func TestGroupRestartedMidRebalanceCountsFromItsEmptying(t *testing.T) {
 	n := newNode(t, Config{})
 	commitCode(t, n.c, commitReq("cg", -1, "", "t", 0))
 	r := joinReq("", nil, 30*time.Second)
-	r.Version, r.Group = 3, "cg"
+	r.Version, r.Group, r.RebalanceTimeoutMillis = 3, "cg", 50
 	if jr := n.c.Join(r, "c", "/h", nil, nil); jr.ErrorCode != 0 {
-		t.Fatalf("join: %d", jr.ErrorCode) // CompletingRebalance: saved without its member
+		t.Fatalf("join: %d", jr.ErrorCode) // CompletingRebalance: saved with its member, no assignment
 	}
 	n.clk.advance(6 * 24 * time.Hour)
 	n.restart()
+	if d := n.c.Describe("cg"); d.State != "PreparingRebalance" || len(d.Members) != 1 {
+		t.Fatalf("restarted mid-rebalance: %+v", d)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n.c.Describe("cg").State != "Empty" {
+		if time.Now().After(deadline) {
+			t.Fatal("the member that never rejoined was never removed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	n.clk.advance(week - time.Millisecond)
 	if o, g := n.expire(); o != 0 || g != 0 {
-		t.Fatalf("%d offsets, %d groups expired less than a week after the restart", o, g)
+		t.Fatalf("%d offsets, %d groups expired less than a week after the group emptied", o, g)
 	}
 	n.clk.advance(time.Millisecond)
 	if o, g := n.expire(); o != 1 || g != 1 {
-		t.Fatalf("a week after the restart: %d offsets, %d groups, want 1, 1", o, g)
+		t.Fatalf("a week after the group emptied: %d offsets, %d groups, want 1, 1", o, g)
 	}
 }

@@ -46,9 +46,12 @@ type GroupRecord struct {
 	// its offsets expire offsets.retention.minutes after it. 0 in the record of a group with
 	// members, and in records written before it was kept.
 	StateMs int64 `json:"state_ms,omitempty"`
+	// Rebalancing says the group was saved between a rebalance's start and the leader's
+	// SyncGroup: its members come back without assignments and rejoin.
+	Rebalancing bool `json:"rebalancing,omitempty"`
 }
 
-// GroupMemberRecord is one member of a stable group.
+// GroupMemberRecord is one member of a group; its assignment is kept once the group is Stable.
 type GroupMemberRecord struct {
 	ID          string                `json:"id"`
 	InstanceID  *string               `json:"instance_id,omitempty"`
