@@ -804,15 +804,13 @@ func (g *group) persist() {
 		return
 	}
 	rec := meta.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
-	switch g.state {
-	case Empty:
+	if g.state == Empty {
 		rec.StateMs = g.stateMs // when it emptied; otherwise a restart empties it (New)
-	case Stable:
+	} else {
+		// A rebalancing group keeps the protocol its members' last JoinGroup answer named,
+		// which their SyncGroup repeats (Kafka changes it only when the join completes).
 		rec.Protocol, rec.Leader = g.protocol, g.leader
-	default:
-		rec.Rebalancing = true
-	}
-	if g.state != Empty {
+		rec.Rebalancing = g.state != Stable
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {
 			m := g.members[id]
 			mr := meta.GroupMemberRecord{ID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
@@ -854,7 +852,6 @@ func (g *group) restoreMembers(rec meta.GroupRecord) {
 		g.startSessionTimer(m)
 	}
 	if rec.Rebalancing {
-		g.protocol, g.leader = "", ""
 		g.prepareRebalance()
 	}
 }

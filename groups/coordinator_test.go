@@ -327,6 +327,13 @@ func TestStableGroupSurvivesARestart(t *testing.T) {
 	if d := c.Describe("g"); d.State != "PreparingRebalance" || len(d.Members) != 2 {
 		t.Fatalf("after a restart mid-rebalance: %+v", d)
 	}
+	// A member that got its JoinGroup answer before the restart syncs as that answer said.
+	sr := syncReq(a, 2, nil)
+	sr.Protocol = kmsg.StringPtr("range")
+	sr.ProtocolType = kmsg.StringPtr("consumer")
+	if s := c.Sync(sr, done, nil); s.ErrorCode != wire.ErrRebalanceInProgress {
+		t.Fatalf("sync after a restart mid-rebalance: error %d, want REBALANCE_IN_PROGRESS", s.ErrorCode)
+	}
 	go func() { bch <- c.Join(joinReq(b, &inst2, 5*time.Second), "client", "/h", done, nil) }()
 	r = c.Join(joinReq(a, &inst, 5*time.Second), "client", "/h", done, nil)
 	rb := <-bch
