@@ -72,6 +72,8 @@ type Out struct {
 	c *Conn
 	b *budget
 	n int64
+	// sent is how much of B the pump has handed to the socket (pump.go).
+	sent int
 }
 
 var outPool sync.Pool

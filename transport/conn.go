@@ -52,6 +52,10 @@ type Conn struct {
 	resume    chan struct{} // a stream reader waits on it while held (cap 1)
 	polling   atomic.Bool   // a timer will wake c to look at its output again (gnet)
 	stream    bool
+	gnet      bool // served by a gnet loop: large replies go through the pump (pump.go)
+
+	pumpPolling atomic.Bool // a timer will wake c to pump again
+	pumpLive    bool        // the pump's first write has called back (the loop's)
 
 	// Owned by the loop (stream connections: by their reader goroutine).
 	nextSeq uint64
@@ -63,6 +67,8 @@ type Conn struct {
 	writeSeq uint64
 	slots    []slot // slots[i] holds the reply of request writeSeq+i
 	outs     []*Out // scratch for reply
+	backlog  []*Out // replies the pump has not handed on whole, in order
+	pumping  bool   // the pump runs: every reply joins the backlog
 }
 
 type slot struct {
@@ -567,6 +573,12 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	for _, o := range outs {
 		o.charge(c, b)
 	}
+	if c.pumps(outs) {
+		c.startPump(outs)
+		clear(c.outs)
+		c.wmu.Unlock()
+		return
+	}
 	var err error
 	var multi []*Out
 	if len(outs) == 1 {
@@ -616,6 +628,7 @@ func (c *Conn) markClosed() {
 		}
 	}
 	c.slots = nil
+	c.dropBacklog()
 	c.wmu.Unlock()
 	if r := c.partial; r != nil {
 		c.partial = nil

@@ -121,6 +121,7 @@ func (g *Gnet) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		remote = a.String() // RemoteAddr may be called only here, on the loop
 	}
 	c := g.t.newConn(gc, remote, g.h)
+	c.gnet = true
 	state, ok := g.h.Open(c)
 	if !ok {
 		return nil, gnet.Close
@@ -146,6 +147,11 @@ func (g *Gnet) OnTraffic(gc gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	c.setSockOut(int64(gc.OutboundBuffered()))
+	if c.pumpLive {
+		if c.pump(gc, nil); c.gone.Load() {
+			return gnet.None // a write failed and closed it
+		}
+	}
 	switch c.feed(gc) {
 	case closeConn:
 		return gnet.Close

@@ -1,0 +1,146 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Writing a large reply to a gnet connection a piece at a time (the pump).
+//
+// gnet writes what the socket takes at once and copies the rest into its outbound buffer, which
+// grows to hold it all: a 40 MiB fetch reply to a consumer that reads it at its own pace was
+// held twice, once in the reply frame and once in gnet's copy, until the consumer had read it.
+// So replies of a gnet connection that hold more than pumpChunk go through the pump: they
+// wait in the connection's backlog (in order, behind nothing else of it) and the loop hands
+// them to gnet pumpChunk at a time, only while gnet's outbound buffer holds less than
+// pumpChunk. gnet tells nothing when its buffer drains, so while a backlog waits the
+// connection is woken every pumpPoll (pollPump) to hand on more. What gnet copies is then at
+// most about one chunk a connection, and the reply frame goes back to the pool (or the
+// collector) once its last chunk is handed on.
+//
+// Who owns what: the backlog and pumping are under wmu (reply appends from any goroutine);
+// pumpLive and the writes are the loop's. reply starts the pump with an AsyncWrite of the
+// first chunk, queued behind any write already queued, so the order of replies holds; the
+// pump runs on the loop from that write's callback and, once that has run (pumpLive), from
+// OnTraffic. gnet's Write is called without wmu held: a failing write closes the connection
+// at once, and markClosed takes wmu to drop the backlog.
+const (
+	pumpChunk = 1 << 20
+	pumpPoll  = time.Millisecond
+)
+
+// pumps tells whether out goes through the pump on c (a gnet connection, with a backlog
+// waiting or a reply larger than a chunk). Under wmu.
+func (c *Conn) pumps(outs []*Out) bool {
+	if !c.gnet {
+		return false
+	}
+	if c.pumping {
+		return true
+	}
+	n := 0
+	for _, o := range outs {
+		n += len(o.B)
+	}
+	return n > pumpChunk
+}
+
+// startPump queues outs (charged already) behind c's backlog and, if the pump is not running,
+// starts it with an AsyncWrite of the first chunk. Under wmu.
+func (c *Conn) startPump(outs []*Out) {
+	for _, o := range outs {
+		o.sent = 0
+	}
+	c.backlog = append(c.backlog, outs...)
+	if c.pumping {
+		return
+	}
+	c.pumping = true
+	o, chunk, last := c.nextChunk()
+	err := c.w.AsyncWrite(chunk, func(gc gnet.Conn, err error) error {
+		if last {
+			o.taken(gc, err)
+		}
+		c.pumpLive = true
+		c.pump(gc, err)
+		return nil
+	})
+	if err != nil {
+		// The loop is gone (shutdown): nothing will be written or called back.
+		if last {
+			o.taken(nil, nil)
+		}
+		c.dropBacklog()
+	}
+}
+
+// nextChunk takes the next chunk of the backlog's first reply; last: that was its end, and the
+// reply is off the backlog (the caller hands it back with taken once the chunk is written).
+// Under wmu, with a backlog.
+func (c *Conn) nextChunk() (o *Out, chunk []byte, last bool) {
+	o = c.backlog[0]
+	end := min(o.sent+pumpChunk, len(o.B))
+	chunk, o.sent = o.B[o.sent:end], end
+	if end == len(o.B) {
+		c.backlog[0] = nil
+		c.backlog = c.backlog[1:]
+		return o, chunk, true
+	}
+	return o, chunk, false
+}
+
+// pump hands the backlog to gnet while its outbound buffer holds less than a chunk, then
+// polls again while any is left. On the loop, once the first chunk's write has called back.
+func (c *Conn) pump(gc gnet.Conn, err error) {
+	for {
+		if err != nil || c.gone.Load() {
+			c.wmu.Lock()
+			c.dropBacklog()
+			c.wmu.Unlock()
+			return
+		}
+		if gc.OutboundBuffered() >= pumpChunk {
+			c.setSockOut(int64(gc.OutboundBuffered()))
+			c.pollPump()
+			return
+		}
+		c.wmu.Lock()
+		if len(c.backlog) == 0 {
+			c.pumping, c.pumpLive = false, false
+			c.backlog = c.backlog[:0:0]
+			c.wmu.Unlock()
+			c.setSockOut(int64(gc.OutboundBuffered()))
+			return
+		}
+		o, chunk, last := c.nextChunk()
+		c.wmu.Unlock()
+		_, err = gc.Write(chunk)
+		if last {
+			o.taken(gc, err)
+		}
+	}
+}
+
+// dropBacklog hands back the replies still waiting in the backlog: the connection is gone.
+// Under wmu.
+func (c *Conn) dropBacklog() {
+	for _, o := range c.backlog {
+		o.taken(nil, nil)
+	}
+	clear(c.backlog)
+	c.backlog = nil
+	c.pumping, c.pumpLive = false, false
+}
+
+// pollPump arms a timer that wakes c to pump again (gnet).
+func (c *Conn) pollPump() {
+	if c.pumpPolling.CompareAndSwap(false, true) {
+		time.AfterFunc(pumpPoll, func() {
+			c.pumpPolling.Store(false)
+			if !c.gone.Load() {
+				_ = c.w.Wake(nil)
+			}
+		})
+	}
+}

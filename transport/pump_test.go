@@ -1,0 +1,120 @@
+package transport
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// sizedReplies answers frame i (its first 4 bytes) with a reply of sizes[i%len(sizes)] bytes
+// of body(i, n), from a goroutine of its own, so replies finish out of order; it keeps the
+// connection to watch its output.
+type sizedReplies struct {
+	echo
+	sizes []int
+	mu    sync.Mutex
+	conn  *Conn
+}
+
+func (e *sizedReplies) Frame(r *Request) bool {
+	e.mu.Lock()
+	e.conn = r.Conn()
+	e.mu.Unlock()
+	i := int(binary.BigEndian.Uint32(r.Bytes()))
+	go func() {
+		time.Sleep(time.Duration(len(e.sizes)-i%len(e.sizes)) * time.Millisecond)
+		n := e.sizes[i%len(e.sizes)]
+		o := GetOut(n + 4)
+		o.B = appendFrame(o.B, body(i, n))
+		r.Reply(o)
+		r.Release()
+	}()
+	return true
+}
+
+// TestGnetLargeRepliesArePumped: replies larger than a chunk, pipelined with small ones, reach
+// a client that reads slowly whole and in order, while gnet's outbound buffer holds about a
+// chunk or two of them, not the rest of a 24 MiB reply; once read, the budget holds nothing.
+func TestGnetLargeRepliesArePumped(t *testing.T) {
+	sizes := []int{24 << 20, 100, 3<<20 + 7, 50, pumpChunk, pumpChunk + 1}
+	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 4})
+	e := &sizedReplies{sizes: sizes}
+	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	nc, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const frames = 12
+	for i := range frames {
+		if _, err := nc.Write(appendFrame(nil, binary.BigEndian.AppendUint32(nil, uint32(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var most atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+			e.mu.Lock()
+			c := e.conn
+			e.mu.Unlock()
+			if c != nil {
+				if n := c.sockOut.Load(); n > most.Load() {
+					most.Store(n)
+				}
+			}
+		}
+	}()
+	_ = nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+	buf := make([]byte, 64<<10)
+	for i := range frames {
+		var hdr [4]byte
+		if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		want := body(i, n)
+		if n != sizes[i%len(sizes)] {
+			t.Fatalf("reply %d has %d bytes, want %d (out of order?)", i, n, sizes[i%len(sizes)])
+		}
+		for got := 0; got < n; {
+			m, err := nc.Read(buf[:min(len(buf), n-got)])
+			if err != nil {
+				t.Fatalf("reply %d at %d: %v", i, got, err)
+			}
+			for j := range m {
+				if buf[j] != want[got+j] {
+					t.Fatalf("reply %d: byte %d is %d, want %d", i, got+j, buf[j], want[got+j])
+				}
+			}
+			got += m
+			if i == 0 {
+				time.Sleep(100 * time.Microsecond) // a consumer slower than the broker
+			}
+		}
+	}
+	if m := most.Load(); m > 3*pumpChunk {
+		t.Errorf("gnet's outbound buffer held %d bytes at most, want about two chunks (%d) at most", m, 2*pumpChunk)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.BudgetHeld() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget holds %d after the client read every reply", tr.BudgetHeld())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
