@@ -4,9 +4,10 @@
 # values) and stopped; then, ROUNDS times for each binary in turn, the segment files are
 # dropped from the page cache (POSIX_FADV_DONTNEED; what stays is printed), the binary starts on the data directory, and
 # bin/kgoread's consumers read the topic from the start to the end. Each line: the build, the
-# read's wall time and records/s, and the broker's CPU over the read (user+system from
-# /proc/PID/stat) per million records.
-# CONSUMERS (4) sets kgoread's consumers. With PROFILE_DIR set, each broker run writes its CPU profile there (--cpu-profile, the whole
+# read's wall time and records/s, the broker's CPU over the read (user+system from
+# /proc/PID/stat) per million records, and its peak RSS (VmHWM: start-up and the read).
+# CONSUMERS (4) sets kgoread's consumers, PARTITION_MAX (1048576) its bytes a partition per fetch
+# (its fetches ask up to 50 MiB). With PROFILE_DIR set, each broker run writes its CPU profile there (--cpu-profile, the whole
 # run: start-up, the read, shutdown) as cpu-catchup-NAME-ROUND.pprof.
 #   scripts/coldread-ab.sh NEW_INLET OLD_INLET [RECORDS] [ROUNDS]
 set -euo pipefail
@@ -39,10 +40,11 @@ for f in sys.argv[1:]:
     cached=$(fincore -b -n -o RES "$dir"/segments/*.seg | awk '{s += $1} END {printf "%.1f MiB", s / 1048576}')
     start "$bin" "${PROFILE_DIR:+$PROFILE_DIR/cpu-catchup-$name-$r.pprof}"
     c0=$(cpu); t0=$(date +%s.%N)
-    out=$(bin/kgoread --brokers "127.0.0.1:$port" --topic loadgen --consumers "${CONSUMERS:-4}")
+    out=$(bin/kgoread --brokers "127.0.0.1:$port" --topic loadgen --consumers "${CONSUMERS:-4}" --partition-max-bytes "${PARTITION_MAX:-1048576}")
     t1=$(date +%s.%N); c1=$(cpu)
+    hwm=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")
     stop
-    awk -v n=$name -v r=$r -v t0=$t0 -v t1=$t1 -v c=$((c1 - c0)) -v hz=$tck -v recs=$records -v out="$out" -v cached="$cached" \
-      'BEGIN { w = t1 - t0; printf "round %d %-4s wall %.3f s  %.0f records/s  broker CPU %.3f s, %.3f s per M records   (%s; cached before: %s)\n", r, n, w, recs / w, c / hz, c / hz / (recs / 1e6), out, cached }'
+    awk -v n=$name -v r=$r -v t0=$t0 -v t1=$t1 -v c=$((c1 - c0)) -v hz=$tck -v recs=$records -v out="$out" -v cached="$cached" -v hwm="$hwm" \
+      'BEGIN { w = t1 - t0; printf "round %d %-4s wall %.3f s  %.0f records/s  broker CPU %.3f s, %.3f s per M records  peak RSS %d MiB   (%s; cached before: %s)\n", r, n, w, recs / w, c / hz, c / hz / (recs / 1e6), hwm, out, cached }'
   done
 done
