@@ -443,6 +443,8 @@ type CatchupResult struct {
 	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
 	// RecordsPerCPUSecond is Records / ServerCPUSeconds: read efficiency.
 	RecordsPerCPUSecond float64 `json:"records_per_cpu_second"`
+	// ServerPeakRSSBytes is the server's peak RSS during the read (VmHWM, reset at its start).
+	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes"`
 }
 
 // TailResult is the tail: a fixed offered rate produced while the consumers follow.
@@ -464,6 +466,8 @@ type TailResult struct {
 	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
 	// ServerCPUCores is ServerCPUSeconds / Seconds: the broker's share of a core at this rate.
 	ServerCPUCores float64 `json:"server_cpu_cores"`
+	// ServerPeakRSSBytes is the server's peak RSS during the tail (VmHWM, reset at its start).
+	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes"`
 	// E2E is per received record, from its intended send time to the PollFetches return that
 	// delivered it.
 	E2E          loadgen.LatencySummary    `json:"e2e"`
@@ -521,12 +525,14 @@ type ConsumeSummary struct {
 	CatchupRecordsPerSec       float64 `json:"catchup_records_per_sec"`
 	CatchupMBPerSec            float64 `json:"catchup_mb_per_sec"`
 	CatchupRecordsPerCPUSecond float64 `json:"catchup_records_per_cpu_second"`
+	CatchupPeakRSSBytes        float64 `json:"catchup_peak_rss_bytes"`
 	TailRecordsPerSec          float64 `json:"tail_records_per_sec"`
 	TailServerCPUCores         float64 `json:"tail_server_cpu_cores"`
 	TailP50Us                  float64 `json:"tail_e2e_p50_us"`
 	TailP99Us                  float64 `json:"tail_e2e_p99_us"`
 	TailP999Us                 float64 `json:"tail_e2e_p999_us"`
 	TailMaxUs                  float64 `json:"tail_e2e_max_us"`
+	TailPeakRSSBytes           float64 `json:"tail_peak_rss_bytes"`
 
 	// Ratios to the baseline's medians: catch-up records/s, catch-up records per CPU-second,
 	// and tail CPU (cores at the same offered rate).
@@ -578,6 +584,8 @@ func summarizeConsume(runs []*Run) *ConsumeSummary {
 	c.TailP99Us = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.P99Us) })
 	c.TailP999Us = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.P999Us) })
 	c.TailMaxUs = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.MaxUs) })
+	c.CatchupPeakRSSBytes = med(func(r *ConsumeRun) float64 { return float64(r.Catchup.ServerPeakRSSBytes) })
+	c.TailPeakRSSBytes = med(func(r *ConsumeRun) float64 { return float64(r.Tail.ServerPeakRSSBytes) })
 	return c
 }
 
@@ -619,10 +627,10 @@ func (p *progress) endConsume(c *ConsumeRun) {
 		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
 	default:
 		cu, t := c.Catchup, c.Tail
-		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s\n",
+		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s, peak RSS %s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s, peak RSS %s\n",
 			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
-			human.Thousands(cu.RecordsPerCPUSecond), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
-			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)))
+			human.Thousands(cu.RecordsPerCPUSecond), human.MiB(float64(cu.ServerPeakRSSBytes)), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
+			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)), human.MiB(float64(t.ServerPeakRSSBytes)))
 	}
 }
 
@@ -632,7 +640,7 @@ func writeConsumeTable(w io.Writer, f *File) {
 		return
 	}
 	fmt.Fprintf(w, "\nconsume: %s\n", f.Consume.Label())
-	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max"}
+	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "catch-up RSS", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max", "tail RSS"}
 	if f.Baseline != "" {
 		header = append(header, "rec/s ratio", "rec/CPU-s ratio", "tail CPU ratio")
 	}
@@ -645,10 +653,10 @@ func writeConsumeTable(w io.Writer, f *File) {
 		row := []string{s.Target, c.RunsText()}
 		if c.Measured() {
 			row = append(row, human.Thousands(c.CatchupRecordsPerSec), human.Fixed(c.CatchupMBPerSec, 1), human.Thousands(c.CatchupRecordsPerCPUSecond),
-				human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us), human.Micros(c.TailP99Us),
-				human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs))
+				human.MiB(c.CatchupPeakRSSBytes), human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us),
+				human.Micros(c.TailP99Us), human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs), human.MiB(c.TailPeakRSSBytes))
 		} else {
-			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
+			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		}
 		if f.Baseline != "" {
 			row = append(row, human.Ratio(c.CatchupRecordsPerSecRatio), human.Ratio(c.CatchupPerCPURatio), human.Ratio(c.TailCPURatio))

@@ -55,6 +55,9 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 	// 2. Catch-up.
 	readCtx, stopReaders := context.WithCancel(ctx)
 	defer stopReaders()
+	if err := srv.ResetPeakRSS(); err != nil {
+		return fail("catch-up: %v", err)
+	}
 	cpu0, err := srv.Stats(e.clkTck)
 	if err != nil {
 		return fail("catch-up: reading /proc: %v", err)
@@ -76,6 +79,7 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 	cu, unfinished := catchupFigures(readers, expected, began)
 	if serr == nil {
 		cu.ServerCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
+		cu.ServerPeakRSSBytes = cpu1.PeakRSSBytes
 		if cu.ServerCPUSeconds > 0 {
 			cu.RecordsPerCPUSecond = float64(cu.Records) / cu.ServerCPUSeconds
 		}
@@ -353,6 +357,9 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 	abortCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 
+	if err := srv.ResetPeakRSS(); err != nil {
+		return t, err
+	}
 	cpu0, err := srv.Stats(e.clkTck)
 	if err != nil {
 		return t, fmt.Errorf("reading /proc: %v", err)
@@ -428,6 +435,7 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 		return t, fmt.Errorf("reading /proc: %v", serr)
 	}
 	t.ServerCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
+	t.ServerPeakRSSBytes = cpu1.PeakRSSBytes
 	if t.Seconds > 0 {
 		t.ServerCPUCores = t.ServerCPUSeconds / t.Seconds
 	}

@@ -129,16 +129,13 @@ func parseIO(io string) (write, cancelled int64, err error) {
 	return write, cancelled, nil
 }
 
-// groupStats sums ProcStats over the live processes of process group pgid. A server is
-// started as the leader of its own group, so a peer run through `sh -c` is measured together
-// with the broker the shell started.
-func groupStats(pgid, clkTck int) (ProcStats, error) {
+// groupPids lists the live processes of process group pgid.
+func groupPids(pgid int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return ProcStats{}, err
+		return nil, err
 	}
-	var st ProcStats
-	var ticks uint64
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -147,6 +144,43 @@ func groupStats(pgid, clkTck int) (ProcStats, error) {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue // gone since ReadDir
+		}
+		if pgrp, _, err := parseStat(string(raw)); err == nil && pgrp == pgid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// resetPeakRSS sets the peak RSS (VmHWM) of every live process of group pgid back to its
+// present RSS (clear_refs 5), so a later groupStats gives the peak since then.
+func resetPeakRSS(pgid int) error {
+	pids, err := groupPids(pgid)
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupStats sums ProcStats over the live processes of process group pgid. A server is
+// started as the leader of its own group, so a peer run through `sh -c` is measured together
+// with the broker the shell started.
+func groupStats(pgid, clkTck int) (ProcStats, error) {
+	pids, err := groupPids(pgid)
+	if err != nil {
+		return ProcStats{}, err
+	}
+	var st ProcStats
+	var ticks uint64
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone since groupPids
 		}
 		pgrp, t, err := parseStat(string(raw))
 		if err != nil || pgrp != pgid {

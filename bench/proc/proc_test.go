@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,6 +92,35 @@ func TestGroupStatsOfOwnGroup(t *testing.T) {
 	}
 	if st.Processes < 1 || st.PeakRSSBytes <= 0 || st.CPUSeconds < 0 {
 		t.Errorf("implausible stats %+v", st)
+	}
+}
+
+// TestResetPeakRSS: after a reset the peak is the resident set since then, not the 128 MiB
+// touched and given back before it.
+func TestResetPeakRSS(t *testing.T) {
+	hwm := func() int64 {
+		raw, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Skip("no /proc/self/status")
+		}
+		n, err := parseStatusHWM(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b := make([]byte, 128<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	before := hwm()
+	b = nil
+	debug.FreeOSMemory()
+	if err := resetPeakRSS(syscall.Getpgrp()); err != nil {
+		t.Fatal(err)
+	}
+	if after := hwm(); after > before-64<<20 {
+		t.Errorf("peak RSS %d after the reset, %d before it: want at least 64 MiB less", after, before)
 	}
 }
 

@@ -200,6 +200,14 @@ func (s *Server) Stats(clkTck int) (ProcStats, error) {
 	return groupStats(s.Pid(), clkTck)
 }
 
+// ResetPeakRSS makes the next Stats' PeakRSSBytes the peak since now (the phase that follows).
+func (s *Server) ResetPeakRSS() error {
+	if !s.Running() {
+		return fmt.Errorf("%s is not running (%v)", s.target.Name, s.state)
+	}
+	return resetPeakRSS(s.Pid())
+}
+
 // Stop sends SIGTERM to the group and waits for the leader to exit, killing the group after
 // stopTimeout. Whatever of the group is left after the leader exits is killed.
 func (s *Server) Stop() (ExitStats, error) {
