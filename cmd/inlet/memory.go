@@ -12,9 +12,12 @@ import (
 // memoryLimit is --memory-limit: the Go heap's soft limit. Without one, Go lets the heap grow
 // to twice what was live at the last collection, and a node whose live heap is its pools and
 // caches plus the replies of a catch-up (4 consumers, 50 MiB fetches) doubles that in RSS.
-// auto sizes it from what the node's settings let it hold (budgets, caches, the group
-// commits' staging buffers) plus 192 MiB for Pebble's memtables and the rest; a GOMEMLIMIT in
-// the environment wins over auto, as the runtime reads it itself.
+// auto is what the node's settings let it hold on purpose: the in-flight budgets (frames read
+// and replies unwritten) and the caches. What lives beside them (staging buffers of groups
+// being built, the connections, Pebble's memtables, which are not Go memory) is small while
+// the budget is not full; when the live heap passes the limit the collector runs more often,
+// the runtime capping it at half the CPU, and RSS goes past the limit rather than the node
+// failing. A GOMEMLIMIT in the environment wins over auto, as the runtime reads it itself.
 func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings) {
 	v := *o.memoryLimit
 	var limit int64
@@ -25,7 +28,7 @@ func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings) {
 			return
 		}
 		limit = mustSize("inflight-budget", *o.budget) + mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight) +
-			mustSizeOrZero("fetch-cache", *o.fetchCache) + 4*mustSize("max-group-bytes", *o.groupBytes) + 192<<20
+			mustSizeOrZero("fetch-cache", *o.fetchCache)
 		if remote != nil {
 			limit += remote.readCache
 		}
