@@ -82,6 +82,17 @@ func (n *Node) setupListeners() error {
 // isSASL tells whether a listener's security protocol authenticates with SASL.
 func isSASL(protocol string) bool { return protocol == "SASL_PLAINTEXT" || protocol == "SASL_SSL" }
 
+// AnySASL tells whether a listener of ls authenticates with SASL: only then is the
+// pre-authentication budget (sasl.server.max.inflight.bytes) used.
+func AnySASL(ls []Listener) bool {
+	for _, l := range ls {
+		if isSASL(l.Protocol) {
+			return true
+		}
+	}
+	return false
+}
+
 // ListenerAddr returns the bound address of the listener named name ("" when there is none).
 func (n *Node) ListenerAddr(name string) string {
 	if n.gnetL != nil && n.gnetL.Name == name {

@@ -60,7 +60,7 @@ func main() {
 		usage("--super-users: %v", err)
 	}
 	rs := o.remote()
-	memoryLimit(logger, o, rs)
+	memoryLimit(logger, o, rs, conn.AnySASL(sec.listeners(*o.listen, *o.advertise)))
 	blog, srv, remote := openNode(logger, opts, rs, kafka.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,

@@ -13,12 +13,12 @@ import (
 // to twice what was live at the last collection, and a node whose live heap is its pools and
 // caches plus the replies of a catch-up (4 consumers, 50 MiB fetches) doubles that in RSS.
 // auto is what the node's settings let it hold on purpose: the in-flight budgets (frames read
-// and replies unwritten) and the caches. What lives beside them (staging buffers of groups
+// and replies unwritten; the pre-authentication one only with a SASL listener) and the caches. What lives beside them (staging buffers of groups
 // being built, the connections, Pebble's memtables, which are not Go memory) is small while
 // the budget is not full; when the live heap passes the limit the collector runs more often,
 // the runtime capping it at half the CPU, and RSS goes past the limit rather than the node
 // failing. A GOMEMLIMIT in the environment wins over auto, as the runtime reads it itself.
-func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings) {
+func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings, sasl bool) {
 	v := *o.memoryLimit
 	var limit int64
 	switch v {
@@ -27,8 +27,10 @@ func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings) {
 			logger.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
 			return
 		}
-		limit = mustSize("inflight-budget", *o.budget) + mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight) +
-			mustSizeOrZero("fetch-cache", *o.fetchCache)
+		limit = mustSize("inflight-budget", *o.budget) + mustSizeOrZero("fetch-cache", *o.fetchCache)
+		if sasl {
+			limit += mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight)
+		}
 		if remote != nil {
 			limit += remote.readCache
 		}
