@@ -98,6 +98,7 @@ func (c *Conn) pump(gc gnet.Conn, err error) {
 			c.wmu.Lock()
 			c.dropBacklog()
 			c.wmu.Unlock()
+			c.pumpLive = false
 			return
 		}
 		if gc.OutboundBuffered() >= pumpChunk {
@@ -122,15 +123,15 @@ func (c *Conn) pump(gc gnet.Conn, err error) {
 	}
 }
 
-// dropBacklog hands back the replies still waiting in the backlog: the connection is gone.
-// Under wmu.
+// dropBacklog hands back the replies still waiting in the backlog: the connection is gone
+// (or its loop, when the pump could not start). Under wmu.
 func (c *Conn) dropBacklog() {
 	for _, o := range c.backlog {
 		o.taken(nil, nil)
 	}
 	clear(c.backlog)
 	c.backlog = nil
-	c.pumping, c.pumpLive = false, false
+	c.pumping = false
 }
 
 // pollPump arms a timer that wakes c to pump again (gnet).

@@ -118,3 +118,36 @@ func TestGnetLargeRepliesArePumped(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestGnetPumpedReplyOfAClosedConnectionIsDropped: a client that closes partway through a
+// pumped reply leaves nothing held: the backlog's replies give their budget back.
+func TestGnetPumpedReplyOfAClosedConnectionIsDropped(t *testing.T) {
+	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 4})
+	e := &sizedReplies{sizes: []int{24 << 20, 3 << 20}}
+	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	nc, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := nc.Write(appendFrame(nil, binary.BigEndian.AppendUint32(nil, uint32(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(nc, make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.BudgetHeld() != 0 || tr.InFlight() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget holds %d, %d requests in flight, after the client closed mid-reply", tr.BudgetHeld(), tr.InFlight())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
