@@ -36,29 +36,37 @@ func (e *sizedReplies) Frame(r *Request) bool {
 	return true
 }
 
+// askSized serves e on a gnet loop of a fresh transport (stopped at the test's end) and sends it
+// frames 0 to n-1 over one connection.
+func askSized(t *testing.T, e *sizedReplies, n int) (*Transport, net.Conn) {
+	t.Helper()
+	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 4})
+	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Stop() })
+	nc, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := nc.Write(appendFrame(nil, binary.BigEndian.AppendUint32(nil, uint32(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr, nc
+}
+
 // TestGnetLargeRepliesArePumped: replies larger than a chunk, pipelined with small ones, reach
 // a client that reads slowly whole and in order, while gnet's outbound buffer holds about a
 // chunk or two of them, not the rest of a 24 MiB reply; once read, the budget holds nothing.
 func TestGnetLargeRepliesArePumped(t *testing.T) {
 	sizes := []int{24 << 20, 100, 3<<20 + 7, 50, pumpChunk, pumpChunk + 1}
-	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 4})
 	e := &sizedReplies{sizes: sizes}
-	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Stop()
-	nc, err := net.Dial("tcp", g.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, nc := askSized(t, e, 12)
 	defer nc.Close()
 	const frames = 12
-	for i := range frames {
-		if _, err := nc.Write(appendFrame(nil, binary.BigEndian.AppendUint32(nil, uint32(i)))); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var most atomic.Int64
 	stop := make(chan struct{})
 	defer close(stop)
@@ -122,22 +130,7 @@ func TestGnetLargeRepliesArePumped(t *testing.T) {
 // TestGnetPumpedReplyOfAClosedConnectionIsDropped: a client that closes partway through a
 // pumped reply leaves nothing held: the backlog's replies give their budget back.
 func TestGnetPumpedReplyOfAClosedConnectionIsDropped(t *testing.T) {
-	tr := New(Config{Budget: 256 << 20, MaxFrame: 1 << 20, MinFrame: 4})
-	e := &sizedReplies{sizes: []int{24 << 20, 3 << 20}}
-	g, err := tr.ServeGnet(e, GnetConfig{Addr: "127.0.0.1:0", Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Stop()
-	nc, err := net.Dial("tcp", g.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 4 {
-		if _, err := nc.Write(appendFrame(nil, binary.BigEndian.AppendUint32(nil, uint32(i)))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tr, nc := askSized(t, &sizedReplies{sizes: []int{24 << 20, 3 << 20}}, 4)
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(nc, make([]byte, 2<<20)); err != nil {
 		t.Fatal(err)
