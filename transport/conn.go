@@ -54,8 +54,10 @@ type Conn struct {
 	stream    bool
 	gnet      bool // served by a gnet loop: large replies go through the pump (pump.go)
 
-	pumpPolling atomic.Bool // a timer will wake c to pump again
-	pumpLive    bool        // the pump's first write has called back (the loop's)
+	pumpPolling atomic.Bool   // a timer will wake c to pump again
+	pumpLive    bool          // the pump's first write has called back (the loop's)
+	pumpSeen    int           // gnet's outbound bytes when the pump last looked (the loop's)
+	pumpWait    time.Duration // the pump's last poll interval (the loop's)
 
 	// Owned by the loop (stream connections: by their reader goroutine).
 	nextSeq uint64

@@ -160,6 +160,12 @@ func (g *Gnet) OnTraffic(gc gnet.Conn) gnet.Action {
 		if !c.holdInbound(int64(gc.InboundBuffered())) {
 			return gnet.Close
 		}
+		if c.unwritten.Load() > maxUnwritten {
+			// Held by its output: while a poll is armed, the write that takes that output
+			// under maxUnwritten wakes it at once (tookOutput), also when gnet's buffer is
+			// left empty and nothing else would look again.
+			c.pollOutput()
+		}
 	default:
 		c.unholdInbound()
 	}

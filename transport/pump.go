@@ -15,9 +15,10 @@ import (
 // wait in the connection's backlog (in order, behind nothing else of it) and the loop hands
 // them to gnet pumpChunk at a time, only while gnet's outbound buffer holds less than
 // pumpChunk. gnet tells nothing when its buffer drains, so while a backlog waits the
-// connection is woken every pumpPoll (pollPump) to hand on more. What gnet copies is then at
-// most about one chunk a connection, and the reply frame goes back to the pool (or the
-// collector) once its last chunk is handed on.
+// connection is woken every pumpPoll (pollPump; less often while the client reads nothing) to
+// hand on more. gnet then holds about two chunks of a connection's pumped replies (a chunk
+// more when a new backlog's first chunk lands on a full buffer), and a reply frame goes back
+// to the pool (or the collector) once its last chunk is handed on.
 //
 // Who owns what: the backlog and pumping are under wmu (reply appends from any goroutine);
 // pumpLive and the writes are the loop's. reply starts the pump with an AsyncWrite of the
@@ -67,7 +68,9 @@ func (c *Conn) startPump(outs []*Out) {
 		return nil
 	})
 	if err != nil {
-		// The loop is gone (shutdown): nothing will be written or called back.
+		// The loop's poller is gone (as for the fast path in reply: it closes only after
+		// markClosed has run for every connection, which waits for wmu, held here, so this
+		// is not expected): nothing will be written.
 		if last {
 			o.taken(nil, nil)
 		}
@@ -101,17 +104,19 @@ func (c *Conn) pump(gc gnet.Conn, err error) {
 			c.pumpLive = false
 			return
 		}
-		if gc.OutboundBuffered() >= pumpChunk {
-			c.setSockOut(int64(gc.OutboundBuffered()))
-			c.pollPump()
-			return
-		}
 		c.wmu.Lock()
 		if len(c.backlog) == 0 {
 			c.pumping, c.pumpLive = false, false
-			c.backlog = c.backlog[:0:0]
+			c.backlog = nil
 			c.wmu.Unlock()
+			c.pumpWait = 0
 			c.setSockOut(int64(gc.OutboundBuffered()))
+			return
+		}
+		if n := gc.OutboundBuffered(); n >= pumpChunk {
+			c.wmu.Unlock()
+			c.setSockOut(int64(n))
+			c.pollPump(n)
 			return
 		}
 		o, chunk, last := c.nextChunk()
@@ -134,10 +139,20 @@ func (c *Conn) dropBacklog() {
 	c.pumping = false
 }
 
-// pollPump arms a timer that wakes c to pump again (gnet).
-func (c *Conn) pollPump() {
+// pollPump arms a timer that wakes c to pump again (gnet), buffered being what gnet's outbound
+// buffer holds now: pumpPoll after the socket took some of it since the last look, twice the
+// last wait (up to heldPoll) after it took nothing, so a client that stops reading costs a
+// wake-up every heldPoll, as any unread output does. On the loop.
+func (c *Conn) pollPump(buffered int) {
+	switch {
+	case c.pumpWait == 0 || buffered != c.pumpSeen:
+		c.pumpWait = pumpPoll
+	default:
+		c.pumpWait = min(2*c.pumpWait, heldPoll)
+	}
+	c.pumpSeen = buffered
 	if c.pumpPolling.CompareAndSwap(false, true) {
-		time.AfterFunc(pumpPoll, func() {
+		time.AfterFunc(c.pumpWait, func() {
 			c.pumpPolling.Store(false)
 			if !c.gone.Load() {
 				_ = c.w.Wake(nil)
