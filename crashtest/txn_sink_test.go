@@ -311,9 +311,12 @@ func createSinkTopics(t *testing.T, addr string) {
 // powerLossNode is an in-process node whose segment files and Pebble live on crashable
 // in-memory file systems: crash keeps only what was synced (the last unsynced write of each
 // file possibly torn), drops the old node and starts a new one on what survived, on the same
-// address.
+// address. Clients reach it through a proxy that crash cuts first, so that no reply the old
+// node sends after the cut (its drain answers what it has read) reaches them: a client is told
+// of no write that the new node may not hold.
 type powerLossNode struct {
 	t      *testing.T
+	proxy  *cutProxy
 	listen string
 	rng    *rand.Rand
 	segFS  *segfs.MemFS
@@ -322,7 +325,7 @@ type powerLossNode struct {
 	srv    *kafka.Server
 }
 
-func (p *powerLossNode) addr() string { return p.listen }
+func (p *powerLossNode) addr() string { return p.proxy.addr() }
 
 func (p *powerLossNode) start(t *testing.T) {
 	t.Helper()
@@ -332,7 +335,7 @@ func (p *powerLossNode) start(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open the catalog after a power loss: %v", err)
 		}
-		p.srv, err = kafka.New(kafka.Config{Listen: p.listen, DefaultPartitions: 1, Workers: 2,
+		p.srv, err = kafka.New(kafka.Config{Listen: p.listen, Advertise: p.proxy.addr(), DefaultPartitions: 1, Workers: 2,
 			Logger: quietLogger(), GroupInitialRebalanceDelay: -1}, cat)
 		if err != nil {
 			t.Fatalf("load the coordinators after a power loss: %v", err)
@@ -346,6 +349,7 @@ func (p *powerLossNode) start(t *testing.T) {
 			if strings.HasSuffix(p.listen, ":0") {
 				p.listen = p.srv.Addr() // the first start, before the sink and the crashes
 			}
+			p.proxy.setTarget(p.listen)
 			return
 		}
 		p.blog.Close()
@@ -360,6 +364,7 @@ func (p *powerLossNode) crash(t *testing.T) {
 	if p.rng.IntN(2) == 0 {
 		mode, name = segfs.TornPrefix, "a torn unsynced tail"
 	}
+	p.proxy.cut()
 	segCrashed := p.segFS.Crash(mode, p.rng, func() { pebCrashed = p.pebFS.CrashClone(vfs.CrashCloneCfg{}) })
 	// The old node goes on against the old file systems until it is stopped; nothing it does
 	// after the cut reaches the clones.
@@ -380,7 +385,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func TestTransactionalSinkSurvivesPowerLoss(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	p := &powerLossNode{t: t, listen: "127.0.0.1:0", rng: rand.New(rand.NewPCG(seed, 2)),
+	p := &powerLossNode{t: t, proxy: newCutProxy(t), listen: "127.0.0.1:0", rng: rand.New(rand.NewPCG(seed, 2)),
 		segFS: segfs.NewCrashableMem(), pebFS: vfs.NewCrashableMem()}
 	p.start(t)
 	defer func() {
