@@ -124,7 +124,9 @@ if [[ -n ${SUITE_LOG:-} ]]; then
 	cp "$work/inlet.log" "$SUITE_LOG.inlet"
 fi
 if [[ $status -ne 0 ]]; then
-	echo "kgo suite failed (exit $status); last lines:"
+	echo "kgo suite failed (exit $status); its failures and errors:"
+	grep -E -- '--- FAIL|unexpected|panic:|_test\.go:[0-9]+: .*(err|ERR|unable|fail)' "$work/suite.log" | grep -v 'NOT DELETING' | head -40 || true
+	echo "last lines:"
 	grep -v '^\[' "$work/suite.log" | tail -40
 	echo "inlet log:"
 	tail -20 "$work/inlet.log"
