@@ -106,8 +106,10 @@ func (c *Conn) SetMaxFrame(n int) { c.maxFrame.Store(int64(n)) }
 // MaxFrame is the largest frame c may send now.
 func (c *Conn) MaxFrame() int { return int(c.maxFrame.Load()) }
 
-// Close closes the connection; replies already queued are written first (gnet runs writes
-// queued before a Close first; a stream connection flushes them). Later replies are dropped.
+// Close closes the connection; replies already queued to the socket are written first (gnet
+// runs writes queued before a Close first, and its buffer goes out as far as the socket takes
+// it; a stream connection flushes them). Replies still in the pump's backlog (behind a large
+// one on a gnet connection, pump.go) and later ones are dropped.
 // Safe from any goroutine, and after the connection has closed.
 func (c *Conn) Close() { _ = c.w.Close() }
 
