@@ -483,6 +483,7 @@ func (g *group) staticJoin(req *kmsg.JoinGroupRequest, id, clientID, clientHost 
 	old.deadline = time.Now().Add(session)
 	oldProtos := old.protocols
 	old.protocols, old.protoType, old.session, old.rebalance = protos, req.ProtocolType, session, rebalance
+	gen := g.generation
 	switch g.state {
 	case Stable:
 		if g.selectProtocol() == g.protocol && sameProtocols(oldProtos, protos) {
@@ -505,8 +506,11 @@ func (g *group) staticJoin(req *kmsg.JoinGroupRequest, id, clientID, clientHost 
 		}
 		g.maybeCompleteJoin()
 	}
-	// The instance id names its new member id from now on, also after a restart mid-rebalance.
-	g.persist()
+	// The instance id names its new member id from now on, also after a restart mid-rebalance
+	// (a join this completed has saved it: completeJoin).
+	if g.generation == gen {
+		g.persist()
+	}
 	return ch, nil
 }
 

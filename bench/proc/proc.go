@@ -129,13 +129,19 @@ func parseIO(io string) (write, cancelled int64, err error) {
 	return write, cancelled, nil
 }
 
-// groupPids lists the live processes of process group pgid.
-func groupPids(pgid int) ([]int, error) {
+// groupProc is a live process of a group, with its CPU ticks (utime + stime) when listed.
+type groupProc struct {
+	pid   int
+	ticks uint64
+}
+
+// groupProcs lists the live processes of process group pgid, reading each one's stat once.
+func groupProcs(pgid int) ([]groupProc, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	var pids []int
+	var procs []groupProc
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -145,22 +151,22 @@ func groupPids(pgid int) ([]int, error) {
 		if err != nil {
 			continue // gone since ReadDir
 		}
-		if pgrp, _, err := parseStat(string(raw)); err == nil && pgrp == pgid {
-			pids = append(pids, pid)
+		if pgrp, t, err := parseStat(string(raw)); err == nil && pgrp == pgid {
+			procs = append(procs, groupProc{pid, t})
 		}
 	}
-	return pids, nil
+	return procs, nil
 }
 
 // resetPeakRSS sets the peak RSS (VmHWM) of every live process of group pgid back to its
 // present RSS (clear_refs 5), so a later groupStats gives the peak since then.
 func resetPeakRSS(pgid int) error {
-	pids, err := groupPids(pgid)
+	procs, err := groupProcs(pgid)
 	if err != nil {
 		return err
 	}
-	for _, pid := range pids {
-		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, p := range procs {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid), []byte("5"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -171,21 +177,14 @@ func resetPeakRSS(pgid int) error {
 // started as the leader of its own group, so a peer run through `sh -c` is measured together
 // with the broker the shell started.
 func groupStats(pgid, clkTck int) (ProcStats, error) {
-	pids, err := groupPids(pgid)
+	procs, err := groupProcs(pgid)
 	if err != nil {
 		return ProcStats{}, err
 	}
 	var st ProcStats
 	var ticks uint64
-	for _, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone since groupPids
-		}
-		pgrp, t, err := parseStat(string(raw))
-		if err != nil || pgrp != pgid {
-			continue
-		}
+	for _, p := range procs {
+		pid, t := p.pid, p.ticks
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			return ProcStats{}, err

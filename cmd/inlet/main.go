@@ -60,7 +60,8 @@ func main() {
 		usage("--super-users: %v", err)
 	}
 	rs := o.remote()
-	memoryLimit(logger, o, rs, conn.AnySASL(sec.listeners(*o.listen, *o.advertise)))
+	listeners := sec.listeners(*o.listen, *o.advertise)
+	memoryLimit(logger, o, rs, conn.AnySASL(listeners))
 	blog, srv, remote := openNode(logger, opts, rs, kafka.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
@@ -72,7 +73,7 @@ func main() {
 		MaxMessageBytes:   int(mustSize("max-message-bytes", *o.maxMessage)),
 		InflightBudget:    mustSize("inflight-budget", *o.budget),
 		Logger:            logger,
-		Listeners:         sec.listeners(*o.listen, *o.advertise),
+		Listeners:         listeners,
 		Users:             sec.Users,
 		SessionLifetime:   *o.sessionLifetime,
 		Schemas:           sec.Schemas,
