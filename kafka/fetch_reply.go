@@ -65,7 +65,7 @@ func (r *fetchReply) release() {
 // into it; it releases r.
 func (r *fetchReply) encode(hdr wire.RequestHeader) *transport.Out {
 	r.resp.SetVersion(hdr.APIVersion)
-	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), 4096)
+	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), r.size()+64)
 	out.B = r.appendTo(out.B)
 	wire.PatchFrameLength(out.B)
 	return out
@@ -74,6 +74,14 @@ func (r *fetchReply) encode(hdr wire.RequestHeader) *transport.Out {
 // appendTo encodes the response, reading the planned batches into dst, and releases r.
 func (r *fetchReply) appendTo(dst []byte) []byte {
 	defer r.release()
+	dst = slices.Grow(dst, r.size())
+	return wire.AppendFetchResponse(dst, r.resp, r, r.readFailed)
+}
+
+// size is at least the encoded length of the response: the planned batches and an allowance
+// for each topic's and partition's fields. The frame is taken at this size (a large one from
+// the transport's free list of reply buffers), so the encoding never grows it.
+func (r *fetchReply) size() int {
 	size := 64
 	for i := range r.resp.Topics {
 		size += 8 + len(r.resp.Topics[i].Topic) + 64*len(r.resp.Topics[i].Partitions)
@@ -81,8 +89,7 @@ func (r *fetchReply) appendTo(dst []byte) []byte {
 	for i := range r.plans {
 		size += r.plans[i].plan.Bytes
 	}
-	dst = slices.Grow(dst, size)
-	return wire.AppendFetchResponse(dst, r.resp, r, r.readFailed)
+	return size
 }
 
 // readFailed logs a partition whose batches could not be read; it is answered

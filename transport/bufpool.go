@@ -86,16 +86,21 @@ func init() {
 	}
 }
 
-// maxPooledReply keeps the occasional huge fetch reply from being pinned by the pool. A
-// fetch reply of a few partitions at their default 1 MiB each is pooled: a fresh one costs
-// its zeroing (a quarter of the broker's CPU in a catch-up read; profiles/README.md).
+// maxPooledReply is the largest reply buffer an Out keeps when it goes back to outPool: a
+// fetch reply of a few partitions at their default 1 MiB each stays with its Out. A larger
+// one goes to largeFrames instead, so an Out that next carries a small reply does not pin it.
 const maxPooledReply = 8 << 20
 
-// GetOut returns an empty pooled reply buffer with room for at least sizeHint bytes.
+// GetOut returns an empty pooled reply buffer with room for at least sizeHint bytes. A hint
+// over maxPooledReply takes a buffer from largeFrames.
 func GetOut(sizeHint int) *Out {
 	ob := outPool.Get().(*Out)
 	if cap(ob.B) < sizeHint {
-		ob.B = make([]byte, 0, sizeHint)
+		if sizeHint > maxPooledReply {
+			ob.B = largeFrames.get(sizeHint)
+		} else {
+			ob.B = make([]byte, 0, sizeHint)
+		}
 	}
 	ob.B = ob.B[:0]
 	return ob
@@ -103,6 +108,7 @@ func GetOut(sizeHint int) *Out {
 
 func putOut(ob *Out) {
 	if cap(ob.B) > maxPooledReply {
+		largeFrames.put(ob.B)
 		ob.B = nil
 	}
 	outPool.Put(ob)
