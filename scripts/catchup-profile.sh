@@ -5,7 +5,9 @@
 # 5 ms, batches up to 1 MiB, 10,000 buffered records), and at once bin/kgoread's 4 consumers
 # read the topic to its end with 10 MiB a partition, while the broker is profiled for 4 s.
 # Prints the read's wall time, the broker's CPU over it and its peak RSS; writes cpu.pprof and
-# its `go tool pprof -top` text (cpu.txt) into OUTDIR. Extra arguments go to the broker.
+# its `go tool pprof -top` text (cpu.txt) into OUTDIR. Extra arguments go to the broker. With
+# PRODUCE_FIRST (a duration) the node first takes a flat-out produce run of that length into
+# another topic, as in bench compare.
 #   scripts/catchup-profile.sh OUTDIR [inlet flags]     (make build; go build -o bin/kgoread ./cmd/kgoread)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,9 @@ port=$((20000 + RANDOM % 10000)); mport=$((port + 1))
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$mport/readyz" >/dev/null && break; sleep 0.1; done
+if [ -n "${PRODUCE_FIRST:-}" ]; then # as bench compare does: a flat-out produce run into another topic first
+  bin/loadgen --brokers "127.0.0.1:$port" --topic bench --duration "$PRODUCE_FIRST" --quiet | grep -E 'throughput|errors'
+fi
 bin/loadgen --brokers "127.0.0.1:$port" --records 10000000 --duration 0 --partitioner per-producer \
   --max-buffered-records 10000 --batch-max-bytes 1048576 --quiet | grep -E 'throughput|errors'
 curl -sf -o "$out/cpu.pprof" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=4" &
