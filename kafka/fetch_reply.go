@@ -65,7 +65,14 @@ func (r *fetchReply) release() {
 // into it; it releases r.
 func (r *fetchReply) encode(hdr wire.RequestHeader) *transport.Out {
 	r.resp.SetVersion(hdr.APIVersion)
-	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), r.size()+64)
+	// A large reply takes its frame at its final size, from the transport's free list of
+	// large buffers; a smaller one grows a pooled frame (appendTo), the growth rounding its
+	// capacity up so that the frame, pooled again, fits the next reply of nearly that size.
+	hint := 4096
+	if n := r.size() + 64; n > transport.MaxPooledReply {
+		hint = n
+	}
+	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), hint)
 	out.B = r.appendTo(out.B)
 	wire.PatchFrameLength(out.B)
 	return out
@@ -79,8 +86,7 @@ func (r *fetchReply) appendTo(dst []byte) []byte {
 }
 
 // size is at least the encoded length of the response: the planned batches and an allowance
-// for each topic's and partition's fields. The frame is taken at this size (a large one from
-// the transport's free list of reply buffers), so the encoding never grows it.
+// for each topic's and partition's fields, so the encoding never grows a frame of this size.
 func (r *fetchReply) size() int {
 	size := 64
 	for i := range r.resp.Topics {

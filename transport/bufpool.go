@@ -86,17 +86,17 @@ func init() {
 	}
 }
 
-// maxPooledReply is the largest reply buffer an Out keeps when it goes back to outPool: a
+// MaxPooledReply is the largest reply buffer an Out keeps when it goes back to outPool: a
 // fetch reply of a few partitions at their default 1 MiB each stays with its Out. A larger
 // one goes to largeFrames instead, so an Out that next carries a small reply does not pin it.
-const maxPooledReply = 8 << 20
+const MaxPooledReply = 8 << 20
 
 // GetOut returns an empty pooled reply buffer with room for at least sizeHint bytes. A hint
-// over maxPooledReply takes a buffer from largeFrames.
+// over MaxPooledReply takes a buffer from largeFrames.
 func GetOut(sizeHint int) *Out {
 	ob := outPool.Get().(*Out)
 	if cap(ob.B) < sizeHint {
-		if sizeHint > maxPooledReply {
+		if sizeHint > MaxPooledReply {
 			ob.B = largeFrames.get(sizeHint)
 		} else {
 			ob.B = make([]byte, 0, sizeHint)
@@ -107,7 +107,7 @@ func GetOut(sizeHint int) *Out {
 }
 
 func putOut(ob *Out) {
-	if cap(ob.B) > maxPooledReply {
+	if cap(ob.B) > MaxPooledReply {
 		largeFrames.put(ob.B)
 		ob.B = nil
 	}

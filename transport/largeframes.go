@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// Reply buffers over maxPooledReply (catch-up fetch replies of several partitions at up to
+// Reply buffers over MaxPooledReply (catch-up fetch replies of several partitions at up to
 // 10 MiB each, tens of MiB a reply) are kept for reuse in a free list of their own, bounded in
 // bytes. A fresh buffer of that size costs more than the read that fills it: growing the
 // frame zeroes it, and the zeroing takes the page faults of memory the runtime has handed back
