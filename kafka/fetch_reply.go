@@ -86,11 +86,17 @@ func (r *fetchReply) appendTo(dst []byte) []byte {
 }
 
 // size is at least the encoded length of the response: the planned batches and an allowance
-// for each topic's and partition's fields, so the encoding never grows a frame of this size.
+// for each topic's and partition's fields (64 bytes, against about 42 for the fixed ones) and
+// each aborted transaction a read_committed answer lists (17 bytes: producer id, first
+// offset and a flexible version's tag count), so the encoding never grows a frame of this size.
 func (r *fetchReply) size() int {
 	size := 64
 	for i := range r.resp.Topics {
-		size += 8 + len(r.resp.Topics[i].Topic) + 64*len(r.resp.Topics[i].Partitions)
+		t := &r.resp.Topics[i]
+		size += 8 + len(t.Topic) + 64*len(t.Partitions)
+		for j := range t.Partitions {
+			size += 5 + 17*len(t.Partitions[j].AbortedTransactions)
+		}
 	}
 	for i := range r.plans {
 		size += r.plans[i].plan.Bytes

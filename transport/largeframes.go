@@ -14,7 +14,9 @@ import (
 //
 // The list keeps at most maxFreeLarge bytes, best fit first, and lets go of what no reply took
 // since the garbage collection before last (a victim list, as sync.Pool has), so an idle node
-// gives the memory back within two collections. A buffer is allocated with its capacity
+// gives the memory back within two or three collections (a sentinel made during a collection's
+// mark phase survives it). The list's bytes are not counted in the in-flight budget: the
+// memory a node may hold is the budget plus maxFreeLarge. A buffer is allocated with its capacity
 // rounded up to an eighth of its power of two, so replies of nearly the same size (the usual
 // catch-up: every partition at its limit) reuse one another's buffers.
 //
@@ -26,8 +28,9 @@ import (
 const maxFreeLarge = 128 << 20
 
 // largeFitSlack is how much larger than the request a free buffer may be and still be taken
-// (a quarter): more would hold memory the reply does not use.
-const largeFitSlack = 4
+// (an eighth, the step capacities are rounded to): more would hold memory the reply does not
+// use, and the in-flight budget charges a reply its buffer's capacity.
+const largeFitSlack = 8
 
 var largeFrames = newLargeFreeList(maxFreeLarge)
 
@@ -40,6 +43,8 @@ type largeFreeList struct {
 	vicBytes int
 }
 
+// newLargeFreeList makes a list that ages at every collection. Its hook keeps it alive for
+// good (the cleanup's argument): one per process (largeFrames), and a few in tests.
 func newLargeFreeList(max int) *largeFreeList {
 	l := &largeFreeList{max: max}
 	l.armCollectionHook()
@@ -108,17 +113,15 @@ func (l *largeFreeList) take(list *[][]byte, bytes *int, n int) ([]byte, bool) {
 func (l *largeFreeList) put(b []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.curBytes+l.vicBytes+cap(b) > l.max {
-		// Room for the newest first: the victims are the ones least likely to be taken.
-		for len(l.victim) > 0 && l.curBytes+l.vicBytes+cap(b) > l.max {
-			last := len(l.victim) - 1
-			l.vicBytes -= cap(l.victim[last])
-			l.victim[last] = nil
-			l.victim = l.victim[:last]
-		}
-		if l.curBytes+cap(b) > l.max {
-			return
-		}
+	if l.curBytes+cap(b) > l.max {
+		return // no room even without the victims: keep them
+	}
+	// Room for the newest first: the victims are the ones least likely to be taken.
+	for len(l.victim) > 0 && l.curBytes+l.vicBytes+cap(b) > l.max {
+		last := len(l.victim) - 1
+		l.vicBytes -= cap(l.victim[last])
+		l.victim[last] = nil
+		l.victim = l.victim[:last]
 	}
 	l.cur = append(l.cur, b[:0])
 	l.curBytes += cap(b)
