@@ -68,20 +68,22 @@ func (r *fetchReply) encode(hdr wire.RequestHeader) *transport.Out {
 	// A large reply takes its frame at its final size, from the transport's free list of
 	// large buffers; a smaller one grows a pooled frame (appendTo), the growth rounding its
 	// capacity up so that the frame, pooled again, fits the next reply of nearly that size.
+	size := r.size()
 	hint := 4096
-	if n := r.size() + 64; n > transport.MaxPooledReply {
-		hint = n
+	if size+64 > transport.MaxPooledReply {
+		hint = size + 64
 	}
 	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), hint)
-	out.B = r.appendTo(out.B)
+	out.B = r.appendTo(out.B, size)
 	wire.PatchFrameLength(out.B)
 	return out
 }
 
-// appendTo encodes the response, reading the planned batches into dst, and releases r.
-func (r *fetchReply) appendTo(dst []byte) []byte {
+// appendTo encodes the response, reading the planned batches into dst grown by size (r.size),
+// and releases r.
+func (r *fetchReply) appendTo(dst []byte, size int) []byte {
 	defer r.release()
-	dst = slices.Grow(dst, r.size())
+	dst = slices.Grow(dst, size)
 	return wire.AppendFetchResponse(dst, r.resp, r, r.readFailed)
 }
 

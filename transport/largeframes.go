@@ -9,8 +9,8 @@ import (
 // 10 MiB each, tens of MiB a reply) are kept for reuse in a free list of their own, bounded in
 // bytes. A fresh buffer of that size costs more than the read that fills it: growing the
 // frame zeroes it, and the zeroing takes the page faults of memory the runtime has handed back
-// to the kernel; together that was 41% of the broker's CPU in a catch-up by 4 consumers with
-// 10 MiB a partition (profiles/README.md, 2026-12-02).
+// to the kernel; together that was 38% of the broker's CPU in a catch-up by 4 consumers with
+// 10 MiB a partition (profiles/catchup-largeframes-20261202/, profiles/README.md).
 //
 // The list keeps at most maxFreeLarge bytes, best fit first, and lets go of what no reply took
 // since the garbage collection before last (a victim list, as sync.Pool has), so an idle node
