@@ -27,7 +27,6 @@ func main() {
 	fs, o := flagsOrExit()
 	sec := applyConfig(fs, *o.config)
 	logger := newLogger(*o.logLevel)
-	schedulerProcs(logger, *o.workers)
 
 	mon := startMonitor(logger, *o.metricsListen, *o.pprof)
 	opts := batchlog.Options{Dir: *o.dataDir, Logger: logger, MaxGroupBytes: int(mustSize("max-group-bytes", *o.groupBytes)), SegmentBytes: mustSize("segment-bytes", *o.segmentBytes), Observer: mon.observer(),
