@@ -18,19 +18,16 @@
 //	                 assign offsets, patch baseOffset into the batch, add it to the group
 //	every CheckpointInterval: add the high watermarks and producer windows changed since
 //	                 the last checkpoint to the group's Pebble batch (not applied yet)
-//	stage the group: copy its entries into a block-aligned buffer, for the segment store's
-//	                 flusher (segments/segment.go, segments/flush.go)
+//	stage the group: copy its entries into a block-aligned buffer (segments/segment.go)
 //	hand the group to the completer
 //
-// The flusher goroutine (the segment store's) takes every group staged so far, writes them
-// with O_DIRECT (one pwritev per segment) and syncs once (fdatasync), then takes the next
-// ones. The completer goroutine takes groups in order. For each one it waits until the
-// flusher has made it durable, then applies the group's index entries, and any checkpoint, to
-// Pebble without a sync, publishes the new high watermarks, signals the long polls parked on
-// those partitions (Waiter, wait.go) and tells every request it is done (Request.Completion,
-// or Done). So while group N is being written and synced, the committer already builds group
-// N+1; while the completer answers N, the flusher already writes N+1; and under light load
-// many groups share one fdatasync.
+// The completer goroutine takes groups in order. For each one not yet durable it writes every
+// staged group with O_DIRECT (one pwritev per segment) and syncs once (fdatasync); then it
+// applies the group's index entries, and any checkpoint, to Pebble without a sync, publishes
+// the new high watermarks, signals the long polls parked on those partitions (Waiter, wait.go)
+// and tells every request it is done (Request.Completion, or Done).
+// So while group N is being written and synced, the committer already builds group N+1, and
+// under light load many groups share one fdatasync.
 //
 // Where O_DIRECT is refused (tmpfs; or --segment-io buffered) the completer writes the same
 // staged buffers through the page cache. Other layouts: with --storage pebble the group is one
@@ -154,9 +151,8 @@ type Options struct {
 
 // Observer receives the commit pipeline's measurements as they happen; what is state (high
 // watermarks, segment bytes, Pebble's health) is read when wanted instead (Log.Stats). Its
-// methods run on the commit pipeline's goroutines (GroupDurable on the completer, Synced on the
-// segment store's flusher), once per group or sync, never per request: they must be quick and
-// must not block.
+// methods run on the completer goroutine, once per group or sync, never per request: they
+// must be quick and must not block.
 type Observer interface {
 	// GroupDurable reports a group of requests made durable: the records and bytes of record
 	// data it appended (duplicates and refused batches are not appended), and the time from

@@ -6,11 +6,10 @@ package batchlog
 // before the disk is full, when the free space falls below Options.MinFreeBytes: Pebble cannot
 // survive a full disk (a failed WAL write stops it), so the reserve keeps it from meeting one.
 //
-//   - suspend: the committer (creating a segment file) or the completer (the flusher's write
-//     of a group failed) sets Log.suspended. The completer then answers every group it has not
-//     seen durable with KAFKA_STORAGE_ERROR and drops those not yet being written
-//     (DropUnwritten; the flusher writes nothing after a failed write); the committer answers
-//     new requests the same way, without building groups.
+//   - suspend: the committer (a buffered write) or the completer (a direct write) sets
+//     Log.suspended. The completer then answers every group it has not seen durable with
+//     KAFKA_STORAGE_ERROR and writes nothing more (DropUnwritten); the committer answers new
+//     requests the same way, without building groups.
 //   - resume: at most once per noSpaceRetry, the committer tries again. It waits for the
 //     completer to answer every group before (a barrier through the pending queue), then
 //     rebuilds its state as start-up does: next offsets, producer windows and relocated keys

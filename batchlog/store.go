@@ -39,8 +39,8 @@ type Store interface {
 	// allow more only if it rebuilds them after a crash from the record data written since
 	// the last group that carried them (the segment store's replay does).
 	MetadataInterval() time.Duration
-	// DropUnwritten forgets the groups staged for writing and not yet being written: writes
-	// are suspended, and their groups are answered with an error instead (nospace.go).
+	// DropUnwritten forgets the groups staged for writing and not written yet: writes are
+	// suspended, and their groups are answered with an error instead (nospace.go).
 	DropUnwritten()
 	Close() error
 }
@@ -55,16 +55,14 @@ type Group interface {
 	// Apply makes the group visible to the engine and starts its sync, without waiting for it.
 	// Groups are applied in commit order by the single committer goroutine.
 	Apply() error
-	// Wait returns once the group is durable and its index visible to reads (the segment
-	// store waits for its flusher, then commits the group's index and fills its recent
-	// index). Called in apply order by the completer.
+	// Wait returns once the group is durable and its index visible to reads: a store may
+	// write and sync here (the segment store does, and then commits the group's index and
+	// fills its read caches). Called in apply order by the completer.
 	Wait() error
 	// CarriesMetadata marks the group as holding every high watermark and producer window
 	// changed since the previous such group: the store's view of the log is whole up to the
 	// group's end. Called by the committer before apply.
 	CarriesMetadata()
-	// Release recycles the group, after its Wait or, once writes are suspended, after
-	// DropUnwritten (the segment store first waits for its flusher to be done with the group).
 	Release()
 }
 

@@ -21,11 +21,11 @@ import (
 //     segment file, with O_DIRECT in aligned reads that take close batches together
 //     (coldread.go), or with one pread per batch where the file has no direct reader.
 //
-// The tail cache holds the log's own staging buffers (the blocks the flusher has just
+// The tail cache holds the log's own staging buffers (the blocks the completer has just
 // written and synced), newest last, up to Config.CacheBytes (the log's
 // Options.FetchCacheBytes). Segments are written with
 // O_DIRECT, so without it a consumer following the tail would read every batch back from the
-// disk. The flusher hands a group's buffer to the cache once the group is durable instead of
+// disk. The completer hands a group's buffer to the cache once the group is durable instead of
 // reusing it; buffers pushed out of the cache go back to the staging pool.
 
 // ReadPlan is the stored batches one read returns, located but not yet read. The zero value
@@ -237,7 +237,7 @@ func readBuffered(dst []byte, seg *segment, pos int64) error {
 const DefaultCacheBytes = 64 << 20
 
 // tailCache holds the most recently written staging buffers of the segment store, in write
-// order, up to limit bytes. The flusher adds and evicts (under mu); readers copy out under
+// order, up to limit bytes. The completer adds and evicts (under mu); readers copy out under
 // the read lock, so a buffer is never reused while it is read.
 type tailCache struct {
 	limit int

@@ -7,12 +7,12 @@
 // Why: storing record batches as Pebble values costs every byte a copy into the batch, a WAL
 // write, a copy into the memtable arena and a blob-file write at flush (about 3.4 ns of CPU per
 // byte measured here, write amplification 2). A segment file is the write-ahead log itself:
-// the committer copies each group's entries into a staging buffer, the flusher writes it and
-// makes it durable with one fdatasync, and only then does the completer apply a small unsynced
-// Pebble batch holding the group's index entries. Every Config.CheckpointInterval a group's
-// batch also holds the high watermarks and producer windows changed since the last such group
-// and the segment position it covers (the checkpoint): Pebble's metadata is always whole as of
-// its checkpoint.
+// the committer copies each group's entries into a staging buffer, the completer writes it
+// and makes it durable with one fdatasync, and only then applies a small unsynced Pebble batch
+// holding the group's index entries. Every Config.CheckpointInterval a group's batch also
+// holds the high watermarks and producer windows changed since the last such group and the
+// segment position it covers (the checkpoint): Pebble's metadata is always whole as of its
+// checkpoint.
 //
 // Recovery: Pebble holds a consistent prefix of those batches (an unsynced tail may be lost),
 // and its checkpoint says how far the segments are indexed. Everything after it is replayed
@@ -27,11 +27,10 @@
 // server (three quarters of its CPU; profiles/README.md), an O_DIRECT write about 0.15 ns plus
 // a memmove into an aligned buffer. So the committer only copies a group's entries into a
 // block-aligned staging buffer (zero-padded to a whole block; every group starts on a block
-// boundary), and the flusher (flush.go) writes the staged groups of a segment with one
-// pwritev, with O_DIRECT where the file system allows it and through the page cache where it
-// is refused (tmpfs; or Config.Buffered), then syncs. Writing in a goroutine of its own keeps
-// the committer from waiting on the device and the answers to one group from delaying the
-// write of the next, and groups reach the file strictly in order: a
+// boundary), and the completer writes the staged groups of a segment with one pwritev, with
+// O_DIRECT where the file system allows it and through the page cache where it is refused
+// (tmpfs; or Config.Buffered), then syncs. Writing in the completer keeps the committer
+// from waiting on the device, and groups reach the file strictly in order: a
 // segment's groups are written and synced before the next segment's are written, so a crash
 // can tear only the last segment's unacknowledged groups. Replay skips the padding: an entry
 // that fails its checks at an unaligned position followed only by zeros up to the next
@@ -45,17 +44,15 @@
 // The path that runs: the committer (the log's commit.go) calls NewGroup, SetData per batch,
 // Set and Del for the log's own keys, CarriesMetadata every checkpoint interval, and Apply,
 // which stages the group's entries into a block-aligned buffer (rolling to a new segment
-// when the active one is full) and hands it to the flusher, which writes every group staged
-// so far (one pwritev per segment), syncs each segment once and hands the buffers to the tail
-// cache; the completer calls Wait in order, which waits for the flusher to pass the group
-// and commits its index and metadata to Pebble unsynced (filling the recent index); then
-// Release. Reads (PlanRead, ReadPlan.AppendTo) find batches in the recent index or Pebble,
-// and copy them from the tail cache or the file.
+// when the active one is full); the completer calls Wait in order, which writes every staged
+// group (one pwritev per segment), syncs each segment once, commits the group's index and
+// metadata to Pebble unsynced and fills the read caches; then Release. Reads (PlanRead,
+// ReadPlan.AppendTo) find batches in the recent index or Pebble, and copy them from the tail
+// cache or the file.
 //
 // Files: segment.go (the segment set, Open, Replay and the torn-tail cut, the checkpoint
-// position, groups and staging, rolling, the full-disk errors), flush.go (the flusher: the
-// writes and syncs, the completer's wait), index.go (the data key, the index value and the
-// checkpoint encodings; EachIndexedBatch), readplan.go (read
+// position, groups and the write paths, rolling, the full-disk errors), index.go (the data
+// key, the index value and the checkpoint encodings; EachIndexedBatch), readplan.go (read
 // plans, the tail cache), recent.go (the recent index), reclaim.go (the file side of the
 // reclaim: candidates, reading a live batch, deleting files), startcheck.go (the file side
 // of the start-up check). Errors and log lines keep the log's prefix, "batchlog:".
@@ -111,19 +108,21 @@ type Store struct {
 
 	cold coldReaders // the helpers that read a plan's cold runs beside its reader (coldread.go)
 
-	// staged holds the groups the committer has staged and the flusher has not taken yet, in
-	// apply order; the flusher writes all it takes, then syncs once (flush.go).
+	// staged holds direct-path groups the committer has staged and the completer has not yet
+	// written, in apply order. The completer writes all of them, then syncs once (flushStaged).
 	stagedMu sync.Mutex
 	staged   []*Group
-	flusher  flusher
+	flushing []*Group // completer-owned scratch
+	iov      [][]byte // completer-owned scratch
 
 	buffered bool // never use O_DIRECT (Config.Buffered)
 
 	obs SyncObserver // Config.Observer: told of every fdatasync; nil: none
 
 	// tail holds the staging buffers of the groups written last (Config.CacheBytes;
-	// nil: none); the flusher adds them once they are synced.
-	tail *tailCache
+	// nil: none); evicted is the completer's scratch for the buffers it pushes out.
+	tail    *tailCache
+	evicted [][]byte
 
 	// recent holds the index entries of each partition's last batches (recent.go).
 	recent recentIndex
@@ -143,9 +142,9 @@ type segment struct {
 	usesDirect bool
 	size       int64        // committer-owned: bytes assigned to groups (block-aligned when direct)
 	final      atomic.Int64 // size when the segment stopped being active (-1 while active)
-	// directEnd is where the flusher's last direct write ended. The writer is closed once
-	// directEnd reaches final, by whichever of the committer (roll) and the flusher
-	// (writeStaged) sees both values last.
+	// directEnd is where the completer's last direct write ended. The writer is closed once
+	// directEnd reaches final, by whichever of the committer (roll) and the completer
+	// (writeDirect) sees both values last.
 	directEnd atomic.Int64
 	// refs counts the store's map (one, until DeleteBelow takes the segment out of it)
 	// and the reads in progress: the file is closed when the last of them lets go, so a read
@@ -213,7 +212,7 @@ type Config struct {
 }
 
 // SyncObserver is told of every fdatasync of a segment file and how long it took. It runs on
-// the flusher goroutine (flush.go): it must be quick and must not block.
+// the completer goroutine: it must be quick and must not block.
 type SyncObserver interface {
 	Synced(d time.Duration)
 }
@@ -302,11 +301,11 @@ func (s *Store) Checkpoint() (seg uint32, pos int64, err error) {
 // synced first, and what replay then reads is what a power loss would keep.
 //
 // Only the last segment that holds data can hold a torn write: a segment is synced whole
-// before anything is written to the next one (the flusher syncs a segment's last groups
-// before it writes the next segment's), though the next one may already exist, empty (roll
-// creates it before the flusher has written the last groups of this one). So an entry that
-// does not check out in the last segment with data is a torn write of groups never
-// acknowledged, and is cut (the file truncated and synced).
+// before anything is written to the next one (the completer syncs a segment's last groups
+// before it writes the next segment's; on the buffered path roll syncs it), though the next
+// one may already exist, empty (roll creates it before the completer has written the last
+// groups of this one). So an entry that does not check out in the last segment with data is
+// a torn write of groups never acknowledged, and is cut (the file truncated and synced).
 // Anywhere else it is corruption of synced data, and a read that fails is a failing device:
 // start-up stops with an error naming the file and the offset, and nothing is changed.
 //
@@ -354,7 +353,7 @@ func (s *Store) Replay(fn func(partition uint32, batch []byte, seg uint32, pos i
 		}
 	}
 	// The last segment that holds data: segments after it are empty (roll creates the next
-	// segment before the flusher has written the last groups of this one).
+	// segment before the completer has written the last groups of this one).
 	lastData := -1
 	for i, id := range ids {
 		if s.segs[id].size > 0 {
@@ -555,7 +554,7 @@ func (seg *segment) closeWriter() {
 }
 
 // roll starts a new active segment. The directory is synced so the new file's name is durable
-// before anything in it is acknowledged. (The flusher syncs a segment's last groups before
+// before anything in it is acknowledged. (The completer syncs a segment's last groups before
 // it writes the next segment's, so only the last segment can ever hold a torn write.)
 func (s *Store) roll() error {
 	id := uint32(0)
@@ -573,7 +572,7 @@ func (s *Store) roll() error {
 	s.segs[id] = seg
 	s.mu.Unlock()
 	if s.active != nil {
-		// Its writer stays open until the flusher has written its last group (writeStaged).
+		// Its writer stays open until the completer has written its last group (writeDirect).
 		s.active.final.Store(s.active.size)
 		if s.active.directEnd.Load() == s.active.size {
 			s.active.closeWriter()
@@ -595,14 +594,7 @@ type Group struct {
 	index   []indexEntry
 	meta    *pebble.Batch
 	stage   []byte // the group's entries, block-aligned and padded
-	// seq numbers the group among those staged (1 on); the flusher's progress is told in
-	// the same numbers (flush.go). Zero: not staged (empty).
-	seq uint64
-	// taken: the flusher has taken the group to write (under Store.stagedMu); unwritten:
-	// DropUnwritten took it off the staged list, so it is never written.
-	taken, unwritten bool
-	// err is the flusher's answer for the group, set before its progress passes seq.
-	err error
+	durable bool   // written and synced (possibly by an earlier group's wait)
 	// metadata: the group holds the high watermarks and producer windows changed since the
 	// previous such group, so its end is a checkpoint (CarriesMetadata).
 	metadata bool
@@ -629,7 +621,7 @@ func (s *Store) NewGroup(int) *Group {
 		g = &Group{s: s}
 	}
 	g.seg = nil
-	g.seq, g.taken, g.unwritten, g.err = 0, false, false, nil
+	g.durable = false
 	g.metadata = false
 	g.empty = false
 	g.batches = g.batches[:0]
@@ -690,7 +682,7 @@ func (g *Group) Apply() error {
 }
 
 // stageEntries copies the group's entries into a block-aligned staging buffer, zero-padded to a whole
-// block, and hands it to the flusher, which writes it at the group's aligned start (flush.go).
+// block, for the completer to write at the group's aligned start (flushStaged).
 func (g *Group) stageEntries() error {
 	s := g.s
 	g.seg = s.active
@@ -728,7 +720,70 @@ func (g *Group) stageEntries() error {
 	g.stage = buf
 	g.end = g.start + int64(n)
 	g.seg.size = g.start + int64(padded)
-	s.stage(g)
+	s.stagedMu.Lock()
+	s.staged = append(s.staged, g)
+	s.stagedMu.Unlock()
+	return nil
+}
+
+// flushStaged writes every staged group in apply order and syncs each segment they touched
+// once: under light load many small groups share one fdatasync instead of paying one each.
+// Groups are written only here, by the completer, so they reach the file in order and every
+// write follows the previous sync of its segment's earlier groups.
+func (s *Store) flushStaged() error {
+	s.stagedMu.Lock()
+	batch := append(s.flushing[:0], s.staged...)
+	clear(s.staged)
+	s.staged = s.staged[:0]
+	s.stagedMu.Unlock()
+	s.flushing = batch
+	for i := 0; i < len(batch); {
+		// The groups of one segment are adjacent in the file: write them with one pwritev
+		// (a direct write's CPU cost is mostly per call), then sync the segment.
+		j := i + 1
+		for j < len(batch) && batch[j].seg == batch[i].seg {
+			j++
+		}
+		if err := s.writeStaged(batch[i:j]); err != nil {
+			return err
+		}
+		seg := batch[i].seg
+		if err := s.fdatasync(seg); err != nil {
+			return err
+		}
+		i = j
+	}
+	for _, g := range batch {
+		g.durable = true
+		if s.tail != nil {
+			// The cache takes the buffer over: release will not recycle it.
+			s.evicted = s.tail.add(g.seg.id, g.start, g.stage, s.evicted[:0])
+			g.stage = nil
+			for _, b := range s.evicted {
+				select {
+				case s.stages <- b[:cap(b)]:
+				default:
+				}
+			}
+			clear(s.evicted)
+		}
+	}
+	clear(s.flushing)
+	return nil
+}
+
+// fdatasync makes seg's written data durable, timed for the observer.
+func (s *Store) fdatasync(seg *segment) error {
+	var began time.Time
+	if s.obs != nil {
+		began = time.Now()
+	}
+	if err := seg.f.Datasync(); err != nil {
+		return fmt.Errorf("batchlog: sync segment %d: %w", seg.id, &syncFailed{err})
+	}
+	if s.obs != nil {
+		s.obs.Synced(time.Since(began))
+	}
 	return nil
 }
 
@@ -749,6 +804,61 @@ func alignedBuffer(n int) []byte {
 		off = blockSize - r
 	}
 	return b[off : off+n : off+n]
+}
+
+// writeStaged writes staged groups of one segment, adjacent in the file and in order: with
+// the segment's O_DIRECT writer, which it closes after the segment's last group, or through
+// the page cache where there is none.
+func (s *Store) writeStaged(groups []*Group) error {
+	seg := groups[0].seg
+	w := seg.f
+	if d := seg.direct.Load(); d != nil {
+		w = d.f
+	} else if seg.usesDirect {
+		panic("BUG: batchlog: direct writer closed before the segment's last group was written")
+	}
+	iov := s.iov[:0]
+	end := groups[0].start
+	for _, g := range groups {
+		if g.start != end {
+			panic("BUG: batchlog: staged groups of a segment are not adjacent")
+		}
+		iov = append(iov, g.stage)
+		end += int64(len(g.stage))
+	}
+	s.iov = iov
+	// A short direct write ends on a block boundary (O_DIRECT transfers whole blocks), so it
+	// continues at an aligned address inside the next stage.
+	if _, err := w.WriteV(iov, groups[0].start); err != nil {
+		return fmt.Errorf("batchlog: write segment %d: %w", seg.id, &writeFailed{err})
+	}
+	clear(s.iov)
+	seg.directEnd.Store(end)
+	if end == seg.final.Load() {
+		seg.closeWriter()
+	}
+	return nil
+}
+
+// Wait makes the group durable (one flush writes every group staged before it and syncs each
+// segment once, so a group an earlier flush covered is not written again) and then applies
+// its index and metadata to Pebble, unsynced: the segment is the log; Pebble is rebuilt from
+// it.
+func (g *Group) Wait() error {
+	if g.empty {
+		// Every group before it is durable (the completer waits in order), and it adds
+		// nothing, so its checkpoint (its start) is durable too.
+		return g.commitIndex()
+	}
+	if !g.durable {
+		if err := g.s.flushStaged(); err != nil {
+			return err
+		}
+	}
+	if !g.durable {
+		panic("BUG: batchlog: a staged group was not among the groups flushed after it")
+	}
+	return g.commitIndex()
 }
 
 // commitIndex applies the group's index entries, metadata and checkpoint to Pebble, unsynced:
@@ -779,7 +889,6 @@ func (g *Group) commitIndex() error {
 
 // Release recycles the group and its staging buffer, unless the tail cache took it.
 func (g *Group) Release() {
-	g.s.settle(g)
 	_ = g.meta.Close()
 	g.meta = nil
 	if g.stage != nil {
@@ -799,7 +908,6 @@ func (g *Group) Release() {
 // Close closes the segment files; the database is the catalog's (the log closes it after).
 func (s *Store) Close() error {
 	s.cold.stop()
-	s.flusher.stop()
 	return s.closeFiles()
 }
 
@@ -841,27 +949,19 @@ func IsNoSpace(err error) bool {
 	return errors.Is(wf.err, syscall.ENOSPC) || errors.Is(wf.err, syscall.EDQUOT)
 }
 
-// DropUnwritten forgets the groups staged and not yet taken by the flusher: suspended writes
-// never resume with them. (Those it has taken are written, or refused after a failed write,
-// and answered as the completer finds them; flush.go.)
+// DropUnwritten forgets the groups staged and not written: suspended writes never resume
+// with them.
 func (s *Store) DropUnwritten() {
 	s.stagedMu.Lock()
-	for _, g := range s.staged {
-		g.unwritten = true
-	}
 	clear(s.staged)
 	s.staged = s.staged[:0]
 	s.stagedMu.Unlock()
 }
 
 // ResetAfterFailure makes the store's view of its files what is on disk, for a Replay: after
-// a full disk, with the completer idle (and so the flusher: the completer has released every
-// group, which waits for the flusher to be done with it).
+// a full disk, with the completer idle.
 func (s *Store) ResetAfterFailure() error {
 	s.DropUnwritten()
-	s.stagedMu.Lock()
-	s.flusher.failed = nil // writes may go on
-	s.stagedMu.Unlock()
 	if s.tail != nil {
 		s.tail.reset()
 	}
