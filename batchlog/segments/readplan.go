@@ -252,19 +252,21 @@ type tailCache struct {
 type tailEntry struct {
 	seg   uint32
 	start int64
-	buf   []byte // the group's entries as written from start; the staging buffer's full capacity is kept for reuse
+	buf   []byte    // the group's entries as written from start
+	box   *stageBuf // the staging buffer buf lies in, whole, handed back on eviction
 }
 
-// add caches buf, the bytes of segment seg from start, and returns the buffers it pushed out.
-func (c *tailCache) add(seg uint32, start int64, buf []byte, evicted [][]byte) [][]byte {
+// add caches buf (the bytes of segment seg from start, in the staging buffer box) and returns
+// the staging buffers it pushed out.
+func (c *tailCache) add(seg uint32, start int64, buf []byte, box *stageBuf, evicted []*stageBuf) []*stageBuf {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ents = append(c.ents, tailEntry{seg: seg, start: start, buf: buf})
-	c.bytes += cap(buf)
+	c.ents = append(c.ents, tailEntry{seg: seg, start: start, buf: buf, box: box})
+	c.bytes += cap(box.b)
 	for c.bytes > c.limit && c.head < len(c.ents) {
 		e := &c.ents[c.head]
-		c.bytes -= cap(e.buf)
-		evicted = append(evicted, e.buf)
+		c.bytes -= cap(e.box.b)
+		evicted = append(evicted, e.box)
 		*e = tailEntry{}
 		c.head++
 	}

@@ -71,6 +71,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
+	"math/bits"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -103,8 +104,14 @@ type Store struct {
 	segs   map[uint32]*segment
 	active *segment // committer-owned
 
-	free   chan *Group
-	stages chan []byte // block-aligned staging buffers for direct writes
+	free chan *Group
+	// stages pools the block-aligned staging buffers of groups released and of those the
+	// tail cache let go, by size (stageClass). Pools of their own size, so that a small group
+	// never takes a large buffer (which the tail cache counts whole: one 16 MiB buffer per
+	// small group held four groups in 64 MiB); sync.Pools, so that a node that stops writing
+	// lets them go after two collections (four kept 16 MiB buffers were 64 MiB of live heap
+	// through a catch-up read, where the memory limit then ran the collector back to back).
+	stages [stageClasses]sync.Pool // *stageBuf
 
 	cold coldReaders // the helpers that read a plan's cold runs beside its reader (coldread.go)
 
@@ -122,7 +129,7 @@ type Store struct {
 	// tail holds the staging buffers of the groups written last (Config.CacheBytes;
 	// nil: none); evicted is the completer's scratch for the buffers it pushes out.
 	tail    *tailCache
-	evicted [][]byte
+	evicted []*stageBuf
 
 	// recent holds the index entries of each partition's last batches (recent.go).
 	recent recentIndex
@@ -233,7 +240,7 @@ func Open(fs segfs.FS, dir string, db *pebble.DB, create bool, cfg Config) (*Sto
 		segBytes = defaultSegmentSize
 	}
 	s := &Store{fs: fs, dir: Dir(dir), db: db, segBytes: segBytes, segs: map[uint32]*segment{},
-		free: make(chan *Group, 4), stages: make(chan []byte, 4), buffered: cfg.Buffered,
+		free: make(chan *Group, 4), buffered: cfg.Buffered,
 		obs: cfg.Observer, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -593,8 +600,9 @@ type Group struct {
 	headers []byte
 	index   []indexEntry
 	meta    *pebble.Batch
-	stage   []byte // the group's entries, block-aligned and padded
-	durable bool   // written and synced (possibly by an earlier group's wait)
+	stage   []byte    // the group's entries, block-aligned and padded, in box
+	box     *stageBuf // the staging buffer, until Release or the tail cache takes it
+	durable bool      // written and synced (possibly by an earlier group's wait)
 	// metadata: the group holds the high watermarks and producer windows changed since the
 	// previous such group, so its end is a checkpoint (CarriesMetadata).
 	metadata bool
@@ -701,15 +709,8 @@ func (g *Group) stageEntries() error {
 		return nil
 	}
 	padded := int(alignUp(int64(n)))
-	select {
-	case g.stage = <-s.stages:
-	default:
-	}
-	if cap(g.stage) < padded {
-		// A power of two, so that a buffer the tail cache lets go of fits most later groups.
-		g.stage = alignedBuffer(stageSize(padded))
-	}
-	buf := g.stage[:padded]
+	g.box = s.getStage(padded)
+	buf := g.box.b[:padded]
 	w := 0
 	for i := range g.index {
 		w += copy(buf[w:], g.headers[segEntryHeader*i:segEntryHeader*(i+1)])
@@ -757,13 +758,10 @@ func (s *Store) flushStaged() error {
 		g.durable = true
 		if s.tail != nil {
 			// The cache takes the buffer over: release will not recycle it.
-			s.evicted = s.tail.add(g.seg.id, g.start, g.stage, s.evicted[:0])
-			g.stage = nil
+			s.evicted = s.tail.add(g.seg.id, g.start, g.stage, g.box, s.evicted[:0])
+			g.stage, g.box = nil, nil
 			for _, b := range s.evicted {
-				select {
-				case s.stages <- b[:cap(b)]:
-				default:
-				}
+				s.putStage(b)
 			}
 			clear(s.evicted)
 		}
@@ -794,6 +792,35 @@ func stageSize(n int) int {
 		size <<= 1
 	}
 	return size
+}
+
+// stageBuf is a staging buffer (its whole capacity) in the box that carries it through the
+// pool and the tail cache, so that handing it back allocates nothing.
+type stageBuf struct{ b []byte }
+
+// stageClasses: staging buffers are powers of two from blockSize to 1 GiB (a group larger
+// than that gets a buffer of its own, never pooled).
+const stageClasses = 19
+
+// stageClass is the pool of a buffer of size bytes (a power of two, at least blockSize).
+func stageClass(size int) int { return bits.TrailingZeros(uint(size / blockSize)) }
+
+// getStage returns a staging buffer of at least n bytes, from the pool of its size.
+func (s *Store) getStage(n int) *stageBuf {
+	size := stageSize(n)
+	if c := stageClass(size); c < stageClasses {
+		if box, _ := s.stages[c].Get().(*stageBuf); box != nil {
+			return box
+		}
+	}
+	return &stageBuf{b: alignedBuffer(size)}
+}
+
+// putStage hands a staging buffer back to the pool of its size.
+func (s *Store) putStage(box *stageBuf) {
+	if c := stageClass(cap(box.b)); c < stageClasses {
+		s.stages[c].Put(box)
+	}
 }
 
 // alignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
@@ -891,12 +918,9 @@ func (g *Group) commitIndex() error {
 func (g *Group) Release() {
 	_ = g.meta.Close()
 	g.meta = nil
-	if g.stage != nil {
-		select {
-		case g.s.stages <- g.stage[:cap(g.stage)]:
-		default:
-		}
-		g.stage = nil
+	if g.box != nil {
+		g.s.putStage(g.box)
+		g.stage, g.box = nil, nil
 	}
 	clear(g.batches) // drop references to request buffers
 	select {
