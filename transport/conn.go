@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/binary"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,9 +56,11 @@ type Conn struct {
 	gnet      bool // served by a gnet loop: large replies go through the pump (pump.go)
 
 	pumpPolling atomic.Bool   // a timer will wake c to pump again
-	pumpLive    bool          // the pump's first write has called back (the loop's)
-	pumpSeen    int           // gnet's outbound bytes when the pump last looked (the loop's)
-	pumpWait    time.Duration // the pump's last poll interval (the loop's)
+	pumpLive    bool          // the pump has started on the loop (the loop's, as the rest)
+	pumped      int           // bytes the pump has written
+	pumpSeen    int           // pumped when the pump last polled
+	pumpWait    time.Duration // the pump's last poll interval
+	vec         [][]byte      // the pump's writev pieces
 
 	// Owned by the loop (stream connections: by their reader goroutine).
 	nextSeq uint64
@@ -569,7 +572,7 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	if sent := c.t.cfg.Sent; sent != nil {
 		n := 0
 		for _, o := range outs {
-			n += len(o.B)
+			n += o.Len()
 		}
 		sent(n)
 	}
@@ -585,14 +588,20 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	}
 	var err error
 	var multi []*Out
-	if len(outs) == 1 {
+	switch {
+	case len(outs) == 1 && len(outs[0].refs) == 0:
 		err = c.w.AsyncWrite(outs[0].B, outs[0].written)
-	} else {
+	case len(outs) == 1:
+		// Not a gnet connection (pumps would have taken it): the writer takes any number of
+		// pieces.
+		bs, _ := outs[0].appendVec(nil, 0, outs[0].Len(), math.MaxInt)
+		err = c.w.AsyncWritev(bs, outs[0].written)
+	default:
 		// Several replies became writable at once (an earlier slow one finished): one writev.
 		multi = append([]*Out(nil), outs...)
-		bs := make([][]byte, len(multi))
-		for j, o := range multi {
-			bs[j] = o.B
+		bs := make([][]byte, 0, len(multi))
+		for _, o := range multi {
+			bs, _ = o.appendVec(bs, 0, o.Len(), math.MaxInt)
 		}
 		err = c.w.AsyncWritev(bs, func(gc gnet.Conn, err error) error {
 			for _, o := range multi {
@@ -643,7 +652,7 @@ func (c *Conn) markClosed() {
 
 // charge counts o's bytes as unwritten on c, against b, until the socket takes them (taken).
 func (o *Out) charge(c *Conn, b *budget) {
-	o.c, o.b, o.n = c, b, int64(cap(o.B)) // what it holds of memory
+	o.c, o.b, o.n = c, b, o.memory()
 	b.addExtra(o.n)
 	c.unwritten.Add(o.n)
 }

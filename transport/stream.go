@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -114,6 +115,7 @@ func (sc *streamConn) closeNow() {
 
 func (sc *streamConn) writeLoop() {
 	var werr error
+	var bw *bufio.Writer // for a TLS connection: see below
 	for {
 		sc.mu.Lock()
 		for len(sc.pending) == 0 && !sc.closing {
@@ -124,8 +126,22 @@ func (sc *streamConn) writeLoop() {
 		sc.mu.Unlock()
 		for _, w := range batch {
 			if werr == nil {
-				// For a tls.Conn, net.Buffers writes each buffer in turn; for TCP it is a writev.
-				_, werr = w.bufs.WriteTo(nc)
+				// For TCP, net.Buffers is a writev. A tls.Conn writes each buffer it is given
+				// as records of its own, with a system call each: a reply placed from several
+				// buffers (Out.Ref) goes through a bufio.Writer, which passes pieces of its
+				// size or larger straight on and gathers the small ones between them.
+				if _, tcp := nc.(*net.TCPConn); tcp || len(w.bufs) == 1 {
+					_, werr = w.bufs.WriteTo(nc)
+				} else {
+					if bw == nil {
+						bw = bufio.NewWriterSize(nc, 64<<10)
+					}
+					bw.Reset(nc)
+					_, werr = w.bufs.WriteTo(bw)
+					if werr == nil {
+						werr = bw.Flush()
+					}
+				}
 				if werr != nil {
 					_ = sc.Close()
 				}
