@@ -7,11 +7,9 @@ import (
 	"inlet/wire"
 )
 
-// The read path of a fetch is in two steps, so the record data is copied once at most: PlanRead
+// The read path of a fetch is in two steps, so the record data is copied once: PlanRead
 // locates the batches (through the store seam: the segment store's index and read caches,
-// segments/readplan.go), AppendPlanned copies them into the caller's buffer (ReadPlan.AppendTo),
-// or AppendPlannedRefs leaves the cold ones where their direct reads landed, for a reply
-// written from several buffers (ReadPlan.AppendRefs).
+// segments/readplan.go), AppendPlanned copies them into the caller's buffer (ReadPlan.AppendTo).
 
 // ReadPlan is the stored batches one read returns, located but not yet read
 // (segments.ReadPlan). The zero value is ready for PlanRead; Release lets go of it
@@ -64,18 +62,6 @@ func (l *Log) ReadBatches(p *Partition, offset, limit int64, maxBytes int, inclu
 func (l *Log) AppendPlanned(dst []byte, plan *ReadPlan) ([]byte, error) {
 	defer plan.Release()
 	return plan.AppendTo(dst)
-}
-
-// Refs takes the batches AppendPlannedRefs leaves in their read buffers (segments.Refs).
-type Refs = segments.Refs
-
-// AppendPlannedRefs is AppendPlanned for an answer written from several buffers
-// (ReadPlan.AppendRefs): batches read from the segments with O_DIRECT are placed through
-// refs, which keeps their buffers, the rest appended to dst. It releases the plan. On an
-// error dst is returned as it came, and the caller drops what refs was given meanwhile.
-func (l *Log) AppendPlannedRefs(dst []byte, plan *ReadPlan, refs Refs) ([]byte, error) {
-	defer plan.Release()
-	return plan.AppendRefs(dst, refs)
 }
 
 // readStored reads the one stored batch at base (nothing if there is none), without the

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"encoding/binary"
 	"log/slog"
 	"slices"
 	"sync"
@@ -16,20 +15,17 @@ import (
 // fetchReply is a Fetch response (resp) whose record batches are located (batchlog.PlanRead)
 // when the handler builds it and read when it is encoded (encode): it is the
 // wire.FetchRecords that wire.AppendFetchResponse takes the batches of each planned partition
-// from. Batches in memory (the log's tail cache) are copied into the response frame; those
-// read from the segment files (aligned direct reads, several in flight) stay in the buffers
-// the reads landed in, placed in the reply (transport.Out.Ref), which writes them from there
-// with writev. The data is copied once at most, and the frame is grown once, to its final
-// size. It is not a kmsg.Response: the Fetch API serves it on a path of its own (serveFetch).
+// from, copied into the response frame (from the log's tail cache, or from the segment
+// files in aligned direct reads, several in flight). The data is copied once, and the frame is grown once, to its final size. It is not
+// a kmsg.Response: the Fetch API serves it on a path of its own (serveFetch).
 //
 // Every fetchReply made is encoded once (which releases its plans) or released.
 type fetchReply struct {
 	resp  *kmsg.FetchResponse
 	blog  *batchlog.Log
 	log   *slog.Logger
-	plans []fetchPlan    // in the order the partitions are encoded
-	next  int            // the plan the encoder reaches next
-	out   *transport.Out // the reply being encoded, which takes the cold batches; nil: all copied
+	plans []fetchPlan // in the order the partitions are encoded
+	next  int         // the plan the encoder reaches next
 }
 
 type fetchPlan struct {
@@ -61,44 +57,41 @@ func (r *fetchReply) release() {
 	}
 	r.plans = r.plans[:0]
 	r.next = 0
-	r.resp, r.blog, r.log, r.out = nil, nil, nil, nil
+	r.resp, r.blog, r.log = nil, nil, nil
 	fetchReplies.Put(r)
 }
 
 // encode is the reply frame of r, answering the request of hdr, with the planned batches read
-// into it or placed in it; it releases r.
+// into it; it releases r.
 func (r *fetchReply) encode(hdr wire.RequestHeader) *transport.Out {
 	r.resp.SetVersion(hdr.APIVersion)
-	// A large frame is taken at its final size, from the transport's free list of large
-	// buffers; a smaller one grows a pooled frame (appendTo), the growth rounding its
+	// A large reply takes its frame at its final size, from the transport's free list of
+	// large buffers; a smaller one grows a pooled frame (appendTo), the growth rounding its
 	// capacity up so that the frame, pooled again, fits the next reply of nearly that size.
-	size := r.size(true)
+	size := r.size()
 	hint := 4096
 	if size+64 > transport.MaxPooledReply {
 		hint = size + 64
 	}
 	out := newReply(hdr.CorrelationID, r.resp.IsFlexible(), hint)
-	r.out = out
 	out.B = r.appendTo(out.B, size)
-	binary.BigEndian.PutUint32(out.B, uint32(out.Len()-4)) // the frame's length, placed bytes too
+	wire.PatchFrameLength(out.B)
 	return out
 }
 
-// appendTo encodes the response, reading the planned batches into dst grown by size (r.size)
-// or placing them in r.out, and releases r.
+// appendTo encodes the response, reading the planned batches into dst grown by size (r.size),
+// and releases r.
 func (r *fetchReply) appendTo(dst []byte, size int) []byte {
 	defer r.release()
 	dst = slices.Grow(dst, size)
 	return wire.AppendFetchResponse(dst, r.resp, r, r.readFailed)
 }
 
-// size is at least the encoded length of the response, counting of the planned batches those
-// copied into the frame (all of them, or with placed, those an encoding into r.out copies:
-// ReadPlan.CopiedBytes), and an allowance for each topic's and partition's fields (64 bytes,
-// against about 42 for the fixed ones) and each aborted transaction a read_committed answer
-// lists (17 bytes: producer id, first offset and a flexible version's tag count), so the
-// encoding never grows a frame of this size.
-func (r *fetchReply) size(placed bool) int {
+// size is at least the encoded length of the response: the planned batches and an allowance
+// for each topic's and partition's fields (64 bytes, against about 42 for the fixed ones) and
+// each aborted transaction a read_committed answer lists (17 bytes: producer id, first
+// offset and a flexible version's tag count), so the encoding never grows a frame of this size.
+func (r *fetchReply) size() int {
 	size := 64
 	for i := range r.resp.Topics {
 		t := &r.resp.Topics[i]
@@ -108,11 +101,7 @@ func (r *fetchReply) size(placed bool) int {
 		}
 	}
 	for i := range r.plans {
-		if placed {
-			size += r.plans[i].plan.CopiedBytes()
-		} else {
-			size += r.plans[i].plan.Bytes
-		}
+		size += r.plans[i].plan.Bytes
 	}
 	return size
 }
@@ -131,18 +120,9 @@ func (r *fetchReply) Size(t, p int) int {
 	return -1
 }
 
-// Append is wire.FetchRecords': it reads the planned batches of the partition Size just named,
-// appended to dst or, when they are read with O_DIRECT, placed in r.out at the end of dst.
+// Append is wire.FetchRecords': it reads the planned batches of the partition Size just named.
 func (r *fetchReply) Append(dst []byte, t, p int) ([]byte, error) {
 	fp := &r.plans[r.next]
 	r.next++
-	if r.out == nil {
-		return r.blog.AppendPlanned(dst, &fp.plan)
-	}
-	placed := r.out.Refs()
-	dst, err := r.blog.AppendPlannedRefs(dst, &fp.plan, r.out)
-	if err != nil {
-		r.out.DropRefs(placed)
-	}
-	return dst, err
+	return r.blog.AppendPlanned(dst, &fp.plan)
 }

@@ -32,7 +32,7 @@ func TestFetchReplySizeBoundsItsEncoding(t *testing.T) {
 			}
 			resp.SetVersion(v)
 			r := &fetchReply{resp: resp}
-			size := r.size(false)
+			size := r.size()
 			if n := len(r.appendTo(nil, size)); n > size {
 				t.Fatalf("v%d, %d aborted transactions a partition: encoded %d bytes, size said %d", v, aborted, n, size)
 			}

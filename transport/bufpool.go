@@ -63,93 +63,17 @@ func putBuf(b *[]byte) {
 // Out is a reply frame on its way to the socket: B is the bytes to write, appended to by the
 // handler (AppendX(dst) style). Reply takes it over; its written callback (bound once, when
 // the pool makes it) returns it to the pool, so queuing a reply allocates no closure.
-//
-// A reply may also carry bytes that lie elsewhere (Ref: a fetch's cold batches, left in the
-// aligned buffers their direct reads landed in): they are written from there, in place, with
-// writev, and the buffers holding them (Keep) are released when the Out goes back to the pool.
 type Out struct {
 	B       []byte
 	written gnet.AsyncCallback
-
-	refs      []outRef // in order: each is written after B[:at] and before B[at:]
-	refBytes  int
-	kept      []interface{ Release() }
-	keptBytes int
 
 	// While queued to the socket: the connection and budget its n bytes are charged to
 	// (charge, taken).
 	c *Conn
 	b *budget
 	n int64
-	// sent is how much of the reply the pump has written to the socket (pump.go).
+	// sent is how much of B the pump has handed to the socket (pump.go).
 	sent int
-}
-
-type outRef struct {
-	at int
-	b  []byte
-}
-
-// Ref places b at position at of B (at most len(B) by the time the Out is replied): it is
-// written after B[:at], before B[at:], and after what earlier calls placed at at. b must
-// stay as it is until the Out is written: Keep what holds it.
-func (o *Out) Ref(at int, b []byte) {
-	o.refs = append(o.refs, outRef{at: at, b: b})
-	o.refBytes += len(b)
-}
-
-// Keep holds buf, size bytes of memory, until the Out is written or dropped, then releases it.
-// The size counts in the budget while the reply waits for the socket.
-func (o *Out) Keep(buf interface{ Release() }, size int) {
-	o.kept = append(o.kept, buf)
-	o.keptBytes += size
-}
-
-// Refs is how many byte slices have been placed (Ref); DropRefs(n) forgets those placed
-// after the first n (their buffers stay kept).
-func (o *Out) Refs() int { return len(o.refs) }
-
-// DropRefs forgets the slices placed after the first n.
-func (o *Out) DropRefs(n int) {
-	for _, r := range o.refs[n:] {
-		o.refBytes -= len(r.b)
-	}
-	clear(o.refs[n:])
-	o.refs = o.refs[:n]
-}
-
-// Len is the length of the reply: B and what was placed in it.
-func (o *Out) Len() int { return len(o.B) + o.refBytes }
-
-// memory is what the reply holds of memory: B's capacity and the buffers it keeps.
-func (o *Out) memory() int64 { return int64(cap(o.B) + o.keptBytes) }
-
-// appendVec appends to vec the pieces of the reply's bytes from offset from on, at most max
-// bytes in at most maxIov pieces, and returns them with how many bytes they hold.
-func (o *Out) appendVec(vec [][]byte, from, max, maxIov int) ([][]byte, int) {
-	n, pos, b := 0, 0, 0 // bytes taken, logical position, position in B
-	add := func(p []byte) bool {
-		start := pos
-		pos += len(p)
-		if pos > from {
-			if start < from {
-				p = p[from-start:]
-			}
-			if p = p[:min(len(p), max-n)]; len(p) > 0 {
-				vec = append(vec, p)
-				n += len(p)
-			}
-		}
-		return n < max && len(vec) < maxIov
-	}
-	for _, r := range o.refs {
-		if !add(o.B[b:r.at]) || !add(r.b) {
-			return vec, n
-		}
-		b = r.at
-	}
-	add(o.B[b:])
-	return vec, n
 }
 
 var outPool sync.Pool
@@ -183,13 +107,6 @@ func GetOut(sizeHint int) *Out {
 }
 
 func putOut(ob *Out) {
-	for _, k := range ob.kept {
-		k.Release()
-	}
-	clear(ob.kept)
-	ob.kept, ob.keptBytes = ob.kept[:0], 0
-	clear(ob.refs)
-	ob.refs, ob.refBytes = ob.refs[:0], 0
 	if cap(ob.B) > MaxPooledReply {
 		largeFrames.put(ob.B)
 		ob.B = nil

@@ -3,7 +3,6 @@ package transport
 import (
 	"encoding/binary"
 	"io"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,11 +55,9 @@ type Conn struct {
 	gnet      bool // served by a gnet loop: large replies go through the pump (pump.go)
 
 	pumpPolling atomic.Bool   // a timer will wake c to pump again
-	pumpLive    bool          // the pump has started on the loop (the loop's, as the rest)
-	pumped      int           // bytes the pump has written
-	pumpSeen    int           // pumped when the pump last polled
-	pumpWait    time.Duration // the pump's last poll interval
-	vec         [][]byte      // the pump's writev pieces
+	pumpLive    bool          // the pump's first write has called back (the loop's)
+	pumpSeen    int           // gnet's outbound bytes when the pump last looked (the loop's)
+	pumpWait    time.Duration // the pump's last poll interval (the loop's)
 
 	// Owned by the loop (stream connections: by their reader goroutine).
 	nextSeq uint64
@@ -572,7 +569,7 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	if sent := c.t.cfg.Sent; sent != nil {
 		n := 0
 		for _, o := range outs {
-			n += o.Len()
+			n += len(o.B)
 		}
 		sent(n)
 	}
@@ -588,20 +585,14 @@ func (c *Conn) reply(seq uint64, out *Out) {
 	}
 	var err error
 	var multi []*Out
-	switch {
-	case len(outs) == 1 && len(outs[0].refs) == 0:
+	if len(outs) == 1 {
 		err = c.w.AsyncWrite(outs[0].B, outs[0].written)
-	case len(outs) == 1:
-		// Not a gnet connection (pumps would have taken it): the writer takes any number of
-		// pieces.
-		bs, _ := outs[0].appendVec(nil, 0, outs[0].Len(), math.MaxInt)
-		err = c.w.AsyncWritev(bs, outs[0].written)
-	default:
+	} else {
 		// Several replies became writable at once (an earlier slow one finished): one writev.
 		multi = append([]*Out(nil), outs...)
-		bs := make([][]byte, 0, len(multi))
-		for _, o := range multi {
-			bs, _ = o.appendVec(bs, 0, o.Len(), math.MaxInt)
+		bs := make([][]byte, len(multi))
+		for j, o := range multi {
+			bs[j] = o.B
 		}
 		err = c.w.AsyncWritev(bs, func(gc gnet.Conn, err error) error {
 			for _, o := range multi {
@@ -652,7 +643,7 @@ func (c *Conn) markClosed() {
 
 // charge counts o's bytes as unwritten on c, against b, until the socket takes them (taken).
 func (o *Out) charge(c *Conn, b *budget) {
-	o.c, o.b, o.n = c, b, o.memory()
+	o.c, o.b, o.n = c, b, int64(cap(o.B)) // what it holds of memory
 	b.addExtra(o.n)
 	c.unwritten.Add(o.n)
 }

@@ -4,40 +4,35 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
 )
 
 // Writing a large reply to a gnet connection a piece at a time (the pump).
 //
 // gnet writes what the socket takes at once and copies the rest into its outbound buffer, which
 // grows to hold it all: a 40 MiB fetch reply to a consumer that reads it at its own pace was
-// held twice, once in the reply frame and once in gnet's copy, until the consumer had read it,
-// and every byte the socket did not take at once was copied again. So replies of a gnet
-// connection that hold more than pumpChunk, or bytes placed from elsewhere (Out.Ref: a
-// fetch's cold batches, left in their read buffers), go through the pump: they wait in the
-// connection's backlog (in order, behind nothing else of it) and the loop writes them to the
-// socket itself, with writev from where they lie, at most pumpChunk bytes in at most
-// pumpIovecs pieces a call, only while gnet's outbound buffer is empty (so the order of
-// bytes holds). What the socket does not take stays where it is, in the reply: nothing of it
-// is copied into gnet's buffer. gnet tells nothing when the socket can take more (it watches
-// for that only while its own buffer holds bytes), so while a backlog waits the connection is
-// woken every pumpPoll (pollPump; less often while the client reads nothing) to write more.
-// A reply goes back to the pool (or the collector) once its last byte is written.
+// held twice, once in the reply frame and once in gnet's copy, until the consumer had read it.
+// So replies of a gnet connection that hold more than pumpChunk go through the pump: they
+// wait in the connection's backlog (in order, behind nothing else of it) and the loop hands
+// them to gnet pumpChunk at a time, only while gnet's outbound buffer holds less than
+// pumpChunk. gnet tells nothing when its buffer drains, so while a backlog waits the
+// connection is woken every pumpPoll (pollPump; less often while the client reads nothing) to
+// hand on more. gnet then holds about two chunks of a connection's pumped replies (a chunk
+// more when a new backlog's first chunk lands on a full buffer), and a reply frame goes back
+// to the pool (or the collector) once its last chunk is handed on.
 //
 // Who owns what: the backlog and pumping are under wmu (reply appends from any goroutine);
-// pumpLive, the replies' sent counts and the writes are the loop's. reply starts the pump with
-// an AsyncWritev of nothing, queued behind any write already queued, so the order of replies
-// holds; the pump runs on the loop from that write's callback and, once that has run
-// (pumpLive), from OnTraffic. The socket is written without wmu held: a failing write closes
-// the connection, and markClosed takes wmu to drop the backlog.
+// pumpLive and the writes are the loop's. reply starts the pump with an AsyncWrite of the
+// first chunk, queued behind any write already queued, so the order of replies holds; the
+// pump runs on the loop from that write's callback and, once that has run (pumpLive), from
+// OnTraffic. gnet's Write is called without wmu held: a failing write closes the connection
+// at once, and markClosed takes wmu to drop the backlog.
 const (
-	pumpChunk  = 1 << 20
-	pumpIovecs = 256 // at most IOV_MAX (1024) pieces a writev
-	pumpPoll   = time.Millisecond
+	pumpChunk = 1 << 20
+	pumpPoll  = time.Millisecond
 )
 
-// pumps tells whether outs go through the pump on c (a gnet connection, with a backlog
-// waiting, a reply placed from several buffers, or more than a chunk). Under wmu.
+// pumps tells whether out goes through the pump on c (a gnet connection, with a backlog
+// waiting or a reply larger than a chunk). Under wmu.
 func (c *Conn) pumps(outs []*Out) bool {
 	if !c.gnet {
 		return false
@@ -47,16 +42,13 @@ func (c *Conn) pumps(outs []*Out) bool {
 	}
 	n := 0
 	for _, o := range outs {
-		if len(o.refs) > 0 {
-			return true
-		}
 		n += len(o.B)
 	}
 	return n > pumpChunk
 }
 
 // startPump queues outs (charged already) behind c's backlog and, if the pump is not running,
-// starts it on the loop, behind the writes queued before. Under wmu.
+// starts it with an AsyncWrite of the first chunk. Under wmu.
 func (c *Conn) startPump(outs []*Out) {
 	for _, o := range outs {
 		o.sent = 0
@@ -66,7 +58,11 @@ func (c *Conn) startPump(outs []*Out) {
 		return
 	}
 	c.pumping = true
-	err := c.w.AsyncWritev(nil, func(gc gnet.Conn, err error) error {
+	o, chunk, last := c.nextChunk()
+	err := c.w.AsyncWrite(chunk, func(gc gnet.Conn, err error) error {
+		if last {
+			o.taken(gc, err)
+		}
 		c.pumpLive = true
 		c.pump(gc, err)
 		return nil
@@ -75,12 +71,30 @@ func (c *Conn) startPump(outs []*Out) {
 		// The loop's poller is gone (as for the fast path in reply: it closes only after
 		// markClosed has run for every connection, which waits for wmu, held here, so this
 		// is not expected): nothing will be written.
+		if last {
+			o.taken(nil, nil)
+		}
 		c.dropBacklog()
 	}
 }
 
-// pump writes the backlog to the socket while gnet's outbound buffer is empty and the socket
-// takes it all, then polls again while any is left. On the loop, once pumping has started.
+// nextChunk takes the next chunk of the backlog's first reply; last: that was its end, and the
+// reply is off the backlog (the caller hands it back with taken once the chunk is written).
+// Under wmu, with a backlog.
+func (c *Conn) nextChunk() (o *Out, chunk []byte, last bool) {
+	o = c.backlog[0]
+	end := min(o.sent+pumpChunk, len(o.B))
+	chunk, o.sent = o.B[o.sent:end], end
+	if end == len(o.B) {
+		c.backlog[0] = nil
+		c.backlog = c.backlog[1:]
+		return o, chunk, true
+	}
+	return o, chunk, false
+}
+
+// pump hands the backlog to gnet while its outbound buffer holds less than a chunk, then
+// polls again while any is left. On the loop, once the first chunk's write has called back.
 func (c *Conn) pump(gc gnet.Conn, err error) {
 	for {
 		if err != nil || c.gone.Load() {
@@ -99,38 +113,17 @@ func (c *Conn) pump(gc gnet.Conn, err error) {
 			c.setSockOut(int64(gc.OutboundBuffered()))
 			return
 		}
-		o := c.backlog[0]
-		c.wmu.Unlock()
-		if n := gc.OutboundBuffered(); n > 0 {
-			// Written before the pump started (a reply that went to gnet whole): it goes
-			// first.
-			c.setSockOut(int64(n))
-			c.pollPump()
-			return
-		}
-		var want int
-		c.vec, want = o.appendVec(c.vec[:0], o.sent, pumpChunk, pumpIovecs)
-		n, werr := unix.Writev(gc.Fd(), c.vec)
-		clear(c.vec)
-		if werr != nil && werr != unix.EAGAIN && werr != unix.EINTR {
-			_ = gc.Close()
-			err = werr
-			continue
-		}
-		n = max(n, 0)
-		o.sent += n
-		c.pumped += n
-		if o.sent == o.Len() {
-			c.wmu.Lock()
-			c.backlog[0] = nil
-			c.backlog = c.backlog[1:]
+		if n := gc.OutboundBuffered(); n >= pumpChunk {
 			c.wmu.Unlock()
-			o.taken(gc, nil)
-			continue
-		}
-		if werr != nil || n < want {
-			c.pollPump() // the socket is full
+			c.setSockOut(int64(n))
+			c.pollPump(n)
 			return
+		}
+		o, chunk, last := c.nextChunk()
+		c.wmu.Unlock()
+		_, err = gc.Write(chunk)
+		if last {
+			o.taken(gc, err)
 		}
 	}
 }
@@ -146,18 +139,18 @@ func (c *Conn) dropBacklog() {
 	c.pumping = false
 }
 
-// pollPump arms a timer that wakes c to pump again (gnet): pumpPoll after the socket took
-// some of the backlog since the last look, twice the last wait (up to heldPoll) after it took
-// nothing, so a client that stops reading costs a wake-up every heldPoll, as any unread output
-// does. On the loop.
-func (c *Conn) pollPump() {
+// pollPump arms a timer that wakes c to pump again (gnet), buffered being what gnet's outbound
+// buffer holds now: pumpPoll after the socket took some of it since the last look, twice the
+// last wait (up to heldPoll) after it took nothing, so a client that stops reading costs a
+// wake-up every heldPoll, as any unread output does. On the loop.
+func (c *Conn) pollPump(buffered int) {
 	switch {
-	case c.pumpWait == 0 || c.pumped != c.pumpSeen:
+	case c.pumpWait == 0 || buffered != c.pumpSeen:
 		c.pumpWait = pumpPoll
 	default:
 		c.pumpWait = min(2*c.pumpWait, heldPoll)
 	}
-	c.pumpSeen = c.pumped
+	c.pumpSeen = buffered
 	if c.pumpPolling.CompareAndSwap(false, true) {
 		time.AfterFunc(c.pumpWait, func() {
 			c.pumpPolling.Store(false)

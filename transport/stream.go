@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bufio"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -115,7 +114,6 @@ func (sc *streamConn) closeNow() {
 
 func (sc *streamConn) writeLoop() {
 	var werr error
-	var bw *bufio.Writer // for a TLS connection: see below
 	for {
 		sc.mu.Lock()
 		for len(sc.pending) == 0 && !sc.closing {
@@ -126,22 +124,8 @@ func (sc *streamConn) writeLoop() {
 		sc.mu.Unlock()
 		for _, w := range batch {
 			if werr == nil {
-				// For TCP, net.Buffers is a writev. A tls.Conn writes each buffer it is given
-				// as records of its own, with a system call each: a reply placed from several
-				// buffers (Out.Ref) goes through a bufio.Writer, which passes pieces of its
-				// size or larger straight on and gathers the small ones between them.
-				if _, tcp := nc.(*net.TCPConn); tcp || len(w.bufs) == 1 {
-					_, werr = w.bufs.WriteTo(nc)
-				} else {
-					if bw == nil {
-						bw = bufio.NewWriterSize(nc, 64<<10)
-					}
-					bw.Reset(nc)
-					_, werr = w.bufs.WriteTo(bw)
-					if werr == nil {
-						werr = bw.Flush()
-					}
-				}
+				// For a tls.Conn, net.Buffers writes each buffer in turn; for TCP it is a writev.
+				_, werr = w.bufs.WriteTo(nc)
 				if werr != nil {
 					_ = sc.Close()
 				}

@@ -8,17 +8,14 @@ import (
 )
 
 // FetchRecords supplies the record batches of a fetch response while it is encoded, so that
-// they are written once at most, straight into the response frame (or left where they were
-// read, for a reply written with writev), instead of being read into a buffer of their own
-// and copied into the frame by kmsg's encoder.
+// they are written once, straight into the response frame, instead of being read into a
+// buffer of their own and copied into the frame by kmsg's encoder.
 type FetchRecords interface {
 	// Size is the length of partition p of topic t's record batches, or -1 when they are the
 	// partition's RecordBatches field.
 	Size(t, p int) int
-	// Append supplies exactly Size(t, p) bytes after dst: appended to it, or some of them
-	// placed at their position in a reply written from several buffers, which the caller
-	// arranges (kafka's fetchReply). On an error it returns dst as it came, having placed
-	// nothing, and the partition is answered with UNKNOWN_SERVER_ERROR and no records.
+	// Append appends exactly Size(t, p) bytes to dst. On an error it returns dst as it came,
+	// and the partition is answered with UNKNOWN_SERVER_ERROR and no records.
 	Append(dst []byte, t, p int) ([]byte, error)
 }
 

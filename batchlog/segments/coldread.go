@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"inlet/segfs"
 )
@@ -43,67 +41,12 @@ const (
 	coldHelpers = 3
 )
 
-// coldRun is a run of cold spans read at once (read): AppendTo's is copied into dst (readRun),
-// AppendRefs' is left in into, the aligned buffer read from from (up to end) of seg.
+// coldRun is a run of cold spans read at once (readRun), into dst.
 type coldRun struct {
 	dst   []byte
 	spans []span
-	into  []byte
-	seg   *segment
-	from  int64
-	end   int64
 	err   error
 	wg    *sync.WaitGroup // set when a helper reads it
-}
-
-// read reads r.
-func (r *coldRun) read() error {
-	if r.into == nil {
-		return readRun(r.dst, r.spans)
-	}
-	for at := 0; at < len(r.into); at += readChunk {
-		buf := r.into[at:min(at+readChunk, len(r.into))]
-		from := r.from + int64(at)
-		if err := readAligned(buf, r.seg, from, min(r.end, from+int64(len(buf)))); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// arena hands out the aligned buffers AppendRefs' runs are read into: parts of buffers from
-// the store's staging pools, each at most readChunk unless one run is larger, so that a reply
-// of many small runs holds about the bytes it reads, not a buffer per run.
-type arena struct {
-	left []byte // what is left of the current buffer
-}
-
-// take returns n bytes (a multiple of blockSize) for a run of p ending before span j; a new
-// buffer is kept by refs, sized for the rest of the plan (each later span and a block of
-// alignment) up to readChunk.
-func (a *arena) take(p *ReadPlan, refs Refs, n, j int) []byte {
-	if n > len(a.left) {
-		size := n
-		for k := j; k < len(p.spans) && size < readChunk; k++ {
-			size += p.spans[k].n + blockSize
-		}
-		switch size = max(n, min(size, readChunk)); {
-		case size == readChunk:
-			if m := readArenas.get(); m != nil {
-				refs.Keep(m, len(m.b))
-				a.left = m.b
-				break
-			}
-			fallthrough
-		default:
-			box := p.store.getStage(size)
-			refs.Keep(box, cap(box.b))
-			a.left = box.b[:cap(box.b)]
-		}
-	}
-	b := a.left[:n:n]
-	a.left = a.left[n:]
-	return b
 }
 
 // coldReaders are a store's helpers; the zero value has none started.
@@ -126,7 +69,7 @@ func (c *coldReaders) start() {
 				for {
 					select {
 					case r := <-c.runs:
-						r.err = r.read()
+						r.err = readRun(r.dst, r.spans)
 						r.wg.Done()
 					case <-c.done:
 						return
@@ -151,14 +94,14 @@ func (p *ReadPlan) readRuns() error {
 	case 0:
 		return nil
 	case 1:
-		return p.runs[0].read()
+		return readRun(p.runs[0].dst, p.runs[0].spans)
 	}
 	c := &p.store.cold
 	alone := c.reading.Add(1) == 1
 	defer c.reading.Add(-1)
 	if !alone {
 		for k := range p.runs {
-			if err := p.runs[k].read(); err != nil {
+			if err := readRun(p.runs[k].dst, p.runs[k].spans); err != nil {
 				return err
 			}
 		}
@@ -180,7 +123,7 @@ func (p *ReadPlan) readRuns() error {
 				p.wg.Done()
 			}
 		}
-		r.err = r.read()
+		r.err = readRun(r.dst, r.spans)
 	}
 	p.wg.Wait()
 	for k := range p.runs {
@@ -189,54 +132,6 @@ func (p *ReadPlan) readRuns() error {
 		}
 	}
 	return nil
-}
-
-// readArenas are the readChunk buffers that AppendRefs' runs land in, mapped outside the Go
-// heap. A catch-up holds tens of them per reply until the reply is written; as heap they were
-// zeroed at each allocation and dropped from their pool by each collection (frequent, with
-// that much of the heap in flight under the memory limit), so most were allocated afresh.
-// Up to maxFreeArenas wait here between replies; more are unmapped.
-var readArenas arenaList
-
-const maxFreeArenas = 64
-
-type arenaList struct {
-	mu   sync.Mutex
-	free []*arenaBuf
-}
-
-// arenaBuf is one mapped buffer of readChunk bytes (page-aligned, as O_DIRECT needs).
-type arenaBuf struct{ b []byte }
-
-// get returns a free buffer or maps one; nil if the mapping fails (then the heap serves).
-func (l *arenaList) get() *arenaBuf {
-	l.mu.Lock()
-	if n := len(l.free); n > 0 {
-		m := l.free[n-1]
-		l.free[n-1] = nil
-		l.free = l.free[:n-1]
-		l.mu.Unlock()
-		return m
-	}
-	l.mu.Unlock()
-	b, err := syscall.Mmap(-1, 0, readChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
-		return nil
-	}
-	return &arenaBuf{b: b}
-}
-
-// Release hands m back to readArenas, or unmaps it when enough wait there.
-func (m *arenaBuf) Release() {
-	l := &readArenas
-	l.mu.Lock()
-	if len(l.free) < maxFreeArenas {
-		l.free = append(l.free, m)
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	_ = syscall.Munmap(m.b)
 }
 
 // directReadFS is the optional method of a segfs.FS that opens a file for direct reads.
@@ -308,13 +203,12 @@ func readAligned(buf []byte, seg *segment, from, end int64) error {
 	return nil
 }
 
-// runEnd is the end of the run of spans from i (not in the tail cache) that one read takes:
-// the following spans of the same segment, each close after the previous one, within one
-// readChunk. Each span it adds is first looked up in the tail cache, as every batch is: a hit
-// ends the run, and is copied to the end of dst, which is returned with it. copied: the run's
-// own bytes are copied to dst too (AppendTo: dst was grown to its final size and holds the
-// first span), and dst is returned grown over them.
-func (p *ReadPlan) runEnd(i int, dst []byte, copied bool) (int, []byte, bool) {
+// runEnd is the end of the run of spans from i (not in the tail cache; its bytes at dst[at:])
+// that readRun reads at once: the following spans of the same segment, each close after the
+// previous one, within one readChunk. Each span it adds is first looked up in the tail cache,
+// as every batch is (a hit ends the run; dst then holds that batch too). It returns the run's
+// end and dst grown over the spans it took.
+func (p *ReadPlan) runEnd(i int, dst []byte) (int, []byte, bool) {
 	first := &p.spans[i]
 	from := alignDown(first.pos)
 	end := first.pos + int64(first.n)
@@ -326,17 +220,9 @@ func (p *ReadPlan) runEnd(i int, dst []byte, copied bool) (int, []byte, bool) {
 			return j, dst, false
 		}
 		at := len(dst)
-		if copied {
-			dst = dst[:at+sp.n]
-			if p.store.fromTail(dst[at:], sp.seg, sp.pos) {
-				return j, dst, true
-			}
-		} else if p.store.inTail(sp.seg, sp.pos, sp.n) {
-			dst = slices.Grow(dst, sp.n)[:at+sp.n]
-			if p.store.fromTail(dst[at:], sp.seg, sp.pos) {
-				return j, dst, true
-			}
-			dst = dst[:at] // evicted since: read with the run
+		dst = dst[:at+sp.n]
+		if p.store.fromTail(dst[at:], sp.seg, sp.pos) {
+			return j, dst, true
 		}
 		end = sp.pos + int64(sp.n)
 	}

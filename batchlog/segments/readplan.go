@@ -107,7 +107,7 @@ func (p *ReadPlan) AppendTo(dst []byte) ([]byte, error) {
 		}
 		// A cold batch: read with the cold ones that follow it closely (coldread.go), once
 		// every run is known. dst does not move: it was grown to its final size.
-		j, grown, hit := p.runEnd(i, dst, true)
+		j, grown, hit := p.runEnd(i, dst)
 		runEnd := len(grown)
 		if hit {
 			runEnd -= p.spans[j].n
@@ -125,89 +125,6 @@ func (p *ReadPlan) AppendTo(dst []byte) ([]byte, error) {
 		return dst[:start], err
 	}
 	return dst, nil
-}
-
-// Refs takes the batches AppendRefs leaves where their direct reads landed: slices of aligned
-// read buffers, which the caller writes from there (a reply written with writev) instead of
-// having them copied into its buffer.
-type Refs interface {
-	// Ref places b at position at of the caller's buffer: after its bytes before at, before
-	// its bytes from at on, and after what earlier calls placed at at.
-	Ref(at int, b []byte)
-	// Keep holds buf, of size bytes of memory, until what was placed is written (or dropped),
-	// then calls its Release.
-	Keep(buf interface{ Release() }, size int)
-}
-
-// AppendRefs is AppendTo for an answer written from several buffers: the batches it would
-// copy from memory (the tail cache, a copy the plan holds) or read through the page cache are
-// appended to dst as AppendTo does, and those read with O_DIRECT are left in the aligned
-// buffers their reads landed in, placed through refs, which keeps the buffers. dst grows by
-// at most CopiedBytes. On an error dst is returned as it came; the caller drops what refs
-// was given meanwhile. The plan is left as it is: Release lets go of it.
-func (p *ReadPlan) AppendRefs(dst []byte, refs Refs) ([]byte, error) {
-	start := len(dst)
-	var a arena
-	for i := 0; i < len(p.spans); {
-		sp := &p.spans[i]
-		if sp.seg == nil {
-			dst = append(dst, sp.data...)
-			i++
-			continue
-		}
-		at := len(dst)
-		dst = slices.Grow(dst, sp.n)[:at+sp.n]
-		if p.store.fromTail(dst[at:], sp.seg, sp.pos) {
-			i++
-			continue
-		}
-		if sp.seg.rd == nil {
-			if err := readBuffered(dst[at:], sp.seg, sp.pos); err != nil {
-				return dst[:start], err
-			}
-			i++
-			continue
-		}
-		// A cold batch: it and the cold ones that follow it closely are read at once, into
-		// the next part of an arena, once every run is known. A tail hit that ends the run
-		// is appended to dst, after the run's place.
-		dst = dst[:at]
-		j, grown, hit := p.runEnd(i, dst, false)
-		dst = grown
-		run := p.spans[i:j]
-		from := alignDown(run[0].pos)
-		end := run[len(run)-1].pos + int64(run[len(run)-1].n)
-		buf := a.take(p, refs, int(alignUp(end)-from), j)
-		for k := range run {
-			refs.Ref(at, buf[run[k].pos-from:][:run[k].n])
-		}
-		p.runs = append(p.runs, coldRun{into: buf, seg: run[0].seg, from: from, end: end})
-		i = j
-		if hit {
-			i++
-		}
-	}
-	err := p.readRuns()
-	clear(p.runs)
-	p.runs = p.runs[:0]
-	if err != nil {
-		return dst[:start], err
-	}
-	return dst, nil
-}
-
-// CopiedBytes is at least how many of the planned bytes AppendRefs appends to the caller's
-// buffer: every batch but the cold ones of segments read with O_DIRECT. (A batch may leave the
-// tail cache before it is read, and then it is placed, not copied; none enters it.)
-func (p *ReadPlan) CopiedBytes() int {
-	n := 0
-	for i := range p.spans {
-		sp := &p.spans[i]
-		if sp.seg == nil || sp.seg.rd == nil || p.store.inTail(sp.seg, sp.pos, sp.n) {
-			n += sp.n
-		}
-	}
-	return n
 }
 
 // ErrSegmentGone: an index entry read names a segment that has been reclaimed since.
@@ -303,11 +220,6 @@ func (s *Store) read(dst []byte, seg *segment, pos int64) error {
 	return readBuffered(dst, seg, pos)
 }
 
-// inTail tells whether the tail cache holds the n bytes of seg at pos.
-func (s *Store) inTail(seg *segment, pos int64, n int) bool {
-	return s.tail != nil && s.tail.holds(seg.id, pos, n)
-}
-
 // fromTail fills dst with the bytes of seg at pos if the tail cache holds them all.
 func (s *Store) fromTail(dst []byte, seg *segment, pos int64) bool {
 	return s.tail != nil && s.tail.copyOut(dst, seg.id, pos)
@@ -371,26 +283,6 @@ func (c *tailCache) add(seg uint32, start int64, buf []byte, box *stageBuf, evic
 func (c *tailCache) copyOut(dst []byte, seg uint32, pos int64) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	e := c.find(seg, pos, len(dst))
-	if e == nil {
-		c.misses.Add(1)
-		return false
-	}
-	copy(dst, e.buf[pos-e.start:])
-	c.hits.Add(1)
-	return true
-}
-
-// holds tells whether one cached buffer holds the n bytes of segment seg at pos (no hit or
-// miss is counted).
-func (c *tailCache) holds(seg uint32, pos int64, n int) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.find(seg, pos, n) != nil
-}
-
-// find is the cached buffer that holds the n bytes of segment seg at pos, or nil. Under mu.
-func (c *tailCache) find(seg uint32, pos int64, n int) *tailEntry {
 	ents := c.ents[c.head:]
 	// The first entry past (seg, pos); the one before it is the only one that can hold pos.
 	i, _ := slices.BinarySearchFunc(ents, tailEntry{seg: seg, start: pos}, func(e, t tailEntry) int {
@@ -403,13 +295,17 @@ func (c *tailCache) find(seg uint32, pos int64, n int) *tailEntry {
 		return 1
 	})
 	if i == 0 {
-		return nil
+		c.misses.Add(1)
+		return false
 	}
 	e := &ents[i-1]
-	if e.seg != seg || pos+int64(n) > e.start+int64(len(e.buf)) {
-		return nil
+	if e.seg != seg || pos+int64(len(dst)) > e.start+int64(len(e.buf)) {
+		c.misses.Add(1)
+		return false
 	}
-	return e
+	copy(dst, e.buf[pos-e.start:])
+	c.hits.Add(1)
+	return true
 }
 
 // reset drops every cached buffer (the files are being reset after a failure).

@@ -795,20 +795,8 @@ func stageSize(n int) int {
 }
 
 // stageBuf is a staging buffer (its whole capacity) in the box that carries it through the
-// pool and the tail cache, so that handing it back allocates nothing. A cold read's buffer
-// (coldread.go) is one too, and goes back through Release once the reply it is placed in is
-// written.
-type stageBuf struct {
-	b []byte
-	s *Store // the store whose pools it came from (nil: made by a test)
-}
-
-// Release hands b back to its store's pool.
-func (b *stageBuf) Release() {
-	if b.s != nil {
-		b.s.putStage(b)
-	}
-}
+// pool and the tail cache, so that handing it back allocates nothing.
+type stageBuf struct{ b []byte }
 
 // stageClasses: staging buffers are powers of two from blockSize to 1 GiB (a group larger
 // than that gets a buffer of its own, never pooled).
@@ -825,7 +813,7 @@ func (s *Store) getStage(n int) *stageBuf {
 			return box
 		}
 	}
-	return &stageBuf{b: alignedBuffer(size), s: s}
+	return &stageBuf{b: alignedBuffer(size)}
 }
 
 // putStage hands a staging buffer back to the pool of its size.
