@@ -81,7 +81,14 @@ var outPool sync.Pool
 func init() {
 	outPool.New = func() any {
 		ob := new(Out)
-		ob.written = func(gc gnet.Conn, err error) error { ob.taken(gc, err); return nil }
+		ob.written = func(gc gnet.Conn, err error) error {
+			c := ob.c
+			ob.taken(gc, err)
+			if c != nil {
+				c.queued.Add(-1) // after taken, which looked at gnet's buffer (writeNow)
+			}
+			return nil
+		}
 		return ob
 	}
 }

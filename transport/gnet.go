@@ -122,6 +122,7 @@ func (g *Gnet) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	c := g.t.newConn(gc, remote, g.h)
 	c.gnet = true
+	c.fd = gc.Fd()
 	state, ok := g.h.Open(c)
 	if !ok {
 		return nil, gnet.Close

@@ -59,15 +59,18 @@ func (c *Conn) startPump(outs []*Out) {
 	}
 	c.pumping = true
 	o, chunk, last := c.nextChunk()
+	c.queued.Add(1)
 	err := c.w.AsyncWrite(chunk, func(gc gnet.Conn, err error) error {
 		if last {
 			o.taken(gc, err)
 		}
 		c.pumpLive = true
 		c.pump(gc, err)
+		c.queued.Add(-1)
 		return nil
 	})
 	if err != nil {
+		c.queued.Add(-1)
 		// The loop's poller is gone (as for the fast path in reply: it closes only after
 		// markClosed has run for every connection, which waits for wmu, held here, so this
 		// is not expected): nothing will be written.
@@ -106,11 +109,13 @@ func (c *Conn) pump(gc gnet.Conn, err error) {
 		}
 		c.wmu.Lock()
 		if len(c.backlog) == 0 {
+			// What gnet holds is counted before pumping ends: a reply written from another
+			// goroutine (writeNow) then sees it.
+			c.setSockOut(int64(gc.OutboundBuffered()))
 			c.pumping, c.pumpLive = false, false
 			c.backlog = nil
 			c.wmu.Unlock()
 			c.pumpWait = 0
-			c.setSockOut(int64(gc.OutboundBuffered()))
 			return
 		}
 		if n := gc.OutboundBuffered(); n >= pumpChunk {
