@@ -25,7 +25,9 @@ import (
 //     assigned directly (ConsumePartitions from the start offset, no group), read every
 //     partition up to the high watermark listed after the fill. Records/s run from just before
 //     the clients are created to the last record; the broker's CPU seconds over the same
-//     window give records per server CPU-second.
+//     window give records per server CPU-second. bench's own CPU (the clients) and the share
+//     of the machine's CPU time that was busy are taken over the same window (and over the
+//     tail's): on a machine the read keeps busy, the clients' share sets the pace too.
 //  3. tail: TailProducers clients produce at TailRate records/s (open loop, the fill's
 //     producer settings) for TailDuration while the same consumers follow the end of the topic. Each
 //     value carries its intended send time (stamp layout below); a consumer takes the
@@ -445,6 +447,11 @@ type CatchupResult struct {
 	RecordsPerCPUSecond float64 `json:"records_per_cpu_second"`
 	// ServerPeakRSSBytes is the server's peak RSS during the read (VmHWM, reset at its start).
 	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes"`
+	// ClientCPUSeconds is bench's own CPU over the same window (the consumers; its producers
+	// are idle), and MachineBusy the share of every CPU's time that was busy: near 1, the
+	// read is bound by the CPUs, and the clients' share sets the pace as much as the broker's.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
+	MachineBusy      float64 `json:"machine_busy"`
 }
 
 // TailResult is the tail: a fixed offered rate produced while the consumers follow.
@@ -468,6 +475,9 @@ type TailResult struct {
 	ServerCPUCores float64 `json:"server_cpu_cores"`
 	// ServerPeakRSSBytes is the server's peak RSS during the tail (VmHWM, reset at its start).
 	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes"`
+	// ClientCPUSeconds and MachineBusy: as for the catch-up, over the tail's window.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
+	MachineBusy      float64 `json:"machine_busy"`
 	// E2E is per received record, from its intended send time to the PollFetches return that
 	// delivered it.
 	E2E          loadgen.LatencySummary    `json:"e2e"`
@@ -526,6 +536,7 @@ type ConsumeSummary struct {
 	CatchupMBPerSec            float64 `json:"catchup_mb_per_sec"`
 	CatchupRecordsPerCPUSecond float64 `json:"catchup_records_per_cpu_second"`
 	CatchupPeakRSSBytes        float64 `json:"catchup_peak_rss_bytes"`
+	CatchupClientCPUSeconds    float64 `json:"catchup_client_cpu_seconds"`
 	TailRecordsPerSec          float64 `json:"tail_records_per_sec"`
 	TailServerCPUCores         float64 `json:"tail_server_cpu_cores"`
 	TailP50Us                  float64 `json:"tail_e2e_p50_us"`
@@ -578,6 +589,7 @@ func summarizeConsume(runs []*Run) *ConsumeSummary {
 	c.CatchupRecordsPerSec = med(func(r *ConsumeRun) float64 { return r.Catchup.RecordsPerSec })
 	c.CatchupMBPerSec = med(func(r *ConsumeRun) float64 { return r.Catchup.MBPerSec })
 	c.CatchupRecordsPerCPUSecond = med(func(r *ConsumeRun) float64 { return r.Catchup.RecordsPerCPUSecond })
+	c.CatchupClientCPUSeconds = med(func(r *ConsumeRun) float64 { return r.Catchup.ClientCPUSeconds })
 	c.TailRecordsPerSec = med(func(r *ConsumeRun) float64 { return r.Tail.RecordsPerSec })
 	c.TailServerCPUCores = med(func(r *ConsumeRun) float64 { return r.Tail.ServerCPUCores })
 	c.TailP50Us = med(func(r *ConsumeRun) float64 { return float64(r.Tail.E2E.P50Us) })
@@ -627,11 +639,20 @@ func (p *progress) endConsume(c *ConsumeRun) {
 		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
 	default:
 		cu, t := c.Catchup, c.Tail
-		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s, peak RSS %s; tail %s records/s, server %.2f cores, e2e p50 %s, p99 %s, p99.9 %s, max %s, peak RSS %s\n",
+		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s, peak RSS %s, server %.2f CPU-s, clients %.2f CPU-s, machine %.0f%% busy; tail %s records/s, server %.2f cores, clients %.2f cores, machine %.0f%% busy, e2e p50 %s, p99 %s, p99.9 %s, max %s, peak RSS %s\n",
 			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
-			human.Thousands(cu.RecordsPerCPUSecond), human.MiB(float64(cu.ServerPeakRSSBytes)), human.Thousands(t.RecordsPerSec), t.ServerCPUCores, human.Micros(float64(t.E2E.P50Us)),
+			human.Thousands(cu.RecordsPerCPUSecond), human.MiB(float64(cu.ServerPeakRSSBytes)), cu.ServerCPUSeconds, cu.ClientCPUSeconds, 100*cu.MachineBusy,
+			human.Thousands(t.RecordsPerSec), t.ServerCPUCores, t.clientCores(), 100*t.MachineBusy, human.Micros(float64(t.E2E.P50Us)),
 			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)), human.MiB(float64(t.ServerPeakRSSBytes)))
 	}
+}
+
+// clientCores is bench's share of a core over the tail.
+func (t *TailResult) clientCores() float64 {
+	if t.Seconds <= 0 {
+		return 0
+	}
+	return t.ClientCPUSeconds / t.Seconds
 }
 
 // writeConsumeTable prints the consume medians of f, if it has a consume phase.
@@ -640,7 +661,7 @@ func writeConsumeTable(w io.Writer, f *File) {
 		return
 	}
 	fmt.Fprintf(w, "\nconsume: %s\n", f.Consume.Label())
-	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "catch-up RSS", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max", "tail RSS"}
+	header := []string{"target", "runs", "catch-up rec/s", "MB/s", "rec/CPU-s", "clients CPU-s", "catch-up RSS", "tail rec/s", "tail CPU", "e2e p50", "e2e p99", "e2e p99.9", "e2e max", "tail RSS"}
 	if f.Baseline != "" {
 		header = append(header, "rec/s ratio", "rec/CPU-s ratio", "tail CPU ratio")
 	}
@@ -653,10 +674,10 @@ func writeConsumeTable(w io.Writer, f *File) {
 		row := []string{s.Target, c.RunsText()}
 		if c.Measured() {
 			row = append(row, human.Thousands(c.CatchupRecordsPerSec), human.Fixed(c.CatchupMBPerSec, 1), human.Thousands(c.CatchupRecordsPerCPUSecond),
-				human.MiB(c.CatchupPeakRSSBytes), human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us),
+				human.Fixed(c.CatchupClientCPUSeconds, 2), human.MiB(c.CatchupPeakRSSBytes), human.Thousands(c.TailRecordsPerSec), human.Fixed(c.TailServerCPUCores, 2)+" cores", human.Micros(c.TailP50Us),
 				human.Micros(c.TailP99Us), human.Micros(c.TailP999Us), human.Micros(c.TailMaxUs), human.MiB(c.TailPeakRSSBytes))
 		} else {
-			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–", "–", "–")
+			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–", "–", "–", "–")
 		}
 		if f.Baseline != "" {
 			row = append(row, human.Ratio(c.CatchupRecordsPerSecRatio), human.Ratio(c.CatchupPerCPURatio), human.Ratio(c.TailCPURatio))

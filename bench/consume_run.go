@@ -62,6 +62,10 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 	if err != nil {
 		return fail("catch-up: reading /proc: %v", err)
 	}
+	use0, err := proc.ReadUsage(e.clkTck)
+	if err != nil {
+		return fail("catch-up: reading /proc: %v", err)
+	}
 	began := time.Now()
 	readers, err := startReaders(readCtx, srv.Addr(), s, starts, ends, base)
 	if err != nil {
@@ -71,6 +75,10 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 	defer stopAll()
 	timedOut := waitCaughtUp(ctx, readers, s.Timeout)
 	cpu1, serr := srv.Stats(e.clkTck)
+	use1, uerr := proc.ReadUsage(e.clkTck)
+	if serr == nil {
+		serr = uerr
+	}
 	if timedOut {
 		stopAll()
 	}
@@ -80,6 +88,8 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 	if serr == nil {
 		cu.ServerCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
 		cu.ServerPeakRSSBytes = cpu1.PeakRSSBytes
+		w := use1.Sub(use0)
+		cu.ClientCPUSeconds, cu.MachineBusy = w.SelfSeconds, w.BusyShare()
 		if cu.ServerCPUSeconds > 0 {
 			cu.RecordsPerCPUSecond = float64(cu.Records) / cu.ServerCPUSeconds
 		}
@@ -364,6 +374,10 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 	if err != nil {
 		return t, fmt.Errorf("reading /proc: %v", err)
 	}
+	use0, err := proc.ReadUsage(e.clkTck)
+	if err != nil {
+		return t, fmt.Errorf("reading /proc: %v", err)
+	}
 	// The schedule starts a little ahead, so that the first records are not already late.
 	start := time.Since(base) + time.Millisecond
 	interval := float64(len(producers)) / s.TailRate * float64(time.Second)
@@ -412,6 +426,10 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 	}
 	end := time.Now()
 	cpu1, serr := srv.Stats(e.clkTck)
+	use1, uerr := proc.ReadUsage(e.clkTck)
+	if serr == nil {
+		serr = uerr
+	}
 
 	var hist, one loadgen.HistogramSnapshot
 	var lastRecv int64
@@ -439,6 +457,8 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 	if t.Seconds > 0 {
 		t.ServerCPUCores = t.ServerCPUSeconds / t.Seconds
 	}
+	w := use1.Sub(use0)
+	t.ClientCPUSeconds, t.MachineBusy = w.SelfSeconds, w.BusyShare()
 	if ctx.Err() != nil {
 		return t, errors.New("interrupted")
 	}

@@ -195,3 +195,30 @@ func TestTargetArgvSubstitutes(t *testing.T) {
 		t.Errorf("argv = %q", got)
 	}
 }
+
+func TestParseProcStatCPU(t *testing.T) {
+	busy, all, err := parseProcStatCPU("cpu  100 5 40 800 30 2 3 20 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+	if err != nil || busy != 100+5+40+2+3+20 || all != 1000 {
+		t.Fatalf("busy %d all %d err %v", busy, all, err)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3 x 5 6 7 8\n", "cpu 1 2 3\n"} {
+		if _, _, err := parseProcStatCPU(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	u0, err := ReadUsage(ClockTicks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x := 0; x < 1e8; x++ { // some CPU of this process
+		busy += uint64(x)
+	}
+	u1, err := ReadUsage(ClockTicks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := u1.Sub(u0)
+	if d.SelfSeconds <= 0 || d.AllSeconds < 0 || d.BusySeconds < 0 || d.BusyShare() > 1 {
+		t.Fatalf("window %+v (%d)", d, busy)
+	}
+}

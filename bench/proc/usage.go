@@ -1,0 +1,72 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Usage is a snapshot of the CPU time of the calling process (bench itself: its consumers and
+// producers) and of the whole machine, so that a phase can say who had the CPUs: the broker
+// (ProcStats), the clients, or something else. Two snapshots' difference is a window's use.
+type Usage struct {
+	SelfSeconds float64 // user and system CPU of this process
+	BusySeconds float64 // every CPU's time not idle and not waiting for I/O (/proc/stat)
+	AllSeconds  float64 // every CPU's time
+}
+
+// ReadUsage takes a Usage now; clkTck is the unit of /proc/stat (Machine.ClockTicks).
+func ReadUsage(clkTck int) (Usage, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return Usage{}, err
+	}
+	u := Usage{SelfSeconds: tvSeconds(ru.Utime) + tvSeconds(ru.Stime)}
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Usage{}, err
+	}
+	busy, all, err := parseProcStatCPU(string(raw))
+	if err != nil {
+		return Usage{}, err
+	}
+	u.BusySeconds, u.AllSeconds = float64(busy)/float64(clkTck), float64(all)/float64(clkTck)
+	return u, nil
+}
+
+// Sub is the use between snapshot b (earlier) and u.
+func (u Usage) Sub(b Usage) Usage {
+	return Usage{SelfSeconds: u.SelfSeconds - b.SelfSeconds, BusySeconds: u.BusySeconds - b.BusySeconds, AllSeconds: u.AllSeconds - b.AllSeconds}
+}
+
+// BusyShare is the share of the machine's CPU time that was busy in a window (0 to 1).
+func (u Usage) BusyShare() float64 {
+	if u.AllSeconds <= 0 {
+		return 0
+	}
+	return u.BusySeconds / u.AllSeconds
+}
+
+
+// parseProcStatCPU reads the aggregate "cpu" line of /proc/stat: user nice system idle iowait
+// irq softirq steal (guest time is inside user). busy leaves out idle and iowait.
+func parseProcStatCPU(s string) (busy, all uint64, err error) {
+	line, _, _ := strings.Cut(s, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %q: %v", line, err)
+		}
+		all += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, all, nil
+}
