@@ -49,7 +49,6 @@ func (u Usage) BusyShare() float64 {
 	return u.BusySeconds / u.AllSeconds
 }
 
-
 // parseProcStatCPU reads the aggregate "cpu" line of /proc/stat: user nice system idle iowait
 // irq softirq steal (guest time is inside user). busy leaves out idle and iowait.
 func parseProcStatCPU(s string) (busy, all uint64, err error) {
