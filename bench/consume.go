@@ -452,6 +452,9 @@ type CatchupResult struct {
 	// read is bound by the CPUs, and the clients' share sets the pace as much as the broker's.
 	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 	MachineBusy      float64 `json:"machine_busy"`
+	// MachineSteal is the share of the machine's CPU time its hypervisor gave to others (in
+	// MachineBusy): a run with much of it measured a slower machine.
+	MachineSteal float64 `json:"machine_steal"`
 }
 
 // TailResult is the tail: a fixed offered rate produced while the consumers follow.
@@ -475,9 +478,10 @@ type TailResult struct {
 	ServerCPUCores float64 `json:"server_cpu_cores"`
 	// ServerPeakRSSBytes is the server's peak RSS during the tail (VmHWM, reset at its start).
 	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes"`
-	// ClientCPUSeconds and MachineBusy: as for the catch-up, over the tail's window.
+	// ClientCPUSeconds, MachineBusy and MachineSteal: as for the catch-up, over the tail's window.
 	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 	MachineBusy      float64 `json:"machine_busy"`
+	MachineSteal     float64 `json:"machine_steal"`
 	// E2E is per received record, from its intended send time to the PollFetches return that
 	// delivered it.
 	E2E          loadgen.LatencySummary    `json:"e2e"`
@@ -639,10 +643,10 @@ func (p *progress) endConsume(c *ConsumeRun) {
 		fmt.Fprintf(p.w, "bench %s:        consume FAILED: %s\n", p.kind, c.Error)
 	default:
 		cu, t := c.Catchup, c.Tail
-		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s, peak RSS %s, server %.2f CPU-s, clients %.2f CPU-s, machine %.0f%% busy; tail %s records/s, server %.2f cores, clients %.2f cores, machine %.0f%% busy, e2e p50 %s, p99 %s, p99.9 %s, max %s, peak RSS %s\n",
+		fmt.Fprintf(p.w, "bench %s:        consume: fill %s records at %s/s; catch-up %s records/s, %.1f MB/s, %s records per server CPU-s, peak RSS %s, server %.2f CPU-s, clients %.2f CPU-s, machine %.0f%% busy (%.0f%% stolen); tail %s records/s, server %.2f cores, clients %.2f cores, machine %.0f%% busy (%.0f%% stolen), e2e p50 %s, p99 %s, p99.9 %s, max %s, peak RSS %s\n",
 			p.kind, human.Thousands(float64(c.Fill.Acked)), human.Thousands(c.Fill.RecordsPerSec), human.Thousands(cu.RecordsPerSec), cu.MBPerSec,
-			human.Thousands(cu.RecordsPerCPUSecond), human.MiB(float64(cu.ServerPeakRSSBytes)), cu.ServerCPUSeconds, cu.ClientCPUSeconds, 100*cu.MachineBusy,
-			human.Thousands(t.RecordsPerSec), t.ServerCPUCores, t.clientCores(), 100*t.MachineBusy, human.Micros(float64(t.E2E.P50Us)),
+			human.Thousands(cu.RecordsPerCPUSecond), human.MiB(float64(cu.ServerPeakRSSBytes)), cu.ServerCPUSeconds, cu.ClientCPUSeconds, 100*cu.MachineBusy, 100*cu.MachineSteal,
+			human.Thousands(t.RecordsPerSec), t.ServerCPUCores, t.clientCores(), 100*t.MachineBusy, 100*t.MachineSteal, human.Micros(float64(t.E2E.P50Us)),
 			human.Micros(float64(t.E2E.P99Us)), human.Micros(float64(t.E2E.P999Us)), human.Micros(float64(t.E2E.MaxUs)), human.MiB(float64(t.ServerPeakRSSBytes)))
 	}
 }

@@ -89,7 +89,7 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 		cu.ServerCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
 		cu.ServerPeakRSSBytes = cpu1.PeakRSSBytes
 		w := use1.Sub(use0)
-		cu.ClientCPUSeconds, cu.MachineBusy = w.SelfSeconds, w.BusyShare()
+		cu.ClientCPUSeconds, cu.MachineBusy, cu.MachineSteal = w.SelfSeconds, w.BusyShare(), w.StealShare()
 		if cu.ServerCPUSeconds > 0 {
 			cu.RecordsPerCPUSecond = float64(cu.Records) / cu.ServerCPUSeconds
 		}
@@ -458,7 +458,7 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 		t.ServerCPUCores = t.ServerCPUSeconds / t.Seconds
 	}
 	w := use1.Sub(use0)
-	t.ClientCPUSeconds, t.MachineBusy = w.SelfSeconds, w.BusyShare()
+	t.ClientCPUSeconds, t.MachineBusy, t.MachineSteal = w.SelfSeconds, w.BusyShare(), w.StealShare()
 	if ctx.Err() != nil {
 		return t, errors.New("interrupted")
 	}

@@ -197,12 +197,12 @@ func TestTargetArgvSubstitutes(t *testing.T) {
 }
 
 func TestParseProcStatCPU(t *testing.T) {
-	busy, all, err := parseProcStatCPU("cpu  100 5 40 800 30 2 3 20 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
-	if err != nil || busy != 100+5+40+2+3+20 || all != 1000 {
-		t.Fatalf("busy %d all %d err %v", busy, all, err)
+	busy, steal, all, err := parseProcStatCPU("cpu  100 5 40 800 30 2 3 20 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+	if err != nil || busy != 100+5+40+2+3+20 || steal != 20 || all != 1000 {
+		t.Fatalf("busy %d steal %d all %d err %v", busy, steal, all, err)
 	}
 	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3 x 5 6 7 8\n", "cpu 1 2 3\n"} {
-		if _, _, err := parseProcStatCPU(bad); err == nil {
+		if _, _, _, err := parseProcStatCPU(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -218,7 +218,7 @@ func TestParseProcStatCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := u1.Sub(u0)
-	if d.SelfSeconds <= 0 || d.AllSeconds < 0 || d.BusySeconds < 0 || d.BusyShare() > 1 {
+	if d.SelfSeconds <= 0 || d.AllSeconds < 0 || d.BusySeconds < 0 || d.BusyShare() > 1 || d.StealShare() > d.BusyShare() {
 		t.Fatalf("window %+v (%d)", d, busy)
 	}
 }

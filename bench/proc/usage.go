@@ -14,7 +14,10 @@ import (
 type Usage struct {
 	SelfSeconds float64 // user and system CPU of this process
 	BusySeconds float64 // every CPU's time not idle and not waiting for I/O (/proc/stat)
-	AllSeconds  float64 // every CPU's time
+	// StealSeconds is the part of BusySeconds the hypervisor gave to others: a virtual
+	// machine's CPUs taken away, which slows every process of a run alike.
+	StealSeconds float64
+	AllSeconds   float64 // every CPU's time
 }
 
 // ReadUsage takes a Usage now; clkTck is the unit of /proc/stat (Machine.ClockTicks).
@@ -28,17 +31,27 @@ func ReadUsage(clkTck int) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	busy, all, err := parseProcStatCPU(string(raw))
+	busy, steal, all, err := parseProcStatCPU(string(raw))
 	if err != nil {
 		return Usage{}, err
 	}
-	u.BusySeconds, u.AllSeconds = float64(busy)/float64(clkTck), float64(all)/float64(clkTck)
+	tick := float64(clkTck)
+	u.BusySeconds, u.StealSeconds, u.AllSeconds = float64(busy)/tick, float64(steal)/tick, float64(all)/tick
 	return u, nil
 }
 
 // Sub is the use between snapshot b (earlier) and u.
 func (u Usage) Sub(b Usage) Usage {
-	return Usage{SelfSeconds: u.SelfSeconds - b.SelfSeconds, BusySeconds: u.BusySeconds - b.BusySeconds, AllSeconds: u.AllSeconds - b.AllSeconds}
+	return Usage{SelfSeconds: u.SelfSeconds - b.SelfSeconds, BusySeconds: u.BusySeconds - b.BusySeconds,
+		StealSeconds: u.StealSeconds - b.StealSeconds, AllSeconds: u.AllSeconds - b.AllSeconds}
+}
+
+// StealShare is the share of the machine's CPU time stolen by the hypervisor in a window.
+func (u Usage) StealShare() float64 {
+	if u.AllSeconds <= 0 {
+		return 0
+	}
+	return u.StealSeconds / u.AllSeconds
 }
 
 // BusyShare is the share of the machine's CPU time that was busy in a window (0 to 1).
@@ -50,22 +63,28 @@ func (u Usage) BusyShare() float64 {
 }
 
 // parseProcStatCPU reads the aggregate "cpu" line of /proc/stat: user nice system idle iowait
-// irq softirq steal (guest time is inside user). busy leaves out idle and iowait.
-func parseProcStatCPU(s string) (busy, all uint64, err error) {
+// irq softirq steal (guest time is inside user). busy leaves out idle and iowait; steal is
+// counted in busy too.
+func parseProcStatCPU(s string) (busy, steal, all uint64, err error) {
 	line, _, _ := strings.Cut(s, "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+		return 0, 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
 	for i, v := range f[1:9] {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %q: %v", line, err)
+			return 0, 0, 0, fmt.Errorf("/proc/stat: %q: %v", line, err)
 		}
 		all += n
-		if i != 3 && i != 4 { // idle, iowait
+		switch i {
+		case 3, 4: // idle, iowait
+		case 7:
+			steal = n
+			busy += n
+		default:
 			busy += n
 		}
 	}
-	return busy, all, nil
+	return busy, steal, all, nil
 }
