@@ -1,9 +1,10 @@
 // Command kgoread is the barest kgo consumer, for profiling the broker's read path
 // (profiles/README.md): --consumers clients, the topic's partitions dealt among them and
 // assigned directly (no group), read from the start to the high watermarks listed when it
-// starts, or with --tail, from the end for that long. It prints the records read and the
-// rate. bench compare --consume is the measured comparison; this is the load a profile runs
-// under.
+// starts, or with --tail, from the end for that long. It prints the records read, the rate
+// and its own CPU time (the clients' share of a machine the read keeps busy), and with
+// --cpuprofile writes its own CPU profile over the read. bench compare --consume is the
+// measured comparison; this is the load a profile runs under.
 package main
 
 import (
@@ -11,8 +12,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,6 +29,7 @@ func main() {
 	tail := flag.Duration("tail", 0, "follow the end of the topic for this long instead of reading it from the start")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
 	partitionMax := flag.Int("partition-max-bytes", 1<<20, "kgo's FetchMaxPartitionBytes: record bytes one fetch asks of a partition")
+	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile over the read to this file")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -57,6 +61,17 @@ func main() {
 		}
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer f.Close()
+	}
+	cpu0 := cpuSeconds()
 	var read atomic.Int64
 	start := time.Now()
 	readCtx := ctx
@@ -97,10 +112,24 @@ func main() {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	fmt.Printf("read %d records in %v: %.0f records/s\n", read.Load(), elapsed.Round(time.Millisecond), float64(read.Load())/elapsed.Seconds())
+	cpu := cpuSeconds() - cpu0
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	fmt.Printf("read %d records in %v: %.0f records/s, client CPU %.2f s\n", read.Load(), elapsed.Round(time.Millisecond),
+		float64(read.Load())/elapsed.Seconds(), cpu)
 	if *tail == 0 && ctx.Err() != nil {
 		fail(fmt.Errorf("timed out before the high watermarks"))
 	}
+}
+
+// cpuSeconds is this process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		fail(err)
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
 
 func fail(err error) {
