@@ -478,7 +478,8 @@ type TailResult struct {
 	ServerCPUCores float64 `json:"server_cpu_cores"`
 	// ServerPeakRSSBytes is the server's peak RSS during the tail (VmHWM, reset at its start).
 	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes"`
-	// ClientCPUSeconds, MachineBusy and MachineSteal: as for the catch-up, over the tail's window.
+	// ClientCPUSeconds, MachineBusy and MachineSteal: as for the catch-up, over the tail's
+	// window; here bench's CPU is its producers' and its consumers'.
 	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 	MachineBusy      float64 `json:"machine_busy"`
 	MachineSteal     float64 `json:"machine_steal"`
