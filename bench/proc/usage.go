@@ -20,13 +20,22 @@ type Usage struct {
 	AllSeconds   float64 // every CPU's time
 }
 
-// ReadUsage takes a Usage now; clkTck is the unit of /proc/stat (Machine.ClockTicks).
-func ReadUsage(clkTck int) (Usage, error) {
+// SelfCPUSeconds is the user and system CPU time of the calling process so far.
+func SelfCPUSeconds() (float64, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return tvSeconds(ru.Utime) + tvSeconds(ru.Stime), nil
+}
+
+// ReadUsage takes a Usage now; clkTck is the unit of /proc/stat (Machine.ClockTicks).
+func ReadUsage(clkTck int) (Usage, error) {
+	self, err := SelfCPUSeconds()
+	if err != nil {
 		return Usage{}, err
 	}
-	u := Usage{SelfSeconds: tvSeconds(ru.Utime) + tvSeconds(ru.Stime)}
+	u := Usage{SelfSeconds: self}
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return Usage{}, err

@@ -15,8 +15,9 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"inlet/bench/proc"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -125,11 +126,11 @@ func main() {
 
 // cpuSeconds is this process's user and system CPU time so far.
 func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	s, err := proc.SelfCPUSeconds()
+	if err != nil {
 		fail(err)
 	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+	return s
 }
 
 func fail(err error) {
