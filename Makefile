@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./kafka/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/...
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./server/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/...
 	scripts/franz-go-suite.sh
 	KILL_EVERY=2 KILLS=5 scripts/franz-go-suite.sh -test.run '^TestTxnEtl$$' -test.count 2
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
@@ -69,7 +69,7 @@ fuzz:
 
 # Allocations and time per produce request through decode, validate, commit and reply.
 bench-produce:
-	$(GO) test -run '^$$' -bench 'BenchmarkProducePath' -benchmem -benchtime 5s ./kafka/
+	$(GO) test -run '^$$' -bench 'BenchmarkProducePath' -benchmem -benchtime 5s ./server/
 
 # Bytes written to disk per byte acknowledged over a 60 s run of the batch log.
 bench-writeamp:

@@ -25,7 +25,7 @@ import (
 //
 // When the connection closes, requests read whole may still be queued for the worker, waiting
 // in the batch log, or parked in a long poll (Done ends it): the Handler still serves them
-// (package kafka commits a Produce among them, as Kafka processes every request it has read,
+// (package server commits a Produce among them, as Kafka processes every request it has read,
 // and drops any other), and the transport drops every reply of a gone connection. Each
 // request releases its buffer and budget exactly once (the Handler's Release).
 type Conn struct {
@@ -69,7 +69,7 @@ type queued struct {
 	arrived time.Time
 }
 
-// Handler serves the requests of every connection (package kafka).
+// Handler serves the requests of every connection (package server).
 type Handler interface {
 	// Holds tells whether a request of api key may wait on other clients or a timer (a long
 	// poll): its connection is then not read until it is answered (endpoint.Frame).

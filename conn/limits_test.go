@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// testLimitsServer is a node with package kafka's defaults for what the limits read.
+// testLimitsServer is a node with package server's defaults for what the limits read.
 func testLimitsServer(t *testing.T) (*Node, *bytes.Buffer) {
 	var logs bytes.Buffer
 	s := &Node{cfg: Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), FailedAuthenticationDelay: 100 * time.Millisecond}}

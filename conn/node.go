@@ -1,7 +1,7 @@
 // Package conn is Inlet's connection policy, on the hooks of package transport: the listeners
 // (a gnet listener and stream listeners for TLS), each connection's worker, the connection
 // limits and the idle reaper, SASL state and its limits, TLS principals, and the quota
-// throttles that mute a connection. The Kafka APIs themselves are package kafka's: the worker
+// throttles that mute a connection. The Kafka APIs themselves are package server's: the worker
 // hands each request to a Handler.
 //
 // Path: a back-end of package transport frames a request into a pooled buffer -> the
@@ -37,7 +37,7 @@ import (
 )
 
 // Config is the connection policy's settings, Kafka's broker configs where Kafka has them.
-// Package kafka fills it from its own Config, defaults applied.
+// Package server fills it from its own Config, defaults applied.
 type Config struct {
 	Listen          string // host:port of the default listener (port 0 picks one)
 	Advertise       string // host:port put in Metadata; default the bound address

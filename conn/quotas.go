@@ -26,7 +26,7 @@ import (
 // max.partition.fetch.bytes exceeds a second of its quota.
 //
 // The quotas in force are the config file's with the changes made through AlterClientQuotas
-// (kept by package tenants); package kafka makes a new table current in the quota.Manager the
+// (kept by package tenants); package server makes a new table current in the quota.Manager the
 // node is given (Config.Quotas).
 
 // AnonymousUser is Kafka's principal name for a client that did not authenticate

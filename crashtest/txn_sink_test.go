@@ -19,9 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"inlet/batchlog"
-	"inlet/kafka"
 	"inlet/meta"
 	"inlet/segfs"
+	"inlet/server"
 )
 
 // A sink shaped like a transactional Kafka sink (Materialize's, Kafka Connect's exactly-once
@@ -322,7 +322,7 @@ type powerLossNode struct {
 	segFS  *segfs.MemFS
 	pebFS  *vfs.MemFS
 	blog   *batchlog.Log
-	srv    *kafka.Server
+	srv    *server.Server
 }
 
 func (p *powerLossNode) addr() string { return p.proxy.addr() }
@@ -335,7 +335,7 @@ func (p *powerLossNode) start(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open the catalog after a power loss: %v", err)
 		}
-		p.srv, err = kafka.New(kafka.Config{Listen: p.listen, Advertise: p.proxy.addr(), DefaultPartitions: 1, Workers: 2,
+		p.srv, err = server.New(server.Config{Listen: p.listen, Advertise: p.proxy.addr(), DefaultPartitions: 1, Workers: 2,
 			Logger: quietLogger(), GroupInitialRebalanceDelay: -1}, cat)
 		if err != nil {
 			t.Fatalf("load the coordinators after a power loss: %v", err)

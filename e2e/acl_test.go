@@ -18,7 +18,7 @@ import (
 
 	"inlet/auth"
 	"inlet/conn"
-	"inlet/kafka"
+	"inlet/server"
 	"inlet/tenants"
 )
 
@@ -454,7 +454,7 @@ func TestACLsWithSarama(t *testing.T) {
 // without it (the default) the unmatched topic is refused too.
 func TestAllowEveryoneIfNoACLFound(t *testing.T) {
 	for _, open := range []bool{false, true} {
-		b := startBroker(t, func(c *kafka.Config) {
+		b := startBroker(t, func(c *server.Config) {
 			var us []auth.User
 			for _, u := range []struct{ name, prefix string }{{"alice", "alice."}, {"bob", "bob."}} {
 				cred, err := auth.NewCredential(auth.ScramSHA256, u.name+"-secret", auth.MinIterations)

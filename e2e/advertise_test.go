@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"inlet/conn"
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // TestEachListenerAdvertisesItsOwnAddress: Metadata, FindCoordinator (single and batched)
@@ -19,7 +19,7 @@ import (
 // listener's address (or none) there would leave the proxy.
 func TestEachListenerAdvertisesItsOwnAddress(t *testing.T) {
 	ca := newTestCA(t)
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Listeners = []conn.Listener{
 			{Name: "plain", Address: "127.0.0.1:0", Advertise: "plain.inlet.test:19092", Protocol: "PLAINTEXT"},
 			{Name: "tls", Address: "127.0.0.1:0", Advertise: "node1.inlet.test:19093", Protocol: "SSL", TLS: ca.serverTLS()},

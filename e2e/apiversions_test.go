@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // TestApiVersionsUnknownVersionGetsV0Answer guards KIP-511: a client that opens with an
@@ -71,7 +71,7 @@ func checkAdvertised(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
 	want := map[int16][2]int16{}
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		want[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // backpressureValue is producer p's i-th record: a 12-byte tag, then bytes derived from
@@ -48,7 +48,7 @@ func TestBackpressureManyProducersLosesNothing(t *testing.T) {
 // 1 MiB budget. A's frame is the oldest in transit, so it is admitted over the limit, read,
 // committed and answered (which frees the budget); then B's frame is served too.
 func TestBackpressurePartialFrameDoesNotWedgeLoop(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.InflightBudget = 1 << 20
 		c.Workers = 1
 	})
@@ -93,7 +93,7 @@ func TestBackpressurePartialFrameDoesNotWedgeLoop(t *testing.T) {
 // closed. The oldest is still served, and so are new connections. This is what bounds the
 // memory a client can pin by declaring large frames and sending them slowly.
 func TestBudgetRefusesFramesInTransitBeyondIt(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.InflightBudget = 1 << 20
 		c.Workers = 1
 	})
@@ -119,7 +119,7 @@ func TestBudgetRefusesFramesInTransitBeyondIt(t *testing.T) {
 }
 
 func runBackpressure(t *testing.T, producers, totalBytes int) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.InflightBudget = 1 << 20
 		c.Workers = 2
 	})

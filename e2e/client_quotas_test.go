@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"inlet/conn"
-	"inlet/kafka"
 	"inlet/quota"
+	"inlet/server"
 )
 
 // Quotas at every level of KIP-55: client-id entities, (user, client-id) pairs and their
@@ -275,7 +275,7 @@ func TestUserClientIDQuotaHoldsItsProducers(t *testing.T) {
 		t.Skip("12 s of throttled producing")
 	}
 	const rate = 256 << 10
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{
@@ -312,7 +312,7 @@ func TestDefaultClientIDConsumerByteRate(t *testing.T) {
 		t.Skip("9 s of throttled consuming")
 	}
 	const rate = 256 << 10
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Quotas = quota.Bounds{
 			quota.EntityKey("", quota.DefaultUser): {quota.ConsumerByteRate: rate},
 			quota.EntityKey("", "fast"):            {quota.ConsumerByteRate: 8 * rate},

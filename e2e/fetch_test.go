@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 func fetchPartition(t *testing.T, resp kmsg.Response) kmsg.FetchResponseTopicPartition {
@@ -250,16 +250,16 @@ func TestFetchOffsetsAndSizeLimits(t *testing.T) {
 func TestFetchCappedByFetchMaxBytesAndBudget(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		mod  func(one int) func(*kafka.Config)
+		mod  func(one int) func(*server.Config)
 	}{
-		{"fetch.max.bytes", func(one int) func(*kafka.Config) {
-			return func(c *kafka.Config) { c.FetchMaxBytes = 2*one + 1 }
+		{"fetch.max.bytes", func(one int) func(*server.Config) {
+			return func(c *server.Config) { c.FetchMaxBytes = 2*one + 1 }
 		}},
-		{"half the in-flight budget", func(one int) func(*kafka.Config) {
-			return func(c *kafka.Config) { c.InflightBudget = int64(4*one + 2) }
+		{"half the in-flight budget", func(one int) func(*server.Config) {
+			return func(c *server.Config) { c.InflightBudget = int64(4*one + 2) }
 		}},
-		{"fetch.max.bytes below one batch", func(int) func(*kafka.Config) {
-			return func(c *kafka.Config) { c.FetchMaxBytes = 10 }
+		{"fetch.max.bytes below one batch", func(int) func(*server.Config) {
+			return func(c *server.Config) { c.FetchMaxBytes = 10 }
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // TestFramingGarbageClosesConnectionOnly guards the first tier of errors: a frame that cannot
@@ -108,7 +108,7 @@ func TestFramingSplitAcrossWritesIsReassembled(t *testing.T) {
 // client that announces a large frame and disconnects before sending it must give its share
 // back, or (with a small budget) the event loop would wait forever and stop serving.
 func TestFramingDisconnectMidFrameReleasesBudget(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.InflightBudget = 1 << 20
 		c.Workers = 1 // one loop: a leaked budget would stall every connection
 	})

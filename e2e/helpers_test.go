@@ -20,9 +20,9 @@ import (
 
 	"inlet/batchlog"
 	"inlet/batchlog/upkeep"
-	"inlet/kafka"
 	"inlet/meta"
 	"inlet/metrics"
+	"inlet/server"
 	"inlet/tier"
 )
 
@@ -30,11 +30,11 @@ import (
 type broker struct {
 	t    testing.TB
 	dir  string
-	cfg  kafka.Config
+	cfg  server.Config
 	blog *batchlog.Log
 	// upkeep runs the log's retention, compaction, reclaim and producer expiry, as the node does.
 	upkeep *upkeep.Upkeep
-	srv    *kafka.Server
+	srv    *server.Server
 	addr   string
 	// m is the node's metrics: every broker runs with them on (as --metrics-listen does), so
 	// every test, the protocol fuzzer under the race detector included, drives their hooks,
@@ -49,7 +49,7 @@ type broker struct {
 
 // startBroker opens a batch log in a fresh temporary directory and serves it on a random
 // loopback port. mod, when given, adjusts the server config before start.
-func startBroker(t testing.TB, mod func(*kafka.Config)) *broker {
+func startBroker(t testing.TB, mod func(*server.Config)) *broker {
 	t.Helper()
 	cfg := testServerConfig()
 	if mod != nil {
@@ -62,8 +62,8 @@ func startBroker(t testing.TB, mod func(*kafka.Config)) *broker {
 }
 
 // testServerConfig is the server config of a test broker.
-func testServerConfig() kafka.Config {
-	return kafka.Config{
+func testServerConfig() server.Config {
+	return server.Config{
 		Listen:            "127.0.0.1:0",
 		AutoCreateTopics:  true,
 		DefaultPartitions: 4,
@@ -83,7 +83,7 @@ func (b *broker) start() {
 
 func (b *broker) tryStart() error {
 	var keys []int16
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		keys = append(keys, k.ApiKey)
 	}
 	m := metrics.New(keys, "test", "")
@@ -93,7 +93,7 @@ func (b *broker) tryStart() error {
 	}
 	cfg := b.cfg
 	cfg.Metrics = m.Requests
-	srv, err := kafka.New(cfg, cat)
+	srv, err := server.New(cfg, cat)
 	if err != nil {
 		cat.Close()
 		return fmt.Errorf("start server: %w", err)
@@ -111,7 +111,7 @@ func (b *broker) tryStart() error {
 		blog.Close()
 		return err
 	}
-	var remote kafka.RemoteTier
+	var remote server.RemoteTier
 	if tr != nil {
 		upkeepCfg.Tier, remote = tr, tr
 		tr.Start()

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // TestFailedAuthenticationIsDelayedAndGrows: a failed SASL authentication is answered (and the
@@ -20,7 +20,7 @@ import (
 // A success from the address starts it over.
 func TestFailedAuthenticationIsDelayedAndGrows(t *testing.T) {
 	const delay = 150 * time.Millisecond
-	b := secureBroker(t, newTestCA(t), func(c *kafka.Config) { c.FailedAuthenticationDelay = delay })
+	b := secureBroker(t, newTestCA(t), func(c *server.Config) { c.FailedAuthenticationDelay = delay })
 	addr := b.srv.ListenerAddr("sasl")
 	attempt := func(pw string) (int16, time.Duration) {
 		rc := dialRaw(t, addr)
@@ -105,7 +105,7 @@ func TestFramesBeforeAuthenticationAreCapped(t *testing.T) {
 // in-flight budget by stalling; its frame is dropped and the budget given back. A connection
 // waiting for a reply is not idle.
 func TestIdleTimeoutClosesStalledFrames(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.ConnectionsMaxIdle = 300 * time.Millisecond
 		c.InflightBudget = 1 << 20
 		c.Workers = 1
@@ -143,7 +143,7 @@ func TestIdleTimeoutClosesStalledFrames(t *testing.T) {
 // their handshake cannot go around the limit.
 func TestTLSHandshakesCountAgainstConnectionLimits(t *testing.T) {
 	ca := newTestCA(t)
-	b := secureBroker(t, ca, func(c *kafka.Config) { c.MaxConnectionsPerIP = 2 })
+	b := secureBroker(t, ca, func(c *server.Config) { c.MaxConnectionsPerIP = 2 })
 	addr := b.srv.ListenerAddr("sasl_ssl")
 	silent := dialRaw(t, addr) // TCP only, no handshake; a second one below
 	dialRaw(t, addr)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // TestProduceBadBatchAnswersKafkaCodeAndKeepsConnection guards the second tier of errors: a
@@ -15,7 +15,7 @@ import (
 // an error message), nothing of it is stored, and the connection keeps serving.
 func TestProduceBadBatchAnswersKafkaCodeAndKeepsConnection(t *testing.T) {
 	const maxMessage = 8 << 10
-	b := startBroker(t, func(c *kafka.Config) { c.MaxMessageBytes = maxMessage })
+	b := startBroker(t, func(c *server.Config) { c.MaxMessageBytes = maxMessage })
 	const topic = "produce-errors"
 	b.createTopic(topic, 2)
 

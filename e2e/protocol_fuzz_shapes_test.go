@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // The hostile shapes of the protocol fuzzer, beside "mutate" (fuzzOnce: mutated
@@ -129,7 +129,7 @@ func runShape(s int, rng *rand.Rand, addr string, corpus protoCorpus, sh *fuzzSh
 
 // servedVersion is a random version of key among those the node serves.
 func servedVersion(rng *rand.Rand, key int16) int16 {
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		if k.ApiKey == key {
 			return k.MinVersion + int16(rng.IntN(int(k.MaxVersion-k.MinVersion)+1))
 		}
@@ -139,7 +139,7 @@ func servedVersion(rng *rand.Rand, key int16) int16 {
 
 // servedMax is the newest version of key the node serves.
 func servedMax(key int16) int16 {
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		if k.ApiKey == key {
 			return k.MaxVersion
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/conn"
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // Protocol fuzzing over TCP: the real server, on its three kinds of connection (gnet's loops,
@@ -66,7 +66,7 @@ func TestProtocolFuzzOverTCP(t *testing.T) {
 	}
 	rerun := fmt.Sprintf("-protofuzz.seed=%d -protofuzz.shapes=%s -protofuzz.execs=%d -protofuzz.live=%v", seed, *protoFuzzShapes, *protoFuzzExecs, *protoFuzzLive)
 	t.Logf("seed %d (rerun with %s), %d executions", seed, rerun, *protoFuzzExecs)
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = testUsers(t)
 		c.DefaultPartitions = 2
 		c.MaxRequestBytes = 4 << 20
@@ -323,7 +323,7 @@ type protoCorpus struct{ served, unserved [][]byte }
 
 func fuzzCorpus(t *testing.T) protoCorpus {
 	var out protoCorpus
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		for v := k.MinVersion - 1; v <= k.MaxVersion+1; v++ {
 			if v < 0 {
 				continue

@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/conn"
-	"inlet/kafka"
 	"inlet/quota"
+	"inlet/server"
 )
 
 // quotasOf is every quota kadm describes, as "entity key" -> value.
@@ -66,7 +66,7 @@ func alterQuota(t *testing.T, adm *kadm.Client, user *string, key string, v floa
 // only super users may change them, keys this node does not enforce are refused, and the
 // quotas survive a restart on top of the config file's.
 func TestClientQuotasAtRunTime(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.SuperUsers = []string{"admin"}
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
@@ -162,7 +162,7 @@ func TestProducerByteRateHoldsFourProducers(t *testing.T) {
 		t.Skip("13 s of throttled producing")
 	}
 	const rate = 256 << 10
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ProducerByteRate: rate}}
@@ -235,7 +235,7 @@ func TestConsumerByteRateThrottlesFetch(t *testing.T) {
 		t.Skip("5 s of throttled consuming")
 	}
 	const rate = 256 << 10
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Quotas = quota.Bounds{quota.DefaultUser: {quota.ConsumerByteRate: rate}}
 	})
 	b.createTopic("q", 1)
@@ -279,7 +279,7 @@ func (h *disconnects) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { h.n.Add
 // once its requests queued behind the mute hold more than a quarter of the in-flight budget
 // (here 8 MiB) its connection is closed. A producer of another user is not held up meanwhile.
 func TestSendingWhileThrottledIsClosed(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ProducerByteRate: 1024}}
@@ -320,7 +320,7 @@ func TestSendingWhileThrottledIsClosed(t *testing.T) {
 // it are still answered TOPIC_AUTHORIZATION_FAILED (that answer is built on a different
 // response than a served fetch's; it took the node down before).
 func TestThrottledFetchOfADeniedTopic(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
 		c.Quotas = quota.Bounds{"alice": {quota.ConsumerByteRate: 1024}}

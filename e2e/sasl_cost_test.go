@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // plainAttempt logs in with PLAIN over a fresh raw connection to addr and returns the
@@ -51,7 +51,7 @@ func plainAttempt(t *testing.T, addr, user, pw string) int16 {
 // still logs in from the same address during the flood (the cache of verified passwords
 // answers it with one HMAC), and produces.
 func TestWrongPlainPasswordsStopCostingPBKDF2(t *testing.T) {
-	b := secureBroker(t, newTestCA(t), func(c *kafka.Config) { c.FailedAuthenticationDelay = 5 * time.Millisecond })
+	b := secureBroker(t, newTestCA(t), func(c *server.Config) { c.FailedAuthenticationDelay = 5 * time.Millisecond })
 	addr := b.srv.ListenerAddr("sasl")
 	users := b.srv // PlainDerivations: the server's count
 

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"inlet/kafka"
 	"inlet/registry"
 	"inlet/schema"
+	"inlet/server"
 )
 
 const orderSchema = `{"type":"record","name":"Order","namespace":"alice","fields":[{"name":"id","type":"long"},{"name":"amount","type":"double"}]}`
@@ -44,7 +44,7 @@ func schemaBroker(t *testing.T) (*broker, *schema.Registry, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close(context.Background()) })
-	b := startBroker(t, func(c *kafka.Config) { c.Schemas = reg })
+	b := startBroker(t, func(c *server.Config) { c.Schemas = reg })
 	return b, reg, "http://" + rs.Addr()
 }
 

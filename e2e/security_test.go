@@ -32,7 +32,7 @@ import (
 
 	"inlet/auth"
 	"inlet/conn"
-	inletkafka "inlet/kafka"
+	"inlet/server"
 )
 
 // testCA is a certificate authority made in the test, a server certificate for 127.0.0.1
@@ -129,8 +129,8 @@ func testUsers(t testing.TB) *auth.Users {
 
 // secureBroker serves four listeners: SASL_PLAINTEXT first (so on gnet's loops), a PLAINTEXT
 // listener limited to "public.", SASL_SSL, and SSL with optional client certificates.
-func secureBroker(t testing.TB, ca *testCA, mod func(*inletkafka.Config)) *broker {
-	return startBroker(t, func(c *inletkafka.Config) {
+func secureBroker(t testing.TB, ca *testCA, mod func(*server.Config)) *broker {
+	return startBroker(t, func(c *server.Config) {
 		c.Users = testUsers(t)
 		c.Listeners = []conn.Listener{
 			{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},
@@ -434,7 +434,7 @@ func TestPrefixScoping(t *testing.T) {
 // that does not re-authenticate is closed after expiry.
 func TestSASLReauthentication(t *testing.T) {
 	ca := newTestCA(t)
-	b := secureBroker(t, ca, func(c *inletkafka.Config) { c.SessionLifetime = 2 * time.Second })
+	b := secureBroker(t, ca, func(c *server.Config) { c.SessionLifetime = 2 * time.Second })
 	addr := b.srv.ListenerAddr("sasl")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

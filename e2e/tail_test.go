@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // metricValue is the value of the unlabelled counter, or the sum and count of the unlabelled
@@ -196,7 +196,7 @@ func TestTailFetchAnsweredPromptlyAfterProduce(t *testing.T) {
 // broker's CPU is reported as cpu-µs/op (its process runs in the benchmark's).
 func BenchmarkProduceBesideParkedFetches(b *testing.B) {
 	const parked = 200
-	br := startBroker(b, func(c *kafka.Config) { c.DefaultPartitions = parked + 1 })
+	br := startBroker(b, func(c *server.Config) { c.DefaultPartitions = parked + 1 })
 	const topic = "parked"
 	br.createTopic(topic, parked+1)
 	for i := range parked {

@@ -19,7 +19,7 @@ import (
 
 	"inlet/auth"
 	"inlet/conn"
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // Tenant isolation, walked API by API: alice (prefix "a.") asks every API key the README's
@@ -717,7 +717,7 @@ func isoProbes(nodeID int32) []isoProbe {
 // user; alice walks every API key of the README's table asking about them (see the top of
 // this file) and learns nothing, and changes nothing.
 func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = isolationUsers(t)
 		c.SuperUsers = []string{"chief"}
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
@@ -794,7 +794,7 @@ func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
 
 	keys := readmeAPIKeys(t)
 	served := map[int16]int16{}
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		served[k.ApiKey] = k.MaxVersion
 	}
 	byKey := map[int16][]isoProbe{}
@@ -929,7 +929,7 @@ func isoSnapshot(t *testing.T, addr string) []isoState {
 // (committed, fetched, deleted) and answers bob's TOPIC_AUTHORIZATION_FAILED per partition
 // (Kafka's READ on each topic), storing and deleting nothing of them.
 func TestOffsetAPIsCheckEachTopic(t *testing.T) {
-	b := startBroker(t, func(c *kafka.Config) {
+	b := startBroker(t, func(c *server.Config) {
 		c.Users = isolationUsers(t)
 		c.SuperUsers = []string{"chief"}
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}

@@ -15,7 +15,7 @@ import (
 
 	"inlet/auth"
 	"inlet/conn"
-	"inlet/kafka"
+	"inlet/server"
 )
 
 // tenantUsers are alice (alice.), bob (bob.) and admin (every topic), as a config file gives
@@ -38,7 +38,7 @@ func tenantUsers(t testing.TB) *auth.Users {
 }
 
 func tenantBroker(t *testing.T) *broker {
-	return startBroker(t, func(c *kafka.Config) {
+	return startBroker(t, func(c *server.Config) {
 		c.Users = tenantUsers(t)
 		c.SuperUsers = []string{"admin"}
 		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}

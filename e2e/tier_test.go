@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"inlet/batchlog"
-	"inlet/kafka"
 	"inlet/objstore"
 	"inlet/objstore/objtest"
+	"inlet/server"
 	"inlet/tier"
 )
 
@@ -52,7 +52,7 @@ func versityBucket(t *testing.T, prefix string) (*objtest.Server, objstore.Bucke
 }
 
 // tieredServerConfig runs local retention often, as the tier's passes run.
-func tieredServerConfig() kafka.Config {
+func tieredServerConfig() server.Config {
 	cfg := testServerConfig()
 	cfg.Upkeep.RetentionCheckInterval = 100 * time.Millisecond
 	return cfg

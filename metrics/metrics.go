@@ -47,7 +47,7 @@ const namespace = "inlet"
 // Metrics is one node's registry and its parts.
 type Metrics struct {
 	Registry *prometheus.Registry
-	Requests *Requests // the server's hooks (kafka.Config.Metrics)
+	Requests *Requests // the server's hooks (server.Config.Metrics)
 	Commits  *Commits  // the batch log's observer (batchlog.Options.Observer)
 
 	ready atomic.Bool

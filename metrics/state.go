@@ -25,7 +25,7 @@ type Log interface {
 }
 
 // Node is what the state collector reads from the Kafka server at scrape time
-// (kafka.Server implements it).
+// (server.Server implements it).
 type Node interface {
 	// InflightBudget is the in-flight budget's bytes held now and its limit.
 	InflightBudget() (used, limit int64)

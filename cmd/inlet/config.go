@@ -14,9 +14,9 @@ import (
 	"inlet/auth"
 	"inlet/config"
 	"inlet/conn"
-	"inlet/kafka"
 	"inlet/registry"
 	"inlet/schema"
+	"inlet/server"
 )
 
 // security is what the config file adds beyond flags: its settings, and the user directory
@@ -156,7 +156,7 @@ func scramCommand(args []string) int {
 // reloadUsers is SIGHUP: the config file's users (credentials and prefixes) are read again and
 // take effect without dropping connections; a removed user's connections are closed. Nothing
 // else in the file is reloaded. A file that does not load changes nothing (logged).
-func reloadUsers(logger *slog.Logger, srv *kafka.Server, path string) {
+func reloadUsers(logger *slog.Logger, srv *server.Server, path string) {
 	if path == "" {
 		logger.Warn("SIGHUP: no --config file to reload")
 		return

@@ -17,8 +17,8 @@ import (
 	"inlet/batchlog/upkeep"
 	"inlet/bytesize"
 	"inlet/conn"
-	"inlet/kafka"
 	"inlet/meta"
+	"inlet/server"
 	"inlet/tier"
 )
 
@@ -55,14 +55,14 @@ func main() {
 	if err != nil {
 		usage("--max-connections-per-ip-overrides: %v", err)
 	}
-	superUsers, err := kafka.ParseSuperUsers(*o.superUsers)
+	superUsers, err := server.ParseSuperUsers(*o.superUsers)
 	if err != nil {
 		usage("--super-users: %v", err)
 	}
 	rs := o.remote()
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	memoryLimit(logger, o, rs, conn.AnySASL(listeners))
-	blog, srv, remote := openNode(logger, opts, rs, kafka.Config{
+	blog, srv, remote := openNode(logger, opts, rs, server.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,
 		NodeID:            int32(*o.nodeID),
@@ -174,7 +174,7 @@ func newLogger(levelName string) *slog.Logger {
 
 // waitForStop waits for SIGTERM or SIGINT, reloading the config file's users on each SIGHUP
 // meanwhile, and returns the signal that ends the wait.
-func waitForStop(logger *slog.Logger, srv *kafka.Server, configPath string) os.Signal {
+func waitForStop(logger *slog.Logger, srv *server.Server, configPath string) os.Signal {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	got := <-sig
@@ -261,7 +261,7 @@ func usage(f string, a ...any) {
 // openNode opens the catalog, builds the server on it, opens the log with the server's
 // transaction coordinator (the log verifies transactional batches against it) and starts the
 // server on the log. It exits on an error.
-func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cfg kafka.Config) (*batchlog.Log, *kafka.Server, *tier.Tier) {
+func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cfg server.Config) (*batchlog.Log, *server.Server, *tier.Tier) {
 	cat := meta.Discard(logger)
 	if !opts.Discard {
 		var err error
@@ -270,7 +270,7 @@ func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cf
 			os.Exit(1)
 		}
 	}
-	srv, err := kafka.New(cfg, cat)
+	srv, err := server.New(cfg, cat)
 	if err != nil {
 		logger.Error("start", "err", err)
 		cat.Close()

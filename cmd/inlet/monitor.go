@@ -6,8 +6,8 @@ import (
 	"os"
 
 	"inlet/batchlog"
-	"inlet/kafka"
 	"inlet/metrics"
+	"inlet/server"
 	"inlet/tier"
 )
 
@@ -28,7 +28,7 @@ func startMonitor(logger *slog.Logger, addr string, pprof bool) *monitor {
 		return nil
 	}
 	var keys []int16
-	for _, k := range kafka.SupportedAPIs() {
+	for _, k := range server.SupportedAPIs() {
 		keys = append(keys, k.ApiKey)
 	}
 	rev, _, _, _ := buildInfo()
@@ -60,7 +60,7 @@ func (mo *monitor) requests() *metrics.Requests {
 
 // ready adds the state of the log, the server and the remote tier to what is scraped and turns /readyz to 200:
 // recovery is done and every listener is up.
-func (mo *monitor) ready(blog *batchlog.Log, srv *kafka.Server, remote *tier.Tier) {
+func (mo *monitor) ready(blog *batchlog.Log, srv *server.Server, remote *tier.Tier) {
 	if mo == nil {
 		return
 	}

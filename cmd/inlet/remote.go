@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"inlet/batchlog"
-	"inlet/kafka"
 	"inlet/meta"
 	"inlet/objstore"
+	"inlet/server"
 	"inlet/tier"
 )
 
@@ -69,7 +69,7 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 }
 
 // remoteTier is t as the server takes it: a nil interface without a tier.
-func remoteTier(t *tier.Tier) kafka.RemoteTier {
+func remoteTier(t *tier.Tier) server.RemoteTier {
 	if t == nil {
 		return nil
 	}

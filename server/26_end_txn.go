@@ -1,0 +1,29 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/acl"
+	"inlet/wire"
+)
+
+// EndTxn v0-v3: commit or abort the producer's transaction. Answered once the decision is
+// durable and, normally, once the markers are written and the offsets applied (package
+// txn). PRODUCER_FENCED from v2. v4+ (TRANSACTION_ABORTABLE, KIP-890) is not advertised.
+const endTxnKey = 26
+
+func init() {
+	register(api{key: endTxnKey, min: 0, max: 3, handle: handleEndTxn,
+		authz: inHandler(onTxnIDs(acl.Write))})
+}
+
+func handleEndTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.EndTxnRequest)
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	if !s.subjectOf(r).TxnID(acl.Write, req.TransactionalID) {
+		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
+		return resp, nil
+	}
+	resp.ErrorCode = fenced(s.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
+	return resp, nil
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"inlet/auth"
+	"inlet/batchlog"
+	"inlet/meta"
+	"inlet/txn"
+	"inlet/wire"
+)
+
+// The node is its own transaction coordinator (FindCoordinator with key type 1 names it).
+// Transaction state lives in package txn; this file wires it to the batch log (markers, the
+// check before a partition's first transactional batch) and to the group coordinator
+// (offsets committed in a transaction). The handlers are 22 (InitProducerId with a
+// transactional id), 24, 25, 26, 28, 65 and 66.
+
+// transactionMaxTimeout is transaction.max.timeout.ms's default.
+const transactionMaxTimeout = 15 * time.Minute
+
+// loadTxns builds the transaction coordinator on the catalog, before the log opens (the log
+// takes it: Txns). Its markers go to the log, and its offsets to the group coordinator, once
+// startTxns has started it.
+func (s *Server) loadTxns() error {
+	c, err := txn.New(txn.Config{
+		Store:        s.meta,
+		MaxTimeout:   transactionMaxTimeout,
+		IDExpiration: s.cfg.TransactionalIDExpiration,
+		WriteMarkers: s.writeMarkers,
+		CommitOffsets: func(group string, offsets []txn.PendingOffset) error {
+			now := time.Now().UnixMilli()
+			m := make(map[meta.OffsetKey]meta.CommittedOffset, len(offsets))
+			at := make(map[meta.OffsetKey]int64, len(offsets))
+			for _, o := range offsets {
+				k := meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}
+				m[k] = meta.CommittedOffset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: now}
+				at[k] = o.At
+			}
+			return s.groups.ApplyTxnOffsets(group, m, at)
+		},
+		Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.txns = c
+	return nil
+}
+
+// startTxns starts the transaction coordinator on the log (Start has set s.blog), then the
+// groups' offset expiry, which asks it about pending offsets.
+func (s *Server) startTxns() {
+	s.txns.Start()
+	s.groups.Start()
+}
+
+// writeMarkers appends a marker to each partition in one request and waits until they are
+// durable. A partition of a topic deleted since it was added is skipped.
+func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16, outcome txn.Marker, parts []txn.TopicPartition) error {
+	now := time.Now().UnixMilli()
+	kind := batchlog.AbortMarker
+	if outcome == txn.CommitMarker {
+		kind = batchlog.CommitMarker
+	}
+	req := &batchlog.Request{}
+	for _, tp := range parts {
+		t, ok := s.blog.Topic(tp.Topic)
+		if !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+			continue
+		}
+		req.Appends = append(req.Appends, batchlog.MarkerAppend(t.Partitions[tp.Partition], producerID, epoch, kind, 0, now))
+	}
+	if len(req.Appends) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	req.Done = func(*batchlog.Request) { close(done) }
+	s.blog.Submit(req)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, a := range req.Appends {
+		if a.Err != 0 {
+			return fmt.Errorf("marker on %s-%d: error %d", a.Partition.Topic, a.Partition.Index, a.Err)
+		}
+	}
+	return nil
+}
+
+// principal is the connection's restricted principal, or nil when it may use everything.
+func principal(r *request) *auth.Principal {
+	return r.c.Principal()
+}
+
+// fenced answers PRODUCER_FENCED to clients that know it and INVALID_PRODUCER_EPOCH to older
+// ones (KIP-588: the versions below since brings it).
+func fenced(code int16, version, since int16) int16 {
+	if code == wire.ErrProducerFenced && version < since {
+		return wire.ErrInvalidProducerEpoch
+	}
+	return code
+}
+
+// closeCoordinators stops the transaction coordinator's timeouts, then the groups.
+func (s *Server) closeCoordinators() {
+	if s.txns != nil {
+		s.txns.Close()
+	}
+	if s.groups != nil { // nil until Start loads them
+		s.groups.Close()
+	}
+}
