@@ -2,12 +2,16 @@
 # Runs a command and keeps its raw output under results/, headed by the machine, Go version,
 # date, git commit and the exact command, so every figure quoted in BENCHMARKS.md has its source.
 #   scripts/record.sh NAME command args...   ->  results/NAME-YYYYmmdd-HHMMSS.txt
+# RECORD_ROOT: the work tree the command runs in and whose commit the header names (default: this
+# repository); RECORD_DIR: where the file goes (default: results/ under RECORD_ROOT). A clean
+# worktree of a commit with RECORD_DIR pointing back here keeps the header free of "(dirty)".
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "${RECORD_ROOT:-$(dirname "$0")/..}"
 name=$1
 shift
-mkdir -p results
-out="results/$name-$(date -u +%Y%m%d-%H%M%S).txt"
+dir=${RECORD_DIR:-results}
+mkdir -p "$dir"
+out="$dir/$name-$(date -u +%Y%m%d-%H%M%S).txt"
 {
   echo "# command: $*"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
