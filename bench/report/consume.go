@@ -79,18 +79,23 @@ const consumeNotes = "Each run's broker is the one the produce figures above wer
 	"acknowledged record must be received once and none may fail, or the run counts as failed. The consumers and " +
 	"producers share the machine with the broker."
 
+// consumeHeading names a consume configuration: its load, shape and targets.
+func consumeHeading(f *bench.File) string {
+	shape := ""
+	if f.Consume.Shape != "" {
+		shape = ", consume shape " + f.Consume.Shape
+	}
+	return fmt.Sprintf("%s%s: %s", f.Label, shape, strings.Join(targetNames(f), ", "))
+}
+
 func renderConsume(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
-	gs := chartedFirst(groupsBy(files, func(f *bench.File) string {
+	gs, older := shown(chartedFirst(groupsBy(files, func(f *bench.File) string {
 		return f.Label + "\x00" + f.Consume.Label() + "\x00" + strings.Join(targetNames(f), ",")
-	}))
+	})))
 	for gi, g := range gs {
 		f := g[0]
 		sum := bench.Summarize(f.Runs, f.Baseline)
-		shape := ""
-		if f.Consume.Shape != "" {
-			shape = ", consume shape " + f.Consume.Shape
-		}
-		fmt.Fprintf(b, "### %s%s: %s\n\n", f.Label, shape, strings.Join(targetNames(f), ", "))
+		fmt.Fprintf(b, "### %s\n\n", consumeHeading(f))
 		provenance(b, f, link)
 		fmt.Fprintf(b, "Consume phase: %s. Baseline: `%s`.\n\n", f.Consume.Label(), f.Baseline)
 		table(b, consumeColumns, sum)
@@ -133,5 +138,6 @@ func renderConsume(b *strings.Builder, files []*bench.File, link, chartLink func
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(chartConsumeCatchup), eff.Title,
 			chartLink(chartConsumeCPU), lat.Title, chartLink(chartConsumeTail))
 	}
+	olderConfigurations(b, older, consumeHeading, link)
 	b.WriteString(consumeNotes + " `inlet-discard` stores nothing and is not read.\n")
 }

@@ -283,6 +283,40 @@ func provenance(b *strings.Builder, f *bench.File, link func(string) string) {
 	b.WriteString("\n")
 }
 
+// shownGroups is how many configurations of a section are rendered in full, newest first (the
+// charted one of compare and consume counts among them). Older configurations are listed by a
+// line each that links their newest file: their figures stay in results/, and the page shows
+// what was measured last rather than every load ever measured.
+const shownGroups = 3
+
+// shown splits a section's groups (in the order they are rendered) into those rendered in full
+// and the older rest.
+func shown(gs [][]*bench.File) (full, older [][]*bench.File) {
+	if len(gs) <= shownGroups {
+		return gs, nil
+	}
+	return gs[:shownGroups], gs[shownGroups:]
+}
+
+// olderConfigurations lists the groups not rendered in full: heading, newest file, date, commit.
+func olderConfigurations(b *strings.Builder, gs [][]*bench.File, heading func(*bench.File) string, link func(string) string) {
+	if len(gs) == 0 {
+		return
+	}
+	b.WriteString("Older configurations (newest run of each; `bin/bench report` renders the newest " +
+		fmt.Sprint(shownGroups) + " in full):\n\n")
+	for _, g := range gs {
+		f := g[0]
+		fmt.Fprintf(b, "- %s: [%s](%s) (%s, `%s`", mdEscape(heading(f)), filepath.Base(f.Name), link(f.Name),
+			f.Started.UTC().Format("2006-01-02"), human.ShortCommit(f.Machine.GitCommit))
+		if n := len(g) - 1; n > 0 {
+			fmt.Fprintf(b, "; %d earlier", n)
+		}
+		b.WriteString(")\n")
+	}
+	b.WriteString("\n")
+}
+
 func earlier(b *strings.Builder, fs []*bench.File, link func(string) string) {
 	if len(fs) == 0 {
 		return
@@ -389,7 +423,8 @@ func workersText(w int) string {
 func renderSweep(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	chart := svg.LineChart{Title: "Inlet throughput against gnet event-loop workers", Subtitle: "newest sweep of each configuration; dots are single runs", XLabel: "inlet --workers",
 		YLabel: "acknowledged records/s (median)", LogX: true, XFormat: func(v float64) string { return svg.TrimFloat(v) }}
-	for _, g := range groups(files) {
+	gs, older := shown(groups(files))
+	for _, g := range gs {
 		f := g[0]
 		sum := bench.Summarize(f.Runs, "")
 		fmt.Fprintf(b, "### %s\n\n", f.Label)
@@ -410,6 +445,7 @@ func renderSweep(b *strings.Builder, files []*bench.File, link, chartLink func(s
 		slices.SortFunc(s.Points, func(a, b svg.Point) int { return cmpFloat(a.X, b.X) })
 		chart.Series = append(chart.Series, s)
 	}
+	olderConfigurations(b, older, func(f *bench.File) string { return f.Label }, link)
 	charts[chartSweep] = chart.SVG()
 	fmt.Fprintf(b, "![%s](%s)\n\n%s\n", chart.Title, chartLink(chartSweep), columnNotes)
 }
@@ -417,7 +453,8 @@ func renderSweep(b *strings.Builder, files []*bench.File, link, chartLink func(s
 func renderLatency(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
 	chart := svg.LineChart{Title: "Inlet ack latency p99 against offered load", Subtitle: "newest latency run of each configuration; dots are single runs", XLabel: "offered records/s (open loop)",
 		YLabel: "ack latency p99 (ms, median)", YFormat: func(v float64) string { return svg.TrimFloat(v) }}
-	for _, g := range groups(files) {
+	gs, older := shown(groups(files))
+	for _, g := range gs {
 		f := g[0]
 		sum := bench.Summarize(f.Runs, "")
 		// Offered rate ascending, the flat-out reference last.
@@ -447,6 +484,7 @@ func renderLatency(b *strings.Builder, files []*bench.File, link, chartLink func
 		}
 		chart.Series = append(chart.Series, s)
 	}
+	olderConfigurations(b, older, func(f *bench.File) string { return f.Label }, link)
 	charts[chartLatency] = chart.SVG()
 	fmt.Fprintf(b, "![%s](%s)\n\nWith an offered rate loadgen runs open loop: each record has an intended send time fixed in "+
 		"advance and its latency is measured from it, so a stalled broker shows as latency rather than as a slower sender. "+
@@ -469,7 +507,7 @@ func chartedFirst(gs [][]*bench.File) [][]*bench.File {
 }
 
 func renderCompare(b *strings.Builder, files []*bench.File, link, chartLink func(string) string, charts map[string][]byte) {
-	gs := chartedFirst(groups(files))
+	gs, older := shown(chartedFirst(groups(files)))
 	charted := 0
 	for gi, g := range gs {
 		f := g[0]
@@ -510,6 +548,7 @@ func renderCompare(b *strings.Builder, files []*bench.File, link, chartLink func
 		charts[chartCompare], charts[chartCompareCPU] = thr.SVG(), cpu.SVG()
 		fmt.Fprintf(b, "![%s](%s) ![%s](%s)\n\n", thr.Title, chartLink(chartCompare), cpu.Title, chartLink(chartCompareCPU))
 	}
+	olderConfigurations(b, older, func(f *bench.File) string { return f.Label + ": " + strings.Join(targetNames(f), ", ") }, link)
 	b.WriteString("Targets: `inlet` is durable (acknowledges after fsync); `inlet-discard` acknowledges without storing " +
 		"(`--storage discard`, the protocol path alone); `kfake` is franz-go's in-memory fake broker; `kfake-sync` is kfake " +
 		"with a data directory and an fsync per batch (`kfake.DataDir` + `kfake.SyncWrites`), run by `cmd/kfake-broker`. " +

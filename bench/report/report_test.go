@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"inlet/bench"
+	"inlet/bench/proc"
 )
 
 // fixtureFiles reads bench/testdata/results as if it were the results directory of a root at
@@ -296,4 +298,43 @@ func checkSVG(t *testing.T, b []byte) map[string]int {
 		t.Fatalf("unbalanced document (depth %d, %d svg elements)", depth, counts["svg"])
 	}
 	return counts
+}
+
+// TestReportListsOlderConfigurationsByALine: past shownGroups configurations, a section renders
+// the newest in full (the charted comparison of several brokers among them) and names each older
+// one by a line that links its newest file.
+func TestReportListsOlderConfigurationsByALine(t *testing.T) {
+	var files []*bench.File
+	for i := range 5 {
+		f := sampleFile(bench.KindCompare)
+		f.Baseline = bench.TargetInlet
+		f.Targets = []proc.Target{{Name: "inlet"}}
+		if i == 0 {
+			f.Targets = append(f.Targets, proc.Target{Name: "klite"}) // the oldest, charted
+		}
+		f.Label = fmt.Sprintf("load %d", i)
+		f.Name = fmt.Sprintf("results/compare-%d.json", i)
+		f.Started = f.Started.Add(time.Duration(i) * time.Hour)
+		files = append(files, f)
+	}
+	again := *files[1]
+	again.Name, again.Started = "results/compare-1b.json", files[4].Started.Add(-time.Minute)
+	files = append(files[:4], &again, files[4])
+	sections, _ := renderReport(files, "results", func(s string) string { return s })
+	body := sectionBody(t, sections, bench.KindCompare)
+	mustContain(t, "compare section", body, "### load 0: inlet, klite", "### load 4: inlet", "### load 1: inlet",
+		"Older configurations (newest run of each; `bin/bench report` renders the newest 3 in full):",
+		"- load 3: inlet: [compare-3.json](results/compare-3.json) (2025-03-04, `abc`)",
+		"- load 2: inlet: [compare-2.json](results/compare-2.json) (2025-03-04, `abc`)")
+	for _, gone := range []string{"### load 2", "### load 3"} {
+		if strings.Contains(body, gone) {
+			t.Errorf("%s is rendered in full", gone)
+		}
+	}
+	if !strings.Contains(body, "Earlier runs of this configuration: [compare-1.json]") {
+		t.Error("the earlier run of a configuration rendered in full is not listed")
+	}
+	if strings.Index(body, "- load 3") > strings.Index(body, "- load 2") {
+		t.Error("older configurations are not newest first")
+	}
 }
