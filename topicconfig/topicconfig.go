@@ -110,27 +110,49 @@ func levelOf(def, lo, hi int64) func(string) error {
 	}
 }
 
-// metadataVersion is MetadataVersionValidator as message.format.version reads it: a Kafka
-// version, "0.10.0", "2.8" or "3.0-IV1".
+// metadataVersion is MetadataVersionValidator as Kafka 3.9 reads message.format.version
+// (MetadataVersion.fromVersionString): a version of 0.x keeps three dot-separated parts, a
+// later one two ("0.10.0.0" reads "0.10.0", "3.0.1" reads "3.0"), and what is left must name
+// one of the 3.9 broker's inter-broker protocol versions, by its release ("2.8") or with its
+// sub-version ("2.8-IV1").
 func metadataVersion(v string) error {
-	base, iv, hasIV := strings.Cut(v, "-IV")
-	parts := strings.Split(base, ".")
-	ok := len(parts) >= 2 && len(parts) <= 3
-	for _, p := range parts {
-		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			ok = false
-		}
+	parts := strings.Split(v, ".")
+	keep := 2
+	if strings.HasPrefix(v, "0.") {
+		keep = 3
 	}
-	if hasIV {
-		if _, err := strconv.ParseUint(iv, 10, 16); err != nil {
-			ok = false
-		}
+	key := v
+	if len(parts) > keep {
+		key = strings.Join(parts[:keep], ".")
 	}
-	if !ok {
-		return fmt.Errorf("Version %q is not a valid version", v)
+	if !ibpVersions[key] {
+		return fmt.Errorf("Version %s is not a valid version", v)
 	}
 	return nil
 }
+
+// ibpVersions are the names MetadataVersion.fromVersionString accepts in Kafka 3.9: every
+// release from 0.8.0 to 3.9, and each of its versions with its "-IVn" sub-version.
+var ibpVersions = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range []struct {
+		release string
+		ivs     int // sub-versions IV0..IV(n-1); 0: the release has none
+	}{
+		{"0.8.0", 0}, {"0.8.1", 0}, {"0.8.2", 0}, {"0.9.0", 0},
+		{"0.10.0", 2}, {"0.10.1", 3}, {"0.10.2", 1}, {"0.11.0", 3},
+		{"1.0", 1}, {"1.1", 1}, {"2.0", 2}, {"2.1", 3}, {"2.2", 2}, {"2.3", 2}, {"2.4", 2},
+		{"2.5", 1}, {"2.6", 1}, {"2.7", 3}, {"2.8", 2},
+		{"3.0", 2}, {"3.1", 1}, {"3.2", 1}, {"3.3", 4}, {"3.4", 1}, {"3.5", 3}, {"3.6", 3},
+		{"3.7", 5}, {"3.8", 1}, {"3.9", 1},
+	} {
+		m[r.release] = true
+		for i := 0; i < r.ivs; i++ {
+			m[fmt.Sprintf("%s-IV%d", r.release, i)] = true
+		}
+	}
+	return m
+}()
 
 func between(lo, hi float64) func(string) error {
 	return func(v string) error {
