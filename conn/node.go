@@ -54,6 +54,7 @@ type Config struct {
 	Quotas          *quota.Manager
 
 	MaxConnections               int            // max.connections
+	MaxConnectionCreationRate    float64        // max.connection.creation.rate (KIP-612), per second; 0: none
 	MaxConnectionsPerIP          int            // max.connections.per.ip
 	MaxConnectionsPerIPOverrides map[string]int // max.connections.per.ip.overrides
 	ConnectionsMaxIdle           time.Duration  // connections.max.idle.ms; negative: off
@@ -118,6 +119,7 @@ func (n *Node) Start() error {
 	}
 	var bootErr error // the advertised address's, from gnetBooted
 	g, err := n.tr.ServeGnet(&endpoint{n, n.gnetL}, transport.GnetConfig{
+		Name:    n.gnetL.Name,
 		Addr:    n.cfg.Listen, // setupListeners' choice: the first plaintext listener's address
 		Workers: n.cfg.Workers,
 		Booted:  func(addr *net.TCPAddr) error { bootErr = n.gnetBooted(addr); return bootErr },
@@ -151,9 +153,13 @@ func (n *Node) newTransport() *transport.Transport {
 		MinFrame:      minFrame,
 		Clock:         n.clock.Load,
 		Logger:        n.log,
+
+		MaxConnectionRate: n.cfg.MaxConnectionCreationRate,
 	}
 	if n.m != nil {
 		tc.Sent = n.m.Sent
+		tc.ListenerEvent = n.m.ListenerEvent
+		tc.AcceptThrottled = n.m.AcceptThrottled
 	}
 	return transport.New(tc)
 }
@@ -265,6 +271,9 @@ func (n *Node) OpenConnections() map[string]int {
 	t.mu.Unlock()
 	return out
 }
+
+// Listeners is the state of every listener's acceptor (accept errors, whether it is serving).
+func (n *Node) Listeners() []transport.ListenerState { return n.tr.Listeners() }
 
 // Refusals counts refused or closed connections by reason since start.
 func (n *Node) Refusals() map[string]int64 {

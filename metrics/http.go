@@ -21,8 +21,9 @@ import (
 //
 //	/metrics       the registry in Prometheus text format
 //	/healthz       200 while the process serves HTTP at all
-//	/readyz        200 once SetReady(true) (recovery done, listeners up), else 503; while the
-//	               remote tier's last pass failed, a line that says so follows "ready"
+//	/readyz        200 once SetReady(true) (recovery done, listeners up), else 503; 503 also
+//	               while a listener is not accepting (listeners.go), with a line naming it;
+//	               while the remote tier's last pass failed, a line that says so follows "ready"
 //	/debug/pprof/  net/http/pprof's handlers, only when withPprof (--pprof); 404 otherwise
 func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
@@ -33,6 +34,10 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !m.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if down := m.Requests.listenersDown(); down != "" {
+			http.Error(w, "not ready\n"+down, http.StatusServiceUnavailable)
 			return
 		}
 		msg := "ready\n"

@@ -1,10 +1,12 @@
 package metrics
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"inlet/batchlog"
 	"inlet/groups"
@@ -42,6 +44,9 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	m.Watch(log, fakeNode{offsets: []groups.CommittedOffset{{Group: "g", Topic: "t", Partition: 0, Offset: 0}}})
 	m.WatchRemote(fakeRemote{})
 	m.Requests.Error(0, 3) // error series appear with the first error
+	m.Requests.ListenerEvent("PLAINTEXT", nil)
+	m.Requests.ListenerEvent("PLAINTEXT", errors.New("accept: too many open files"))
+	m.Requests.AcceptThrottled(time.Millisecond)
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

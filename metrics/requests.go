@@ -37,6 +37,8 @@ type Requests struct {
 	fetchWakeups      prometheus.Counter
 
 	errDesc *prometheus.Desc
+
+	listeners *listenerMetrics // listeners.go
 }
 
 // NewRequests registers the request metrics with reg, resolving the children of every key in
@@ -86,6 +88,7 @@ func NewRequests(reg prometheus.Registerer, apiKeys []int16) *Requests {
 	}
 	m.errs = make([][errorSlots]atomic.Uint64, len(m.keys))
 	reg.MustRegister(count, latency, m.bytesIn, m.bytesOut, m.fetchWakeups, (*requestErrors)(m))
+	m.listeners = newListenerMetrics(reg)
 	return m
 }
 

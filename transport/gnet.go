@@ -1,113 +1,97 @@
 package transport
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
 
 	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
 )
 
 // GnetConfig is one gnet listener.
 type GnetConfig struct {
+	Name    string // in logs and ListenerState
 	Addr    string // host:port (port 0 picks one)
 	Workers int    // event loops; 0: one per CPU
 	// Booted, when set, is called with the bound address before any connection is served (a
-	// handler may then read what it settles without a lock); an error stops the engine and
+	// handler may then read what it settles without a lock); an error closes the listener and
 	// ServeGnet returns it.
 	Booted func(addr *net.TCPAddr) error
 }
 
 // Gnet is a listener served by gnet's event loops: framing runs on the loop of each
 // connection, and the loop owns the framing state (Conn.partial, Conn.nextSeq).
+//
+// gnet runs as a client engine (gnet.NewClient: event loops and no listener of its own), and
+// the listener is the transport's: its acceptor (accept.go) accepts each connection and
+// enrolls it into a loop (Client.EnrollContext duplicates the descriptor into the loop's
+// poller, runs OnOpen on the loop and waits for it, and closes the duplicate's original). So an
+// accept error, which would shut gnet's own engine down with every connection on it, never
+// reaches gnet.
 type Gnet struct {
 	gnet.BuiltinEventEngine
 
-	t       *Transport
-	h       Handler
-	cfg     GnetConfig
-	eng     gnet.Engine
-	addr    *net.TCPAddr
-	booted  chan struct{}
-	bootErr error // set by OnBoot before booted is closed
-	runErr  chan error
+	t    *Transport
+	h    Handler
+	cfg  GnetConfig
+	cli  *gnet.Client
+	nl   net.Listener
+	acc  *acceptor
+	addr *net.TCPAddr
 }
 
 // ServeGnet listens on cfg.Addr and serves it with h until Stop. It returns once the listener
 // is bound (and Booted has run).
 func (t *Transport) ServeGnet(h Handler, cfg GnetConfig) (*Gnet, error) {
-	g := &Gnet{t: t, h: h, cfg: cfg, booted: make(chan struct{}), runErr: make(chan error, 1)}
+	g := &Gnet{t: t, h: h, cfg: cfg}
+	if g.cfg.Name == "" {
+		g.cfg.Name = "gnet"
+	}
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReuseAddr(true),
 		gnet.WithLogger(gnetLogger{t.log}),
 	}
 	if cfg.Workers > 0 {
 		opts = append(opts, gnet.WithNumEventLoop(cfg.Workers))
 	}
-	go func() { g.runErr <- gnet.Run(g, "tcp://"+cfg.Addr, opts...) }()
-	select {
-	case <-g.booted:
-	case err := <-g.runErr:
+	// net.Listen sets SO_REUSEADDR, as gnet.WithReuseAddr did.
+	nl, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	if g.bootErr != nil {
-		<-g.runErr // OnBoot answered Shutdown: Run returns without serving
-		return nil, g.bootErr
+	g.nl = nl
+	g.addr = nl.Addr().(*net.TCPAddr)
+	if cfg.Booted != nil {
+		if err := cfg.Booted(g.addr); err != nil {
+			nl.Close()
+			return nil, err
+		}
 	}
+	cli, err := gnet.NewClient(g, opts...)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	g.cli = cli
+	g.acc = t.startAcceptor(g.cfg.Name, nl, func(nc net.Conn) error {
+		_, err := cli.EnrollContext(nc, nil) // closes nc, whatever it answers
+		return err
+	})
 	return g, nil
 }
 
 // Addr is the bound address.
 func (g *Gnet) Addr() *net.TCPAddr { return g.addr }
 
-// Stop stops the event loops (closing every connection) and waits for them.
+// Stop closes the listener, then stops the event loops (closing every connection) and waits
+// for them.
 func (g *Gnet) Stop() error {
-	err := g.eng.Stop(context.Background())
-	<-g.runErr
-	return err
-}
-
-// OnBoot records the engine, learns the bound address and runs Booted. It runs before the
-// event loops start, so clients already queued on the listener, as after a restart, are
-// served only once it is done.
-func (g *Gnet) OnBoot(eng gnet.Engine) gnet.Action {
-	g.eng = eng
-	g.bootErr = g.resolveAddr()
-	if g.bootErr == nil && g.cfg.Booted != nil {
-		g.bootErr = g.cfg.Booted(g.addr)
-	}
-	close(g.booted)
-	if g.bootErr != nil {
-		return gnet.Shutdown
-	}
-	return gnet.None
-}
-
-// resolveAddr learns the bound port (the address may ask for port 0) from a duplicate of the
-// listener's descriptor.
-func (g *Gnet) resolveAddr() error {
-	fd, err := g.eng.Dup()
-	if err != nil {
-		return fmt.Errorf("listener address: %w", err)
-	}
-	defer unix.Close(fd)
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return fmt.Errorf("listener address: %w", err)
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		g.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	case *unix.SockaddrInet6:
-		g.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	default:
-		return fmt.Errorf("unexpected listener address %T", sa)
-	}
-	return nil
+	g.acc.close()
+	return g.cli.Stop()
 }
 
 // OnOpen makes the connection and asks the handler; while draining, or refused, it is closed

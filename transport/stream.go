@@ -143,37 +143,26 @@ func (sc *streamConn) writeLoop() {
 }
 
 // ServeStream serves the connections nl accepts with h, a reader and a writer goroutine
-// each, until CloseStreams (which closes nl).
+// each, until CloseStreams (which closes nl). Accepting is accept.go's: an accept error never
+// stops it.
 func (t *Transport) ServeStream(h Handler, nl net.Listener, cfg StreamConfig) {
-	t.streamMu.Lock()
-	t.listeners = append(t.listeners, nl)
-	t.streamMu.Unlock()
 	t.streamW.Add(1)
-	go t.acceptLoop(h, nl, cfg)
-}
-
-func (t *Transport) acceptLoop(h Handler, nl net.Listener, cfg StreamConfig) {
-	defer t.streamW.Done()
-	backoff := time.Millisecond
-	for {
-		nc, err := nl.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// EMFILE and friends: wait a little, as net/http does.
-			time.Sleep(backoff)
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = time.Millisecond
+	a := t.startAcceptor(cfg.Name, nl, func(nc net.Conn) error {
 		if t.draining.Load() {
 			nc.Close()
-			continue
+			return nil
 		}
 		t.streamW.Add(1)
 		go t.serveStream(h, cfg, nc)
-	}
+		return nil
+	})
+	t.streamMu.Lock()
+	t.listeners = append(t.listeners, a)
+	t.streamMu.Unlock()
+	go func() {
+		<-a.done
+		t.streamW.Done()
+	}()
 }
 
 // serveStream is a stream connection's reader: the TLS handshake, then framing. The
@@ -321,8 +310,8 @@ func (t *Transport) CloseStreams() {
 	ls := t.listeners
 	t.listeners = nil
 	t.streamMu.Unlock()
-	for _, nl := range ls {
-		nl.Close()
+	for _, a := range ls {
+		a.close()
 	}
 	t.streamMu.Lock()
 	conns := make([]*streamConn, 0, len(t.live))

@@ -33,7 +33,6 @@ package transport
 import (
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +58,16 @@ type Config struct {
 	// Sent, when set, is told the bytes of replies handed to the socket (metrics).
 	Sent   func(n int)
 	Logger *slog.Logger // default slog.Default()
+
+	// MaxConnectionRate is KIP-612's max.connection.creation.rate: connections accepted per
+	// second at most, over every listener (accept.go); 0: no limit (Kafka's Long.MAX_VALUE).
+	MaxConnectionRate float64
+	// ListenerEvent, when set, is told when a listener starts serving (err nil), each accept
+	// error (err set: the listener is not serving until it is told nil again), and when it
+	// accepts again (accept.go).
+	ListenerEvent func(listener string, err error)
+	// AcceptThrottled, when set, is told each wait of an acceptor for MaxConnectionRate.
+	AcceptThrottled func(d time.Duration)
 }
 
 // Handler is what a back-end calls for the connections it serves. Open, Secured, Frame and
@@ -109,7 +118,9 @@ type Transport struct {
 	streamW   sync.WaitGroup
 	streamMu  sync.Mutex
 	live      map[*streamConn]struct{} // open stream connections, closed by CloseStreams
-	listeners []net.Listener
+	listeners []*acceptor              // stream listeners' acceptors, closed by CloseStreams
+	acceptors []*acceptor              // every listener's, for Listeners (accept.go)
+	rate      *acceptRate              // MaxConnectionRate; nil: none
 }
 
 // New returns a Transport; serve connections with ServeGnet and ServeStream.
@@ -122,6 +133,7 @@ func New(cfg Config) *Transport {
 	if cfg.PreAuthBudget > 0 {
 		t.preAuth = newBudget(cfg.PreAuthBudget)
 	}
+	t.rate = newAcceptRate(cfg.MaxConnectionRate, cfg.AcceptThrottled)
 	if t.now == nil {
 		t.now = func() int64 { return time.Now().UnixNano() }
 	}
