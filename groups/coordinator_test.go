@@ -395,3 +395,35 @@ func TestTxnOffsetsDoNotOverwriteALaterCommit(t *testing.T) {
 		t.Fatalf("offset %d after a newer transaction's commit, want 60", got)
 	}
 }
+
+// TestSimpleCommitWithOwnMemberID: a generation -1 commit naming a member id of the client's
+// own making is taken by an Empty (or new) group, as Kafka 4's coordinator takes it; once the
+// group has members, it is refused.
+func TestSimpleCommitWithOwnMemberID(t *testing.T) {
+	c := newTestCoordinator(t)
+	commit := func(member string) int16 {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Version, r.Group, r.Generation, r.MemberID = 8, "g", -1, member
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 5
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return c.Commit(r).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit("rdkafka-0a1b2c3d"); code != wire.ErrNone {
+		t.Fatalf("simple commit with a member id to a new group: %d, want NONE", code)
+	}
+	if code := commit("rdkafka-0a1b2c3d"); code != wire.ErrNone {
+		t.Fatalf("simple commit with a member id to an Empty group: %d, want NONE", code)
+	}
+	resp := c.Join(joinReq("", nil, time.Second), "c", "h", nil, nil)
+	resp = c.Join(joinReq(resp.MemberID, nil, time.Second), "c", "h", nil, nil)
+	if resp.ErrorCode != wire.ErrNone {
+		t.Fatalf("join: %d", resp.ErrorCode)
+	}
+	if code := commit("rdkafka-0a1b2c3d"); code != wire.ErrUnknownMemberID {
+		t.Fatalf("simple commit with a stranger's member id to a group with members: %d, want UNKNOWN_MEMBER_ID", code)
+	}
+}

@@ -125,10 +125,14 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) i
 	if g.state == Dead {
 		return wire.ErrCoordinatorNotAvailable
 	}
+	// As Kafka 4's ClassicGroup.validateOffsetCommit: a commit with a negative generation comes
+	// from an admin client or a consumer that assigns its partitions itself (librdkafka's
+	// assign-only consumers send their own member id), and is taken while the group is Empty,
+	// whatever member id it names.
+	if generation < 0 && g.state == Empty && len(g.members) == 0 {
+		return wire.ErrNone
+	}
 	if generation < 0 && req.MemberID == "" && req.InstanceID == nil {
-		if len(g.members) == 0 || g.state == Empty {
-			return wire.ErrNone
-		}
 		// A group managed by the coordinator does not take commits from outside it.
 		return wire.ErrUnknownMemberID
 	}
