@@ -72,6 +72,7 @@ type File struct {
 	MaxConnections               yaml.Node `yaml:"max_connections"`
 	MaxConnectionsPerIP          yaml.Node `yaml:"max_connections_per_ip"`
 	MaxConnectionsPerIPOverrides yaml.Node `yaml:"max_connections_per_ip_overrides"`
+	MaxConnectionCreationRate    yaml.Node `yaml:"max_connection_creation_rate"`
 	SuperUsers                   yaml.Node `yaml:"super_users"`
 	AllowEveryoneIfNoACLFound    yaml.Node `yaml:"allow_everyone_if_no_acl_found"`
 	ConnectionsMaxIdleMs         yaml.Node `yaml:"connections_max_idle_ms"`
@@ -132,7 +133,7 @@ var FlagKeys = map[string]Kind{
 	"cpu_profile": String, "mem_profile": String, "registry_listen": String,
 	"sasl_session_lifetime": Duration,
 	"max_connections":       Int, "max_connections_per_ip": Int, "connections_max_idle_ms": Int,
-	"max_connections_per_ip_overrides": String, "super_users": String,
+	"max_connections_per_ip_overrides": String, "super_users": String, "max_connection_creation_rate": Int,
 	"allow_everyone_if_no_acl_found": Bool,
 	"sasl_server_max_receive_size":   Size, "connection_failed_authentication_delay_ms": Int,
 	"sasl_server_max_inflight_bytes": Size, "fetch_max_bytes": Size,

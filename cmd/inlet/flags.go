@@ -30,6 +30,7 @@ type options struct {
 
 	// Connection limits and group settings, Kafka's names and defaults.
 	maxConnections, maxConnectionsPerIP, connectionsMaxIdleMs *int
+	maxConnectionCreationRate                                 *int
 	maxConnectionsPerIPOverrides, saslMaxReceive, superUsers  *string
 	saslMaxInflight, fetchMaxBytes                            *string
 	failedAuthDelayMs, groupInitialRebalanceDelayMs           *int
@@ -74,7 +75,8 @@ func newFlags() (*flag.FlagSet, *options) {
 		metricsListen:     fs.String("metrics-listen", "", "host:port of the HTTP listener for Prometheus metrics (/metrics), /healthz and /readyz; empty: not served"),
 		pprof:             fs.Bool("pprof", false, "also serve Go's pprof profiles under /debug/pprof/ on the --metrics-listen listener"),
 
-		maxConnections:               fs.Int("max-connections", 2147483647, "Kafka's max.connections: open client connections at most; one more is closed at once"),
+		maxConnections:               fs.Int("max-connections", 0, "Kafka's max.connections: open client connections at most; one more is closed at once; 0: as many as the node's descriptor limit holds beside what the node keeps open itself (rlimit.go: the hard RLIMIT_NOFILE less Pebble's 1,000, 2 per segment file, 257 for the metrics listener, 128 for the bucket, 64 + 2 per event loop; at least half the limit)"),
+		maxConnectionCreationRate:    fs.Int("max-connection-creation-rate", 2147483647, "Kafka's max.connection.creation.rate (KIP-612): connections accepted per second at most, over every listener; further ones wait in the listen backlog; 2147483647: no limit"),
 		maxConnectionsPerIP:          fs.Int("max-connections-per-ip", 2147483647, "Kafka's max.connections.per.ip: open connections from one address at most"),
 		maxConnectionsPerIPOverrides: fs.String("max-connections-per-ip-overrides", "", "Kafka's max.connections.per.ip.overrides: address:limit pairs, comma-separated (IP addresses only), e.g. 127.0.0.1:200"),
 		connectionsMaxIdleMs:         fs.Int("connections-max-idle-ms", 600000, "Kafka's connections.max.idle.ms: close a connection with no request outstanding after this long without traffic; -1: never"),

@@ -61,6 +61,7 @@ func main() {
 	}
 	rs := o.remote()
 	listeners := sec.listeners(*o.listen, *o.advertise)
+	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
 	memoryLimit(logger, o, rs, conn.AnySASL(listeners))
 	blog, srv, remote := openNode(logger, opts, rs, server.Config{
 		Listen:            *o.listen,
@@ -79,7 +80,8 @@ func main() {
 		Schemas:           sec.Schemas,
 		Quotas:            sec.Quotas,
 
-		MaxConnections:               *o.maxConnections,
+		MaxConnections:               maxConns,
+		MaxConnectionCreationRate:    connectionRate(*o.maxConnectionCreationRate),
 		MaxConnectionsPerIP:          *o.maxConnectionsPerIP,
 		MaxConnectionsPerIPOverrides: perIPOverrides,
 		SuperUsers:                   superUsers,
