@@ -19,8 +19,8 @@
 // request.go (the pooled request and the conn.Handler), handle.go (registry, dispatch),
 // admin_apis.go (the admin APIs in the registry), authz.go (the declarations' shorthands,
 // subjectOf), coordinator.go and txn.go (the coordinators' wiring), topics.go
-// (auto-creation), validate.go (records), fetch_reply.go (the read path's reply), metrics.go
-// (what the metrics read).
+// (auto-creation), validate.go (records), metrics.go (what the metrics read). What Fetch and
+// ListOffsets read, from both tiers, is package server/read's (read.Reader).
 //
 // Lock order (DESIGN.md): createMu (topic creation and configuration; package admin holds it
 // too) before the batch log's locks. Package admin's tenantsMu comes before tenants.Store's,
@@ -48,6 +48,7 @@ import (
 	"inlet/quota"
 	"inlet/schema"
 	"inlet/server/admin"
+	"inlet/server/read"
 	"inlet/txn"
 )
 
@@ -76,9 +77,6 @@ type Config struct {
 	// take Kafka's defaults; a negative duration turns the limit off.
 	MaxConnections      int // max.connections; default MaxInt32 (no limit)
 	MaxConnectionsPerIP int // max.connections.per.ip; default MaxInt32
-	// MaxConnectionCreationRate is KIP-612's max.connection.creation.rate: connections accepted
-	// per second over every listener (the acceptor waits); 0: no limit (Kafka's Long.MAX_VALUE).
-	MaxConnectionCreationRate float64
 	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides: a limit per address
 	// (an IP address as Go writes it) in place of MaxConnectionsPerIP.
 	MaxConnectionsPerIPOverrides map[string]int
@@ -188,7 +186,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	blog   *batchlog.Log
-	remote RemoteTier        // nil: no remote tier (Start)
+	reader read.Reader       // what Fetch and ListOffsets read, from both tiers (Start)
 	meta   *meta.Store       // the catalog the coordinators load from and write to
 	net    *conn.Node        // the listeners and the connections' policy
 	m      *metrics.Requests // Config.Metrics; nil: none
@@ -222,6 +220,9 @@ func New(cfg Config, m *meta.Store) (*Server, error) {
 	return s, nil
 }
 
+// RemoteTier is the remote tier Start reads tiered partitions from (read.RemoteTier).
+type RemoteTier = read.RemoteTier
+
 // Txns is the transaction coordinator, for batchlog.Options.Txns.
 func (s *Server) Txns() batchlog.TxnVerifier { return s.txns }
 
@@ -232,7 +233,7 @@ func (s *Server) Close() { s.closeCoordinators() }
 // batches of tiered topics below their local log start from remote (nil: no remote tier). It
 // returns once the listeners are bound. On an error it releases the server (as Close does).
 func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
-	s.blog, s.remote = blog, remote
+	s.blog = blog
 	baseUsers, err := s.ownUsers()
 	if err != nil {
 		s.closeCoordinators()
@@ -244,6 +245,10 @@ func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
 		return err
 	}
 	s.net = n
+	s.reader = read.Reader{Log: blog, Remote: remote, Logger: s.log, FetchMaxBytes: s.cfg.FetchMaxBytes, Node: n}
+	if m := s.m; m != nil {
+		s.reader.Woken = m.FetchWoken
+	}
 	// The groups load once the log is open, as their members' sessions start counting then.
 	if err := s.startGroups(); err != nil {
 		s.closeCoordinators()
@@ -288,7 +293,6 @@ func (s *Server) connConfig() conn.Config {
 		ConnectionsMaxIdle:           c.ConnectionsMaxIdle,
 		SaslServerMaxReceiveSize:     c.SaslServerMaxReceiveSize,
 		SaslServerMaxInflightBytes:   c.SaslServerMaxInflightBytes,
-		MaxConnectionCreationRate:    c.MaxConnectionCreationRate,
 		FailedAuthenticationDelay:    c.FailedAuthenticationDelay,
 		Metrics:                      s.m,
 	}

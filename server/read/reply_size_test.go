@@ -1,4 +1,4 @@
-package server
+package read
 
 import (
 	"testing"
@@ -31,7 +31,7 @@ func TestFetchReplySizeBoundsItsEncoding(t *testing.T) {
 				resp.Topics = append(resp.Topics, rt)
 			}
 			resp.SetVersion(v)
-			r := &fetchReply{resp: resp}
+			r := &Reply{Resp: resp}
 			size := r.size()
 			if n := len(r.appendTo(nil, size)); n > size {
 				t.Fatalf("v%d, %d aborted transactions a partition: encoded %d bytes, size said %d", v, aborted, n, size)

@@ -1,4 +1,4 @@
-package server
+package read
 
 import (
 	"errors"
@@ -7,22 +7,21 @@ import (
 	"inlet/wire"
 )
 
-// listMaxTimestamp is ListOffsets v7's MAX_TIMESTAMP (KIP-734): the offset and timestamp of
-// the record with the largest timestamp (the earliest such record on a tie).
-const listMaxTimestamp = -3
+// ListOffsets v7's MAX_TIMESTAMP (KIP-734), on its connection's worker: the offset and
+// timestamp of the record with the largest timestamp (the earliest such record on a tie).
 
-// offsetOfMaxTimestamp scans the partition's batches below limit: those of the remote tier
+// OffsetOfMaxTimestamp scans the partition's batches below limit: those of the remote tier
 // below the local log start (by the max timestamps their objects' footers keep), then the
 // local ones. Batch headers carry their max timestamp, so only the winning batch is decoded;
 // a LogAppendTime batch stamps every record with its max timestamp, so its first record is
 // the answer.
-func (s *Server) offsetOfMaxTimestamp(p *batchlog.Partition, limit int64) (int64, int64, error) {
+func (rd *Reader) OffsetOfMaxTimestamp(p *batchlog.Partition, limit int64) (offset, timestamp int64, err error) {
 	var (
 		best            []byte
 		bestTS, bestOff int64 = -1, -1
 	)
-	if s.remote != nil && p.LogStartOffset() < p.LocalLogStartOffset() {
-		batch, err := s.remote.MaxTimestampBatch(p)
+	if rd.Remote != nil && p.LogStartOffset() < p.LocalLogStartOffset() {
+		batch, err := rd.Remote.MaxTimestampBatch(p)
 		if err != nil {
 			return -1, -1, err
 		}
@@ -31,7 +30,7 @@ func (s *Server) offsetOfMaxTimestamp(p *batchlog.Partition, limit int64) (int64
 			best = append(best[:0], batch...)
 		}
 	}
-	err := s.scanBatches(p, limit, func(batch []byte, h wire.BatchHeader) (bool, error) {
+	err = rd.scanBatches(p, limit, func(batch []byte, h wire.BatchHeader) (bool, error) {
 		if h.MaxTimestamp > bestTS && !h.IsControl() {
 			bestTS, bestOff = h.MaxTimestamp, h.BaseOffset
 			best = append(best[:0], batch...)
