@@ -237,7 +237,7 @@ func checkRSS(t *testing.T, n *inlet, budget int64, what string) {
 }
 
 // memoryBounded is how the liveness tests run the node: as an operator who wants a bound
-// does (GOMEMLIMIT, README "Hostile clients"), and with no fetch cache, whose memory is not
+// does (GOMEMLIMIT, docs/operations.md "Hostile clients"), and with no fetch cache, whose memory is not
 // what is measured.
 func memoryBounded(t *testing.T, budget int64) []string {
 	t.Setenv("GOMEMLIMIT", strconv.FormatInt(budget+32<<20, 10))

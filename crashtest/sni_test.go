@@ -39,8 +39,8 @@ const sniDomain = "inlet.test"
 // than a reason to skip (scripts/setup.sh installs them).
 func inCI() bool { return os.Getenv("CI") == "true" }
 
-// TestSNIRoutingThroughHAProxy runs the deployment of README "Many nodes behind one
-// address": three nodes, each with a TLS listener advertising nodeN.inlet.test:<proxy port>
+// TestSNIRoutingThroughHAProxy runs the deployment of docs/operations.md "Many nodes behind
+// one address": three nodes, each with a TLS listener advertising nodeN.inlet.test:<proxy port>
 // and an HTTPS schema registry, behind one HAProxy configured by `inlet haproxy-config`.
 // Through the proxy, kgo clients (and kcat, when the name can be mapped for it) produce and
 // consume on their own node only; the registry answers for the node its server name names;

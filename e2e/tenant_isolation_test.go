@@ -22,15 +22,15 @@ import (
 	"inlet/server"
 )
 
-// Tenant isolation, walked API by API: alice (prefix "a.") asks every API key the README's
-// table lists about bob's topic, group, transactional id and user, once by their real names
-// and once by decoy names of the same length under bob's prefix that exist nowhere. Kafka
-// answers an unauthorized resource the same whether or not it exists, so the two answers
-// must be byte for byte the same once the decoy names are put back; the decoy answer must
-// not name anything of bob's (nor the super users); every part of the real answer that names
-// bob's resources must carry an authorization error; and afterwards everything stored
-// (bob's offsets and alice's, configs, records, transactions, ACLs, users, quotas, groups)
-// is as it was.
+// Tenant isolation, walked API by API: alice (prefix "a.") asks every API key that the API
+// table of docs/kafka-compatibility.md lists about bob's topic, group, transactional id and
+// user, once by their real names and once by decoy names of the same length under bob's
+// prefix that exist nowhere. Kafka answers an unauthorized resource the same whether or not
+// it exists, so the two answers must be byte for byte the same once the decoy names are put
+// back; the decoy answer must not name anything of bob's (nor the super users); every part
+// of the real answer that names bob's resources must carry an authorization error; and
+// afterwards everything stored (bob's offsets and alice's, configs, records, transactions,
+// ACLs, users, quotas, groups) is as it was.
 
 // isoNames are the names a probe asks about.
 type isoNames struct{ topic, group, txn, user string }
@@ -205,17 +205,17 @@ func collectCodes(v reflect.Value, codes *[]int16) {
 	}
 }
 
-// readmeAPIKeys are the API keys of the README's table.
+// readmeAPIKeys are the API keys of the API table in docs/kafka-compatibility.md.
 func readmeAPIKeys(t *testing.T) []int16 {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/kafka-compatibility.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	begin, end := strings.Index(s, "<!-- apis:begin"), strings.Index(s, "<!-- apis:end -->")
 	if begin < 0 || end < begin {
-		t.Fatal("README.md has no apis:begin/apis:end table")
+		t.Fatal("docs/kafka-compatibility.md has no apis:begin/apis:end table")
 	}
 	var keys []int16
 	for _, line := range strings.Split(s[begin:end], "\n") {
@@ -230,7 +230,7 @@ func readmeAPIKeys(t *testing.T) []int16 {
 		keys = append(keys, int16(k))
 	}
 	if len(keys) < 40 {
-		t.Fatalf("README's API table lists %d keys", len(keys))
+		t.Fatalf("the API table of docs/kafka-compatibility.md lists %d keys", len(keys))
 	}
 	return keys
 }
@@ -714,7 +714,7 @@ func isoProbes(nodeID int32) []isoProbe {
 
 // TestTenantLearnsNothingOutsideItsPrefix: bob has a topic with records, idempotent and
 // transactional producers, a group with offsets, a topic config, an ACL, a quota and a
-// user; alice walks every API key of the README's table asking about them (see the top of
+// user; alice walks every API key of the docs' API table asking about them (see the top of
 // this file) and learns nothing, and changes nothing.
 func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
 	b := startBroker(t, func(c *server.Config) {
@@ -804,7 +804,7 @@ func TestTenantLearnsNothingOutsideItsPrefix(t *testing.T) {
 	real := map[string]bool{isoReal.topic: true, isoReal.group: true, isoReal.txn: true, isoReal.user: true}
 	for _, key := range keys {
 		if len(byKey[key]) == 0 {
-			t.Errorf("api key %d (%s) is in the README's table but has no probe here", key, kmsg.NameForKey(key))
+			t.Errorf("api key %d (%s) is in the API table of docs/kafka-compatibility.md but has no probe here", key, kmsg.NameForKey(key))
 		}
 		for _, pr := range byKey[key] {
 			name := fmt.Sprintf("%s(%d) %s", kmsg.NameForKey(key), key, pr.desc)

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,17 +14,13 @@ import (
 	"inlet/tier"
 )
 
-// TestREADMEListsEveryMetric keeps the README's metrics table equal to what the registry
-// exports under inlet_: every family is listed, and nothing listed is gone.
+// TestREADMEListsEveryMetric keeps the metrics table of docs/metrics.md equal to what the
+// registry exports under inlet_: every family is listed, and nothing listed is gone.
 func TestREADMEListsEveryMetric(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
+	s := repoFile(t, "docs/metrics.md")
 	begin, end := strings.Index(s, "<!-- metrics:begin"), strings.Index(s, "<!-- metrics:end -->")
 	if begin < 0 || end < begin {
-		t.Fatal("README.md has no metrics:begin/metrics:end table")
+		t.Fatal("docs/metrics.md has no metrics:begin/metrics:end table")
 	}
 	listed := map[string]bool{}
 	for _, line := range strings.Split(s[begin:end], "\n") {
@@ -56,14 +53,37 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 		if name := mf.GetName(); strings.HasPrefix(name, "inlet_") {
 			exported[name] = true
 			if !listed[name] {
-				t.Errorf("README's metrics table does not list %s", name)
+				t.Errorf("docs/metrics.md's table does not list %s", name)
 			}
 		}
 	}
 	for name := range listed {
 		if !exported[name] {
-			t.Errorf("README lists %s, which is not exported", name)
+			t.Errorf("docs/metrics.md lists %s, which is not exported", name)
 		}
+	}
+}
+
+// repoFile reads a file of the repository, found from the test's directory up to go.mod, so
+// the test stays right wherever its package moves.
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			b, err := os.ReadFile(filepath.Join(dir, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = filepath.Dir(dir)
 	}
 }
 

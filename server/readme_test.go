@@ -3,24 +3,21 @@ package server
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestREADMEListsSupportedAPIs keeps the README's API table equal to what ApiVersions
-// advertises.
+// TestREADMEListsSupportedAPIs keeps the API table of docs/kafka-compatibility.md equal to
+// what ApiVersions advertises.
 func TestREADMEListsSupportedAPIs(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
+	s := repoFile(t, "docs/kafka-compatibility.md")
 	begin := strings.Index(s, "<!-- apis:begin")
 	end := strings.Index(s, "<!-- apis:end -->")
 	if begin < 0 || end < begin {
-		t.Fatal("README.md has no apis:begin/apis:end table")
+		t.Fatal("docs/kafka-compatibility.md has no apis:begin/apis:end table")
 	}
 	got := map[string]bool{}
 	for _, line := range strings.Split(s[begin:end], "\n") {
@@ -39,12 +36,35 @@ func TestREADMEListsSupportedAPIs(t *testing.T) {
 	}
 	for k := range want {
 		if !got[k] {
-			t.Errorf("README is missing api %q (key versions)", k)
+			t.Errorf("docs/kafka-compatibility.md is missing api %q (key versions)", k)
 		}
 	}
 	for k := range got {
 		if !want[k] {
-			t.Errorf("README lists %q, which ApiVersions does not advertise", k)
+			t.Errorf("docs/kafka-compatibility.md lists %q, which ApiVersions does not advertise", k)
 		}
+	}
+}
+
+// repoFile reads a file of the repository, found from the test's directory up to go.mod, so
+// the test stays right wherever its package moves.
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			b, err := os.ReadFile(filepath.Join(dir, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = filepath.Dir(dir)
 	}
 }

@@ -5,8 +5,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"inlet/auth"
 	"inlet/config"
@@ -88,38 +93,160 @@ func TestHelpListsEveryFlagWithItsDefault(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEveryFlag keeps the README's flag table true: every flag has a row (a row may
-// name several flags), and every flag a row names exists.
-func TestREADMEListsEveryFlag(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// repoFile reads a file of the repository, found from the test's directory up to go.mod.
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	begin := strings.Index(s, "| flag | default | meaning |")
-	if begin < 0 {
-		t.Fatal("README.md has no flag table")
-	}
-	table := s[begin:]
-	if end := strings.Index(table, "\n\n"); end >= 0 {
-		table = table[:end]
-	}
-	listed := map[string]bool{}
-	for _, line := range strings.Split(table, "\n")[2:] {
-		first := strings.Split(line, "|")[1]
-		for _, f := range strings.Split(first, ",") {
-			listed[strings.Trim(strings.TrimSpace(f), "`-")] = true
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			b, err := os.ReadFile(filepath.Join(dir, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
 		}
+		if filepath.Dir(dir) == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = filepath.Dir(dir)
 	}
+}
+
+// markedTable returns the table rows between <!-- name:begin and <!-- name:end --> of a page,
+// each split into its trimmed cells (the header and its rule left out).
+func markedTable(t *testing.T, page, name string) [][]string {
+	t.Helper()
+	begin, end := strings.Index(page, "<!-- "+name+":begin"), strings.Index(page, "<!-- "+name+":end -->")
+	if begin < 0 || end < begin {
+		t.Fatalf("no %s:begin/%s:end table", name, name)
+	}
+	var rows [][]string
+	for i, line := range strings.Split(page[begin:end], "\n") {
+		if !strings.HasPrefix(line, "|") || i <= 3 && (strings.Contains(line, "---") || strings.Contains(line, "| key |") || strings.Contains(line, "| flag |")) {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		for j := range cells {
+			cells[j] = strings.TrimSpace(cells[j])
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+// TestConfigurationPageListsEveryFlag keeps docs/configuration.md's flag table true: one row
+// per flag and no row for anything else, each with the flag's config key (none for --config
+// and --version, which config.FlagKeys must not have either) and its default as the code
+// has it (--workers: the number of CPUs).
+func TestConfigurationPageListsEveryFlag(t *testing.T) {
+	rows := markedTable(t, repoFile(t, "docs/configuration.md"), "flags")
 	fs, _ := newFlags()
-	fs.VisitAll(func(f *flag.Flag) {
-		if !listed[f.Name] {
-			t.Errorf("README's flag table has no row for --%s", f.Name)
+	listed := map[string][]string{}
+	for _, r := range rows {
+		if len(r) < 4 {
+			t.Errorf("configuration.md: row %q has %d cells, want flag, key, default, meaning", r, len(r))
+			continue
 		}
+		name := strings.TrimPrefix(strings.Trim(r[0], "`"), "--")
+		if listed[name] != nil {
+			t.Errorf("configuration.md lists --%s twice", name)
+		}
+		listed[name] = r
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		r := listed[f.Name]
 		delete(listed, f.Name)
+		if r == nil {
+			t.Errorf("configuration.md's flag table has no row for --%s", f.Name)
+			return
+		}
+		key := strings.ReplaceAll(f.Name, "-", "_")
+		_, isKey := config.FlagKeys[key]
+		switch {
+		case f.Name == "config" || f.Name == "version":
+			if r[1] != "none" || isKey {
+				t.Errorf("--%s: key %q in the table, in config.FlagKeys %v; want none, and absent", f.Name, r[1], isKey)
+			}
+		case !isKey:
+			t.Errorf("--%s has no config key", f.Name)
+		case r[1] != "`"+key+"`":
+			t.Errorf("--%s: the table's key is %s, want `%s`", f.Name, r[1], key)
+		}
+		want := "`" + f.DefValue + "`"
+		if f.DefValue == "" {
+			want = "`\"\"`"
+		}
+		if f.Name == "workers" {
+			want = "number of CPUs"
+			if f.DefValue != strconv.Itoa(runtime.NumCPU()) {
+				t.Errorf("--workers defaults to %s, not the number of CPUs (%d)", f.DefValue, runtime.NumCPU())
+			}
+		}
+		if r[2] != want {
+			t.Errorf("--%s: the table's default is %s, the code's %s", f.Name, r[2], want)
+		}
 	})
 	for name := range listed {
-		t.Errorf("README's flag table lists --%s, which is not a flag", name)
+		t.Errorf("configuration.md's flag table lists --%s, which is not a flag", name)
+	}
+}
+
+// TestConfigurationPageListsEveryKey keeps docs/configuration.md's table of the config
+// file's structured keys equal to what config.File accepts: every key below its lists and
+// maps (listeners[].tls.cert_file, users[].scram_sha_256.salt, ...), found by walking the
+// YAML tags, has a row, and every row names such a key.
+func TestConfigurationPageListsEveryKey(t *testing.T) {
+	want := map[string]bool{}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			if typ.Kind() == reflect.Slice && typ.Elem().Kind() != reflect.String {
+				prefix += "[]"
+			}
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || typ == reflect.TypeOf(yaml.Node{}) {
+			return
+		}
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			if prefix == "" && f.Type == reflect.TypeOf(yaml.Node{}) {
+				if _, ok := config.FlagKeys[tag]; !ok {
+					t.Errorf("config key %s is a scalar but not in config.FlagKeys", tag)
+				}
+				continue // a flag's key: the flag table has it
+			}
+			key := tag
+			if prefix != "" {
+				key = prefix + "." + tag
+			}
+			want[key] = true
+			walk(key, f.Type)
+		}
+	}
+	walk("", reflect.TypeOf(config.File{}))
+	if len(want) < 30 {
+		t.Fatalf("found only %d structured keys", len(want))
+	}
+	listed := map[string]bool{}
+	for _, r := range markedTable(t, repoFile(t, "docs/configuration.md"), "keys") {
+		key := strings.Trim(r[0], "`")
+		listed[key] = true
+		if !want[key] {
+			t.Errorf("configuration.md lists the config key %s, which config.File does not accept", key)
+		}
+	}
+	for key := range want {
+		if !listed[key] {
+			t.Errorf("configuration.md does not list the config key %s", key)
+		}
 	}
 }
 

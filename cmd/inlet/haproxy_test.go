@@ -52,12 +52,10 @@ func TestHAProxyConfigCommand(t *testing.T) {
 	}
 }
 
-// TestREADMEListsHAProxyConfigFlags keeps the README's table of haproxy-config's flags true.
+// TestREADMEListsHAProxyConfigFlags keeps the table of haproxy-config's flags in
+// docs/operations.md ("Many nodes behind one address") true.
 func TestREADMEListsHAProxyConfigFlags(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := repoFile(t, "docs/operations.md")
 	fs, _, _, _, _ := newHAProxyFlags()
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
@@ -66,11 +64,11 @@ func TestREADMEListsHAProxyConfigFlags(t *testing.T) {
 		if f.DefValue != "" {
 			def = "`" + f.DefValue + "`"
 		}
-		if row := "| `--" + f.Name + "` | " + def + " |"; !strings.Contains(string(b), row) {
-			t.Errorf("README lacks the row %q", row)
+		if row := "| `--" + f.Name + "` | " + def + " |"; !strings.Contains(b, row) {
+			t.Errorf("docs/operations.md lacks the row %q", row)
 		}
 	})
-	if got := strings.Count(string(b), "inlet haproxy-config"); n == 0 || got == 0 {
-		t.Errorf("%d flags, README names the command %d times", n, got)
+	if got := strings.Count(b, "inlet haproxy-config"); n == 0 || got == 0 {
+		t.Errorf("%d flags, docs/operations.md names the command %d times", n, got)
 	}
 }
