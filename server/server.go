@@ -77,6 +77,9 @@ type Config struct {
 	// take Kafka's defaults; a negative duration turns the limit off.
 	MaxConnections      int // max.connections; default MaxInt32 (no limit)
 	MaxConnectionsPerIP int // max.connections.per.ip; default MaxInt32
+	// MaxConnectionCreationRate is KIP-612's max.connection.creation.rate: connections accepted
+	// per second over every listener (the acceptor waits); 0: no limit (Kafka's Long.MAX_VALUE).
+	MaxConnectionCreationRate float64
 	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides: a limit per address
 	// (an IP address as Go writes it) in place of MaxConnectionsPerIP.
 	MaxConnectionsPerIPOverrides map[string]int
@@ -293,6 +296,7 @@ func (s *Server) connConfig() conn.Config {
 		ConnectionsMaxIdle:           c.ConnectionsMaxIdle,
 		SaslServerMaxReceiveSize:     c.SaslServerMaxReceiveSize,
 		SaslServerMaxInflightBytes:   c.SaslServerMaxInflightBytes,
+		MaxConnectionCreationRate:    c.MaxConnectionCreationRate,
 		FailedAuthenticationDelay:    c.FailedAuthenticationDelay,
 		Metrics:                      s.m,
 	}
