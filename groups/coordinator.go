@@ -96,6 +96,8 @@ type Config struct {
 	// group with one is not removed. Nil: none.
 	PendingTxnOffset func(group, topic string, partition int32) bool
 	PendingTxnGroup  func(group string) bool
+	// Consumer is the KIP-848 consumer groups' settings (consumer_group.go).
+	Consumer ConsumerConfig
 	// Now is the clock of commit times, state times and expiry (time.Now when nil).
 	Now func() time.Time
 }
@@ -127,6 +129,10 @@ type Coordinator struct {
 
 	stop chan struct{} // closed by Close: ends the expiry loop
 	done sync.WaitGroup
+
+	// topicsGen counts topic changes (TopicsChanged): consumer groups match their regular
+	// expressions again when it moves.
+	topicsGen topicsCounter
 }
 
 type protocol struct {
@@ -176,6 +182,8 @@ type group struct {
 	// applied when they commit: a later plain commit wins over them. Offsets loaded at
 	// start-up count from their commit time.
 	committedAt map[meta.OffsetKey]int64
+	// cg is the state of a KIP-848 consumer group (consumer_group.go); nil for a classic one.
+	cg *consumerGroup
 }
 
 // New loads the stored groups and offsets.
@@ -201,6 +209,7 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 	if cfg.OffsetsRetention == 0 {
 		cfg.OffsetsRetention = DefaultOffsetsRetention
 	}
+	cfg.Consumer.setDefaults()
 	if cfg.OffsetsRetentionCheckInterval == 0 {
 		cfg.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
 	}
@@ -220,7 +229,11 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 			g.stateMs = cfg.Now().UnixMilli()
 		}
 		g.offsets = sg.Offsets
-		g.restoreMembers(sg.Record)
+		if sg.Record.Consumer != nil {
+			g.restoreConsumer(sg.Record.Consumer)
+		} else {
+			g.restoreMembers(sg.Record)
+		}
 		c.groups[name] = g
 	}
 	return c, nil
@@ -383,6 +396,14 @@ func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, se
 		// Deleted while this request was on its way; the client looks the coordinator up
 		// again and retries.
 		return fail(wire.ErrCoordinatorNotAvailable)
+	}
+	if g.cg != nil {
+		// A consumer group (KIP-848) takes no classic member while it has members; an empty
+		// one becomes a classic group (Kafka converts it; its offsets stay).
+		if len(g.cg.members) > 0 {
+			return fail(wire.ErrInconsistentGroupProtocol)
+		}
+		g.cg = nil
 	}
 	if !g.supports(req.ProtocolType, protos) {
 		return fail(wire.ErrInconsistentGroupProtocol)
@@ -805,6 +826,12 @@ func contains(s []string, v string) bool {
 // UNKNOWN_MEMBER_ID) and never to sync to an assignment they were not given.
 func (g *group) persist() {
 	if g.c.isClosed() {
+		return
+	}
+	if g.cg != nil {
+		if err := g.c.store.SaveGroup(g.name, g.consumerStoreRecord()); err != nil {
+			g.c.log.Error("groups: save group", "group", g.name, "err", err)
+		}
 		return
 	}
 	rec := meta.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}

@@ -93,6 +93,9 @@ func (g *group) expire(nowMs int64) (int, bool) {
 	case g.state == Empty && len(g.members) == 0:
 	case g.state == Stable && g.protocolType == "consumer":
 		subscribed = map[string]bool{}
+		if g.cg != nil {
+			subscribed = g.cg.subscribedTopics()
+		}
 		for _, m := range g.members {
 			var meta kmsg.ConsumerMemberMetadata
 			if err := meta.ReadFrom(m.metadata(g.protocol)); err != nil {

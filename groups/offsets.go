@@ -125,6 +125,9 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest, generation int32) i
 	if g.state == Dead {
 		return wire.ErrCoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return g.consumerCommitAllowed(req.MemberID, generation, req.Version, false)
+	}
 	// As Kafka 4's ClassicGroup.validateOffsetCommit: a commit with a negative generation comes
 	// from an admin client or a consumer that assigns its partitions itself (librdkafka's
 	// assign-only consumers send their own member id), and is taken while the group is Empty,
@@ -220,6 +223,9 @@ func (c *Coordinator) FetchOffsets(name string, topics map[string][]int32, all b
 type GroupListing struct {
 	Name, ProtocolType string
 	State              State
+	// Type is "classic" or "consumer" (KIP-848); StateName is the state ListGroups shows
+	// (a consumer group's: Empty, Assigning, Reconciling, Stable).
+	Type, StateName string
 }
 
 // List returns every live group, sorted by name.
@@ -234,7 +240,11 @@ func (c *Coordinator) List() []GroupListing {
 	for _, g := range gs {
 		g.mu.Lock()
 		if g.state != Dead {
-			out = append(out, GroupListing{g.name, g.protocolType, g.state})
+			l := GroupListing{Name: g.name, ProtocolType: g.protocolType, State: g.state, Type: "classic", StateName: g.state.String()}
+			if g.cg != nil {
+				l.Type, l.StateName = "consumer", g.cg.stateName()
+			}
+			out = append(out, l)
 		}
 		g.mu.Unlock()
 	}
@@ -286,6 +296,12 @@ func (c *Coordinator) Describe(name string) kmsg.DescribeGroupsResponseGroup {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		// As Kafka 4 (KIP-1043): DescribeGroups describes classic groups only.
+		msg := "Group " + name + " is not a classic group."
+		dg.ErrorCode, dg.ErrorMessage = wire.ErrGroupIDNotFound, &msg
+		return dg
+	}
 	dg.State = g.state.String()
 	dg.ProtocolType = g.protocolType
 	if g.state == Stable {
@@ -362,6 +378,9 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 				}
 			}
 		}
+	}
+	if g.cg != nil {
+		maps.Copy(subscribed, g.cg.subscribedTopics())
 	}
 	var del []meta.OffsetKey
 	for _, rt := range req.Topics {
@@ -440,6 +459,11 @@ func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, 
 	switch {
 	case g.state == Dead:
 		return wire.ErrCoordinatorNotAvailable
+	case g.cg != nil:
+		if memberID == "" && generation < 0 {
+			return wire.ErrNone
+		}
+		return g.consumerCommitAllowed(memberID, generation, 0, true)
 	case instanceID != nil && g.static[*instanceID] != "" && g.static[*instanceID] != memberID:
 		return wire.ErrFencedInstanceID
 	case memberID != "" && g.members[memberID] == nil:

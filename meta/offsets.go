@@ -49,6 +49,9 @@ type GroupRecord struct {
 	// Rebalancing says the group was saved between a rebalance's start and the leader's
 	// SyncGroup: its members come back without assignments and rejoin.
 	Rebalancing bool `json:"rebalancing,omitempty"`
+	// Consumer is a KIP-848 consumer group's state (package groups encodes it: epochs,
+	// members, their subscriptions and assignments); absent for a classic group.
+	Consumer json.RawMessage `json:"consumer,omitempty"`
 }
 
 // GroupMemberRecord is one member of a group; its assignment is kept once the group is Stable.

@@ -70,6 +70,7 @@ const (
 	ErrGroupIDNotFound           int16 = 69
 	ErrUnknownLeaderEpoch        int16 = 75
 	ErrMemberIDRequired          int16 = 79
+	ErrGroupMaxSizeReached       int16 = 81
 	ErrFencedInstanceID          int16 = 82
 	ErrElectionNotNeeded         int16 = 84
 	ErrNoReassignmentInProgress  int16 = 85
@@ -79,6 +80,11 @@ const (
 	ErrUnacceptableCredential    int16 = 93
 	ErrInvalidUpdateVersion      int16 = 95
 	ErrUnknownTopicID            int16 = 100
+	ErrFencedMemberEpoch         int16 = 110
+	ErrUnreleasedInstanceID      int16 = 111
+	ErrUnsupportedAssignor       int16 = 112
+	ErrStaleMemberEpoch          int16 = 113
 	ErrMismatchedEndpointType    int16 = 114
 	ErrUnsupportedEndpointType   int16 = 115
+	ErrInvalidRegularExpression  int16 = 128
 )

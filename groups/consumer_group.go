@@ -1,0 +1,1163 @@
+package groups
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/meta"
+	"inlet/wire"
+)
+
+// KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe, as Kafka 4's
+// GroupMetadataManager, ConsumerGroup and CurrentAssignmentBuilder serve them.
+//
+// Three epochs drive a group:
+//
+//   - the group epoch rises whenever what the assignment depends on changes: a member joins
+//     or leaves (or is fenced: session or rebalance timeout), a member's subscription or
+//     assignor changes, a subscribed topic is created, deleted or grows;
+//   - the target assignment (one per member) is computed by the group's assignor when the
+//     group epoch is above the assignment epoch, which then takes the group epoch;
+//   - each member's epoch follows the assignment epoch as the member reconciles: a member
+//     whose target drops partitions it holds is first told to revoke them (its epoch does not
+//     move: UNREVOKED_PARTITIONS) and, once a heartbeat shows them gone, gets its new
+//     partitions and the assignment epoch. A partition still held by another member (being
+//     revoked there) is not given out until that member releases it (UNRELEASED_PARTITIONS):
+//     owners maps each partition to the one member holding it, so no partition is ever held
+//     by two members at once.
+//
+// Heartbeats are routed on the member epoch: 0 joins (or rejoins), -1 leaves, -2 is a static
+// member's temporary leave (it keeps its partitions until its session expires or its
+// instance rejoins), anything else is a regular heartbeat whose epoch must be the member's
+// (or its previous one, when the partitions it reports are a subset of what it holds: the
+// member missed the answer that moved it on), else FENCED_MEMBER_EPOCH.
+//
+// Durability: every change of epochs, members, subscriptions or assignments is saved (one
+// synced Pebble write of the group's record, meta.GroupRecord.Consumer) before the heartbeat
+// is answered, so a restart brings the group back as it was answered; members' sessions
+// start again from the restart, as the classic groups'. Heartbeats that change nothing write
+// nothing.
+//
+// Concurrency: everything here runs under the group's mutex (group.mu), as the classic
+// protocol; timers take it and check that the member they were armed for is still there.
+
+// ConsumerConfig is the KIP-848 part of the coordinator's settings (Kafka's broker configs of
+// the same names).
+type ConsumerConfig struct {
+	// Enabled is whether group.coordinator.rebalance.protocols lists "consumer" (Kafka 4's
+	// default: classic,consumer). Off, ConsumerGroupHeartbeat is refused UNSUPPORTED_VERSION.
+	Enabled bool
+	// SessionTimeout is group.consumer.session.timeout.ms (default 45 s).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is group.consumer.heartbeat.interval.ms (default 5 s).
+	HeartbeatInterval time.Duration
+	// Assignors is group.consumer.assignors (default uniform,range): the first is the group's
+	// when no member names one.
+	Assignors []string
+	// MaxSize is group.consumer.max.size: members a group holds; one more joining is
+	// GROUP_MAX_SIZE_REACHED.
+	MaxSize int
+	// Topics lists every topic (regular expression subscriptions); Topic looks one up by name.
+	Topics func() []TopicMeta
+	Topic  func(name string) (TopicMeta, bool)
+}
+
+// TopicMeta is what the assignment needs of a topic.
+type TopicMeta struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+}
+
+// Defaults of the KIP-848 settings: Kafka's, except MaxSize, which Kafka leaves unbounded
+// (Integer.MAX_VALUE): a member costs memory and a share of every assignment's CPU.
+const (
+	DefaultConsumerSessionTimeout    = 45 * time.Second
+	DefaultConsumerHeartbeatInterval = 5 * time.Second
+	DefaultConsumerMaxSize           = 1000
+	// MaxRegexLength bounds SubscribedTopicRegex (Kafka has no bound): a longer one is
+	// INVALID_REGULAR_EXPRESSION.
+	MaxRegexLength = 1024
+	// regexRefresh is how often a group's regular expressions are matched against the topics
+	// again (Kafka 4 refreshes them at most every 10 s, and on topic changes: see
+	// Coordinator.TopicsChanged).
+	regexRefresh = 10 * time.Second
+)
+
+// topicsCounter counts topic changes (Coordinator.TopicsChanged).
+type topicsCounter struct{ atomic.Uint64 }
+
+// TopicsChanged tells the consumer groups that topics were created, deleted or grew: their
+// regular expressions are matched again at their next heartbeat (instead of within
+// regexRefresh), and a change of their topics raises their epoch.
+func (c *Coordinator) TopicsChanged() { c.topicsGen.Add(1) }
+
+// DefaultAssignors is group.consumer.assignors' default.
+var DefaultAssignors = []string{AssignorUniform, AssignorRange}
+
+// memberState is ConsumerGroupMember's MemberState.
+type memberState int8
+
+const (
+	memberStable     memberState = iota // holds its target
+	memberUnrevoked                     // asked to revoke partitions, not yet done
+	memberUnreleased                    // waits for partitions others still hold
+)
+
+func (s memberState) String() string {
+	switch s {
+	case memberUnrevoked:
+		return "UNREVOKED_PARTITIONS"
+	case memberUnreleased:
+		return "UNRELEASED_PARTITIONS"
+	}
+	return "STABLE"
+}
+
+type consumerMember struct {
+	id         string
+	instanceID *string
+	rackID     *string
+	clientID   string
+	clientHost string
+	rebalance  time.Duration
+	subscribed []string // topic names, sorted
+	regex      string   // SubscribedTopicRegex ("" none)
+	re         *regexp.Regexp
+	assignor   string // ServerAssignor ("" none)
+
+	epoch, prevEpoch int32
+	state            memberState
+	assigned         assignment // what the member was told it holds
+	revoking         assignment // what it was told to give up and has not yet
+
+	// allowed is whether the member's principal may DESCRIBE a topic (its last heartbeat's):
+	// topics its regular expression matches are kept to those. nil: any. known is false for
+	// a member restored at start-up until it heartbeats: its regular expression is not
+	// matched again before its principal is known.
+	allowed func(topic string) bool
+	known   bool
+	// regexTopics is what re matched at the last refresh, filtered by allowed.
+	regexTopics []string
+
+	deadline       time.Time // session expiry, pushed by heartbeats
+	timer          *time.Timer
+	revokeDeadline time.Time // rebalance timeout of a revocation; zero: none pending
+	revokeTimer    *time.Timer
+}
+
+type consumerGroup struct {
+	epoch       int32 // group epoch
+	assignEpoch int32 // target assignment epoch
+	members     map[string]*consumerMember
+	static      map[string]string // instance id -> member id
+	target      map[string]assignment
+	owners      map[tp]string // partition -> the member holding it (assigned or revoking)
+	// topics is the subscribed topics' metadata the target was computed from, by name.
+	topics       map[string]TopicMeta
+	assignorName string
+	regexAt      time.Time // last regular expression refresh
+	topicsGen    uint64    // Coordinator.topicsGen at that refresh
+}
+
+func newConsumerGroup() *consumerGroup {
+	return &consumerGroup{members: map[string]*consumerMember{}, static: map[string]string{},
+		target: map[string]assignment{}, owners: map[tp]string{}, topics: map[string]TopicMeta{}}
+}
+
+// ConsumerHeartbeat is what the server passes with a ConsumerGroupHeartbeat besides the
+// request: the client's id and host, and whether its principal may DESCRIBE a topic (nil:
+// any), which keeps a regular expression to the topics the principal may see.
+type ConsumerHeartbeat struct {
+	ClientID, ClientHost string
+	Allowed              func(topic string) bool
+}
+
+// ConsumerHeartbeat handles a ConsumerGroupHeartbeat (GroupMetadataManager.consumerGroupHeartbeat).
+func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, h ConsumerHeartbeat) *kmsg.ConsumerGroupHeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	cc := &c.cfg.Consumer
+	resp.HeartbeatIntervalMillis = int32(cc.HeartbeatInterval.Milliseconds())
+	fail := func(code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	if !cc.Enabled {
+		return fail(wire.ErrUnsupportedVersion, "The new consumer group protocol is not enabled (group.coordinator.rebalance.protocols).")
+	}
+	if code, msg := validHeartbeat(req); code != wire.ErrNone {
+		return fail(code, msg)
+	}
+	h.ClientID = wire.CleanString(h.ClientID, wire.MaxStringLength)
+	g := c.get(req.Group, req.MemberEpoch == 0)
+	if g == nil {
+		if c.isClosed() {
+			return fail(wire.ErrNotCoordinator, "")
+		}
+		return fail(wire.ErrUnknownMemberID, "")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == Dead {
+		return fail(wire.ErrCoordinatorNotAvailable, "")
+	}
+	if g.cg == nil {
+		// A classic group becomes a consumer group only while it has no members (Kafka
+		// converts an empty classic group; online migration of a group with members is not
+		// done here).
+		if len(g.members) > 0 || g.state != Empty {
+			return fail(wire.ErrGroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", g.name))
+		}
+		if req.MemberEpoch != 0 {
+			return fail(wire.ErrUnknownMemberID, "")
+		}
+		g.cg = newConsumerGroup()
+		g.protocolType = "consumer"
+	}
+	var r *kmsg.ConsumerGroupHeartbeatResponse
+	switch req.MemberEpoch {
+	case 0:
+		r = g.consumerJoin(req, h, resp)
+	case -1:
+		r = g.consumerLeave(req, resp, false)
+	case -2:
+		r = g.consumerLeave(req, resp, true)
+	default:
+		r = g.consumerBeat(req, h, resp)
+	}
+	return r
+}
+
+// validHeartbeat is KafkaApis and GroupMetadataManager's request validation
+// (throwIfConsumerGroupHeartbeatRequestIsInvalid): INVALID_REQUEST with Kafka's message.
+func validHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	switch {
+	case req.Group == "" || !wire.ValidName(req.Group):
+		return wire.ErrInvalidGroupID, "GroupId can't be empty."
+	case req.Version >= 1 && req.MemberID == "":
+		return wire.ErrInvalidRequest, "MemberId can't be empty."
+	case !wire.ValidName(req.MemberID) && req.MemberID != "":
+		return wire.ErrInvalidRequest, "MemberId is invalid."
+	case req.InstanceID != nil && (*req.InstanceID == "" || !wire.ValidName(*req.InstanceID)):
+		return wire.ErrInvalidRequest, "InstanceId can't be empty."
+	case req.RackID != nil && *req.RackID == "":
+		return wire.ErrInvalidRequest, "RackId can't be empty."
+	case req.MemberEpoch < -2:
+		return wire.ErrInvalidRequest, "MemberEpoch is invalid."
+	case req.MemberEpoch == -2 && req.InstanceID == nil:
+		return wire.ErrInvalidRequest, "InstanceId can't be null."
+	case req.MemberEpoch > 0 && req.MemberID == "":
+		return wire.ErrInvalidRequest, "MemberId can't be empty."
+	}
+	if req.MemberEpoch == 0 {
+		switch {
+		case req.RebalanceTimeoutMillis == -1:
+			return wire.ErrInvalidRequest, "RebalanceTimeoutMs must be provided in first request."
+		case len(req.Topics) > 0 || req.Topics == nil:
+			return wire.ErrInvalidRequest, "TopicPartitions must be empty when (re-)joining."
+		case req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
+			return wire.ErrInvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+		}
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !wire.ValidName(t) {
+			return wire.ErrInvalidRequest, "SubscribedTopicNames holds an invalid name."
+		}
+	}
+	if req.ServerAssignor != nil && !wire.ValidName(*req.ServerAssignor) {
+		return wire.ErrInvalidRequest, "ServerAssignor is invalid."
+	}
+	return wire.ErrNone, ""
+}
+
+// compileRegex compiles a SubscribedTopicRegex (RE2, as Kafka 4 takes it with re2j).
+func compileRegex(s string) (*regexp.Regexp, int16, string) {
+	if len(s) > MaxRegexLength {
+		return nil, wire.ErrInvalidRegularExpression, fmt.Sprintf("SubscribedTopicRegex is longer than %d bytes.", MaxRegexLength)
+	}
+	re, err := regexp.Compile("^(?:" + s + ")$")
+	if err != nil {
+		return nil, wire.ErrInvalidRegularExpression, "SubscribedTopicRegex `" + s + "` is not a valid regular expression: " + err.Error()
+	}
+	return re, wire.ErrNone, ""
+}
+
+func (g *group) validAssignor(name *string) bool {
+	return name == nil || slices.Contains(g.c.cfg.Consumer.Assignors, *name)
+}
+
+// consumerJoin handles member epoch 0: a new member, a static member replacing its previous
+// instance, or a member rejoining (after being fenced, or to start over).
+func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h ConsumerHeartbeat, resp *kmsg.ConsumerGroupHeartbeatResponse) *kmsg.ConsumerGroupHeartbeatResponse {
+	cg := g.cg
+	fail := func(code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	if !g.validAssignor(req.ServerAssignor) {
+		return fail(wire.ErrUnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %v.", *req.ServerAssignor, g.c.cfg.Consumer.Assignors))
+	}
+	var re *regexp.Regexp
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		var code int16
+		var msg string
+		if re, code, msg = compileRegex(*req.SubscribedTopicRegex); code != wire.ErrNone {
+			return fail(code, msg)
+		}
+	}
+	id := req.MemberID
+	if id == "" { // v0: the coordinator names the member
+		id = newMemberID(h.ClientID)
+	}
+	var inherit *consumerMember
+	if req.InstanceID != nil {
+		if old := cg.static[*req.InstanceID]; old != "" && old != id {
+			prev := cg.members[old]
+			if prev != nil && prev.epoch != -2 {
+				return fail(wire.ErrUnreleasedInstanceID, fmt.Sprintf("Static member %s with instance id %s is not released.", old, *req.InstanceID))
+			}
+			inherit = prev
+		}
+	}
+	if prev := cg.members[id]; prev != nil {
+		if prev.epoch == -2 && prev.instanceID != nil {
+			inherit = prev
+		} else {
+			// A member joining again under its id (fenced, or starting over) comes back
+			// empty-handed: it said so (TopicPartitions must be empty), so what it held is
+			// released.
+			g.removeConsumer(prev)
+		}
+	}
+	if inherit == nil && len(cg.members) >= g.c.cfg.Consumer.MaxSize {
+		return fail(wire.ErrGroupMaxSizeReached, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", g.c.cfg.Consumer.MaxSize))
+	}
+	m := &consumerMember{id: id, instanceID: req.InstanceID, rackID: req.RackID, clientID: h.ClientID, clientHost: h.ClientHost,
+		rebalance: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond, assignor: derefOr(req.ServerAssignor),
+		assigned: assignment{}, revoking: assignment{}, allowed: h.Allowed, known: true}
+	if m.rebalance <= 0 {
+		m.rebalance = g.c.cfg.Consumer.SessionTimeout
+	}
+	m.subscribed = sortedNames(req.SubscribedTopicNames)
+	if re != nil {
+		m.regex, m.re = *req.SubscribedTopicRegex, re
+		m.regexTopics = g.matchRegex(m)
+	}
+	if inherit != nil {
+		// The new instance takes over what the old one held (ConsumerGroup's static member
+		// replacement): its epoch, partitions and target, under the new member id.
+		m.epoch, m.prevEpoch, m.state = inherit.prevEpoch, inherit.prevEpoch, inherit.state
+		m.assigned, m.revoking = inherit.assigned, inherit.revoking
+		target := cg.target[inherit.id]
+		g.detachConsumer(inherit)
+		cg.target[id] = target
+		for x, owner := range cg.owners {
+			if owner == inherit.id {
+				cg.owners[x] = id
+			}
+		}
+	}
+	cg.members[id] = m
+	if m.instanceID != nil {
+		cg.static[*m.instanceID] = id
+	}
+	g.startConsumerSession(m)
+	// A new member raises the epoch; a static member replacing itself only if what the
+	// assignment depends on changed.
+	if g.refreshTopics(false) || inherit == nil ||
+		!slices.Equal(inherit.subscribed, m.subscribed) || inherit.regex != m.regex || inherit.assignor != m.assignor {
+		cg.epoch++
+	}
+	g.refreshTarget()
+	g.reconcile(m, nil)
+	g.syncState()
+	g.persist()
+	resp.MemberID = &id
+	resp.MemberEpoch = m.epoch
+	resp.Assignment = heartbeatAssignment(m.assigned)
+	return resp
+}
+
+// consumerLeave handles member epoch -1 (leave) and -2 (a static member's temporary leave:
+// it stays, with its partitions, until its instance rejoins or its session expires).
+func (g *group) consumerLeave(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, static bool) *kmsg.ConsumerGroupHeartbeatResponse {
+	cg := g.cg
+	m := cg.members[req.MemberID]
+	if m == nil && req.InstanceID != nil {
+		m = cg.members[cg.static[*req.InstanceID]]
+		if m != nil && m.id != req.MemberID {
+			resp.ErrorCode = wire.ErrFencedInstanceID
+			return resp
+		}
+	}
+	if m == nil {
+		resp.ErrorCode = wire.ErrUnknownMemberID
+		return resp
+	}
+	resp.MemberID = &m.id
+	if static && m.instanceID != nil {
+		// Its revocations are moot: it holds what it was last told until it comes back.
+		g.releaseRevoking(m)
+		m.prevEpoch = m.epoch
+		m.epoch = -2
+		resp.MemberEpoch = -2
+		g.persist()
+		return resp
+	}
+	g.removeConsumer(m)
+	cg.epoch++
+	g.refreshTarget()
+	g.syncState()
+	g.persist()
+	resp.MemberEpoch = -1
+	return resp
+}
+
+// consumerBeat is a regular heartbeat.
+func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h ConsumerHeartbeat, resp *kmsg.ConsumerGroupHeartbeatResponse) *kmsg.ConsumerGroupHeartbeatResponse {
+	cg := g.cg
+	m := cg.members[req.MemberID]
+	if m == nil {
+		if req.InstanceID != nil && cg.static[*req.InstanceID] != "" {
+			resp.ErrorCode = wire.ErrFencedInstanceID
+			return resp
+		}
+		resp.ErrorCode = wire.ErrUnknownMemberID
+		return resp
+	}
+	if req.InstanceID != nil && (m.instanceID == nil || *m.instanceID != *req.InstanceID) {
+		resp.ErrorCode = wire.ErrFencedInstanceID
+		return resp
+	}
+	var owned assignment
+	if req.Topics != nil {
+		owned = assignment{}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				owned.add(t.TopicID, p)
+			}
+		}
+	}
+	// throwIfMemberEpochIsInvalid: a later epoch than the member's is fenced; an earlier one
+	// is taken only if it is the member's previous epoch and what it reports owning is a
+	// subset of what it holds (it missed the answer that moved it on).
+	if req.MemberEpoch != m.epoch {
+		if req.MemberEpoch > m.epoch || req.MemberEpoch != m.prevEpoch || owned == nil || owned.minus(m.assigned).count() > 0 {
+			resp.ErrorCode = wire.ErrFencedMemberEpoch
+			return resp
+		}
+	}
+	m.deadline = time.Now().Add(g.c.cfg.Consumer.SessionTimeout)
+	m.allowed, m.known = h.Allowed, true
+	changed := false
+	if req.SubscribedTopicNames != nil {
+		if s := sortedNames(req.SubscribedTopicNames); !slices.Equal(s, m.subscribed) {
+			m.subscribed, changed = s, true
+		}
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
+		m.regex, m.re, m.regexTopics = "", nil, nil
+		if *req.SubscribedTopicRegex != "" {
+			re, code, msg := compileRegex(*req.SubscribedTopicRegex)
+			if code != wire.ErrNone {
+				resp.ErrorCode, resp.ErrorMessage = code, &msg
+				return resp
+			}
+			m.regex, m.re = *req.SubscribedTopicRegex, re
+			m.regexTopics = g.matchRegex(m)
+		}
+		changed = true
+	}
+	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
+		if !g.validAssignor(req.ServerAssignor) {
+			resp.ErrorCode = wire.ErrUnsupportedAssignor
+			return resp
+		}
+		m.assignor, changed = *req.ServerAssignor, true
+	}
+	if req.RebalanceTimeoutMillis > 0 {
+		m.rebalance = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if g.refreshTopics(false) || changed {
+		cg.epoch++
+		changed = true
+	}
+	g.refreshTarget()
+	before := struct {
+		epoch    int32
+		state    memberState
+		assigned assignment
+		revoking int
+	}{m.epoch, m.state, m.assigned, m.revoking.count()}
+	g.reconcile(m, owned)
+	moved := m.epoch != before.epoch || m.state != before.state || !m.assigned.equal(before.assigned) || m.revoking.count() != before.revoking
+	if changed || moved {
+		g.syncState()
+		g.persist()
+	}
+	resp.MemberID = &m.id
+	resp.MemberEpoch = m.epoch
+	// The assignment goes back when it changed, or when the member reported what it owns
+	// and that is not it.
+	if moved || (owned != nil && !owned.equal(m.assigned)) {
+		resp.Assignment = heartbeatAssignment(m.assigned)
+	}
+	return resp
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func sortedNames(names []string) []string {
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func heartbeatAssignment(a assignment) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+	out := &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
+	out.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+	ids := slices.SortedFunc(maps.Keys(a), compareID)
+	for _, t := range ids {
+		at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+		at.TopicID, at.Partitions = t, slices.Clone(a[t])
+		out.Topics = append(out.Topics, at)
+	}
+	return out
+}
+
+// matchRegex lists the topics m's regular expression matches that its principal may see.
+func (g *group) matchRegex(m *consumerMember) []string {
+	if m.re == nil || g.c.cfg.Consumer.Topics == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range g.c.cfg.Consumer.Topics() {
+		if m.re.MatchString(t.Name) && (m.allowed == nil || m.allowed(t.Name)) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+// refreshTopics looks up the subscribed topics again (and, every regexRefresh or after a
+// topic change, matches the regular expressions again): a topic created, deleted or grown
+// raises the group epoch (the caller's, once with its own reasons). force refreshes the
+// regular expressions now. It reports whether the topics changed.
+func (g *group) refreshTopics(force bool) bool {
+	cg, cc := g.cg, &g.c.cfg.Consumer
+	now := time.Now()
+	if gen := g.c.topicsGen.Load(); force || gen != cg.topicsGen || now.Sub(cg.regexAt) >= regexRefresh {
+		cg.topicsGen, cg.regexAt = gen, now
+		for _, m := range cg.members {
+			if m.re != nil && m.known {
+				m.regexTopics = g.matchRegex(m)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, m := range cg.members {
+		for _, t := range m.subscribed {
+			names[t] = true
+		}
+		for _, t := range m.regexTopics {
+			names[t] = true
+		}
+	}
+	topics := make(map[string]TopicMeta, len(names))
+	for n := range names {
+		if cc.Topic == nil {
+			continue
+		}
+		if t, ok := cc.Topic(n); ok {
+			topics[n] = t
+		}
+	}
+	if maps.Equal(topics, cg.topics) {
+		return false
+	}
+	cg.topics = topics
+	return true
+}
+
+// refreshTarget computes the target assignment if the group epoch moved past it.
+func (g *group) refreshTarget() {
+	cg := g.cg
+	if cg.epoch <= cg.assignEpoch && len(cg.target) == len(cg.members) {
+		return
+	}
+	in := assignInput{subscribed: map[string][]topicID{}, partitions: map[topicID]int32{}, previous: cg.target}
+	in.members = slices.Sorted(maps.Keys(cg.members))
+	for _, id := range in.members {
+		m := cg.members[id]
+		seen := map[topicID]bool{}
+		for _, list := range [][]string{m.subscribed, m.regexTopics} {
+			for _, n := range list {
+				if t, ok := cg.topics[n]; ok && !seen[t.ID] {
+					seen[t.ID] = true
+					in.subscribed[id] = append(in.subscribed[id], t.ID)
+					in.partitions[t.ID] = t.Partitions
+				}
+			}
+		}
+		slices.SortFunc(in.subscribed[id], compareID)
+	}
+	cg.assignorName = g.preferredAssignor()
+	if cg.assignorName == AssignorRange {
+		cg.target = assignRange(in)
+	} else {
+		cg.target = assignUniform(in)
+	}
+	cg.assignEpoch = cg.epoch
+}
+
+// preferredAssignor is ConsumerGroup.computePreferredServerAssignor: the assignor most
+// members name (ties: the configured order), else the first configured.
+func (g *group) preferredAssignor() string {
+	votes := map[string]int{}
+	for _, m := range g.cg.members {
+		if m.assignor != "" {
+			votes[m.assignor]++
+		}
+	}
+	best := ""
+	for _, a := range g.c.cfg.Consumer.Assignors {
+		if votes[a] > votes[best] || best == "" && votes[a] > 0 {
+			best = a
+		}
+	}
+	if best == "" && len(g.c.cfg.Consumer.Assignors) > 0 {
+		best = g.c.cfg.Consumer.Assignors[0]
+	}
+	return best
+}
+
+// reconcile moves m towards its target (CurrentAssignmentBuilder). owned is what the member
+// reported holding (nil: not reported).
+func (g *group) reconcile(m *consumerMember, owned assignment) {
+	cg := g.cg
+	if m.epoch == -2 {
+		return
+	}
+	switch m.state {
+	case memberStable:
+		if m.epoch == cg.assignEpoch {
+			return
+		}
+	case memberUnrevoked:
+		// Still holding something it was told to revoke (or not saying): wait.
+		if owned == nil || owned.intersect(m.revoking).count() > 0 {
+			return
+		}
+		g.releaseRevoking(m)
+	}
+	target := cg.target[m.id]
+	keep := m.assigned.intersect(target)
+	revoke := m.assigned.minus(target)
+	if revoke.count() > 0 {
+		// Revoke first; the epoch stays until the member confirms.
+		m.assigned, m.revoking, m.state = keep, revoke, memberUnrevoked
+		g.armRevocation(m)
+		return
+	}
+	unreleased := false
+	for t, ps := range target.minus(m.assigned) {
+		for _, p := range ps {
+			switch owner := cg.owners[tp{t, p}]; owner {
+			case "", m.id:
+				cg.owners[tp{t, p}] = m.id
+				keep.add(t, p)
+			default:
+				unreleased = true
+			}
+		}
+	}
+	m.assigned = keep
+	m.state = memberStable
+	if unreleased {
+		m.state = memberUnreleased
+	}
+	if m.epoch != cg.assignEpoch {
+		m.prevEpoch, m.epoch = m.epoch, cg.assignEpoch
+	}
+	g.disarmRevocation(m)
+}
+
+// releaseRevoking frees the partitions m was revoking.
+func (g *group) releaseRevoking(m *consumerMember) {
+	for t, ps := range m.revoking {
+		for _, p := range ps {
+			if g.cg.owners[tp{t, p}] == m.id {
+				delete(g.cg.owners, tp{t, p})
+			}
+		}
+	}
+	m.revoking = assignment{}
+	if m.state == memberUnrevoked {
+		m.state = memberStable
+	}
+	g.disarmRevocation(m)
+}
+
+// removeConsumer takes m out of the group, freeing every partition it holds. The caller
+// raises the group epoch.
+func (g *group) removeConsumer(m *consumerMember) {
+	for x, owner := range g.cg.owners {
+		if owner == m.id {
+			delete(g.cg.owners, x)
+		}
+	}
+	g.detachConsumer(m)
+}
+
+// detachConsumer forgets m (its timers, its static instance, its target) without touching
+// the partitions it holds.
+func (g *group) detachConsumer(m *consumerMember) {
+	cg := g.cg
+	delete(cg.members, m.id)
+	delete(cg.target, m.id)
+	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
+		delete(cg.static, *m.instanceID)
+	}
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	if m.revokeTimer != nil {
+		m.revokeTimer.Stop()
+	}
+}
+
+// startConsumerSession arms m's session expiry; heartbeats push m.deadline and the timer
+// re-arms itself until the deadline really passes (as the classic members').
+func (g *group) startConsumerSession(m *consumerMember) {
+	d := g.c.cfg.Consumer.SessionTimeout
+	m.deadline = time.Now().Add(d)
+	m.timer = time.AfterFunc(d, func() { g.checkConsumerSession(m) })
+}
+
+func (g *group) checkConsumerSession(m *consumerMember) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cg == nil || g.cg.members[m.id] != m || g.c.isClosed() {
+		return
+	}
+	if left := time.Until(m.deadline); left > 0 {
+		m.timer = time.AfterFunc(left, func() { g.checkConsumerSession(m) })
+		return
+	}
+	g.fenceConsumer(m)
+}
+
+// armRevocation starts m's rebalance timeout: a member that has not revoked by then is
+// fenced (Kafka's consumer group rebalance timeout).
+func (g *group) armRevocation(m *consumerMember) {
+	if !m.revokeDeadline.IsZero() {
+		return
+	}
+	m.revokeDeadline = time.Now().Add(m.rebalance)
+	deadline := m.revokeDeadline
+	m.revokeTimer = time.AfterFunc(m.rebalance, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.cg == nil || g.cg.members[m.id] != m || g.c.isClosed() || !m.revokeDeadline.Equal(deadline) {
+			return
+		}
+		g.fenceConsumer(m)
+	})
+}
+
+func (g *group) disarmRevocation(m *consumerMember) {
+	m.revokeDeadline = time.Time{}
+	if m.revokeTimer != nil {
+		m.revokeTimer.Stop()
+		m.revokeTimer = nil
+	}
+}
+
+// fenceConsumer removes a member whose session or rebalance timeout passed.
+func (g *group) fenceConsumer(m *consumerMember) {
+	g.c.log.Info("groups: consumer group member fenced", "group", g.name, "member", m.id)
+	g.removeConsumer(m)
+	g.cg.epoch++
+	g.refreshTarget()
+	g.syncState()
+	g.persist()
+}
+
+// syncState keeps the classic state field true for a consumer group (Empty or not), which
+// the paths both kinds share read (DeleteGroups, expiry).
+func (g *group) syncState() {
+	if len(g.cg.members) == 0 {
+		if g.state != Empty {
+			g.state, g.stateMs = Empty, g.c.cfg.Now().UnixMilli()
+		}
+		return
+	}
+	g.state = Stable
+}
+
+// consumerStateName is ConsumerGroup.state's name: Empty, Assigning (the target is behind
+// the group epoch), Reconciling (a member is behind the target), Stable.
+func (cg *consumerGroup) stateName() string {
+	switch {
+	case len(cg.members) == 0:
+		return "Empty"
+	case cg.assignEpoch < cg.epoch:
+		return "Assigning"
+	}
+	for _, m := range cg.members {
+		if m.epoch != -2 && (m.epoch != cg.assignEpoch || m.state != memberStable) {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+// subscribedTopics is every topic a member subscribes to (offset expiry and OffsetDelete keep
+// their offsets).
+func (cg *consumerGroup) subscribedTopics() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range cg.members {
+		for _, t := range m.subscribed {
+			out[t] = true
+		}
+		for _, t := range m.regexTopics {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+func (cc *ConsumerConfig) setDefaults() {
+	if cc.SessionTimeout <= 0 {
+		cc.SessionTimeout = DefaultConsumerSessionTimeout
+	}
+	if cc.HeartbeatInterval <= 0 {
+		cc.HeartbeatInterval = DefaultConsumerHeartbeatInterval
+	}
+	if len(cc.Assignors) == 0 {
+		cc.Assignors = DefaultAssignors
+	}
+	if cc.MaxSize <= 0 {
+		cc.MaxSize = DefaultConsumerMaxSize
+	}
+}
+
+// ---- offsets ----
+
+// consumerCommitAllowed is ConsumerGroup.validateOffsetCommit: a member of the group commits
+// with its current epoch; an earlier one is STALE_MEMBER_EPOCH, a later one
+// FENCED_MEMBER_EPOCH. A commit with a negative epoch is taken while the group has no
+// members. Members must use OffsetCommit v9+ outside transactions.
+func (g *group) consumerCommitAllowed(memberID string, epoch int32, version int16, txn bool) int16 {
+	cg := g.cg
+	if epoch < 0 && len(cg.members) == 0 {
+		return wire.ErrNone
+	}
+	m := cg.members[memberID]
+	if m == nil {
+		return wire.ErrUnknownMemberID
+	}
+	if !txn && version < 9 {
+		return wire.ErrUnsupportedVersion
+	}
+	return memberEpochCheck(epoch, m.epoch)
+}
+
+func memberEpochCheck(got, want int32) int16 {
+	switch {
+	case got > want:
+		return wire.ErrFencedMemberEpoch
+	case got < want:
+		return wire.ErrStaleMemberEpoch
+	}
+	return wire.ErrNone
+}
+
+// CheckOffsetFetch is ConsumerGroup.validateOffsetFetch for OffsetFetch v9+: a request naming
+// a member (or a non-negative epoch) of a consumer group must name a member and its epoch.
+// Classic groups and requests without a member (admin tools) pass.
+func (c *Coordinator) CheckOffsetFetch(name string, memberID *string, epoch int32) int16 {
+	if memberID == nil && epoch < 0 {
+		return wire.ErrNone
+	}
+	g := c.get(name, false)
+	if g == nil {
+		return wire.ErrNone
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cg == nil {
+		return wire.ErrNone
+	}
+	var m *consumerMember
+	if memberID != nil {
+		m = g.cg.members[*memberID]
+	}
+	if m == nil {
+		return wire.ErrUnknownMemberID
+	}
+	return memberEpochCheck(epoch, m.epoch)
+}
+
+// ---- ConsumerGroupDescribe ----
+
+// ConsumerDescription is one group of a ConsumerGroupDescribe, with the names of the topics
+// it shows (the server checks that the principal may describe them).
+type ConsumerDescription struct {
+	Group  kmsg.ConsumerGroupDescribeResponseGroup
+	Topics []string
+}
+
+// DescribeConsumer fills one ConsumerGroupDescribe entry (ConsumerGroup.asDescribedGroup).
+func (c *Coordinator) DescribeConsumer(name string) ConsumerDescription {
+	dg := kmsg.NewConsumerGroupDescribeResponseGroup()
+	dg.Group = name
+	dg.AuthorizedOperations = -2147483648
+	var d ConsumerDescription
+	g := c.get(name, false)
+	if g != nil {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+	}
+	switch {
+	case g == nil || g.state == Dead:
+		dg.ErrorCode = wire.ErrGroupIDNotFound
+		msg := fmt.Sprintf("Group %s not found.", name)
+		dg.ErrorMessage = &msg
+		d.Group = dg
+		return d
+	case g.cg == nil:
+		dg.ErrorCode = wire.ErrGroupIDNotFound
+		msg := fmt.Sprintf("Group %s is not a consumer group.", name)
+		dg.ErrorMessage = &msg
+		d.Group = dg
+		return d
+	}
+	cg := g.cg
+	dg.State, dg.Epoch, dg.AssignmentEpoch, dg.AssignorName = cg.stateName(), cg.epoch, cg.assignEpoch, cg.assignorName
+	if dg.AssignorName == "" {
+		dg.AssignorName = g.preferredAssignor()
+	}
+	byID := map[topicID]string{}
+	for _, t := range cg.topics {
+		byID[t.ID] = t.Name
+	}
+	seen := map[string]bool{}
+	describe := func(a assignment) kmsg.Assignment {
+		out := kmsg.NewAssignment()
+		out.TopicPartitions = []kmsg.AssignmentTopicPartition{}
+		for _, t := range slices.SortedFunc(maps.Keys(a), compareID) {
+			atp := kmsg.NewAssignmentTopicPartition()
+			atp.TopicID, atp.Topic, atp.Partitions = t, byID[t], slices.Clone(a[t])
+			seen[atp.Topic] = true
+			out.TopicPartitions = append(out.TopicPartitions, atp)
+		}
+		return out
+	}
+	for _, id := range slices.Sorted(maps.Keys(cg.members)) {
+		m := cg.members[id]
+		dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.InstanceID, dm.RackID, dm.MemberEpoch = m.id, m.instanceID, m.rackID, m.epoch
+		dm.ClientID, dm.ClientHost = m.clientID, m.clientHost
+		dm.SubscribedTopics = slices.Clone(m.subscribed)
+		if dm.SubscribedTopics == nil {
+			dm.SubscribedTopics = []string{}
+		}
+		for _, t := range m.subscribed {
+			seen[t] = true
+		}
+		if m.regex != "" {
+			r := m.regex
+			dm.SubscribedTopicRegex = &r
+		}
+		held := m.assigned.clone()
+		for t, ps := range m.revoking {
+			for _, p := range ps {
+				held.add(t, p)
+			}
+		}
+		dm.Assignment = describe(held)
+		dm.TargetAssignment = describe(cg.target[id])
+		dm.MemberType = 1 // consumer (KIP-1099): every member here speaks the new protocol
+		dg.Members = append(dg.Members, dm)
+	}
+	d.Group = dg
+	delete(seen, "")
+	d.Topics = slices.Sorted(maps.Keys(seen))
+	return d
+}
+
+// ---- durability ----
+
+// consumerRecord is a consumer group's part of its stored record (meta.GroupRecord.Consumer,
+// JSON): everything the state machine needs to resume, topics by their UUID in hex.
+type consumerRecord struct {
+	Epoch       int32                  `json:"epoch"`
+	AssignEpoch int32                  `json:"assign_epoch"`
+	Assignor    string                 `json:"assignor,omitempty"`
+	Topics      []consumerTopicRecord  `json:"topics,omitempty"`
+	Members     []consumerMemberRecord `json:"members,omitempty"`
+}
+
+type consumerTopicRecord struct {
+	Name       string `json:"name"`
+	ID         string `json:"id"`
+	Partitions int32  `json:"partitions"`
+}
+
+type consumerMemberRecord struct {
+	ID          string             `json:"id"`
+	InstanceID  *string            `json:"instance_id,omitempty"`
+	RackID      *string            `json:"rack_id,omitempty"`
+	ClientID    string             `json:"client_id"`
+	ClientHost  string             `json:"client_host"`
+	RebalanceMs int64              `json:"rebalance_ms"`
+	Subscribed  []string           `json:"subscribed,omitempty"`
+	Regex       string             `json:"regex,omitempty"`
+	RegexTopics []string           `json:"regex_topics,omitempty"`
+	Assignor    string             `json:"assignor,omitempty"`
+	Epoch       int32              `json:"epoch"`
+	PrevEpoch   int32              `json:"prev_epoch"`
+	State       int8               `json:"state"`
+	Assigned    map[string][]int32 `json:"assigned,omitempty"`
+	Revoking    map[string][]int32 `json:"revoking,omitempty"`
+	Target      map[string][]int32 `json:"target,omitempty"`
+}
+
+func encodeAssignment(a assignment) map[string][]int32 {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(map[string][]int32, len(a))
+	for t, ps := range a {
+		out[hex.EncodeToString(t[:])] = ps
+	}
+	return out
+}
+
+func decodeAssignment(m map[string][]int32) (assignment, error) {
+	out := assignment{}
+	for k, ps := range m {
+		var t topicID
+		if b, err := hex.DecodeString(k); err != nil || len(b) != 16 {
+			return nil, fmt.Errorf("bad topic id %q", k)
+		} else {
+			copy(t[:], b)
+		}
+		out[t] = slices.Sorted(slices.Values(ps))
+	}
+	return out, nil
+}
+
+// consumerRecord encodes the group's consumer state for its stored record.
+func (g *group) consumerRecord() json.RawMessage {
+	cg := g.cg
+	rec := consumerRecord{Epoch: cg.epoch, AssignEpoch: cg.assignEpoch, Assignor: cg.assignorName}
+	for _, n := range slices.Sorted(maps.Keys(cg.topics)) {
+		t := cg.topics[n]
+		rec.Topics = append(rec.Topics, consumerTopicRecord{Name: t.Name, ID: hex.EncodeToString(t.ID[:]), Partitions: t.Partitions})
+	}
+	for _, id := range slices.Sorted(maps.Keys(cg.members)) {
+		m := cg.members[id]
+		rec.Members = append(rec.Members, consumerMemberRecord{ID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
+			ClientID: m.clientID, ClientHost: m.clientHost, RebalanceMs: m.rebalance.Milliseconds(),
+			Subscribed: m.subscribed, Regex: m.regex, RegexTopics: m.regexTopics, Assignor: m.assignor,
+			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state),
+			Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(cg.target[id])})
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		panic("BUG: groups: consumer record does not encode: " + err.Error())
+	}
+	return b
+}
+
+// restoreConsumer brings a consumer group back from its record at start-up; each member's
+// session starts now. A record that does not decode leaves the group Empty (logged).
+func (g *group) restoreConsumer(raw json.RawMessage) {
+	var rec consumerRecord
+	cg := newConsumerGroup()
+	g.cg = cg
+	g.protocolType = "consumer"
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		g.c.log.Error("groups: consumer group record does not decode", "group", g.name, "err", err)
+		return
+	}
+	cg.epoch, cg.assignEpoch, cg.assignorName = rec.Epoch, rec.AssignEpoch, rec.Assignor
+	for _, t := range rec.Topics {
+		var id topicID
+		b, err := hex.DecodeString(t.ID)
+		if err != nil || len(b) != 16 {
+			continue
+		}
+		copy(id[:], b)
+		cg.topics[t.Name] = TopicMeta{Name: t.Name, ID: id, Partitions: t.Partitions}
+	}
+	for _, mr := range rec.Members {
+		m := &consumerMember{id: mr.ID, instanceID: mr.InstanceID, rackID: mr.RackID, clientID: mr.ClientID, clientHost: mr.ClientHost,
+			rebalance: time.Duration(mr.RebalanceMs) * time.Millisecond, subscribed: mr.Subscribed, regex: mr.Regex,
+			regexTopics: mr.RegexTopics, assignor: mr.Assignor, epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, state: memberState(mr.State)}
+		var err error
+		if m.assigned, err = decodeAssignment(mr.Assigned); err == nil {
+			if m.revoking, err = decodeAssignment(mr.Revoking); err == nil {
+				cg.target[m.id], err = decodeAssignment(mr.Target)
+			}
+		}
+		if m.regex != "" {
+			var code int16
+			if m.re, code, _ = compileRegex(m.regex); code != wire.ErrNone {
+				err = fmt.Errorf("regex %q", m.regex)
+			}
+		}
+		if err != nil {
+			g.c.log.Error("groups: consumer group member record does not decode", "group", g.name, "member", mr.ID, "err", err)
+			continue
+		}
+		for _, a := range []assignment{m.assigned, m.revoking} {
+			for t, ps := range a {
+				for _, p := range ps {
+					cg.owners[tp{t, p}] = m.id
+				}
+			}
+		}
+		cg.members[m.id] = m
+		if m.instanceID != nil {
+			cg.static[*m.instanceID] = m.id
+		}
+		if m.state == memberUnrevoked {
+			g.armRevocation(m)
+		}
+		g.startConsumerSession(m)
+	}
+	if len(cg.members) > 0 {
+		g.state = Stable
+	}
+}
+
+// storeRecord is the group record persist saves for a consumer group.
+func (g *group) consumerStoreRecord() meta.GroupRecord {
+	rec := meta.GroupRecord{ProtocolType: "consumer", Generation: g.cg.epoch, Consumer: g.consumerRecord()}
+	if len(g.cg.members) == 0 {
+		rec.StateMs = g.stateMs
+	}
+	return rec
+}
