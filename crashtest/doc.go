@@ -23,8 +23,8 @@
 //     argument stops start-up.
 //
 // Beyond durability: three nodes behind HAProxy routed by TLS server name (sni_test.go: the
-// deployment of the README's "Many nodes behind one address"), and the deployment files in
-// deploy/ (deploy_test.go).
+// deployment of docs/operations.md's "Many nodes behind one address"), and the deployment
+// files in deploy/ (deploy_test.go).
 //
 // Under -race, a data race the node reports in its log fails the test that ran it.
 package crashtest

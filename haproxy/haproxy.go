@@ -38,7 +38,7 @@ type nodeMap struct {
 	Nodes []Node `yaml:"nodes"`
 }
 
-// ParseNodes reads a node map (YAML, README "Many nodes behind one address"). Unknown keys,
+// ParseNodes reads a node map (YAML, docs/operations.md "Many nodes behind one address"). Unknown keys,
 // missing fields, names that are not DNS labels or are used twice, addresses that are neither
 // a host name nor an IP address, bad ports and two nodes on the same address and port are
 // errors naming the node.

@@ -1,7 +1,7 @@
 // Package metrics is Inlet's Prometheus metrics (client_golang, text format) and the HTTP
 // listener that serves them with the health checks (--metrics-listen). Every name starts with
-// inlet_; the process_* and go_* series are client_golang's own collectors. The README's
-// "Metrics and health" lists them all.
+// inlet_; the process_* and go_* series are client_golang's own collectors. docs/metrics.md
+// lists them all.
 //
 // What runs when:
 //

@@ -12,7 +12,7 @@
 # KILL_EVERY=N (seconds) SIGKILLs the node every N to 2N seconds while the tests run and restarts
 # it on the same data directory (KILLS, default 4, bounds how many times); the run fails if the
 # node was never killed. The node then sits behind HAProxy in TCP mode, as in a deployment
-# (README, "Many nodes behind one address"), and advertises the proxy's address: HAProxy
+# (docs/operations.md, "Many nodes behind one address"), and advertises the proxy's address: HAProxy
 # retries a refused backend connection, so clients that reconnect while the node restarts
 # wait for it instead of failing their dial (the kgo tests take any such error as fatal).
 #

@@ -48,8 +48,8 @@ func haproxyCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// newHAProxyFlags defines haproxy-config's flags (README, "Many nodes behind one address",
-// lists them with their defaults).
+// newHAProxyFlags defines haproxy-config's flags (docs/operations.md, "Many nodes behind one
+// address", lists them with their defaults).
 func newHAProxyFlags() (fs *flag.FlagSet, nodes, domain, kafkaBind, registryBind *string) {
 	fs = flag.NewFlagSet("inlet haproxy-config", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
