@@ -76,6 +76,7 @@ type inlet struct {
 	port    int
 	args    []string // flags beyond --listen, --data-dir and --default-partitions
 	logPath string   // server stderr of every start, appended; printed on failure
+	nofile  int      // when set, the node's RLIMIT_NOFILE, soft and hard (descriptors_test.go)
 	starts  int
 
 	cmd    *exec.Cmd
@@ -160,6 +161,9 @@ func (n *inlet) tryStart() error {
 		"--group-initial-rebalance-delay-ms", "0", // Kafka's 3 s only slows the group tests
 	}, n.args...)
 	cmd := exec.Command(inletBin, args...)
+	if n.nofile > 0 {
+		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, n.nofile), inletBin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -32,8 +32,8 @@ import (
 //     elsewhere or retry later, rather than waiting in the backlog until it times out.
 //   - Then the loop waits, acceptBackoffMin doubling to acceptBackoffMax, and tries again.
 //     While the listener is not serving, each Accept waits at most the backoff and the loop
-//     tries to take the reserve again and one descriptor more: when it can, a descriptor is
-//     free for the next connection and the listener is serving again, also when no client
+//     tries to take the reserve again and two descriptors more: when it can, the next
+//     connection finds what it needs and the listener is serving again, also when no client
 //     happens to connect (so /readyz turns back by itself).
 //
 // max.connections, whose default leaves room for every other descriptor the node holds
@@ -139,13 +139,21 @@ func (a *acceptor) takeReserve() bool {
 	return true
 }
 
-// descriptorFree tells whether the process can open a descriptor now (beyond the reserve).
+// descriptorFree tells whether the process can open two descriptors now (beyond the
+// reserve): what the next connection takes, the accepted socket and, on the gnet back-end,
+// its duplicate in the loop's poller. With one free, accept succeeds and the duplicate fails,
+// which closes the connection: still not serving.
 func descriptorFree() bool {
-	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd1, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	_ = unix.Close(fd)
+	defer unix.Close(fd1)
+	fd2, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	_ = unix.Close(fd2)
 	return true
 }
 

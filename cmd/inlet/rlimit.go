@@ -81,7 +81,7 @@ func maxConnections(logger *slog.Logger, flag int, dataDir string, workers int) 
 	limit := raiseFileLimit(logger)
 	if flag > 0 {
 		if limit > 0 && uint64(flag) > limit {
-			logger.Warn("--max-connections is over the descriptor limit: past it, connections are closed as they are accepted", "max-connections", flag, "limit", limit)
+			logger.Warn("--max-connections is over the descriptor limit: a connection that finds no descriptor is closed as it is accepted", "max-connections", flag, "limit", limit)
 		}
 		return flag
 	}
