@@ -289,6 +289,9 @@ func provenance(b *strings.Builder, f *bench.File, link func(string) string) {
 // what was measured last rather than every load ever measured.
 const shownGroups = 3
 
+// listedOlder bounds the older configurations listed by a line each; the rest are counted.
+const listedOlder = 6
+
 // shown splits a section's groups (in the order they are rendered) into those rendered in full
 // and the older rest.
 func shown(gs [][]*bench.File) (full, older [][]*bench.File) {
@@ -305,7 +308,11 @@ func olderConfigurations(b *strings.Builder, gs [][]*bench.File, heading func(*b
 	}
 	b.WriteString("Older configurations (newest run of each; `bin/bench report` renders the newest " +
 		fmt.Sprint(shownGroups) + " in full):\n\n")
-	for _, g := range gs {
+	for i, g := range gs {
+		if i == listedOlder {
+			fmt.Fprintf(b, "- and %d older configurations, each under `results/` with its command in the file\n", len(gs)-i)
+			break
+		}
 		f := g[0]
 		fmt.Fprintf(b, "- %s: [%s](%s) (%s, `%s`", mdEscape(heading(f)), filepath.Base(f.Name), link(f.Name),
 			f.Started.UTC().Format("2006-01-02"), human.ShortCommit(f.Machine.GitCommit))

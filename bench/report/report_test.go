@@ -301,11 +301,12 @@ func checkSVG(t *testing.T, b []byte) map[string]int {
 }
 
 // TestReportListsOlderConfigurationsByALine: past shownGroups configurations, a section renders
-// the newest in full (the charted comparison of several brokers among them) and names each older
-// one by a line that links its newest file.
+// the newest in full (the charted comparison of several brokers among them), names the next
+// listedOlder by a line that links their newest file, and counts the rest.
 func TestReportListsOlderConfigurationsByALine(t *testing.T) {
+	const n = shownGroups + listedOlder + 2 // loads 0 .. n-1, oldest first
 	var files []*bench.File
-	for i := range 5 {
+	for i := range n {
 		f := sampleFile(bench.KindCompare)
 		f.Baseline = bench.TargetInlet
 		f.Targets = []proc.Target{{Name: "inlet"}}
@@ -317,24 +318,28 @@ func TestReportListsOlderConfigurationsByALine(t *testing.T) {
 		f.Started = f.Started.Add(time.Duration(i) * time.Hour)
 		files = append(files, f)
 	}
+	// load 1 measured again just before the newest: its group is the second newest.
 	again := *files[1]
-	again.Name, again.Started = "results/compare-1b.json", files[4].Started.Add(-time.Minute)
-	files = append(files[:4], &again, files[4])
+	again.Name, again.Started = "results/compare-1b.json", files[n-1].Started.Add(-time.Minute)
+	files = append(files[:n-1:n-1], &again, files[n-1])
 	sections, _ := renderReport(files, "results", func(s string) string { return s })
 	body := sectionBody(t, sections, bench.KindCompare)
-	mustContain(t, "compare section", body, "### load 0: inlet, klite", "### load 4: inlet", "### load 1: inlet",
+	newest := fmt.Sprintf("load %d", n-1)
+	mustContain(t, "compare section", body, "### load 0: inlet, klite", "### "+newest+": inlet", "### load 1: inlet",
+		"Earlier runs of this configuration: [compare-1.json]",
 		"Older configurations (newest run of each; `bin/bench report` renders the newest 3 in full):",
-		"- load 3: inlet: [compare-3.json](results/compare-3.json) (2025-03-04, `abc`)",
-		"- load 2: inlet: [compare-2.json](results/compare-2.json) (2025-03-04, `abc`)")
-	for _, gone := range []string{"### load 2", "### load 3"} {
-		if strings.Contains(body, gone) {
-			t.Errorf("%s is rendered in full", gone)
+		fmt.Sprintf("- load %d: inlet: [compare-%d.json](results/compare-%d.json) (2025-03-04, `abc`)", n-2, n-2, n-2),
+		"- and 2 older configurations, each under `results/` with its command in the file")
+	for i := 2; i < n-1; i++ {
+		if strings.Contains(body, fmt.Sprintf("### load %d:", i)) {
+			t.Errorf("load %d is rendered in full", i)
+		}
+		listed := strings.Contains(body, fmt.Sprintf("- load %d: inlet:", i))
+		if want := i >= n-1-listedOlder; listed != want {
+			t.Errorf("load %d listed: %v, want %v", i, listed, want)
 		}
 	}
-	if !strings.Contains(body, "Earlier runs of this configuration: [compare-1.json]") {
-		t.Error("the earlier run of a configuration rendered in full is not listed")
-	}
-	if strings.Index(body, "- load 3") > strings.Index(body, "- load 2") {
+	if strings.Index(body, fmt.Sprintf("- load %d", n-2)) > strings.Index(body, fmt.Sprintf("- load %d", n-3)) {
 		t.Error("older configurations are not newest first")
 	}
 }
