@@ -231,14 +231,18 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 	}
 	a.LogStartOffset = p.logStart.Load()
 	a.AppendTime = -1
-	var st *idem.State
+	var st *window
 	if a.ProducerID >= 0 {
 		key := producerKey{a.ProducerID, p.ID}
 		st = l.producers[key]
 		if st == nil {
-			st = new(idem.State)
-			*st = idem.NewState()
-			l.producers[key] = st
+			// A first batch: its window counts against the bounds (producers.go). The
+			// verdict of a new window is always Append, so the window is made only when the
+			// batch will be appended or refused by the transaction check below.
+			if a.Err = l.admitWindow(r.Principal, l.scratch.nowMs); a.Err != wire.ErrNone {
+				return
+			}
+			st = l.newWindow(key, r.Principal)
 		}
 		switch v, dup, code := st.Check(a.ProducerEpoch, a.BaseSequence, a.NumRecords); v {
 		case idem.Duplicate:
@@ -251,7 +255,7 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 			return
 		}
 		if a.Transactional || st.TxnFirstOffset >= 0 {
-			if a.Err = l.checkTransactional(r.TransactionalID, a, st); a.Err != wire.ErrNone {
+			if a.Err = l.checkTransactional(r.TransactionalID, a, &st.State); a.Err != wire.ErrNone {
 				return
 			}
 		}
@@ -280,8 +284,9 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 	if st != nil {
 		st.Push(a.ProducerEpoch, a.BaseSequence, a.NumRecords, base)
 		st.LastWrite = l.scratch.nowMs
+		l.windows.touch(st, r.Principal)
 		if a.Transactional {
-			openTxn(p, st, a.ProducerID, base)
+			openTxn(p, &st.State, a.ProducerID, base)
 		}
 	}
 	pg.advance(p)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"inlet/batchlog/segments"
-	"inlet/idem"
 	"inlet/meta"
 	"inlet/segfs"
 )
@@ -23,7 +22,7 @@ func newWithStore(s Store, opts Options) *Log {
 		opts.OnFatal = func(err error) { panic(err) }
 	}
 	l := &Log{opts: opts, log: opts.Logger, store: s, topics: map[string]*Topic{},
-		producers: map[producerKey]*idem.State{}, meta: meta.Discard(opts.Logger)}
+		producers: map[producerKey]*window{}, meta: meta.Discard(opts.Logger)}
 	l.start()
 	return l
 }

@@ -147,6 +147,16 @@ type Options struct {
 	// forget what was not synced when they crash (segfs.MemFS, vfs.NewCrashableMem).
 	SegmentFS segfs.FS
 	PebbleFS  vfs.FS
+	// MaxProducerWindows bounds the producer windows (one per producer id and partition) the
+	// node holds, MaxProducerWindowsPerPrincipal those one principal's batches made: at a bound,
+	// a batch that needs a new window evicts the least recently written window idle for
+	// ProducerIdleEviction, or is refused THROTTLING_QUOTA_EXCEEDED (producers.go). 0 means
+	// DefaultMaxProducerWindows (node) and no bound (principal); negative, no bound.
+	MaxProducerWindows             int
+	MaxProducerWindowsPerPrincipal int
+	// ProducerIdleEviction is how long a window must go unwritten before it may be evicted;
+	// 0 means DefaultProducerIdleEviction.
+	ProducerIdleEviction time.Duration
 }
 
 // Observer receives the commit pipeline's measurements as they happen; what is state (high
@@ -274,6 +284,9 @@ type Request struct {
 	// TransactionalID is the produce request's, which its transactional batches are checked
 	// against (txn.go).
 	TransactionalID string
+	// Principal is the user the request's connection acts as: the windows its batches make
+	// count against Options.MaxProducerWindowsPerPrincipal (producers.go).
+	Principal string
 	// Done is called once, from the completer goroutine, after the request's appends are
 	// durable (or refused). It must not block for long: it runs on the commit path.
 	Done func(*Request)
@@ -323,11 +336,18 @@ type Log struct {
 
 	topicsMu sync.RWMutex
 	topics   map[string]*Topic
+	// partitionsHeld counts the partitions of topics, changed under topicsMu (PartitionCount).
+	partitionsHeld atomic.Int64
 	// Dynamic broker configs by BrokerLevel, and the topic defaults they give
 	// (broker_configs.go); under topicsMu.
 	brokerConfigs [2]map[string]string
 	topicDefaults map[string]string
 	partSeq       uint32 // the next partition id (meta.Store.PartitionSeq at start-up)
+
+	// Producer windows held, evicted and refused (producers.go; Stats), written by the
+	// committer.
+	windowsHeld                    atomic.Int64
+	windowsEvicted, windowsRefused atomic.Uint64
 
 	retainMu       sync.Mutex   // serialises log-start changes (upkeep passes, DeleteRecords)
 	relocatedBytes atomic.Int64 // bytes copied forward by the reclaim pass (Stats)
@@ -339,7 +359,8 @@ type Log struct {
 
 	// committer-owned
 	lastFreeCheck time.Time // when the committer last read the free space (MinFreeBytes)
-	producers     map[producerKey]*idem.State
+	producers     map[producerKey]*window
+	windows       windowLists // the windows by last write (producers.go)
 	scratch       groupScratch
 	free          chan *pendingGroup
 }
@@ -407,6 +428,18 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	switch {
+	case opts.MaxProducerWindows == 0:
+		opts.MaxProducerWindows = DefaultMaxProducerWindows
+	case opts.MaxProducerWindows < 0:
+		opts.MaxProducerWindows = 0
+	}
+	if opts.MaxProducerWindowsPerPrincipal < 0 {
+		opts.MaxProducerWindowsPerPrincipal = 0
+	}
+	if opts.ProducerIdleEviction == 0 {
+		opts.ProducerIdleEviction = DefaultProducerIdleEviction
+	}
 	if opts.OnFatal == nil {
 		logger := opts.Logger
 		opts.OnFatal = func(err error) {
@@ -418,7 +451,7 @@ func open(opts Options, noSpaceRetry time.Duration) (*Log, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		topics:    map[string]*Topic{},
-		producers: map[producerKey]*idem.State{},
+		producers: map[producerKey]*window{},
 
 		noSpaceRetry: noSpaceRetry,
 	}
@@ -537,6 +570,7 @@ func (l *Log) recover() error {
 			byID[id] = p
 		}
 		l.topics[rec.Name] = t
+		l.partitionsHeld.Add(int64(len(t.Partitions)))
 	}
 	// Two layouts cannot share a directory: the data keys mean different things.
 	layout := []byte(LayoutPebble)
@@ -567,6 +601,7 @@ func (l *Log) recover() error {
 		return err
 	}
 	l.windowsCountFromNow()
+	l.orderWindows()
 	return nil
 }
 
@@ -673,16 +708,17 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 	if err != nil {
 		return err
 	}
-	l.producers = map[producerKey]*idem.State{}
+	l.producers = map[producerKey]*window{}
+	l.windows = windowLists{}
 	err = l.scan([]byte{kindProducer}, func(k, v []byte) error {
 		if len(k) != producerKeyLen {
 			return fmt.Errorf("batchlog: corrupt producer key %x", k)
 		}
-		st := new(idem.State)
+		key := producerKey{int64(binary.BigEndian.Uint64(k[1:])), binary.BigEndian.Uint32(k[9:])}
+		st := &window{key: key}
 		if err := st.UnmarshalBinary(v); err != nil {
 			return fmt.Errorf("batchlog: producer state %x: %w", k, err)
 		}
-		key := producerKey{int64(binary.BigEndian.Uint64(k[1:])), binary.BigEndian.Uint32(k[9:])}
 		l.producers[key] = st
 		return nil
 	})
@@ -754,14 +790,13 @@ func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) err
 			key := producerKey{pid, partition}
 			st := l.producers[key]
 			if st == nil {
-				st = new(idem.State)
-				*st = idem.NewState()
+				st = &window{State: idem.NewState(), key: key} // linked by orderWindows
 				l.producers[key] = st
 			}
 			if !h.IsControl() {
 				st.Push(h.ProducerEpoch, h.BaseSequence, count, base)
 			}
-			if err := replayTxn(b, p, st, h, batch, seg, pos); err != nil {
+			if err := replayTxn(b, p, &st.State, h, batch, seg, pos); err != nil {
 				return err
 			}
 			st.LastWrite = time.Now().UnixMilli() // written after the checkpoint: counts from this start-up
@@ -897,6 +932,7 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	}
 	l.partSeq = seq
 	l.topics[name] = t
+	l.partitionsHeld.Add(int64(len(t.Partitions)))
 	return t, nil
 }
 

@@ -131,5 +131,6 @@ func (l *Log) rebuild() error {
 		return err
 	}
 	l.windowsCountFromNow()
+	l.orderWindows()
 	return nil
 }

@@ -66,5 +66,6 @@ func (l *Log) RestoreTopic(name string, id [16]byte, configs map[string]string, 
 	}
 	l.partSeq = seq
 	l.topics[name] = t
+	l.partitionsHeld.Add(int64(len(t.Partitions)))
 	return t, nil
 }

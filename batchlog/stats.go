@@ -29,6 +29,10 @@ type Stats struct {
 	// FetchCacheHits and FetchCacheMisses count the batch reads the tail cache served and
 	// those that went to the segment files; FetchCacheBytes is what it holds now (segments/readplan.go).
 	FetchCacheHits, FetchCacheMisses, FetchCacheBytes int64
+	// Partitions is the number of partitions of all topics (PartitionCount).
+	Partitions int
+	// Producers: the producer windows held, evicted and refused (producers.go).
+	Producers ProducerWindowStats
 	// Pebble is the metadata store's own metrics (compaction debt, levels, WAL and its fsync
 	// latency); nil when nothing is stored (discard).
 	Pebble *pebble.Metrics
@@ -44,6 +48,8 @@ func (l *Log) Stats() Stats {
 	}
 	st.WriteStalls, st.WriteStallTime = l.meta.WriteStalls()
 	st.RelocatedBytes = l.relocatedBytes.Load()
+	st.Partitions = l.PartitionCount()
+	st.Producers = ProducerWindowStats{Held: l.windowsHeld.Load(), Evicted: l.windowsEvicted.Load(), Refused: l.windowsRefused.Load()}
 	st.WritesSuspended = l.suspended.Load()
 	st.CompactionPasses, st.CompactedRecordsRemoved = l.compacted.passes.Load(), l.compacted.removed.Load()
 	st.CompactedBatchesRewritten, st.CompactedBatchesDropped = l.compacted.rewritten.Load(), l.compacted.dropped.Load()

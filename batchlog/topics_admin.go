@@ -30,6 +30,10 @@ func (t *Topic) record() meta.TopicRecord {
 	return rec
 }
 
+// PartitionCount is the number of partitions of every topic (the node's partition bound,
+// package server's max.partitions): a counter, not a walk.
+func (l *Log) PartitionCount() int { return int(l.partitionsHeld.Load()) }
+
 // SetTopicConfigs replaces a topic's config overrides (validated by the caller).
 func (l *Log) SetTopicConfigs(name string, configs map[string]string) (*Topic, error) {
 	l.topicsMu.Lock()
@@ -72,6 +76,7 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 	}
 	l.partSeq = seq
 	l.topics[name] = t
+	l.partitionsHeld.Add(int64(total - len(old.Partitions)))
 	return t, nil
 }
 
@@ -114,13 +119,10 @@ func (l *Log) dropWindowsOf(ids map[uint32]bool) {
 // forgetWindows drops the windows drop selects, on the committer (or before it starts):
 // their keys are deleted with the next group that carries metadata.
 func (l *Log) forgetWindows(drop func(producerKey) bool) int {
-	s := &l.scratch
 	n := 0
 	for k := range l.producers {
 		if drop(k) {
-			delete(l.producers, k)
-			delete(s.touched, k)
-			s.expired = append(s.expired, k)
+			l.dropWindow(k)
 			n++
 		}
 	}
@@ -180,6 +182,7 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 		}
 	}
 	delete(l.topics, name)
+	l.partitionsHeld.Add(-int64(len(t.Partitions)))
 	// A long poll parked on the topic answers now (UNKNOWN_TOPIC_OR_PARTITION), not when its
 	// wait runs out.
 	for _, p := range t.Partitions {

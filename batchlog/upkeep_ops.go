@@ -209,15 +209,12 @@ func (l *Log) DropIdleProducers(before time.Time) int {
 // (unix ms). One changed since the last checkpoint is skipped by addMetadata unless it comes
 // back before then.
 func (l *Log) dropProducersBefore(cutoff int64) int {
-	s := &l.scratch
 	n := 0
 	for k, st := range l.producers {
 		if st.LastWrite >= cutoff || st.TxnFirstOffset >= 0 {
 			continue // an open transaction keeps its window (its timeout ends it first)
 		}
-		delete(l.producers, k)
-		delete(s.touched, k)
-		s.expired = append(s.expired, k)
+		l.dropWindow(k)
 		n++
 	}
 	return n

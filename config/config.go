@@ -98,6 +98,11 @@ type File struct {
 	RemoteUploadRate       yaml.Node `yaml:"remote_upload_max_bytes_per_sec"`
 	MemoryLimit            yaml.Node `yaml:"memory_limit"`
 
+	MaxConcurrentProducerIDs             yaml.Node `yaml:"max_concurrent_producer_ids"`
+	MaxConcurrentProducerIDsPerPrincipal yaml.Node `yaml:"max_concurrent_producer_ids_per_principal"`
+	MaxPartitions                        yaml.Node `yaml:"max_partitions"`
+	MaxGroups                            yaml.Node `yaml:"max_groups"`
+
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
 	Schemas   []Schema       `yaml:"schemas"`
@@ -142,6 +147,7 @@ var FlagKeys = map[string]Kind{
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,
 	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size, "remote_upload_max_bytes_per_sec": SizeOrZero, "memory_limit": String,
+	"max_concurrent_producer_ids": Int, "max_concurrent_producer_ids_per_principal": Int, "max_partitions": Int, "max_groups": Int,
 }
 
 // Listener is one Kafka listener.
@@ -195,6 +201,9 @@ type Quota struct {
 	User             string `yaml:"user"`
 	ProducerByteRate *int64 `yaml:"producer_byte_rate"`
 	ConsumerByteRate *int64 `yaml:"consumer_byte_rate"`
+	// ControllerMutationRate is KIP-599's controller_mutation_rate: partitions created or
+	// deleted per second.
+	ControllerMutationRate *int64 `yaml:"controller_mutation_rate"`
 }
 
 // Schema is one schema version under a subject.
@@ -383,7 +392,7 @@ func (f *File) resolveQuotas() (quota.Bounds, error) {
 			return nil, fmt.Errorf("%s.user: %q has two entries", key, q.User)
 		}
 		out[entity] = map[string]float64{}
-		for name, v := range map[string]*int64{quota.ProducerByteRate: q.ProducerByteRate, quota.ConsumerByteRate: q.ConsumerByteRate} {
+		for name, v := range map[string]*int64{quota.ProducerByteRate: q.ProducerByteRate, quota.ConsumerByteRate: q.ConsumerByteRate, quota.ControllerMutationRate: q.ControllerMutationRate} {
 			if v == nil {
 				continue
 			}

@@ -41,6 +41,10 @@ func (c *Conn) quotaUser() string {
 	return AnonymousUser
 }
 
+// User is the user the connection acts as, as quotas count it: its principal's name, or
+// ANONYMOUS. Read on the connection's worker.
+func (c *Conn) User() string { return c.quotaUser() }
+
 // quotaClientID is a request's client id (the header's; "" when null), as a string kept on
 // the connection while the client sends the same one.
 func (c *Conn) quotaClientID(id []byte) string {

@@ -45,6 +45,8 @@ type broker struct {
 	remote  *tier.Config
 	restore bool
 	tier    *tier.Tier
+	// logMod, when set before start, adjusts the batch log's options (state_bounds_test.go).
+	logMod func(*batchlog.Options)
 }
 
 // startBroker opens a batch log in a fresh temporary directory and serves it on a random
@@ -98,7 +100,11 @@ func (b *broker) tryStart() error {
 		cat.Close()
 		return fmt.Errorf("start server: %w", err)
 	}
-	blog, err := batchlog.Open(batchlog.Options{Dir: b.dir, Logger: testLogger(), Observer: m.Commits, Meta: cat, Txns: srv.Txns()})
+	logOpts := batchlog.Options{Dir: b.dir, Logger: testLogger(), Observer: m.Commits, Meta: cat, Txns: srv.Txns()}
+	if b.logMod != nil {
+		b.logMod(&logOpts)
+	}
+	blog, err := batchlog.Open(logOpts)
 	if err != nil {
 		srv.Close()
 		return fmt.Errorf("open batch log: %w", err)

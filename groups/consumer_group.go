@@ -205,6 +205,9 @@ func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 		if c.isClosed() {
 			return fail(wire.ErrNotCoordinator, "")
 		}
+		if req.MemberEpoch == 0 && c.Full() {
+			return fail(ErrGroupBound, "The node holds max.groups groups; no more can be created.")
+		}
 		return fail(wire.ErrUnknownMemberID, "")
 	}
 	g.mu.Lock()

@@ -35,6 +35,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -100,6 +101,10 @@ type Config struct {
 	Consumer ConsumerConfig
 	// Now is the clock of commit times, state times and expiry (time.Now when nil).
 	Now func() time.Time
+	// MaxGroups bounds the groups the node holds (0: no bound): a request that would create
+	// one more is refused POLICY_VIOLATION (Kafka has no such bound, nor Redpanda; its
+	// group.max.size bounds a group's members). Groups loaded at start-up are all kept.
+	MaxGroups int
 }
 
 // Kafka's defaults of offsets.retention.minutes and offsets.retention.check.interval.ms.
@@ -123,9 +128,10 @@ type Coordinator struct {
 	store Store
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	groups map[string]*group
-	closed bool
+	mu      sync.Mutex
+	groups  map[string]*group
+	closed  bool
+	refused atomic.Uint64 // creations refused by MaxGroups (Refused)
 
 	stop chan struct{} // closed by Close: ends the expiry loop
 	done sync.WaitGroup
@@ -285,11 +291,45 @@ func (c *Coordinator) newGroup(name string) *group {
 		pending: map[string]bool{}, offsets: map[meta.OffsetKey]meta.CommittedOffset{}}
 }
 
-// get returns the named group, creating it (Empty) when create is set.
-func (c *Coordinator) get(name string, create bool) *group {
+// DefaultMaxGroups is the default of the server's MaxGroups (max.groups): a group with one
+// committed offset holds about 2 KiB, so 20,000 groups hold about 40 MiB.
+const DefaultMaxGroups = 20000
+
+// ErrGroupBound is the code of a request refused because the node holds MaxGroups groups:
+// POLICY_VIOLATION, which Kafka's clients treat as fatal for the request, not to be retried.
+const ErrGroupBound = wire.ErrPolicyViolation
+
+// Full reports whether the node holds MaxGroups groups, so that no group can be created.
+func (c *Coordinator) Full() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.MaxGroups > 0 && len(c.groups) >= c.cfg.MaxGroups
+}
+
+// GroupCount is the number of groups the node holds (metrics).
+func (c *Coordinator) GroupCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.groups)
+}
+
+// Refused is the number of group creations MaxGroups refused since start (metrics).
+func (c *Coordinator) Refused() uint64 { return c.refused.Load() }
+
+// get returns the named group, creating it (Empty) when create is set and MaxGroups allows
+// (nil otherwise: the caller tells a closed coordinator from a full one by Full).
+func (c *Coordinator) get(name string, create bool) *group { return c.lookup(name, create, true) }
+
+// lookup is get; bounded false creates past MaxGroups (a committed transaction's offsets,
+// whose group was there when the transaction added them).
+func (c *Coordinator) lookup(name string, create, bounded bool) *group {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[name]
+	if g == nil && create && bounded && !c.closed && c.cfg.MaxGroups > 0 && len(c.groups) >= c.cfg.MaxGroups {
+		c.refused.Add(1)
+		return nil
+	}
 	if g == nil && create && !c.closed {
 		g = c.newGroup(name)
 		c.groups[name] = g
@@ -356,6 +396,9 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	if g == nil {
 		if c.isClosed() {
 			return fail(wire.ErrNotCoordinator)
+		}
+		if unknown && c.Full() {
+			return fail(ErrGroupBound)
 		}
 		return fail(wire.ErrUnknownMemberID)
 	}

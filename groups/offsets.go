@@ -46,6 +46,9 @@ func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRe
 		if c.isClosed() {
 			return all(wire.ErrNotCoordinator)
 		}
+		if generation < 0 && c.Full() {
+			return all(ErrGroupBound)
+		}
 		return all(wire.ErrIllegalGeneration)
 	}
 	g.mu.Lock()
@@ -452,6 +455,9 @@ func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, 
 	}
 	g := c.get(name, true)
 	if g == nil {
+		if !c.isClosed() && c.Full() {
+			return ErrGroupBound
+		}
 		return wire.ErrNotCoordinator // closing
 	}
 	g.mu.Lock()
@@ -478,7 +484,7 @@ func (c *Coordinator) CheckTxnCommit(name, memberID string, instanceID *string, 
 // synced Pebble batch, as OffsetCommit). at says when each was given (TxnOffsetCommit): an
 // offset committed since then outside the transaction stays, as Kafka keeps the later record.
 func (c *Coordinator) ApplyTxnOffsets(name string, offsets map[meta.OffsetKey]meta.CommittedOffset, at map[meta.OffsetKey]int64) error {
-	g := c.get(name, true)
+	g := c.lookup(name, true, false)
 	if g == nil {
 		return errors.New("groups: coordinator closed")
 	}

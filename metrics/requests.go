@@ -39,6 +39,7 @@ type Requests struct {
 	errDesc *prometheus.Desc
 
 	listeners *listenerMetrics // listeners.go
+	limits    limitsCollector  // limits.go
 }
 
 // NewRequests registers the request metrics with reg, resolving the children of every key in
@@ -89,6 +90,7 @@ func NewRequests(reg prometheus.Registerer, apiKeys []int16) *Requests {
 	m.errs = make([][errorSlots]atomic.Uint64, len(m.keys))
 	reg.MustRegister(count, latency, m.bytesIn, m.bytesOut, m.fetchWakeups, (*requestErrors)(m))
 	m.listeners = newListenerMetrics(reg)
+	reg.MustRegister(&m.limits)
 	return m
 }
 

@@ -75,6 +75,10 @@ var (
 	txnsDesc     = desc("transactions", "Transactional ids, by the state of their transaction.", "state")
 	txnEndDesc   = desc("transactions_ended_total", "Transactions ended since start, by outcome: commit, abort (by the producer or a new one with its id), timeout.", "outcome")
 
+	partitionsDesc   = desc("partitions", "Partitions of all topics (--max-partitions bounds them).")
+	windowsDesc      = desc("producer_windows", "Idempotent producer windows held, one per producer id and partition (--max-concurrent-producer-ids bounds them).")
+	windowsEvictDesc = desc("producer_windows_evicted_total", "Idle producer windows evicted to make room for new ones at the bound (at load too).")
+	windowsRefDesc   = desc("producer_windows_refused_total", "Batches refused THROTTLING_QUOTA_EXCEEDED because no window at the bound was idle.")
 	segFilesDesc     = desc("segment_files", "Segment files holding record data (--storage segments).")
 	segBytesDesc     = desc("segment_bytes", "Bytes of the segment files on disk (their sizes, block padding of direct writes included).")
 	relocDesc        = desc("segment_relocated_bytes_total", "Bytes of live batches copied forward out of old segments so that the segments could be deleted.")
@@ -101,7 +105,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{budgetUsedDesc, budgetLimitDesc, connsDesc, refusalsDesc, protoErrDesc,
-		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, segFilesDesc, segBytesDesc, relocDesc, fetchCacheDesc, fetchCacheBytes, suspendDesc, compactPassDesc, compactBatchDesc, compactRecDesc,
+		hwDesc, logStartDesc, committedDes, lagDesc, lsoDesc, txnsDesc, txnEndDesc, partitionsDesc, windowsDesc, windowsEvictDesc, windowsRefDesc, segFilesDesc, segBytesDesc, relocDesc, fetchCacheDesc, fetchCacheBytes, suspendDesc, compactPassDesc, compactBatchDesc, compactRecDesc,
 		stallsDesc, stallTimeDesc, debtDesc, compactDesc, compactNowDesc, flushesDesc, memtableDesc, readAmpDesc,
 		l0FilesDesc, diskDesc, walWrittenDesc, walFsyncDesc} {
 		ch <- d
@@ -151,6 +155,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	st := c.log.Stats()
+	gauge(partitionsDesc, float64(st.Partitions))
+	gauge(windowsDesc, float64(st.Producers.Held))
+	counter(windowsEvictDesc, float64(st.Producers.Evicted))
+	counter(windowsRefDesc, float64(st.Producers.Refused))
 	gauge(segFilesDesc, float64(st.SegmentFiles))
 	gauge(segBytesDesc, float64(st.SegmentBytes))
 	counter(relocDesc, float64(st.RelocatedBytes))

@@ -53,6 +53,9 @@ import (
 const (
 	ProducerByteRate = "producer_byte_rate"
 	ConsumerByteRate = "consumer_byte_rate"
+	// ControllerMutationRate is KIP-599's controller_mutation_rate: partitions created or
+	// deleted per second (CreateTopics, CreatePartitions, DeleteTopics, auto-creation).
+	ControllerMutationRate = "controller_mutation_rate"
 )
 
 // DefaultUser is the entity name of a default quota (Kafka's <default>), user or client id.
@@ -84,8 +87,9 @@ func ValidName(name string) bool { return name != "" && !strings.Contains(name, 
 type Kind int
 
 const (
-	Produce Kind = iota // request bytes of Produce
-	Fetch               // response bytes of Fetch
+	Produce  Kind = iota // request bytes of Produce
+	Fetch                // response bytes of Fetch
+	Mutation             // partitions created or deleted (KIP-599)
 	kinds
 )
 
@@ -96,14 +100,19 @@ func KindOf(key string) (Kind, bool) {
 		return Produce, true
 	case ConsumerByteRate:
 		return Fetch, true
+	case ControllerMutationRate:
+		return Mutation, true
 	}
 	return 0, false
 }
 
 // Key is the quota key of k.
 func (k Kind) Key() string {
-	if k == Produce {
+	switch k {
+	case Produce:
 		return ProducerByteRate
+	case Mutation:
+		return ControllerMutationRate
 	}
 	return ConsumerByteRate
 }

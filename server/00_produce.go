@@ -70,7 +70,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 		case sub.Restricted() && ps.req.TransactionalID != nil && !sub.TxnID(acl.Write, string(ps.req.TransactionalID)):
 			code = wire.ErrTransactionalIDAuthorizationFailed
 		default:
-			topic, code, _ = s.topicFor(rt.Name, true)
+			topic, code, _ = s.topicFor(r, rt.Name, true)
 			if topic != nil && topic.Internal() {
 				// ReplicaManager.appendToLocalLog: "Cannot append to internal topic".
 				topic, code = nil, wire.ErrInvalidTopic
@@ -133,6 +133,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 		return
 	}
 	ps.log.TransactionalID = txnID
+	ps.log.Principal = r.c.User()
 	s.blog.Submit(&ps.log)
 }
 

@@ -59,7 +59,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		t, code, created := s.topicFor([]byte(*rt.Topic), create)
+		t, code, created := s.topicFor(r, []byte(*rt.Topic), create)
 		if created {
 			// Kafka answers the request that created a topic with LEADER_NOT_AVAILABLE and no
 			// partitions (its controller has not elected leaders yet); clients ask again, and

@@ -15,7 +15,7 @@ func init() {
 	for _, a := range admin.APIs() {
 		register(api{key: a.Key, min: a.Min, max: a.Max,
 			handle: func(s *Server, r *request, req kmsg.Request) (kmsg.Response, error) {
-				return a.Handle(s.admin, &admin.Request{Conn: r.c}, req)
+				return a.Handle(s.admin, &admin.Request{Conn: r.c, ClientID: r.hdr.ClientID}, req)
 			},
 			authz: authz.Adapt(a.Authz, adminOf)})
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"inlet/groups"
 	"inlet/metrics"
+	"inlet/server/admin"
 )
 
 // What the metrics' state collector reads at scrape time (metrics.Node). Request counts,
@@ -40,4 +41,15 @@ func (s *Server) Transactions() (map[string]int, map[string]int64) {
 		byState[d.State.String()]++
 	}
 	return byState, s.txns.Ended()
+}
+
+// LimitCounts is what the bounds on client-made state hold and refused (metrics.LimitCounts;
+// admin/limits.go, groups.Config.MaxGroups).
+func (s *Server) LimitCounts() metrics.LimitCounts {
+	pb, mq := admin.Refusals()
+	lc := metrics.LimitCounts{PartitionBound: pb, MutationQuota: mq}
+	if s.groups != nil {
+		lc.Groups, lc.GroupBound = s.groups.GroupCount(), s.groups.Refused()
+	}
+	return lc
 }

@@ -65,6 +65,12 @@ type Config struct {
 	InflightBudget    int64 // bytes read but not yet answered; default 256 MiB
 	Logger            *slog.Logger
 
+	// MaxPartitions bounds the partitions of all topics together (max.partitions; creations
+	// past it are refused POLICY_VIOLATION: admin/limits.go); MaxGroups the consumer groups
+	// (groups.Config.MaxGroups). 0: the defaults (admin.DefaultMaxPartitions,
+	// groups.DefaultMaxGroups); negative: no bound.
+	MaxPartitions, MaxGroups int
+
 	// Security and validation (package conn: listeners.go, security.go; authz.go). Listeners empty: one
 	// PLAINTEXT listener on Listen/Advertise whose clients are unrestricted.
 	Listeners       []conn.Listener
@@ -104,6 +110,14 @@ type Config struct {
 	// waits for more members before its first rebalance. Default 3 s (Kafka's); negative:
 	// none (what tests want).
 	GroupInitialRebalanceDelay time.Duration
+	// RebalanceProtocols is group.coordinator.rebalance.protocols: nil is Kafka 4's default,
+	// classic and consumer; without "consumer", ConsumerGroupHeartbeat answers
+	// UNSUPPORTED_VERSION and clients keep to the classic protocol.
+	RebalanceProtocols []string
+	// ConsumerGroups is the KIP-848 groups' settings (group.consumer.session.timeout.ms,
+	// .heartbeat.interval.ms, .assignors, .max.size); zero values take the defaults
+	// (groups.ConsumerConfig). Enabled and the topic lookups are set by the server.
+	ConsumerGroups groups.ConsumerConfig
 
 	// OffsetsRetention is offsets.retention.minutes: an Empty group's committed offsets
 	// expire this long after it emptied (groups.Config.OffsetsRetention). Default 7 days;
@@ -182,6 +196,18 @@ func (c *Config) setDefaults() {
 	if c.GroupInitialRebalanceDelay == 0 {
 		c.GroupInitialRebalanceDelay = defaultGroupInitialRebalanceDelay
 	}
+	switch {
+	case c.MaxPartitions == 0:
+		c.MaxPartitions = admin.DefaultMaxPartitions
+	case c.MaxPartitions < 0:
+		c.MaxPartitions = 0
+	}
+	switch {
+	case c.MaxGroups == 0:
+		c.MaxGroups = groups.DefaultMaxGroups
+	case c.MaxGroups < 0:
+		c.MaxGroups = 0
+	}
 }
 
 // Server is one Inlet node's Kafka server.
@@ -251,6 +277,7 @@ func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
 	s.reader = read.Reader{Log: blog, Remote: remote, Logger: s.log, FetchMaxBytes: s.cfg.FetchMaxBytes, Node: n}
 	if m := s.m; m != nil {
 		s.reader.Woken = m.FetchWoken
+		m.WatchLimits(s.LimitCounts)
 	}
 	// The groups load once the log is open, as their members' sessions start counting then.
 	if err := s.startGroups(); err != nil {
@@ -309,6 +336,7 @@ func (s *Server) adminConfig() admin.Config {
 		NodeID:                       c.NodeID,
 		DefaultPartitions:            c.DefaultPartitions,
 		AutoCreateTopics:             c.AutoCreateTopics,
+		MaxPartitions:                c.MaxPartitions,
 		MaxRequestBytes:              c.MaxRequestBytes,
 		GroupInitialRebalanceDelay:   c.GroupInitialRebalanceDelay,
 		MaxConnections:               c.MaxConnections,

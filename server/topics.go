@@ -10,8 +10,10 @@ import (
 
 // topicFor finds a topic, creating it when auto-creation is on and create is set; created
 // tells that this call made it. The lookup by []byte does not allocate (the compiler elides
-// the string conversion in a map index).
-func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int16, created bool) {
+// the string conversion in a map index). A creation counts against max.partitions
+// (POLICY_VIOLATION past it) and r's client's controller_mutation_rate (strict: refused
+// THROTTLING_QUOTA_EXCEEDED while over it; admin/limits.go).
+func (s *Server) topicFor(r *request, name []byte, create bool) (t *batchlog.Topic, code int16, created bool) {
 	if t, ok := s.blog.Topic(string(name)); ok {
 		return t, 0, false
 	}
@@ -30,8 +32,18 @@ func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int
 	if !admin.ValidTopicName(name) {
 		return nil, wire.ErrInvalidTopic, false
 	}
+	if code, _, _ := admin.MutationRefused(r.c, r.hdr.ClientID); code != 0 {
+		return nil, code, false
+	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
+	if code, msg := admin.CheckPartitionBound(s.blog, s.cfg.MaxPartitions, s.cfg.DefaultPartitions); code != 0 {
+		if t, ok := s.blog.Topic(string(name)); ok {
+			return t, 0, false // made meanwhile by another request
+		}
+		s.log.Debug("auto-create refused", "topic", string(name), "reason", msg)
+		return nil, code, false
+	}
 	t, err := s.blog.CreateTopic(string(name), s.cfg.DefaultPartitions, nil)
 	if err != nil && !errors.Is(err, batchlog.ErrTopicExists) {
 		s.log.Error("auto-create topic failed", "topic", string(name), "err", err)
@@ -39,6 +51,7 @@ func (s *Server) topicFor(name []byte, create bool) (t *batchlog.Topic, code int
 	}
 	if err == nil {
 		s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions))
+		admin.RecordMutations(r.c, r.hdr.ClientID, len(t.Partitions))
 	}
 	return t, 0, err == nil
 }

@@ -34,6 +34,7 @@ const (
 	ErrUnknownProducerID                  int16 = 59
 	ErrUnsupportedCompressionType         int16 = 76
 	ErrInvalidRecord                      int16 = 87
+	ErrThrottlingQuotaExceeded            int16 = 89
 	ErrProducerFenced                     int16 = 90
 
 	// The transaction coordinator.
@@ -64,6 +65,7 @@ const (
 	ErrInvalidReplicationFactor  int16 = 38
 	ErrInvalidReplicaAssignment  int16 = 39
 	ErrInvalidConfig             int16 = 40
+	ErrPolicyViolation           int16 = 44
 	ErrSecurityDisabled          int16 = 54
 	ErrSaslAuthenticationFailed  int16 = 58
 	ErrNonEmptyGroup             int16 = 68

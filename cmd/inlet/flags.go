@@ -43,6 +43,9 @@ type options struct {
 	remoteUploadIntervalMs                                                                         *int
 
 	memoryLimit *string // --memory-limit (memory.go)
+
+	// Bounds on the state clients make (producer windows, partitions, groups).
+	maxProducerIDs, maxProducerIDsPerPrincipal, maxPartitions, maxGroups *int
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -91,6 +94,10 @@ func newFlags() (*flag.FlagSet, *options) {
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
 		offsetsRetentionMinutes:      fs.Int("offsets-retention-minutes", 10080, "Kafka's offsets.retention.minutes: an empty consumer group's committed offsets expire this long after it became empty (offsets of simple commits: after their commit), and the group with them (0: never)"),
 		transactionalIDExpirationMs:  fs.Int("transactional-id-expiration-ms", 604800000, "Kafka's transactional.id.expiration.ms: a transactional id with no transaction open and no activity this long is forgotten (0: never)"),
+		maxProducerIDs:               fs.Int("max-concurrent-producer-ids", 100000, "Redpanda's max_concurrent_producer_ids: idempotent producer windows (one per producer id and partition, about 300 bytes each) the node holds; at the bound a new one evicts the least recently written window idle for 2 minutes, or its batch is refused THROTTLING_QUOTA_EXCEEDED; 0: no bound"),
+		maxProducerIDsPerPrincipal:   fs.Int("max-concurrent-producer-ids-per-principal", 0, "producer windows the batches of one principal (user, or ANONYMOUS) may hold, with the same eviction; 0: no bound but the node's"),
+		maxPartitions:                fs.Int("max-partitions", 50000, "partitions the node holds at most, all topics together: a CreateTopics, CreatePartitions or auto-creation beyond it is refused POLICY_VIOLATION; 0: no bound"),
+		maxGroups:                    fs.Int("max-groups", 20000, "consumer groups the node holds at most: a request that would create one more (JoinGroup, OffsetCommit, TxnOffsetCommit) is refused POLICY_VIOLATION; 0: no bound"),
 		memoryLimit:                  fs.String("memory-limit", "auto", "soft limit of the Go heap (runtime/debug.SetMemoryLimit): the garbage collector runs more often near it, so RSS stays near what is live; auto: --inflight-budget + --fetch-cache + --sasl-server-max-inflight-bytes (with a SASL listener) + --remote-read-cache (with a bucket), unless GOMEMLIMIT is set; 0: none (Go's default)"),
 
 		s3Bucket:               fs.String("s3-bucket", "", "S3-compatible bucket of the remote tier: topics with remote.storage.enable keep their older batches there (credentials from the standard AWS chain: environment, shared files); empty: no remote tier"),

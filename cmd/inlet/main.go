@@ -34,6 +34,7 @@ func main() {
 	if opts.FetchCacheBytes == 0 {
 		opts.FetchCacheBytes = -1 // --fetch-cache 0: none (0 is the log's default size)
 	}
+	opts.MaxProducerWindows, opts.MaxProducerWindowsPerPrincipal = noBoundIfZero(*o.maxProducerIDs), *o.maxProducerIDsPerPrincipal
 	switch *o.segmentIO {
 	case "direct":
 	case "buffered":
@@ -96,6 +97,8 @@ func main() {
 		TransactionalIDExpiration:    msFlag(*o.transactionalIDExpirationMs),
 		Upkeep:                       upkeepCfg,
 		Metrics:                      mon.requests(),
+		MaxPartitions:                noBoundIfZero(*o.maxPartitions),
+		MaxGroups:                    noBoundIfZero(*o.maxGroups),
 	})
 	if remote != nil {
 		upkeepCfg.Tier = remote
@@ -298,4 +301,13 @@ func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cf
 		os.Exit(1)
 	}
 	return blog, srv, remote
+}
+
+// noBoundIfZero maps a bound flag's 0 (no bound) to the -1 its Config or Options field takes
+// for none (0 there is the default).
+func noBoundIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

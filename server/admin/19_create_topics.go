@@ -52,7 +52,14 @@ func handleCreateTopics(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response
 			resp.Topics = append(resp.Topics, ot)
 			continue
 		}
+		if req.Version >= 6 && s.mutationRefused(r, fail, &resp.ThrottleMillis) {
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
 		t, code, msg := s.createTopic(rt, req.ValidateOnly)
+		if code == 0 && !req.ValidateOnly {
+			resp.ThrottleMillis = max(resp.ThrottleMillis, RecordMutations(r.Conn, r.ClientID, len(t.Partitions)))
+		}
 		if code != 0 {
 			fail(code, msg)
 			resp.Topics = append(resp.Topics, ot)
@@ -118,6 +125,9 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	}
 	if partitions > maxPartitionsPerTopic {
 		return nil, wire.ErrInvalidPartitions, tooManyPartitions
+	}
+	if code, msg := CheckPartitionBound(s.blog, s.cfg.MaxPartitions, partitions); code != 0 {
+		return nil, code, msg
 	}
 	var configs map[string]string
 	for _, c := range rt.Configs {

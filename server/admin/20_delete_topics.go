@@ -76,6 +76,17 @@ func handleDeleteTopics(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response
 			resp.Topics = append(resp.Topics, ot)
 			continue
 		}
+		fail := func(code int16, msg string) {
+			ot.ErrorCode = code
+			if req.Version >= 5 {
+				ot.ErrorMessage = strp(msg)
+			}
+		}
+		if req.Version >= 5 && s.mutationRefused(r, fail, &resp.ThrottleMillis) {
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
+		resp.ThrottleMillis = max(resp.ThrottleMillis, RecordMutations(r.Conn, r.ClientID, len(t.Partitions)))
 		if err := s.blog.DeleteTopic(name); err != nil {
 			s.log.Error("delete topic", "topic", name, "err", err)
 			ot.ErrorCode = wire.ErrUnknownServerError

@@ -46,6 +46,7 @@ func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Resp
 			}
 		case rt.Count > maxPartitionsPerTopic:
 			fail(wire.ErrInvalidPartitions, tooManyPartitions)
+		case req.Version >= 3 && s.mutationRefused(r, fail, &resp.ThrottleMillis):
 		case rt.Assignment != nil && len(rt.Assignment) != int(rt.Count)-len(t.Partitions):
 			fail(wire.ErrInvalidReplicaAssignment, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
 		default:
@@ -55,9 +56,15 @@ func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Resp
 					break
 				}
 			}
+			if ot.ErrorCode == 0 {
+				if code, msg := CheckPartitionBound(s.blog, s.cfg.MaxPartitions, int(rt.Count)-len(t.Partitions)); code != 0 {
+					fail(code, msg)
+				}
+			}
 			if ot.ErrorCode != 0 || req.ValidateOnly {
 				break
 			}
+			resp.ThrottleMillis = max(resp.ThrottleMillis, RecordMutations(r.Conn, r.ClientID, int(rt.Count)-len(t.Partitions)))
 			if _, err := s.blog.AddPartitions(rt.Topic, int(rt.Count)); err != nil {
 				s.log.Error("create partitions", "topic", rt.Topic, "err", err)
 				fail(wire.ErrUnknownServerError, err.Error())

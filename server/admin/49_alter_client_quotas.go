@@ -60,9 +60,9 @@ func handleAlterClientQuotas(s *Server, r *Request, kreq kmsg.Request) (kmsg.Res
 			seen := map[string]bool{}
 			for _, op := range e.Ops {
 				if _, known := quota.KindOf(op.Key); !known {
-					ecode, emsg = wire.ErrInvalidRequest, "Quota key "+op.Key+" is not enforced by this node: only producer_byte_rate and consumer_byte_rate are."
+					ecode, emsg = wire.ErrInvalidRequest, "Quota key "+op.Key+" is not enforced by this node: only producer_byte_rate, consumer_byte_rate and controller_mutation_rate are."
 					if op.Key == requestPercentage {
-						ecode, emsg = wire.ErrInvalidRequest, "Quota key request_percentage is not enforced by this node: it shares out the time of Kafka's request handler threads, and here a connection's requests run on its event loop's workers, whose time is not measured per client. Only producer_byte_rate and consumer_byte_rate are."
+						ecode, emsg = wire.ErrInvalidRequest, "Quota key request_percentage is not enforced by this node: it shares out the time of Kafka's request handler threads, and here a connection's requests run on its event loop's workers, whose time is not measured per client. Only producer_byte_rate, consumer_byte_rate and controller_mutation_rate are."
 					}
 					break
 				}

@@ -51,6 +51,7 @@ type Config struct {
 	NodeID                       int32
 	DefaultPartitions            int
 	AutoCreateTopics             bool
+	MaxPartitions                int // max.partitions (limits.go); 0: no bound
 	MaxRequestBytes              int
 	MaxMessageBytes              int // message.max.bytes when set to other than Kafka's default; 0: the default
 	GroupInitialRebalanceDelay   time.Duration
@@ -136,7 +137,8 @@ type API struct {
 
 // Request is what a handler knows of the request it answers.
 type Request struct {
-	Conn *conn.Conn // the connection it came on: its principal and security
+	Conn     *conn.Conn // the connection it came on: its principal and security
+	ClientID []byte     // the request header's client id (quotas); valid during the call
 }
 
 // apis is every API of the package, registered by its file's init.
