@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,13 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"inlet/bench/consume"
 	"inlet/bench/human"
 	"inlet/loadgen"
 )
 
 // The consume phase of `bench compare --consume` runs on each target's broker after the produce
 // run has been measured (and its /proc figures read), before the broker is stopped
-// (consume_run.go):
+// (consume_run.go, with the clients of package bench/consume):
 //
 //  1. fill: loadgen writes FillRecords records flat out to a topic of its own, with the
 //     produce run's load settings but the phase's own partitioner, linger, batch size and
@@ -29,9 +29,10 @@ import (
 //     of the machine's CPU time that was busy are taken over the same window (and over the
 //     tail's): on a machine the read keeps busy, the clients' share sets the pace too.
 //  3. tail: TailProducers clients produce at TailRate records/s (open loop, the fill's
-//     producer settings) for TailDuration while the same consumers follow the end of the topic. Each
-//     value carries its intended send time (stamp layout below); a consumer takes the
-//     receive time when PollFetches returns, and the difference is the end-to-end latency.
+//     producer settings) for TailDuration while the same consumers follow the end of the
+//     topic. Each value carries its intended send time (the stamp: bench/consume, stamp.go);
+//     a consumer takes the receive time when PollFetches returns, and the difference is the
+//     end-to-end latency.
 //     Every acknowledged record must be received once, no record may fail.
 //
 // Every phase ends by itself: the fill and the catch-up after Timeout each, the tail
@@ -188,8 +189,8 @@ func (s ConsumeSettings) Normalize(load Load) (ConsumeSettings, error) {
 		return s, errors.New("the consume phase needs non-transactional producers (its counts assume no aborted records)")
 	case load.ValueFormat != "" && load.ValueFormat != loadgen.FormatRaw:
 		return s, fmt.Errorf("the consume phase needs raw values, not %s (the tail's values carry a send time)", load.ValueFormat)
-	case s.RecordSize < stampSize:
-		return s, fmt.Errorf("the consume phase needs records of at least %d bytes (send time, producer, sequence), got %d", stampSize, s.RecordSize)
+	case s.RecordSize < consume.StampSize:
+		return s, fmt.Errorf("the consume phase needs records of at least %d bytes (send time, producer, sequence), got %d", consume.StampSize, s.RecordSize)
 	case s.FillRecords < 1:
 		return s, fmt.Errorf("fill records must be at least 1, got %d", s.FillRecords)
 	case s.Consumers < 1:
@@ -306,101 +307,6 @@ func byteSize(b int32) string {
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
 	return human.Thousands(float64(b)) + " B"
-}
-
-// A tail record's value is
-//
-//	bytes 0..7    send time, Unix nanoseconds, big endian
-//	bytes 8..11   producer index, big endian
-//	bytes 12..19  sequence number within that producer, big endian
-//	bytes 20..    padding up to the record size
-//
-// The send time is the record's intended time on the open-loop schedule (loadgen's rule), so a
-// producer held up by the broker shows as latency. Sender and receivers are in one process and
-// take their Unix nanoseconds as base + the monotonic time since base (stampNanos): a step of
-// the wall clock during the tail cannot make a latency.
-const stampSize = 20
-
-// putStamp writes the stamp of (sent, producer, seq) into the head of v.
-func putStamp(v []byte, sent int64, producer uint32, seq uint64) {
-	binary.BigEndian.PutUint64(v[0:8], uint64(sent))
-	binary.BigEndian.PutUint32(v[8:12], producer)
-	binary.BigEndian.PutUint64(v[12:20], seq)
-}
-
-// stampNanos is t in Unix nanoseconds, measured from base on the monotonic clock.
-func stampNanos(base time.Time, t time.Time) int64 { return base.UnixNano() + int64(t.Sub(base)) }
-
-// e2eMicros is the end-to-end latency of a tail record received at recv (Unix nanoseconds):
-// false for a value too short to hold a stamp or one sent before notBefore (the phase's start)
-// or after it was received, which no tail record can be.
-func e2eMicros(v []byte, notBefore, recv int64) (uint64, bool) {
-	if len(v) < stampSize {
-		return 0, false
-	}
-	sent := int64(binary.BigEndian.Uint64(v[0:8]))
-	if sent < notBefore || sent > recv {
-		return 0, false
-	}
-	return uint64(recv-sent) / 1e3, true
-}
-
-// splitPartitions deals partitions 0..n-1 round-robin over consumers clients.
-func splitPartitions(n, consumers int) [][]int32 {
-	out := make([][]int32, consumers)
-	for p := range n {
-		out[p%consumers] = append(out[p%consumers], int32(p))
-	}
-	return out
-}
-
-// catchup is one consumer's progress through its partitions during the catch-up read:
-// offsets [next, end) of each are still to come. It belongs to the consumer's goroutine.
-type catchup struct {
-	next, end map[int32]int64
-	remaining int // partitions with next < end
-	records   uint64
-	bytes     uint64
-}
-
-func newCatchup(parts []int32, start, end []int64) *catchup {
-	c := &catchup{next: map[int32]int64{}, end: map[int32]int64{}}
-	for _, p := range parts {
-		c.next[p], c.end[p] = start[p], end[p]
-		if start[p] < end[p] {
-			c.remaining++
-		}
-	}
-	return c
-}
-
-// observe counts a record of partition p at offset with a value of size bytes, when it is one
-// the catch-up still waits for; it returns whether it counted.
-func (c *catchup) observe(p int32, offset int64, size int) bool {
-	end, ok := c.end[p]
-	if !ok || offset < c.next[p] || offset >= end {
-		return false
-	}
-	c.records++
-	c.bytes += uint64(size)
-	c.next[p] = offset + 1
-	if offset+1 == end {
-		c.remaining--
-	}
-	return true
-}
-
-func (c *catchup) done() bool { return c.remaining == 0 }
-
-// unfinished describes the partitions still short of their end, for an error.
-func (c *catchup) unfinished() []string {
-	var out []string
-	for _, p := range slices.Sorted(maps.Keys(c.end)) {
-		if c.next[p] < c.end[p] {
-			out = append(out, fmt.Sprintf("partition %d at offset %d of %d", p, c.next[p], c.end[p]))
-		}
-	}
-	return out
 }
 
 // ConsumeRun is the consume phase of one run.

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"inlet/bench/consume"
 	"inlet/bench/proc"
 	"inlet/loadgen"
 )
@@ -29,7 +25,7 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 		cr.Error = fmt.Sprintf(format, a...)
 		return cr
 	}
-	// base is the origin of every stamp of the phase (stampNanos).
+	// base is the origin of every stamp of the phase (consume.StampNanos).
 	base := time.Now()
 
 	// 1. Fill.
@@ -53,8 +49,6 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 	}
 
 	// 2. Catch-up.
-	readCtx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
 	if err := srv.ResetPeakRSS(); err != nil {
 		return fail("catch-up: %v", err)
 	}
@@ -67,22 +61,25 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 		return fail("catch-up: reading /proc: %v", err)
 	}
 	began := time.Now()
-	readers, err := startReaders(readCtx, srv.Addr(), s, starts, ends, base)
+	readers, err := consume.StartReaders(ctx, consume.ReaderConfig{
+		Addr: srv.Addr(), Topic: s.Topic, Partitions: s.Partitions, Consumers: s.Consumers,
+		FetchMaxBytes: s.FetchMaxBytes, FetchMaxPartitionBytes: s.FetchMaxPartitionBytes,
+		FetchMinBytes: s.FetchMinBytes, FetchMaxWait: s.FetchMaxWait,
+	}, starts, ends, base)
 	if err != nil {
 		return fail("catch-up: %v", err)
 	}
-	stopAll := runReaders(readCtx, stopReaders, readers)
-	defer stopAll()
-	timedOut := waitCaughtUp(ctx, readers, s.Timeout)
+	defer readers.Stop()
+	timedOut := readers.WaitCaughtUp(ctx, s.Timeout)
 	cpu1, serr := srv.Stats(e.clkTck)
 	use1, uerr := proc.ReadUsage(e.clkTck)
 	if serr == nil {
 		serr = uerr
 	}
 	if timedOut {
-		stopAll()
+		readers.Stop()
 	}
-	// Every reader has closed caughtUp (and no longer touches its catch-up fields), or stopAll
+	// Every reader has closed caughtUp (and no longer touches its catch-up fields), or Stop
 	// has returned.
 	cu, unfinished := catchupFigures(readers, expected, began)
 	if serr == nil {
@@ -112,7 +109,7 @@ func (e *Env) consume(ctx context.Context, srv *proc.Server, target proc.Target,
 
 	// 3. Tail: the consumers are at the end of every partition.
 	t, err := e.tail(ctx, srv, load, s, base, readers)
-	stopAll()
+	readers.Stop()
 	cr.Tail = t
 	if err != nil {
 		return fail("tail: %v", err)
@@ -144,7 +141,7 @@ func (e *Env) fill(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 		return nil, nil, 0, fmt.Errorf("fill: %v", err)
 	}
 
-	starts, ends, err = listOffsets(ctx, srv.Addr(), s.Topic, s.Partitions)
+	starts, ends, err = consume.ListOffsets(ctx, srv.Addr(), s.Topic, s.Partitions)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -157,55 +154,12 @@ func (e *Env) fill(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 	return starts, ends, expected, nil
 }
 
-// runReaders starts each reader's goroutine and returns stopAll, which ends them (through
-// stopReaders, the cancel of their context) and closes their clients; after it the readers'
-// catch-up fields may be read whatever state they were left in. stopAll runs once.
-func runReaders(readCtx context.Context, stopReaders func(), readers []*reader) (stopAll func()) {
-	var exited sync.WaitGroup
-	for _, r := range readers {
-		exited.Go(func() { r.run(readCtx) })
-	}
-	return sync.OnceFunc(func() {
-		stopReaders()
-		exited.Wait()
-		for _, r := range readers {
-			r.client.Close()
-		}
-	})
-}
-
-// waitCaughtUp waits until every reader has caught up; true when timeout passed first or ctx
-// ended.
-func waitCaughtUp(ctx context.Context, readers []*reader, timeout time.Duration) (timedOut bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for _, r := range readers {
-		select {
-		case <-r.caughtUp:
-		case <-deadline.C:
-			return true
-		case <-ctx.Done():
-			return true
-		}
-	}
-	return false
-}
-
 // catchupFigures sums the readers' catch-up counts, the rates from began to the last record
 // read, and lists the partitions not read to their end. The readers must be caught up or
 // stopped.
-func catchupFigures(readers []*reader, expected uint64, began time.Time) (*CatchupResult, []string) {
-	cu := &CatchupResult{Expected: expected}
-	var last time.Time
-	var unfinished []string
-	for _, r := range readers {
-		cu.Records += r.cu.records
-		cu.Bytes += r.cu.bytes
-		if r.last.After(last) {
-			last = r.last
-		}
-		unfinished = append(unfinished, r.cu.unfinished()...)
-	}
+func catchupFigures(readers *consume.Readers, expected uint64, began time.Time) (*CatchupResult, []string) {
+	records, bytes, last, unfinished := readers.Catchup()
+	cu := &CatchupResult{Expected: expected, Records: records, Bytes: bytes}
 	if last.After(began) {
 		cu.Seconds = last.Sub(began).Seconds()
 		cu.RecordsPerSec = float64(cu.Records) / cu.Seconds
@@ -214,143 +168,10 @@ func catchupFigures(readers []*reader, expected uint64, began time.Time) (*Catch
 	return cu, unfinished
 }
 
-// listOffsets lists the start and end offsets of every partition of topic.
-func listOffsets(ctx context.Context, addr, topic string, partitions int) (starts, ends []int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID("inlet-bench-admin"))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	get := func(list func(context.Context, ...string) (kadm.ListedOffsets, error), what string) ([]int64, error) {
-		listed, err := list(ctx, topic)
-		if err == nil {
-			err = listed.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s offsets of %q: %w", what, topic, err)
-		}
-		out := make([]int64, partitions)
-		for p := range out {
-			o, ok := listed.Lookup(topic, int32(p))
-			if !ok {
-				return nil, fmt.Errorf("list %s offsets of %q: partition %d missing", what, topic, p)
-			}
-			out[p] = o.Offset
-		}
-		return out, nil
-	}
-	if starts, err = get(adm.ListStartOffsets, "start"); err != nil {
-		return nil, nil, err
-	}
-	if ends, err = get(adm.ListEndOffsets, "end"); err != nil {
-		return nil, nil, err
-	}
-	return starts, ends, nil
-}
-
-// reader is one consumer client with directly assigned partitions. Its goroutine (run) reads
-// the catch-up, closes caughtUp, then follows the tail until its context ends.
-type reader struct {
-	client   *kgo.Client
-	base     time.Time
-	caughtUp chan struct{}
-
-	// Owned by run until caughtUp is closed (or run has returned).
-	cu      *catchup
-	last    time.Time // when the last catch-up record arrived
-	lastErr error     // the last fetch error other than a cancellation
-
-	// Tail: updated by run, read by the phase's loop.
-	received  atomic.Uint64
-	malformed atomic.Uint64
-	lastRecv  atomic.Int64 // stamp nanos of the last receive with records
-	e2e       loadgen.Histogram
-}
-
-func startReaders(ctx context.Context, addr string, s ConsumeSettings, starts, ends []int64, base time.Time) ([]*reader, error) {
-	var readers []*reader
-	for i, parts := range splitPartitions(s.Partitions, s.Consumers) {
-		offsets := map[int32]kgo.Offset{}
-		for _, p := range parts {
-			offsets[p] = kgo.NewOffset().At(starts[p])
-		}
-		cl, err := kgo.NewClient(
-			kgo.SeedBrokers(addr),
-			kgo.ClientID(fmt.Sprintf("inlet-bench-consumer-%d", i)),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.Topic: offsets}),
-			kgo.FetchMaxBytes(s.FetchMaxBytes),
-			kgo.FetchMaxPartitionBytes(s.FetchMaxPartitionBytes),
-			kgo.FetchMinBytes(s.FetchMinBytes),
-			kgo.FetchMaxWait(s.FetchMaxWait),
-			kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-		)
-		if err != nil {
-			for _, r := range readers {
-				r.client.Close()
-			}
-			return nil, err
-		}
-		readers = append(readers, &reader{client: cl, base: base, caughtUp: make(chan struct{}), cu: newCatchup(parts, starts, ends)})
-	}
-	return readers, nil
-}
-
-func (r *reader) run(ctx context.Context) {
-	caught := false
-	notBefore := r.base.UnixNano()
-	for {
-		if !caught && r.cu.done() {
-			caught = true
-			close(r.caughtUp)
-		}
-		fetches := r.client.PollFetches(ctx)
-		now := time.Now()
-		if ctx.Err() != nil {
-			return
-		}
-		fetches.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				r.lastErr = err
-			}
-		})
-		if !caught {
-			n := 0
-			fetches.EachRecord(func(rec *kgo.Record) {
-				if r.cu.observe(rec.Partition, rec.Offset, len(rec.Value)) {
-					n++
-				}
-			})
-			if n > 0 {
-				r.last = now
-			}
-			continue
-		}
-		recv := stampNanos(r.base, now)
-		var n, bad uint64
-		fetches.EachRecord(func(rec *kgo.Record) {
-			n++
-			if us, ok := e2eMicros(rec.Value, notBefore, recv); ok {
-				r.e2e.Record(us)
-			} else {
-				bad++
-			}
-		})
-		if n > 0 {
-			r.lastRecv.Store(recv)
-			r.malformed.Add(bad)
-			r.received.Add(n)
-		}
-	}
-}
-
-func readerErrors(readers []*reader) string {
-	for _, r := range readers {
-		if r.lastErr != nil {
-			return fmt.Sprintf("; last fetch error: %v", r.lastErr)
-		}
+// readerErrors names the readers' last fetch error, for a failed catch-up's message.
+func readerErrors(readers *consume.Readers) string {
+	if err := readers.FetchError(); err != nil {
+		return fmt.Sprintf("; last fetch error: %v", err)
 	}
 	return ""
 }
@@ -358,9 +179,11 @@ func readerErrors(readers []*reader) string {
 // tail produces at s.TailRate for s.TailDuration while readers follow, waits for every
 // acknowledged record to be received (at most s.DrainTimeout after sending stops), and
 // measures the broker's CPU over that window.
-func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings, base time.Time, readers []*reader) (*TailResult, error) {
+func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSettings, base time.Time, readers *consume.Readers) (*TailResult, error) {
 	t := &TailResult{OfferedRate: s.TailRate, Errors: map[string]uint64{}}
-	producers, err := startTailProducers(ctx, srv.Addr(), load, s)
+	cfg := s.producerConfig(load, srv.Addr(), s.TailRate)
+	cfg.Producers = s.TailProducers
+	producers, err := consume.StartProducers(ctx, cfg, s.Topic, s.RecordSize, load.Idempotent)
 	if err != nil {
 		return t, err
 	}
@@ -380,48 +203,15 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 	}
 	// The schedule starts a little ahead, so that the first records are not already late.
 	start := time.Since(base) + time.Millisecond
-	interval := float64(len(producers)) / s.TailRate * float64(time.Second)
-	var stop atomic.Bool
-	stopped := make(chan struct{})
-	var sending sync.WaitGroup
-	for i, p := range producers {
-		phase := start + time.Duration(interval*float64(i)/float64(len(producers)))
-		sending.Go(func() { p.send(abortCtx, base, phase, interval, &stop, stopped) })
-	}
-	timer := time.NewTimer(s.TailDuration)
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	timer.Stop()
-	stop.Store(true)
-	close(stopped)
-	sending.Wait()
+	producers.Send(ctx, abortCtx, base, start, s.TailRate, s.TailDuration)
 
 	// Acks, then receipt, both within the drain timeout.
 	drain := time.Now().Add(s.DrainTimeout)
 	flushCtx, cancelFlush := context.WithDeadline(abortCtx, drain)
-	var flushing sync.WaitGroup
-	for _, p := range producers {
-		flushing.Go(func() { p.finish(flushCtx) })
-	}
-	flushing.Wait()
+	producers.Finish(flushCtx)
 	cancelFlush()
-	for _, p := range producers {
-		t.Sent += p.sent
-		t.Acked += p.acked.Load()
-		t.Failed += p.failed.Load()
-		t.Unresolved += p.unresolved
-		p.errorCounts(t.Errors)
-	}
-	received := func() uint64 {
-		var n uint64
-		for _, r := range readers {
-			n += r.received.Load()
-		}
-		return n
-	}
-	for received() < t.Acked && time.Now().Before(drain) && ctx.Err() == nil {
+	t.Sent, t.Acked, t.Failed, t.Unresolved = producers.Totals(t.Errors)
+	for readers.Received() < t.Acked && time.Now().Before(drain) && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	end := time.Now()
@@ -431,17 +221,11 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 		serr = uerr
 	}
 
-	var hist, one loadgen.HistogramSnapshot
+	var hist loadgen.HistogramSnapshot
 	var lastRecv int64
-	for _, r := range readers {
-		t.Received += r.received.Load()
-		t.Malformed += r.malformed.Load()
-		lastRecv = max(lastRecv, r.lastRecv.Load())
-		r.e2e.Snapshot(&one)
-		hist.Merge(&one)
-	}
-	first := stampNanos(base, base.Add(start))
-	t.Seconds = float64(stampNanos(base, end)-first) / 1e9
+	t.Received, t.Malformed, lastRecv = readers.Tail(&hist)
+	first := consume.StampNanos(base, base.Add(start))
+	t.Seconds = float64(consume.StampNanos(base, end)-first) / 1e9
 	if lastRecv > first {
 		t.RecordsPerSec = float64(t.Received) / (float64(lastRecv-first) / 1e9)
 	}
@@ -463,146 +247,4 @@ func (e *Env) tail(ctx context.Context, srv *proc.Server, load Load, s ConsumeSe
 		return t, errors.New("interrupted")
 	}
 	return t, nil
-}
-
-// tailProducer is one kgo client of the tail, with loadgen's producer settings. Its lifecycle
-// (send, then finish) runs on one goroutine; kgo's promise goroutine calls onResult.
-type tailProducer struct {
-	index  uint32
-	client *kgo.Client
-	topic  string
-	size   int
-	pad    []byte
-
-	sent       uint64 // owned by the lifecycle goroutine
-	unresolved uint64
-	acked      atomic.Uint64
-	failed     atomic.Uint64
-
-	errMu sync.Mutex
-	errs  map[string]uint64
-
-	free    sync.Pool // *tailRecord, recycled after their promise
-	promise func(*kgo.Record, error)
-}
-
-// tailRecord carries itself to the promise as the record's Context (a context whose Done is
-// nil, which kgo never treats as cancelled; loadgen's sentRecord does the same).
-type tailRecord struct {
-	rec kgo.Record
-	buf []byte
-}
-
-func (*tailRecord) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*tailRecord) Done() <-chan struct{}       { return nil }
-func (*tailRecord) Err() error                  { return nil }
-func (*tailRecord) Value(any) any               { return nil }
-
-// startTailProducers creates the tail's clients and opens their connections (and gets their
-// producer ids) before the schedule starts.
-func startTailProducers(ctx context.Context, addr string, load Load, s ConsumeSettings) ([]*tailProducer, error) {
-	cfg := s.producerConfig(load, addr, s.TailRate)
-	cfg.Producers = s.TailProducers
-	pad := loadgen.Padding(s.RecordSize)
-	var producers []*tailProducer
-	closeAll := func() {
-		for _, p := range producers {
-			p.client.Close()
-		}
-	}
-	for i := range s.TailProducers {
-		opts, err := cfg.ProducerOpts(i)
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		cl, err := kgo.NewClient(append(opts, kgo.ClientID(fmt.Sprintf("inlet-bench-tail-%d", i)))...)
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		p := &tailProducer{index: uint32(i), client: cl, topic: s.Topic, size: s.RecordSize, pad: pad, errs: map[string]uint64{}}
-		p.free.New = func() any {
-			b := make([]byte, p.size)
-			copy(b[stampSize:], p.pad)
-			return &tailRecord{buf: b}
-		}
-		p.promise = p.onResult
-		producers = append(producers, p)
-	}
-	warmCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	errs := make([]error, len(producers))
-	var wg sync.WaitGroup
-	for i, p := range producers {
-		wg.Go(func() {
-			if errs[i] = p.client.EnsureProduceConnectionIsOpen(warmCtx); errs[i] == nil && load.Idempotent {
-				_, _, errs[i] = p.client.ProducerID(warmCtx)
-			}
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("start tail producer %d: %w", i, err)
-		}
-	}
-	return producers, nil
-}
-
-// send produces on the open-loop schedule phase + seq*interval (nanoseconds since base) until
-// stop is set, paced as loadgen paces (loadgen.Pacer). A producer behind schedule (kgo blocked it on a full buffer) sends at once; the
-// delay stays in the latency because the stamp is the intended time.
-func (p *tailProducer) send(ctx context.Context, base time.Time, phase time.Duration, interval float64, stop *atomic.Bool, stopped <-chan struct{}) {
-	pacer := loadgen.Pacer{Start: base}
-	defer pacer.Stop()
-	baseNanos := base.UnixNano()
-	seq := uint64(0)
-	for ; !stop.Load(); seq++ {
-		intended := phase + time.Duration(float64(seq)*interval)
-		if !pacer.Wait(intended, stopped) {
-			p.sent = seq
-			return
-		}
-		tr := p.free.Get().(*tailRecord)
-		putStamp(tr.buf, baseNanos+int64(intended), p.index, seq)
-		tr.rec = kgo.Record{Topic: p.topic, Value: tr.buf, Context: tr}
-		p.client.Produce(ctx, &tr.rec, p.promise)
-	}
-	p.sent = seq
-}
-
-func (p *tailProducer) onResult(r *kgo.Record, err error) {
-	if err != nil {
-		p.errMu.Lock()
-		p.errs[err.Error()]++
-		p.errMu.Unlock()
-		p.failed.Add(1)
-	} else {
-		p.acked.Add(1)
-	}
-	p.free.Put(r.Context.(*tailRecord))
-}
-
-// finish waits for the acks (until ctx ends), closes the client and gives the promises that
-// Close fails a moment to run.
-func (p *tailProducer) finish(ctx context.Context) {
-	_ = p.client.Flush(ctx)
-	p.client.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.acked.Load()+p.failed.Load() < p.sent && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if done := p.acked.Load() + p.failed.Load(); done < p.sent {
-		p.unresolved = p.sent - done
-	}
-}
-
-func (p *tailProducer) errorCounts(into map[string]uint64) {
-	p.errMu.Lock()
-	defer p.errMu.Unlock()
-	for k, n := range p.errs {
-		into[k] += n
-	}
 }

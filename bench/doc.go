@@ -22,10 +22,11 @@
 // harness only, which then stops the broker itself and writes what it measured so far.
 //
 // `bench compare --consume` adds a consume phase to every run, on the same broker after the
-// produce figures are read and before it is stopped (consume.go, consume_run.go): a flat-out
-// fill of a topic of its own, a catch-up read of all of it by directly assigned kgo consumers
-// (records/s and records per broker CPU-second), and a tail at a fixed rate that the same
-// consumers follow, each value stamped with its send time (end-to-end latency, broker cores).
+// produce figures are read and before it is stopped (consume.go, consume_run.go; its Kafka
+// clients are package bench/consume's): a flat-out fill of a topic of its own, a catch-up
+// read of all of it by directly assigned kgo consumers (records/s and records per broker
+// CPU-second), and a tail at a fixed rate that the same consumers follow, each value stamped
+// with its send time (end-to-end latency, broker cores).
 // The leader's ExitStats then include the phase; the produce figures do not.
 //
 // `bench scale` (scale.go) runs comparisons along one load dimension at a time (partitions,
@@ -43,7 +44,9 @@
 // Files: runner.go (Load, Env, one measured run, progress lines), sweep.go, compare.go,
 // latency.go, scale.go, chaos.go (one subcommand each, with its terminal summary),
 // consume.go (the consume phase's settings, shapes, figures and medians), consume_run.go (the
-// phase itself: fill, readers, tail producers), result.go (result files, CSV rows, Summarize),
+// phase itself: fill, catch-up, tail, the broker's /proc readings around them; the readers
+// and tail producers are bench/consume's), result.go (result files, CSV rows, Summarize),
 // stats.go (median and ratio), topics.go (topics created with a peer's configs, the wait
-// for the remote tier). The only lock is a tail producer's errMu, taken alone.
+// for the remote tier). This package takes no lock (bench/consume's tail producers each hold
+// one, errMu, taken alone).
 package bench
