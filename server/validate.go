@@ -14,15 +14,16 @@ import (
 // batch does not pin memory in the pool.
 const maxPooledScratch = 4 << 20
 
-// Decompression slots. Every compressed batch is decompressed on the connection's worker to
-// check its records (validateBatchRecords), and again for a schema or a compacted topic. The
-// decompressed bytes are needed only while their batch is checked, so they go into a buffer
-// taken from a fixed set of slots and given back at once, never into the request: memory for
-// decompression is at most slots x wire.MaxDecompressedBytes (64 MiB) while bombs are being
-// refused, and slots x maxPooledScratch (4 MiB) kept between batches, whatever the number of
-// connections or requests in flight. Decompression is CPU work, so twice GOMAXPROCS slots
-// (at least 4) keep every core busy; a worker that finds none free waits (it is not an event
-// loop, and a slot holder waits on nothing).
+// Decompression slots. Every compressed batch is checked as it inflates on the connection's
+// worker (validateBatchRecords, and validateKeys for a compacted topic: wire/inflate.go), through
+// a window of 64 KiB, and decompressed whole only for a schema (its records are decoded). The
+// window comes from a fixed set of slots and goes back at once: what decompression holds is
+// the slots' windows (slots x 64 KiB; a snappy batch's buffer, kept up to maxPooledScratch) plus
+// what wire's decompression budget lets decompressors and whole batches hold, node-wide
+// (wire.InflateBudgetBytes, 64 MiB), whatever the number of connections or requests in flight.
+// Decompression is CPU work, so twice GOMAXPROCS slots (at least 4) keep every core busy; a
+// worker that finds none free waits (it is not an event loop, and a slot holder waits only on
+// the budget, which no slot holder holds while it waits).
 var decompressSlots = sync.OnceValue(func() chan *[]byte {
 	n := max(4, 2*runtime.GOMAXPROCS(0))
 	ch := make(chan *[]byte, n)
@@ -98,30 +99,31 @@ const maxRecordErrorsInMessage = 3
 // INVALID_RECORD, one RecordErrors entry per keyless record (Produce v8+), and Kafka's
 // message. Only compacted topics pay for decoding the records, on the connection's worker.
 func (s *Server) validateKeys(ps *produceState, op *wire.ProduceRespPartition, topic []byte, partition int32, batch []byte) (int16, string) {
+	h, err := wire.ParseBatchHeader(batch)
+	if err != nil {
+		return wire.ErrCorruptMessage, err.Error()
+	}
 	var bad []int32
-	i := int32(0)
-	var err error
+	var code int16
+	var msg string
+	keyless := func(i int32) {
+		if i < 0 { // read again from the start
+			bad = bad[:0]
+			return
+		}
+		bad = append(bad, i)
+	}
 	withScratch(func(scratch []byte) []byte {
-		scratch, err = wire.ForEachRecord(batch, scratch, func(rec wire.Record) error {
-			if rec.Key == nil {
-				bad = append(bad, i)
-			}
-			i++
-			return nil
-		})
+		scratch, code, msg = wire.KeylessRecords(batch, &h, scratch, keyless)
 		return scratch
 	})
-	if err != nil {
-		code := wire.RecordsErrorCode(err)
-		if code == wire.ErrNone {
-			code = wire.ErrInvalidRecord
-		}
-		return code, err.Error()
+	if code != wire.ErrNone {
+		return code, msg
 	}
 	if len(bad) == 0 {
 		return wire.ErrNone, ""
 	}
-	msg := fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, partition)
+	msg = fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, partition)
 	var shown []string
 	for _, idx := range bad {
 		op.RecordErrors = append(op.RecordErrors, wire.RecordError{BatchIndex: idx, Message: msg, HasMessage: true})

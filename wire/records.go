@@ -117,8 +117,11 @@ func ForEachRecord(batch []byte, scratch []byte, fn func(Record) error) ([]byte,
 	data := batch[RecordBatchOverhead:end]
 	if c := h.Compression(); c != CompressionNone {
 		// On failure the caller keeps its own scratch: a rejected
-		// bomb must not leave a 64 MiB buffer behind for reuse.
-		out, err := decompress(c, data, scratch[:0])
+		// bomb must not leave a 64 MiB buffer behind for reuse. The
+		// decompressed records are held (inflate.go's budget) until
+		// fn has seen the last of them.
+		out, held, err := decompressHeld(c, data, scratch[:0])
+		defer inflateBudget.release(held)
 		if err != nil {
 			return scratch, err
 		}
@@ -271,6 +274,26 @@ func decompressLimit(src []byte) int {
 	return min(MaxDecompressedBytes, max(decompressFloor, MaxCompressionRatio*len(src)))
 }
 
+// decompressHeld decompresses src whole into dst (len 0), as decompress does, after
+// reserving from the decompression budget what the output may take: a snappy payload's
+// decoded length, read from its headers, or the bound for the others. held is what the caller
+// releases (inflateBudget.release) once done with the output, also on error.
+func decompressHeld(codec uint8, src, dst []byte) (out []byte, held int64, err error) {
+	var need int64
+	if codec == CompressionSnappy {
+		n, err := snappyDecodedLen(src, decompressLimit(src))
+		if err != nil {
+			return dst, 0, err
+		}
+		need = int64(n)
+	} else {
+		need = int64(decompressLimit(src))
+	}
+	held = inflateBudget.acquire(need)
+	out, err = decompress(codec, src, dst)
+	return out, held, err
+}
+
 // decompress appends the decompressed src to dst (len 0) and returns it.
 // On error the returned slice is meaningless.
 func decompress(codec uint8, src, dst []byte) ([]byte, error) {
@@ -370,17 +393,55 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 const xerialHeaderLen = 16
 
+// snappyBlockLen is the decoded length a snappy block declares, refused when it is more
+// than snappy can encode in the block (snappyMaxRatio: s2, which decodes the blocks, also
+// takes its own extensions, whose repeats reach any ratio; no snappy encoder writes them).
+func snappyBlockLen(blk []byte, what string, limit int) (int, error) {
+	n, err := s2.DecodedLen(blk)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", errDecompress, what, err)
+	}
+	if n > limit {
+		return 0, fmt.Errorf("%w: %s: %d bytes from %d", errDecompressBound, what, n, len(blk))
+	}
+	if int64(n) > snappyMaxRatio*int64(len(blk))+64 {
+		return 0, fmt.Errorf("%w: %s: a block of %d bytes declares %d, more than snappy encodes in it", errDecompress, what, len(blk), n)
+	}
+	return n, nil
+}
+
+// snappyDecodedLen is what src (xerial framed or plain snappy) decodes to, read from its
+// block headers, refused past limit.
+func snappyDecodedLen(src []byte, limit int) (int, error) {
+	if len(src) < xerialHeaderLen || !bytes.HasPrefix(src, xerialMagic) {
+		return snappyBlockLen(src, "snappy", limit)
+	}
+	total := 0
+	for rest := src[xerialHeaderLen:]; len(rest) > 0; {
+		blk, next, err := xerialBlock(rest)
+		if err != nil {
+			return 0, err
+		}
+		n, err := snappyBlockLen(blk, "snappy (xerial)", limit-total)
+		if err != nil {
+			return 0, err
+		}
+		if total += n; total > limit {
+			return 0, fmt.Errorf("%w: snappy (xerial): over %d bytes from %d", errDecompressBound, limit, len(src))
+		}
+		rest = next
+	}
+	return total, nil
+}
+
 // decompressSnappy decodes xerial framed or plain snappy. Decoded lengths are
 // read from the block headers and bounded before anything is allocated; s2
 // decodes snappy blocks (it is a superset of the format).
 func decompressSnappy(src, dst []byte, limit int) ([]byte, error) {
 	if len(src) < xerialHeaderLen || !bytes.HasPrefix(src, xerialMagic) {
-		n, err := s2.DecodedLen(src)
+		n, err := snappyDecodedLen(src, limit)
 		if err != nil {
-			return dst, fmt.Errorf("%w: snappy: %w", errDecompress, err)
-		}
-		if n > limit {
-			return dst, fmt.Errorf("%w: snappy: %d bytes from %d", errDecompressBound, n, len(src))
+			return dst, err
 		}
 		dst = growCap(dst, n)
 		out, err := s2.Decode(dst[:n], src)
@@ -391,20 +452,9 @@ func decompressSnappy(src, dst []byte, limit int) ([]byte, error) {
 	}
 	// Walk the blocks once to bound and size the output, then decode each
 	// block straight into place.
-	total := 0
-	for rest := src[xerialHeaderLen:]; len(rest) > 0; {
-		blk, next, err := xerialBlock(rest)
-		if err != nil {
-			return dst, err
-		}
-		n, err := s2.DecodedLen(blk)
-		if err != nil {
-			return dst, fmt.Errorf("%w: snappy (xerial): %w", errDecompress, err)
-		}
-		if total += n; total > limit {
-			return dst, fmt.Errorf("%w: snappy (xerial): over %d bytes from %d", errDecompressBound, limit, len(src))
-		}
-		rest = next
+	total, err := snappyDecodedLen(src, limit)
+	if err != nil {
+		return dst, err
 	}
 	dst = growCap(dst, total)
 	for rest := src[xerialHeaderLen:]; len(rest) > 0; {

@@ -23,15 +23,29 @@ import (
 //     inPlaceAssignment) and ignores them in an uncompressed one. Inlet stores the producer's
 //     bytes as they are, so a consumer would read the record at baseOffset+delta, outside the
 //     offsets the batch was given: INVALID_RECORD instead (every client writes 0, 1, 2, ...).
-//   - A compressed batch is decompressed into scratch (see ForEachRecord for the codecs and
-//     the bounds): a payload that does not decompress is CORRUPT_MESSAGE, one past the bounds
-//     MESSAGE_TOO_LARGE (RecordsErrorCode), then its records are checked the same way.
+//   - A compressed batch is checked as it inflates (inflate.go): gzip, lz4 and zstd through
+//     a window of 64 KiB, keys and values skipped, so its decompressed records are never held
+//     whole; snappy, which has no stream decoder, is decoded whole within the decompression
+//     budget. A payload that does not decompress is CORRUPT_MESSAGE, one past the bounds
+//     (decompressLimit) MESSAGE_TOO_LARGE at the byte past them (RecordsErrorCode).
 //
-// It returns the possibly grown scratch (an uncompressed batch leaves it alone; a failed
-// decompression returns the scratch passed in, as ForEachRecord does), the error code and a
-// message for the response. It allocates nothing on success once scratch is large enough;
-// failures format their message.
+// It returns scratch, the window of a streamed batch or the buffer of a snappy one (an
+// uncompressed batch leaves it alone; it grows to 64 KiB, or to a snappy batch's decoded
+// size), the error code and a message for the response. It allocates nothing on success once
+// scratch is large enough (and the pooled decoders warm); failures format their message.
 func ValidateRecords(batch []byte, h *BatchHeader, scratch []byte) ([]byte, int16, string) {
+	return checkRecords(batch, h, scratch, nil)
+}
+
+// KeylessRecords validates a batch as ValidateRecords does and calls keyless with the index of
+// each record whose key is null (Kafka's compacted topics refuse them), streaming a compressed
+// batch the same way. keyless(-1) means start over: the batch is being read again (a zstd
+// frame needed a larger decoder), and the indexes told so far do not count.
+func KeylessRecords(batch []byte, h *BatchHeader, scratch []byte, keyless func(int32)) ([]byte, int16, string) {
+	return checkRecords(batch, h, scratch, keyless)
+}
+
+func checkRecords(batch []byte, h *BatchHeader, scratch []byte, keyless func(int32)) ([]byte, int16, string) {
 	end := logOverhead + int64(h.BatchLength)
 	if end < RecordBatchOverhead || end > int64(len(batch)) || h.NumRecords < 0 {
 		// ValidateProduceBatch rules these out; checked so that a caller that skipped it
@@ -39,30 +53,51 @@ func ValidateRecords(batch []byte, h *BatchHeader, scratch []byte) ([]byte, int1
 		return scratch, ErrCorruptMessage, "record batch length or count disagrees with the buffer"
 	}
 	data := batch[RecordBatchOverhead:end]
-	if c := h.Compression(); c != CompressionNone {
-		out, err := decompress(c, data, scratch[:0])
-		if err != nil {
-			code := RecordsErrorCode(err)
-			if code == ErrNone {
-				code = ErrCorruptMessage
-			}
-			return scratch, code, err.Error()
-		}
-		scratch, data = out, out
-	}
 	n := h.NumRecords
-	i, p, delta, err := walkRecords(data, n)
+	var (
+		i, delta int32
+		p        int
+		err      error
+	)
+	switch c := h.Compression(); c {
+	case CompressionNone:
+		i, p, delta, err = walkRecords(data, n, keyless)
+		if err == nil && p != len(data) {
+			return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, records still remaining: %d bytes after the %d records the batch declares", len(data)-p, n)
+		}
+	case CompressionSnappy:
+		var out []byte
+		var held int64
+		out, held, err = decompressHeld(c, data, scratch[:0])
+		if err == nil {
+			scratch = out
+			i, p, delta, err = walkRecords(out, n, keyless)
+			if err == nil && p != len(out) {
+				err = fmt.Errorf("%w: %d bytes after the %d records the batch declares", errRecordsTrailing, len(out)-p, n)
+			}
+		}
+		inflateBudget.release(held)
+	default:
+		scratch, i, delta, err = streamRecords(c, data, n, scratch, keyless)
+	}
 	switch {
+	case err == nil:
+		return scratch, ErrNone, ""
 	case err == errPrematureEOF:
 		return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, premature EOF reached: the batch declares %d records and holds %d", n, i)
 	case err == errOffsetDelta:
 		return scratch, ErrInvalidRecord, fmt.Sprintf("record %d has offset delta %d: a batch's records must have offset deltas 0, 1, 2, ...", i, delta)
-	case err != nil:
-		return scratch, ErrInvalidRecord, fmt.Sprintf("record %d: %v", i, err)
-	case p != len(data):
-		return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, records still remaining: %d bytes after the %d records the batch declares", len(data)-p, n)
+	case errors.Is(err, errRecordsTrailing):
+		return scratch, ErrInvalidRecord, fmt.Sprintf("incorrect declared batch size, records still remaining after the %d records the batch declares", n)
 	}
-	return scratch, ErrNone, ""
+	code := RecordsErrorCode(err)
+	if code == ErrNone {
+		code = ErrCorruptMessage
+	}
+	if code == ErrInvalidRecord {
+		return scratch, code, fmt.Sprintf("record %d: %v", i, err)
+	}
+	return scratch, code, err.Error()
 }
 
 var (
@@ -77,7 +112,9 @@ var (
 // (Kafka's LogValidator walks them too), so it is one loop over offsets into d, and every
 // varint's one- and two-byte forms (every length under 8 KiB) decode in line: fastVarint
 // inlines, and calls cost more than the decoding. Longer forms go to readVarint.
-func walkRecords(d []byte, n int32) (i int32, p int, delta int32, err error) {
+//
+// keyless, when set, is called with the index of each record whose key is null.
+func walkRecords(d []byte, n int32, keyless func(int32)) (i int32, p int, delta int32, err error) {
 	for ; i < n; i++ {
 		if p >= len(d) {
 			return i, p, 0, errPrematureEOF
@@ -119,12 +156,15 @@ func walkRecords(d []byte, n int32) (i int32, p int, delta int32, err error) {
 			return i, p, delta, errOffsetDelta
 		}
 		// Key and value: a length (negative: null) and that many bytes.
-		for range 2 {
+		for f := range 2 {
 			var l int32
 			if l, k = fastVarint(b, p); k != 0 {
 				p += k
 			} else if l, p = readVarint(b, p); p < 0 {
 				return i, p, 0, errRecordsVarint
+			}
+			if l < 0 && f == 0 && keyless != nil {
+				keyless(i)
 			}
 			if l > 0 {
 				if int(l) > end-p {

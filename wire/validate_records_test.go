@@ -98,8 +98,10 @@ func TestValidateRecordsRejects(t *testing.T) {
 }
 
 // TestValidateRecordsCompressedBadPayload: a payload that does not decompress is
-// CORRUPT_MESSAGE, one that decompresses past the bounds MESSAGE_TOO_LARGE, and the scratch
-// passed in comes back as it was.
+// CORRUPT_MESSAGE, and the scratch passed in comes back as it was or as the stream window,
+// never larger; valid records that decompress past the bounds are MESSAGE_TOO_LARGE, refused
+// at the bound (within the budget, holding nothing after), whatever the codec; a bomb of
+// zeros is refused at its first record, which is not one.
 func TestValidateRecordsCompressedBadPayload(t *testing.T) {
 	for _, codec := range []uint8{CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
 		b := buildBatch(t, codec, testRecords(20, 50), func(b *kmsg.RecordBatch) { b.Records = b.Records[:len(b.Records)/2] })
@@ -109,14 +111,30 @@ func TestValidateRecordsCompressedBadPayload(t *testing.T) {
 		if code != ErrCorruptMessage || msg == "" {
 			t.Errorf("%s truncated payload: %d %q, want CORRUPT_MESSAGE", codecName(codec), code, msg)
 		}
-		if cap(got) != 16 {
-			t.Errorf("%s: scratch replaced on failure", codecName(codec))
+		if cap(got) != 16 && cap(got) > streamWindow {
+			t.Errorf("%s: scratch of cap %d came back with cap %d on failure", codecName(codec), cap(scratch), cap(got))
 		}
 	}
-	bomb := compressedBatch(CompressionZstd, compress(t, CompressionZstd, make([]byte, MaxDecompressedBytes+1)))
-	h, _, _ := ValidateProduceBatch(bomb, 1<<30)
-	if _, code, _ := ValidateRecords(bomb, &h, nil); code != ErrMessageTooLarge {
-		t.Errorf("zstd bomb: code %d, want MESSAGE_TOO_LARGE", code)
+	// 65 records of 1 MiB of zeros each: valid, and past MaxDecompressedBytes.
+	big := make([]kmsg.Record, MaxDecompressedBytes>>20+1)
+	for i := range big {
+		big[i] = kmsg.Record{OffsetDelta: int32(i), Value: make([]byte, 1<<20)}
+	}
+	raw := encodeRecords(big)
+	for _, codec := range []uint8{CompressionGzip, CompressionLZ4, CompressionZstd} {
+		bomb := headerBatch(t, int32(len(big)), codec, raw)
+		h, _, _ := ValidateProduceBatch(bomb, 1<<30)
+		if _, code, msg := ValidateRecords(bomb, &h, nil); code != ErrMessageTooLarge {
+			t.Errorf("%s bomb of valid records: code %d (%s), want MESSAGE_TOO_LARGE", codecName(codec), code, msg)
+		}
+		if held := InflateBudgetHeld(); held != 0 {
+			t.Errorf("%s: %d bytes of the decompression budget still held", codecName(codec), held)
+		}
+	}
+	zeros := compressedBatch(CompressionZstd, compress(t, CompressionZstd, make([]byte, MaxDecompressedBytes+1)))
+	h, _, _ := ValidateProduceBatch(zeros, 1<<30)
+	if _, code, _ := ValidateRecords(zeros, &h, nil); code == ErrNone {
+		t.Error("zstd bomb of zeros accepted")
 	}
 }
 
