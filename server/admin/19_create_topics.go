@@ -99,10 +99,14 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 			return nil, wire.ErrInvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
 		}
-		for i, a := range rt.ReplicaAssignment {
-			if a.Partition != int32(i) {
+		// As Kafka's ReplicationControlManager.createTopic: the partition ids must be the set
+		// 0..n-1, in any order (sarama sends its assignment from a map).
+		seen := make([]bool, len(rt.ReplicaAssignment))
+		for _, a := range rt.ReplicaAssignment {
+			if a.Partition < 0 || int(a.Partition) >= len(seen) || seen[a.Partition] {
 				return nil, wire.ErrInvalidReplicaAssignment, "Partitions should be a consecutive 0-based integer sequence"
 			}
+			seen[a.Partition] = true
 			if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
 				return nil, wire.ErrInvalidReplicaAssignment, fmt.Sprintf("Replica assignment for partition %d must name only broker %d, the one broker of this cluster", a.Partition, s.cfg.NodeID)
 			}
