@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -55,9 +56,22 @@ func TestApiVersionsAdvertisesServedRanges(t *testing.T) {
 			t.Errorf("v%d: error code %d", v, resp.ErrorCode)
 		}
 		checkAdvertised(t, resp.ApiKeys)
-		if v >= 3 && len(resp.FinalizedFeatures) != 0 {
-			// transaction.version >= 2 (KIP-890) must not be finalized while it is not served.
-			t.Errorf("v%d: finalized features %v; want none", v, resp.FinalizedFeatures)
+		// v3+ lists the features (KIP-584): group.version 0-1, finalized at 1 (KIP-848 on, as
+		// by default), and nothing else: transaction.version >= 2 (KIP-890) must not be
+		// advertised while it is not served.
+		wantSupported, wantFinalized := "[]", "[]"
+		if v >= 3 {
+			wantSupported, wantFinalized = "[group.version 0-1]", "[group.version 1-1]"
+		}
+		var sup, fin []string
+		for _, f := range resp.SupportedFeatures {
+			sup = append(sup, fmt.Sprintf("%s %d-%d", f.Name, f.MinVersion, f.MaxVersion))
+		}
+		for _, f := range resp.FinalizedFeatures {
+			fin = append(fin, fmt.Sprintf("%s %d-%d", f.Name, f.MinVersionLevel, f.MaxVersionLevel))
+		}
+		if fmt.Sprint(sup) != wantSupported || fmt.Sprint(fin) != wantFinalized || v >= 3 && resp.FinalizedFeaturesEpoch < 0 {
+			t.Errorf("v%d: features supported %v, finalized %v (epoch %d); want %s and %s", v, sup, fin, resp.FinalizedFeaturesEpoch, wantSupported, wantFinalized)
 		}
 	}
 }

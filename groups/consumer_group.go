@@ -97,8 +97,13 @@ type topicsCounter struct{ atomic.Uint64 }
 
 // TopicsChanged tells the consumer groups that topics were created, deleted or grew: their
 // regular expressions are matched again at their next heartbeat (instead of within
-// regexRefresh), and a change of their topics raises their epoch.
-func (c *Coordinator) TopicsChanged() { c.topicsGen.Add(1) }
+// regexRefresh), and a change of their topics raises their epoch. A nil coordinator (a
+// server built without groups, in tests) ignores it.
+func (c *Coordinator) TopicsChanged() {
+	if c != nil {
+		c.topicsGen.Add(1)
+	}
+}
 
 // DefaultAssignors is group.consumer.assignors' default.
 var DefaultAssignors = []string{AssignorUniform, AssignorRange}

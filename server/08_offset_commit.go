@@ -8,14 +8,15 @@ import (
 	"inlet/wire"
 )
 
-// OffsetCommit v0-v8. v1 carries a commit timestamp, v2-v4 a retention time (ignored, as
+// OffsetCommit v0-v9. v1 carries a commit timestamp, v2-v4 a retention time (ignored, as
 // Kafka ignores it since 2.1), v6 leader epochs, v7 group instance ids, v8 the flexible
-// encoding. v9 (KIP-848 member epochs) and v10 (topic ids) are not advertised. Offsets are
-// durable (one synced Pebble batch) before the response.
+// encoding, v9 the same request for KIP-848 groups (the generation is the member epoch:
+// STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH; their members must use v9+). v10 (topic ids) is
+// not advertised. Offsets are durable (one synced Pebble batch) before the response.
 const offsetCommitKey = 8
 
 func init() {
-	register(api{key: offsetCommitKey, min: 0, max: 8, handle: handleOffsetCommit,
+	register(api{key: offsetCommitKey, min: 0, max: 9, handle: handleOffsetCommit,
 		authz: before(authorizeOffsetCommit, onGroups(acl.Read), onTopics(acl.Read))})
 }
 

@@ -11,11 +11,13 @@ import (
 // OffsetFetch v0-v8. v2+ takes null topics as "every committed offset", v5 returns leader
 // epochs, v7 RequireStable (a partition with an offset committed in a transaction not yet
 // ended answers UNSTABLE_OFFSET_COMMIT and offset -1, as GroupMetadataManager.getOffsets
-// does), v8 batches groups (KIP-709). v9 (KIP-848) and v10 (topic ids) are not advertised.
+// does), v8 batches groups (KIP-709), v9 a member id and epoch (KIP-848: a consumer group's
+// member must fetch with its current epoch, else STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH or
+// UNKNOWN_MEMBER_ID for the group). v10 (topic ids) is not advertised.
 const offsetFetchKey = 9
 
 func init() {
-	register(api{key: offsetFetchKey, min: 0, max: 8, handle: handleOffsetFetch,
+	register(api{key: offsetFetchKey, min: 0, max: 9, handle: handleOffsetFetch,
 		authz: before(authorizeOffsetFetch, onGroups(acl.Describe), onTopics(acl.Describe))})
 }
 
@@ -36,6 +38,13 @@ func handleOffsetFetch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 	for _, rg := range req.Groups {
 		og := kmsg.NewOffsetFetchResponseGroup()
 		og.Group = rg.Group
+		if req.Version >= 9 {
+			if code := s.groups.CheckOffsetFetch(rg.Group, rg.MemberID, rg.MemberEpoch); code != wire.ErrNone {
+				og.ErrorCode = code
+				resp.Groups = append(resp.Groups, og)
+				continue
+			}
+		}
 		topics := map[string][]int32{}
 		for _, t := range rg.Topics {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)

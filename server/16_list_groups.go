@@ -9,8 +9,8 @@ import (
 	"inlet/server/authz"
 )
 
-// ListGroups v0-v5: v4 filters by state (KIP-518), v5 by group type (KIP-848: every group
-// here is "classic").
+// ListGroups v0-v5: v4 filters by state (KIP-518), v5 by group type (KIP-848: "classic" or
+// "consumer"; a consumer group's state is Empty, Assigning, Reconciling or Stable).
 const listGroupsKey = 16
 
 func init() {
@@ -33,11 +33,11 @@ func handleListGroups(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, 
 		return false
 	}
 	for _, g := range s.groups.List() {
-		if !match(req.StatesFilter, g.State.String()) || !match(req.TypesFilter, "classic") {
+		if !match(req.StatesFilter, g.StateName) || !match(req.TypesFilter, g.Type) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, g.ProtocolType, g.State.String(), "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Name, g.ProtocolType, g.StateName, g.Type
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp, nil

@@ -7,9 +7,13 @@ import (
 	"inlet/wire"
 )
 
-// ApiVersions v0-v4 (KIP-35, KIP-511 client name/version in v3+). No features are finalized:
-// transaction.version >= 2 (KIP-890) is not implemented, so clients keep to the classic
-// protocol.
+// ApiVersions v0-v4 (KIP-35, KIP-511 client name/version in v3+, KIP-584 features in v3+).
+// The features listed are those the node implements: group.version 0-1 (1: KIP-848's
+// consumer groups), finalized at 1 while group.coordinator.rebalance.protocols lists
+// "consumer" (a feature at level 0 is not listed as finalized, as Kafka). Kafka 4 also lists
+// metadata.version and kraft.version (its KRaft quorum; Inlet has none) and
+// transaction.version (KIP-890's level 2 is not implemented): none of them is advertised.
+// Features are fixed at start-up, so their epoch is 0.
 const apiVersionsKey = 18
 
 func init() {
@@ -20,7 +24,24 @@ func init() {
 func handleAPIVersions(s *Server, r *request, req kmsg.Request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = SupportedAPIs()
+	if resp.Version >= 3 {
+		resp.SupportedFeatures, resp.FinalizedFeatures = s.features()
+		resp.FinalizedFeaturesEpoch = 0
+	}
 	return resp, nil
+}
+
+// features is what ApiVersions v3+ lists (KIP-584), in one place.
+func (s *Server) features() ([]kmsg.ApiVersionsResponseSupportedFeature, []kmsg.ApiVersionsResponseFinalizedFeature) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, 1
+	var finalized []kmsg.ApiVersionsResponseFinalizedFeature
+	if s.consumerProtocolOn() {
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", 1, 1
+		finalized = append(finalized, ff)
+	}
+	return []kmsg.ApiVersionsResponseSupportedFeature{sf}, finalized
 }
 
 // apiVersionsUnsupported is the v0 reply to an ApiVersions version above 4.

@@ -15,6 +15,7 @@ func (s *Server) startGroups() error {
 		Logger:                s.log,
 		InitialRebalanceDelay: time.Duration(delay),
 		OffsetsRetention:      s.cfg.OffsetsRetention,
+		Consumer:              s.consumerGroupConfig(),
 		MaxGroups:             s.cfg.MaxGroups,
 		// Offsets an open transaction holds do not expire (s.txns is set before Start).
 		PendingTxnOffset: func(group, topic string, partition int32) bool { return s.txns.PendingOffset(group, topic, partition) },

@@ -51,6 +51,7 @@ func (s *Server) topicFor(r *request, name []byte, create bool) (t *batchlog.Top
 	}
 	if err == nil {
 		s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions))
+		s.groups.TopicsChanged() // consumer groups' regular expressions may match it
 		admin.RecordMutations(r.c, r.hdr.ClientID, len(t.Partitions))
 	}
 	return t, 0, err == nil

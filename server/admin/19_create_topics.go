@@ -163,6 +163,7 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		return nil, wire.ErrUnknownServerError, err.Error()
 	}
 	s.log.Info("created topic", "topic", name, "partitions", partitions)
+	s.groups.TopicsChanged() // consumer groups' regular expressions may match it
 	return t, 0, ""
 }
 

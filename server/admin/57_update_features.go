@@ -10,9 +10,10 @@ import (
 )
 
 // UpdateFeatures v0-v2 (KIP-584; v1 upgrade types and validate-only, v2 without per-feature
-// results). The node supports no versioned feature: ApiVersions advertises none and finalizes
-// none (transaction.version 2 needs KIP-890's server side, which is not built). So every
-// update is INVALID_UPDATE_VERSION, the error Kafka's controller gives for a feature it does
+// results). The node's one versioned feature, group.version (ApiVersions), is set by its
+// configuration (group.coordinator.rebalance.protocols), not at run time, and no other is
+// supported (transaction.version 2 needs KIP-890's server side, which is not built). So every
+// update is INVALID_UPDATE_VERSION, the error Kafka's controller gives for a level it does
 // not support, validate-only or not, and an empty request succeeds.
 //
 // As Kafka's QuorumController.updateFeatures: the request is all or nothing, so a failure is
@@ -31,7 +32,7 @@ func handleUpdateFeatures(s *Server, r *Request, kreq kmsg.Request) (kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
 	if len(req.FeatureUpdates) > 0 {
 		u := req.FeatureUpdates[0]
-		msg := fmt.Sprintf("Invalid update version %d for feature %s. This node supports no versioned feature.", u.MaxVersionLevel, u.Feature)
+		msg := fmt.Sprintf("Invalid update version %d for feature %s. This node's features are set by its configuration, not changed at run time.", u.MaxVersionLevel, u.Feature)
 		if u.MaxVersionLevel < 1 {
 			msg = fmt.Sprintf("Cannot delete feature %s: it is not finalized.", u.Feature)
 		}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"inlet/acl"
+	"inlet/batchlog"
+	"inlet/groups"
+	"inlet/server/authz"
+	"inlet/wire"
+)
+
+// ConsumerGroupHeartbeat v0-v1 (KIP-848, the versions Kafka 4 serves; v1: the member id is
+// the client's, and SubscribedTopicRegex). Package groups has the state machine
+// (consumer_group.go); the coordinator computes the assignment with its uniform or range
+// assignor. Off unless group.coordinator.rebalance.protocols lists "consumer": then, as
+// Kafka, the API is still advertised and answers UNSUPPORTED_VERSION, which sends clients
+// back to the classic protocol.
+const consumerGroupHeartbeatKey = 68
+
+func init() {
+	register(api{key: consumerGroupHeartbeatKey, min: 0, max: 1, handle: handleConsumerGroupHeartbeat,
+		authz: before(authorizeConsumerGroupHeartbeat, onGroups(acl.Read), onTopics(acl.Describe))})
+}
+
+func handleConsumerGroupHeartbeat(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	clientID, host := clientIDHost(r)
+	h := groups.ConsumerHeartbeat{ClientID: clientID, ClientHost: host}
+	if sub := s.subjectOf(r); sub.Restricted() {
+		// The topics a regular expression matches are those the principal may describe.
+		h.Allowed = func(topic string) bool { return sub.Topic(acl.Describe, topic) }
+	}
+	return s.groups.ConsumerHeartbeat(req, h), nil
+}
+
+// authorizeConsumerGroupHeartbeat: READ on the group, then DESCRIBE on every subscribed topic
+// named (KafkaApis.handleConsumerGroupHeartbeat: TOPIC_AUTHORIZATION_FAILED if any is not).
+func authorizeConsumerGroupHeartbeat(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !p.Group(acl.Read, req.Group) {
+		resp.ErrorCode = wire.ErrGroupAuthorizationFailed
+		return resp, nil
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !p.Topic(acl.Describe, t) {
+			resp.ErrorCode = wire.ErrTopicAuthorizationFailed
+			return resp, nil
+		}
+	}
+	return nil, nil
+}
+
+// consumerProtocolOn is whether group.coordinator.rebalance.protocols lists "consumer" (nil:
+// Kafka 4's default, classic,consumer).
+func (s *Server) consumerProtocolOn() bool {
+	return s.cfg.RebalanceProtocols == nil || slices.Contains(s.cfg.RebalanceProtocols, "consumer")
+}
+
+// consumerGroupConfig is the KIP-848 groups' settings: the configured ones, on if
+// group.coordinator.rebalance.protocols lists "consumer", and the topics from the log.
+func (s *Server) consumerGroupConfig() groups.ConsumerConfig {
+	cc := s.cfg.ConsumerGroups
+	cc.Enabled = s.consumerProtocolOn()
+	meta := func(t *batchlog.Topic) groups.TopicMeta {
+		return groups.TopicMeta{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))}
+	}
+	cc.Topic = func(name string) (groups.TopicMeta, bool) {
+		t, ok := s.blog.Topic(name)
+		if !ok {
+			return groups.TopicMeta{}, false
+		}
+		return meta(t), true
+	}
+	cc.Topics = func() []groups.TopicMeta {
+		ts := s.blog.Topics()
+		out := make([]groups.TopicMeta, len(ts))
+		for i, t := range ts {
+			out[i] = meta(t)
+		}
+		return out
+	}
+	return cc
+}
