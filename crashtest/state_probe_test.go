@@ -27,7 +27,8 @@ import (
 // PROBE_MEASURE=1 they run at the sizes of PROBE_PRODUCERS, PROBE_TOPICS and PROBE_GROUPS
 // (defaults 200,000, 100,000 and 100,000) against the node's defaults and only report what
 // they saw: the probes of the bounds' measurements (PROBE_BIN names a binary to run instead of
-// this tree's, for the figures before the bounds).
+// this tree's, for the figures before the bounds; PROBE_ARGS adds flags, such as
+// --default-partitions 1 for a catalog of one-partition topics).
 
 // Kafka's codes the floods expect, as numbers: the probe also runs against builds that
 // predate them.
@@ -55,9 +56,11 @@ func probeSizes() probeSize {
 	return probeSize{measure: true, producers: env("PROBE_PRODUCERS", 200000), topics: env("PROBE_TOPICS", 100000), grps: env("PROBE_GROUPS", 100000)}
 }
 
-// probeNode starts the node for a probe, on the binary PROBE_BIN names if set.
+// probeNode starts the node for a probe, on the binary PROBE_BIN names if set, with the flags
+// of PROBE_ARGS (space-separated) added.
 func probeNode(t *testing.T, args ...string) *inlet {
 	t.Helper()
+	args = append(args, strings.Fields(os.Getenv("PROBE_ARGS"))...)
 	if b := os.Getenv("PROBE_BIN"); b != "" {
 		old := inletBin
 		inletBin = b
