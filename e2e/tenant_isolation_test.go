@@ -708,6 +708,23 @@ func isoProbes(nodeID int32) []isoProbe {
 			r.DurationFilterMillis = -1
 			return r
 		}),
+		p(68, -1, "join their group (KIP-848)", func(n isoNames) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis = n.group, "m", 10000
+			r.SubscribedTopicNames, r.Topics = []string{"a.mine"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return r
+		}),
+		p(68, -1, "join a.g (KIP-848) subscribing to their topic", func(n isoNames) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis = "a.g", "m", 10000
+			r.SubscribedTopicNames, r.Topics = []string{n.topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return r
+		}),
+		p(69, -1, "describe their consumer group and a.g", func(n isoNames) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = []string{n.group, "a.g"}
+			return r
+		}),
 	}
 	return probes
 }
