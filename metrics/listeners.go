@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"inlet/wire"
 )
 
 // listenerMetrics are the acceptors' (transport/accept.go): accept errors, whether each
-// listener is serving, and the time KIP-612's connection rate made them wait. Told by the
+// listener is serving, and the time KIP-612's connection rate made them wait; and, read at
+// scrape time, what of wire's decompression budget is held. Told by the
 // transport as things happen (rarely: an accept error, a change of state, a throttle); the
 // serving state also decides /readyz.
 type listenerMetrics struct {
@@ -38,7 +41,10 @@ func newListenerMetrics(reg prometheus.Registerer) *listenerMetrics {
 		}),
 		down: map[string]string{},
 	}
-	reg.MustRegister(l.acceptErrs, l.serving, l.throttled)
+	reg.MustRegister(l.acceptErrs, l.serving, l.throttled, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "decompression_budget_held_bytes",
+		Help: "Bytes of the node-wide decompression budget (64 MiB) held now by decompressors and whole decompressed batches; a compressed batch waits while it is spent.",
+	}, func() float64 { return float64(wire.InflateBudgetHeld()) }))
 	return l
 }
 

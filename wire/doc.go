@@ -29,6 +29,9 @@
 // and never allocates more than a constant times len(input) (array lengths are
 // checked against the minimum encoded size of one element before a slice
 // grows). Decompression is bounded by MaxDecompressedBytes and
-// MaxCompressionRatio. The fuzz targets in fuzz_test.go state and check these
-// invariants.
+// MaxCompressionRatio, and in memory (inflate.go): ValidateRecords and
+// KeylessRecords check a compressed batch as it inflates, through a 64 KiB
+// window, and what decompressors and whole decompressed batches hold comes
+// from one budget of InflateBudgetBytes, whatever the number of callers. The
+// fuzz targets in fuzz_test.go state and check these invariants.
 package wire
