@@ -81,6 +81,11 @@ type File struct {
 	FetchMaxBytes                yaml.Node `yaml:"fetch_max_bytes"`
 	FailedAuthDelayMs            yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
 	GroupInitialRebalanceDelay   yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
+	RebalanceProtocols           yaml.Node `yaml:"group_coordinator_rebalance_protocols"`
+	ConsumerSessionTimeoutMs     yaml.Node `yaml:"group_consumer_session_timeout_ms"`
+	ConsumerHeartbeatIntervalMs  yaml.Node `yaml:"group_consumer_heartbeat_interval_ms"`
+	ConsumerAssignors            yaml.Node `yaml:"group_consumer_assignors"`
+	ConsumerMaxSize              yaml.Node `yaml:"group_consumer_max_size"`
 	ProducerIDExpirationMs       yaml.Node `yaml:"producer_id_expiration_ms"`
 	LogRetentionCheckIntervalMs  yaml.Node `yaml:"log_retention_check_interval_ms"`
 	OffsetsRetentionMinutes      yaml.Node `yaml:"offsets_retention_minutes"`
@@ -143,6 +148,8 @@ var FlagKeys = map[string]Kind{
 	"sasl_server_max_receive_size":   Size, "connection_failed_authentication_delay_ms": Int,
 	"sasl_server_max_inflight_bytes": Size, "fetch_max_bytes": Size,
 	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
+	"group_coordinator_rebalance_protocols": String, "group_consumer_session_timeout_ms": Int,
+	"group_consumer_heartbeat_interval_ms": Int, "group_consumer_assignors": String, "group_consumer_max_size": Int,
 	"metrics_listen": String, "pprof": Bool,
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,

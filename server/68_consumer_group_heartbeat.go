@@ -1,7 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -84,4 +87,49 @@ func (s *Server) consumerGroupConfig() groups.ConsumerConfig {
 		return out
 	}
 	return cc
+}
+
+// ConsumerGroupSettings parses the KIP-848 flags: group.coordinator.rebalance.protocols
+// (comma-separated; Kafka requires classic in it, and knows classic, consumer and share, the
+// last not served here) and group.consumer.assignors (uniform and range), with the session
+// timeout, heartbeat interval (ms, positive, the interval below the timeout) and max size.
+func ConsumerGroupSettings(protocols, assignors string, sessionMs, heartbeatMs, maxSize int) ([]string, groups.ConsumerConfig, error) {
+	var cc groups.ConsumerConfig
+	list := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	ps := list(protocols)
+	for _, p := range ps {
+		if p != "classic" && p != "consumer" {
+			return nil, cc, fmt.Errorf("--group-coordinator-rebalance-protocols: %q is not a rebalance protocol this node serves (classic, consumer)", p)
+		}
+	}
+	if !slices.Contains(ps, "classic") {
+		return nil, cc, fmt.Errorf("--group-coordinator-rebalance-protocols: classic must be listed, as Kafka requires")
+	}
+	cc.Assignors = list(assignors)
+	if len(cc.Assignors) == 0 {
+		return nil, cc, fmt.Errorf("--group-consumer-assignors: at least one assignor")
+	}
+	for _, a := range cc.Assignors {
+		if a != groups.AssignorUniform && a != groups.AssignorRange {
+			return nil, cc, fmt.Errorf("--group-consumer-assignors: %q is not an assignor this node has (uniform, range)", a)
+		}
+	}
+	if sessionMs <= 0 || heartbeatMs <= 0 || heartbeatMs >= sessionMs {
+		return nil, cc, fmt.Errorf("--group-consumer-heartbeat-interval-ms (%d) must be positive and below --group-consumer-session-timeout-ms (%d)", heartbeatMs, sessionMs)
+	}
+	if maxSize <= 0 {
+		return nil, cc, fmt.Errorf("--group-consumer-max-size: at least 1")
+	}
+	cc.SessionTimeout = time.Duration(sessionMs) * time.Millisecond
+	cc.HeartbeatInterval = time.Duration(heartbeatMs) * time.Millisecond
+	cc.MaxSize = maxSize
+	return ps, cc, nil
 }

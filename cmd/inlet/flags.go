@@ -37,6 +37,10 @@ type options struct {
 	producerIDExpirationMs, logRetentionCheckIntervalMs       *int
 	offsetsRetentionMinutes, transactionalIDExpirationMs      *int
 
+	// KIP-848 consumer groups (group.coordinator.rebalance.protocols, group.consumer.*).
+	rebalanceProtocols, consumerAssignors                                  *string
+	consumerSessionTimeoutMs, consumerHeartbeatIntervalMs, consumerMaxSize *int
+
 	// The remote tier (tiered storage of topics with remote.storage.enable).
 	s3Bucket, s3Endpoint, s3Region, s3Prefix, remoteObjectBytes, remoteReadCache, remoteUploadRate *string
 	s3PathStyle, restoreFromRemote                                                                 *bool
@@ -90,6 +94,11 @@ func newFlags() (*flag.FlagSet, *options) {
 		allowEveryoneIfNoACLFound:    fs.Bool("allow-everyone-if-no-acl-found", false, "Kafka's allow.everyone.if.no.acl.found: a topic, group or other resource that no ACL binding matches is open to every principal"),
 		superUsers:                   fs.String("super-users", "", "Kafka's super.users: principals allowed everything whatever the ACLs, the only ones that may change users and quotas at run time, e.g. User:admin;User:ops"),
 		groupInitialRebalanceDelayMs: fs.Int("group-initial-rebalance-delay-ms", 3000, "Kafka's group.initial.rebalance.delay.ms: how long a new consumer group waits for more members before its first rebalance"),
+		rebalanceProtocols:           fs.String("group-coordinator-rebalance-protocols", "classic,consumer", "Kafka's group.coordinator.rebalance.protocols: without consumer, ConsumerGroupHeartbeat (KIP-848) answers UNSUPPORTED_VERSION and clients keep to the classic protocol"),
+		consumerSessionTimeoutMs:     fs.Int("group-consumer-session-timeout-ms", 45000, "Kafka's group.consumer.session.timeout.ms: a KIP-848 member without a heartbeat this long is removed from its group"),
+		consumerHeartbeatIntervalMs:  fs.Int("group-consumer-heartbeat-interval-ms", 5000, "Kafka's group.consumer.heartbeat.interval.ms: how often KIP-848 members are told to heartbeat"),
+		consumerAssignors:            fs.String("group-consumer-assignors", "uniform,range", "Kafka's group.consumer.assignors: the server-side assignors KIP-848 members may name, the first a group's when none does"),
+		consumerMaxSize:              fs.Int("group-consumer-max-size", 1000, "Kafka's group.consumer.max.size: members of one KIP-848 group; one more is refused GROUP_MAX_SIZE_REACHED (Kafka's default: no bound)"),
 		logRetentionCheckIntervalMs:  fs.Int("log-retention-check-interval-ms", 300000, "Kafka's log.retention.check.interval.ms: how often retention deletes old batches and producer windows expire (0: never, neither)"),
 		producerIDExpirationMs:       fs.Int("producer-id-expiration-ms", 86400000, "Kafka's producer.id.expiration.ms: an idempotent producer's window on a partition is dropped after this long without a write (0: never)"),
 		offsetsRetentionMinutes:      fs.Int("offsets-retention-minutes", 10080, "Kafka's offsets.retention.minutes: an empty consumer group's committed offsets expire this long after it became empty (offsets of simple commits: after their commit), and the group with them (0: never)"),

@@ -60,6 +60,11 @@ func main() {
 	if err != nil {
 		usage("--super-users: %v", err)
 	}
+	protocols, consumerGroups, err := server.ConsumerGroupSettings(*o.rebalanceProtocols, *o.consumerAssignors,
+		*o.consumerSessionTimeoutMs, *o.consumerHeartbeatIntervalMs, *o.consumerMaxSize)
+	if err != nil {
+		usage("%v", err)
+	}
 	rs := o.remote()
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
@@ -99,6 +104,8 @@ func main() {
 		Metrics:                      mon.requests(),
 		MaxPartitions:                noBoundIfZero(*o.maxPartitions),
 		MaxGroups:                    noBoundIfZero(*o.maxGroups),
+		RebalanceProtocols:           protocols,
+		ConsumerGroups:               consumerGroups,
 	})
 	if remote != nil {
 		upkeepCfg.Tier = remote
