@@ -12,8 +12,8 @@
 # repository (go build -o /var/tmp/klite ./cmd/klite in a clone of github.com/klaudworks/klite).
 # Without KLITE the peer runs are left out. The tier step needs versitygw (scripts/setup.sh).
 #
-# About 35 minutes on a 2-core machine. Settings (environment): FILL_RECORDS (consume, default
-# 10000000), REPEAT (default 2), TMPDIR.
+# About 15 minutes on a 2-core machine with REPEAT=2, 20 with REPEAT=3. Settings (environment):
+# FILL_RECORDS (consume, default 10000000), REPEAT (rounds of each comparison, default 2), TMPDIR.
 set -uo pipefail
 main=$(cd "$(dirname "$0")/.." && pwd)
 commit=$(git -C "$main" rev-parse "${1:-HEAD}")
@@ -56,6 +56,9 @@ rec() {
     sed -n 's/^raw output: /file: /p' >>"$manifest"
   rc=${PIPESTATUS[0]}
   echo "step $name exit $rc" >>"$manifest"
+  # bench names its JSON files in the CSVs by the --results-dir it was given (absolute here):
+  # make them relative to the repository as the other rows are.
+  sed -i "s#^$results/#results/#" "$results"/*.csv "$results"/tier/*.csv 2>/dev/null || true
   [ -z "$(git status --porcelain)" ] || echo "warning: the worktree is dirty after $name" >>"$manifest"
 }
 
