@@ -27,7 +27,7 @@ import (
 // every codec, while a kgo producer and fresh connections are answered (p99 under 1 s). Every
 // bomb is refused, and the node's resident set, sampled all along and read as its peak
 // (VmHWM) at the end, stays under --memory-limit + 64 MiB. The node's CPU time per refused
-// bomb is logged.
+// bomb is logged. Under the race detector only the refusals and the bystander are checked.
 //
 // CRASHTEST_INLET_BIN names another build to run instead (to measure an older one).
 
@@ -170,6 +170,12 @@ func TestDecompressionBombsStayWithinMemory(t *testing.T) {
 		inletBin = b
 	}
 	bs := bombs(t)
+	// Under the race detector the node inflates ten times slower and its shadow memory
+	// multiplies the resident set: fewer bombs, and the bound is not checked.
+	rounds := bombRounds
+	if raceEnabled {
+		rounds = 4
+	}
 	n := startInlet(t, "--memory-limit", strconv.Itoa(bombMemoryLimit))
 	pid := n.cmd.Process.Pid
 	const topic = "bombs"
@@ -208,7 +214,7 @@ func TestDecompressionBombsStayWithinMemory(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes, err := sendBombs(n.addr(), topic, bs, bombRounds, i)
+			codes, err := sendBombs(n.addr(), topic, bs, rounds, i)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -239,10 +245,10 @@ func TestDecompressionBombsStayWithinMemory(t *testing.T) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	if sent != bombConns*bombRounds {
-		t.Errorf("%d bombs answered of %d", sent, bombConns*bombRounds)
+	if sent != bombConns*rounds {
+		t.Errorf("%d bombs answered of %d", sent, bombConns*rounds)
 	}
-	if peak > bombMemoryLimit+64<<20 {
+	if !raceEnabled && peak > bombMemoryLimit+64<<20 {
 		t.Errorf("peak RSS %d MiB, over --memory-limit %d MiB + 64 MiB", peak>>20, bombMemoryLimit>>20)
 	}
 }
