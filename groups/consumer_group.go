@@ -213,7 +213,8 @@ func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 		if req.MemberEpoch == 0 && c.Full() {
 			return fail(ErrGroupBound, "The node holds max.groups groups; no more can be created.")
 		}
-		return fail(wire.ErrUnknownMemberID, "")
+		// As GroupMetadataManager.getOrMaybeCreateConsumerGroup: only a join creates one.
+		return fail(wire.ErrGroupIDNotFound, fmt.Sprintf("Consumer group %s not found.", req.Group))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -228,7 +229,7 @@ func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 			return fail(wire.ErrGroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", g.name))
 		}
 		if req.MemberEpoch != 0 {
-			return fail(wire.ErrUnknownMemberID, "")
+			return fail(wire.ErrGroupIDNotFound, fmt.Sprintf("Consumer group %s not found.", g.name))
 		}
 		g.cg = newConsumerGroup()
 		g.protocolType = "consumer"

@@ -303,6 +303,11 @@ func TestConsumerGroupBounds(t *testing.T) {
 	if resp := c.ConsumerHeartbeat(r, ConsumerHeartbeat{}); resp.ErrorCode != wire.ErrUnsupportedAssignor {
 		t.Fatalf("unknown assignor: %d", resp.ErrorCode)
 	}
+	beat := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	beat.Version, beat.Group, beat.MemberID, beat.MemberEpoch = 1, "nowhere", "X", 3
+	if resp := c.ConsumerHeartbeat(beat, ConsumerHeartbeat{}); resp.ErrorCode != wire.ErrGroupIDNotFound {
+		t.Fatalf("heartbeat to a group that does not exist: %d, want GROUP_ID_NOT_FOUND", resp.ErrorCode)
+	}
 	off := newConsumerCoordinator(t, newRecStore(), ts, func(cc *ConsumerConfig) { cc.Enabled = false })
 	r.ServerAssignor = nil
 	if resp := off.ConsumerHeartbeat(r, ConsumerHeartbeat{}); resp.ErrorCode != wire.ErrUnsupportedVersion {
