@@ -132,12 +132,13 @@ func newStreamZstd(window uint64) *zstd.Decoder {
 	return d
 }
 
-// zstdWindow reads the window a zstd frame at the front of src needs (RFC 8878 3.1.1.1):
-// its window descriptor, or for a single-segment frame its content size. ok is false when
-// src does not start with a whole zstd frame header (the decoder then says why).
-func zstdWindow(src []byte) (w uint64, ok bool) {
+// zstdFrame reads the window a zstd frame at the front of src needs (RFC 8878 3.1.1.1): its
+// window descriptor, or for a single-segment frame its content size; and the content size
+// the frame declares (-1: none). ok is false when src does not start with a whole zstd frame
+// header (the decoder then says why).
+func zstdFrame(src []byte) (window uint64, content int64, ok bool) {
 	if len(src) < 6 || binary.LittleEndian.Uint32(src) != 0xFD2FB528 {
-		return 0, false
+		return 0, -1, false
 	}
 	fhd := src[4]
 	single := fhd&(1<<5) != 0
@@ -146,33 +147,40 @@ func zstdWindow(src []byte) (w uint64, ok bool) {
 		wd := src[p]
 		exp, mant := uint64(wd>>3), uint64(wd&7)
 		base := uint64(1) << (10 + exp)
-		return base + base/8*mant, true
+		window = base + base/8*mant
+		p++
 	}
 	p += []int{0, 1, 2, 4}[fhd&3] // dictionary id
 	var fcs uint64
 	switch fhd >> 6 {
 	case 0:
+		if !single {
+			return window, -1, true
+		}
 		if len(src) < p+1 {
-			return 0, false
+			return 0, -1, false
 		}
 		fcs = uint64(src[p])
 	case 1:
 		if len(src) < p+2 {
-			return 0, false
+			return 0, -1, false
 		}
 		fcs = uint64(binary.LittleEndian.Uint16(src[p:])) + 256
 	case 2:
 		if len(src) < p+4 {
-			return 0, false
+			return 0, -1, false
 		}
 		fcs = uint64(binary.LittleEndian.Uint32(src[p:]))
 	case 3:
 		if len(src) < p+8 {
-			return 0, false
+			return 0, -1, false
 		}
 		fcs = binary.LittleEndian.Uint64(src[p:])
 	}
-	return max(fcs, 1<<10), true
+	if single {
+		window = max(fcs, 1<<10)
+	}
+	return window, int64(min(fcs, 1<<62)), true
 }
 
 // lz4BlockMax is the block size an lz4 frame's descriptor declares (0 when src is not one).
@@ -222,7 +230,12 @@ func openStream(codec uint8, src []byte, limit int, zstdClass int) (inflater, er
 		l.r.Reset(&l.src)
 		return inflater{r: l.r, reserved: n, l: l}, nil
 	case CompressionZstd:
-		w, ok := zstdWindow(src)
+		w, content, ok := zstdFrame(src)
+		if ok && content > int64(limit) {
+			// Refused before inflating anything, as DecodeAll refuses a frame that declares
+			// more than its bound.
+			return inflater{}, fmt.Errorf("%w: zstd: a frame of %d bytes over %d", errDecompressBound, content, limit)
+		}
 		if ok && w > zstdSmallWindow {
 			zstdClass = 1
 		}
