@@ -190,6 +190,7 @@ type Topic struct {
 	ID         [16]byte
 	Partitions []*Partition
 	Configs    map[string]string    // overrides as set by CreateTopics / AlterConfigs
+	Creator    string               // the principal that created it ("": unknown, or the node)
 	Settings   topicconfig.Settings // Configs parsed: what produce and retention act on
 }
 
@@ -336,8 +337,10 @@ type Log struct {
 
 	topicsMu sync.RWMutex
 	topics   map[string]*Topic
-	// partitionsHeld counts the partitions of topics, changed under topicsMu (PartitionCount).
+	// partitionsHeld counts the partitions of topics, changed under topicsMu (PartitionCount);
+	// partitionsBy those of each creator but "" (PartitionCountOf), under topicsMu.
 	partitionsHeld atomic.Int64
+	partitionsBy   map[string]int
 	// Dynamic broker configs by BrokerLevel, and the topic defaults they give
 	// (broker_configs.go); under topicsMu.
 	brokerConfigs [2]map[string]string
@@ -563,14 +566,14 @@ func (l *Log) recover() error {
 	}
 	byID := map[uint32]*Partition{}
 	for _, rec := range recs {
-		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: l.parse(rec.Configs)}
+		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: l.parse(rec.Configs), Creator: rec.Creator}
 		for i, id := range rec.Partitions {
 			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i)}
 			t.Partitions = append(t.Partitions, p)
 			byID[id] = p
 		}
 		l.topics[rec.Name] = t
-		l.partitionsHeld.Add(int64(len(t.Partitions)))
+		l.countPartitions(t.Creator, len(t.Partitions))
 	}
 	// Two layouts cannot share a directory: the data keys mean different things.
 	layout := []byte(LayoutPebble)
@@ -911,6 +914,12 @@ var ErrTopicExists = errors.New("topic already exists")
 // CreateTopic creates a topic durably: the topic record is synced before it is returned, so
 // no batch can be stored for a topic a restart would not know.
 func (l *Log) CreateTopic(name string, partitions int, configs map[string]string) (*Topic, error) {
+	return l.CreateTopicBy(name, partitions, configs, "")
+}
+
+// CreateTopicBy is CreateTopic for a request of principal creator: the topic's partitions
+// count against it (PartitionCountOf), now and after a restart (meta.TopicRecord.Creator).
+func (l *Log) CreateTopicBy(name string, partitions int, configs map[string]string, creator string) (*Topic, error) {
 	if partitions <= 0 {
 		return nil, fmt.Errorf("batchlog: topic %q needs at least one partition", name)
 	}
@@ -919,7 +928,7 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	if t, ok := l.topics[name]; ok {
 		return t, ErrTopicExists
 	}
-	t := &Topic{Name: name, Configs: configs, Settings: l.parse(configs)}
+	t := &Topic{Name: name, Configs: configs, Settings: l.parse(configs), Creator: creator}
 	_, _ = rand.Read(t.ID[:])
 	seq := l.partSeq
 	for i := 0; i < partitions; i++ {
@@ -932,7 +941,7 @@ func (l *Log) CreateTopic(name string, partitions int, configs map[string]string
 	}
 	l.partSeq = seq
 	l.topics[name] = t
-	l.partitionsHeld.Add(int64(len(t.Partitions)))
+	l.countPartitions(t.Creator, len(t.Partitions))
 	return t, nil
 }
 

@@ -66,6 +66,6 @@ func (l *Log) RestoreTopic(name string, id [16]byte, configs map[string]string, 
 	}
 	l.partSeq = seq
 	l.topics[name] = t
-	l.partitionsHeld.Add(int64(len(t.Partitions)))
+	l.countPartitions(t.Creator, len(t.Partitions))
 	return t, nil
 }

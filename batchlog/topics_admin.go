@@ -23,7 +23,7 @@ var ErrUnknownTopic = errors.New("unknown topic")
 
 // record is t as the catalog stores it.
 func (t *Topic) record() meta.TopicRecord {
-	rec := meta.TopicRecord{Name: t.Name, ID: t.ID, Configs: t.Configs}
+	rec := meta.TopicRecord{Name: t.Name, ID: t.ID, Configs: t.Configs, Creator: t.Creator}
 	for _, p := range t.Partitions {
 		rec.Partitions = append(rec.Partitions, p.ID)
 	}
@@ -33,6 +33,28 @@ func (t *Topic) record() meta.TopicRecord {
 // PartitionCount is the number of partitions of every topic (the node's partition bound,
 // package server's max.partitions): a counter, not a walk.
 func (l *Log) PartitionCount() int { return int(l.partitionsHeld.Load()) }
+
+// PartitionCountOf is the number of partitions of the topics principal created
+// (Topic.Creator; package server's max.partitions.per.principal).
+func (l *Log) PartitionCountOf(principal string) int {
+	l.topicsMu.RLock()
+	defer l.topicsMu.RUnlock()
+	return l.partitionsBy[principal]
+}
+
+// countPartitions adds n partitions (negative: removes) of a topic of creator; under topicsMu.
+func (l *Log) countPartitions(creator string, n int) {
+	l.partitionsHeld.Add(int64(n))
+	if creator == "" {
+		return
+	}
+	if l.partitionsBy == nil {
+		l.partitionsBy = map[string]int{}
+	}
+	if l.partitionsBy[creator] += n; l.partitionsBy[creator] <= 0 {
+		delete(l.partitionsBy, creator)
+	}
+}
 
 // SetTopicConfigs replaces a topic's config overrides (validated by the caller).
 func (l *Log) SetTopicConfigs(name string, configs map[string]string) (*Topic, error) {
@@ -45,7 +67,7 @@ func (l *Log) SetTopicConfigs(name string, configs map[string]string) (*Topic, e
 	if len(configs) == 0 {
 		configs = nil
 	}
-	t := &Topic{Name: old.Name, ID: old.ID, Partitions: old.Partitions, Configs: configs, Settings: l.parse(configs)}
+	t := &Topic{Name: old.Name, ID: old.ID, Partitions: old.Partitions, Configs: configs, Settings: l.parse(configs), Creator: old.Creator}
 	if err := l.meta.SaveTopic(t.record(), l.partSeq); err != nil {
 		return nil, fmt.Errorf("batchlog: alter topic %q: %w", name, err)
 	}
@@ -64,7 +86,7 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 	if total <= len(old.Partitions) {
 		return nil, fmt.Errorf("batchlog: topic %q has %d partitions, cannot grow to %d", name, len(old.Partitions), total)
 	}
-	t := &Topic{Name: old.Name, ID: old.ID, Configs: old.Configs, Settings: old.Settings}
+	t := &Topic{Name: old.Name, ID: old.ID, Configs: old.Configs, Settings: old.Settings, Creator: old.Creator}
 	t.Partitions = append(append([]*Partition(nil), old.Partitions...), make([]*Partition, 0, total-len(old.Partitions))...)
 	seq := l.partSeq
 	for i := len(old.Partitions); i < total; i++ {
@@ -76,7 +98,7 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 	}
 	l.partSeq = seq
 	l.topics[name] = t
-	l.partitionsHeld.Add(int64(total - len(old.Partitions)))
+	l.countPartitions(t.Creator, total-len(old.Partitions))
 	return t, nil
 }
 
@@ -182,7 +204,7 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 		}
 	}
 	delete(l.topics, name)
-	l.partitionsHeld.Add(-int64(len(t.Partitions)))
+	l.countPartitions(t.Creator, -len(t.Partitions))
 	// A long poll parked on the topic answers now (UNKNOWN_TOPIC_OR_PARTITION), not when its
 	// wait runs out.
 	for _, p := range t.Partitions {

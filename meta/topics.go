@@ -22,6 +22,10 @@ type TopicRecord struct {
 	ID         [16]byte          `json:"id"`
 	Partitions []uint32          `json:"partitions"` // node-wide partition ids, by index
 	Configs    map[string]string `json:"configs,omitempty"`
+	// Creator is the principal whose request created the topic (its partitions count
+	// against that principal's bound, max.partitions.per.principal); empty for a topic
+	// created before it was kept, or by the node itself.
+	Creator string `json:"creator,omitempty"`
 }
 
 func topicKey(name string) []byte { return append([]byte{kindTopic}, name...) }

@@ -70,6 +70,9 @@ type Config struct {
 	// (groups.Config.MaxGroups). 0: the defaults (admin.DefaultMaxPartitions,
 	// groups.DefaultMaxGroups); negative: no bound.
 	MaxPartitions, MaxGroups int
+	// MaxPartitionsPerPrincipal bounds the partitions of the topics one principal created
+	// (max.partitions.per.principal); 0: no bound.
+	MaxPartitionsPerPrincipal int
 
 	// Security and validation (package conn: listeners.go, security.go; authz.go). Listeners empty: one
 	// PLAINTEXT listener on Listen/Advertise whose clients are unrestricted.
@@ -337,6 +340,7 @@ func (s *Server) adminConfig() admin.Config {
 		DefaultPartitions:            c.DefaultPartitions,
 		AutoCreateTopics:             c.AutoCreateTopics,
 		MaxPartitions:                c.MaxPartitions,
+		MaxPartitionsPerPrincipal:    c.MaxPartitionsPerPrincipal,
 		MaxRequestBytes:              c.MaxRequestBytes,
 		GroupInitialRebalanceDelay:   c.GroupInitialRebalanceDelay,
 		MaxConnections:               c.MaxConnections,

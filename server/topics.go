@@ -37,14 +37,15 @@ func (s *Server) topicFor(r *request, name []byte, create bool) (t *batchlog.Top
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
-	if code, msg := admin.CheckPartitionBound(s.blog, s.cfg.MaxPartitions, s.cfg.DefaultPartitions); code != 0 {
+	bounds := admin.PartitionBounds{Node: s.cfg.MaxPartitions, PerPrincipal: s.cfg.MaxPartitionsPerPrincipal}
+	if code, msg := admin.CheckPartitionBound(s.blog, bounds, r.c.User(), s.cfg.DefaultPartitions); code != 0 {
 		if t, ok := s.blog.Topic(string(name)); ok {
 			return t, 0, false // made meanwhile by another request
 		}
 		s.log.Debug("auto-create refused", "topic", string(name), "reason", msg)
 		return nil, code, false
 	}
-	t, err := s.blog.CreateTopic(string(name), s.cfg.DefaultPartitions, nil)
+	t, err := s.blog.CreateTopicBy(string(name), s.cfg.DefaultPartitions, nil, r.c.User())
 	if err != nil && !errors.Is(err, batchlog.ErrTopicExists) {
 		s.log.Error("auto-create topic failed", "topic", string(name), "err", err)
 		return nil, wire.ErrUnknownServerError, false

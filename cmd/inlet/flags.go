@@ -49,7 +49,7 @@ type options struct {
 	memoryLimit *string // --memory-limit (memory.go)
 
 	// Bounds on the state clients make (producer windows, partitions, groups).
-	maxProducerIDs, maxProducerIDsPerPrincipal, maxPartitions, maxGroups *int
+	maxProducerIDs, maxProducerIDsPerPrincipal, maxPartitions, maxPartitionsPerPrincipal, maxGroups *int
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -106,6 +106,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		maxProducerIDs:               fs.Int("max-concurrent-producer-ids", 100000, "Redpanda's max_concurrent_producer_ids: idempotent producer windows (one per producer id and partition, about 300 bytes each) the node holds; at the bound a new one evicts the least recently written window idle for 2 minutes, or its batch is refused THROTTLING_QUOTA_EXCEEDED; 0: no bound"),
 		maxProducerIDsPerPrincipal:   fs.Int("max-concurrent-producer-ids-per-principal", 0, "producer windows the batches of one principal (user, or ANONYMOUS) may hold, with the same eviction; 0: no bound but the node's"),
 		maxPartitions:                fs.Int("max-partitions", 50000, "partitions the node holds at most, all topics together: a CreateTopics, CreatePartitions or auto-creation beyond it is refused POLICY_VIOLATION; 0: no bound"),
+		maxPartitionsPerPrincipal:    fs.Int("max-partitions-per-principal", 0, "partitions of the topics one principal (user, or ANONYMOUS) created, kept with each topic: a creation past it is refused POLICY_VIOLATION; 0: no bound but the node's"),
 		maxGroups:                    fs.Int("max-groups", 20000, "consumer groups the node holds at most: a request that would create one more (JoinGroup, OffsetCommit, TxnOffsetCommit) is refused POLICY_VIOLATION; 0: no bound"),
 		memoryLimit:                  fs.String("memory-limit", "auto", "soft limit of the Go heap (runtime/debug.SetMemoryLimit): the garbage collector runs more often near it, so RSS stays near what is live; auto: --inflight-budget + --fetch-cache + --sasl-server-max-inflight-bytes (with a SASL listener) + --remote-read-cache (with a bucket), unless GOMEMLIMIT is set; 0: none (Go's default)"),
 

@@ -103,6 +103,7 @@ func main() {
 		Upkeep:                       upkeepCfg,
 		Metrics:                      mon.requests(),
 		MaxPartitions:                noBoundIfZero(*o.maxPartitions),
+		MaxPartitionsPerPrincipal:    *o.maxPartitionsPerPrincipal,
 		MaxGroups:                    noBoundIfZero(*o.maxGroups),
 		RebalanceProtocols:           protocols,
 		ConsumerGroups:               consumerGroups,

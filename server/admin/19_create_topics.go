@@ -56,7 +56,7 @@ func handleCreateTopics(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response
 			resp.Topics = append(resp.Topics, ot)
 			continue
 		}
-		t, code, msg := s.createTopic(rt, req.ValidateOnly)
+		t, code, msg := s.createTopic(rt, req.ValidateOnly, principalOf(r))
 		if code == 0 && !req.ValidateOnly {
 			resp.ThrottleMillis = max(resp.ThrottleMillis, RecordMutations(r.Conn, r.ClientID, len(t.Partitions)))
 		}
@@ -89,7 +89,7 @@ const (
 
 // createTopic validates and (unless validateOnly) creates one topic. Callers hold createMu.
 // With validateOnly the returned topic is a description of what would be created.
-func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) (*batchlog.Topic, int16, string) {
+func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool, creator string) (*batchlog.Topic, int16, string) {
 	name := rt.Topic
 	if code, msg := s.checkNewTopicName(name); code != 0 {
 		return nil, code, msg
@@ -130,7 +130,7 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if partitions > maxPartitionsPerTopic {
 		return nil, wire.ErrInvalidPartitions, tooManyPartitions
 	}
-	if code, msg := CheckPartitionBound(s.blog, s.cfg.MaxPartitions, partitions); code != 0 {
+	if code, msg := CheckPartitionBound(s.blog, s.partitionBounds(), creator, partitions); code != 0 {
 		return nil, code, msg
 	}
 	var configs map[string]string
@@ -154,7 +154,7 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		t.Partitions = make([]*batchlog.Partition, partitions)
 		return t, 0, ""
 	}
-	t, err := s.blog.CreateTopic(name, partitions, configs)
+	t, err := s.blog.CreateTopicBy(name, partitions, configs, creator)
 	if errors.Is(err, batchlog.ErrTopicExists) {
 		return nil, wire.ErrTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", name)
 	}

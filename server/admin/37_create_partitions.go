@@ -57,7 +57,7 @@ func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Resp
 				}
 			}
 			if ot.ErrorCode == 0 {
-				if code, msg := CheckPartitionBound(s.blog, s.cfg.MaxPartitions, int(rt.Count)-len(t.Partitions)); code != 0 {
+				if code, msg := CheckPartitionBound(s.blog, s.partitionBounds(), t.Creator, int(rt.Count)-len(t.Partitions)); code != 0 {
 					fail(code, msg)
 				}
 			}

@@ -52,6 +52,7 @@ type Config struct {
 	DefaultPartitions            int
 	AutoCreateTopics             bool
 	MaxPartitions                int // max.partitions (limits.go); 0: no bound
+	MaxPartitionsPerPrincipal    int // max.partitions.per.principal (limits.go); 0: no bound
 	MaxRequestBytes              int
 	MaxMessageBytes              int // message.max.bytes when set to other than Kafka's default; 0: the default
 	GroupInitialRebalanceDelay   time.Duration

@@ -46,17 +46,40 @@ func Refusals() (partitionBound, mutationQuota uint64) {
 	return partitionBoundRefusals.Load(), mutationQuotaRefusals.Load()
 }
 
-// CheckPartitionBound reports whether n more partitions fit under max (0: no bound) on
-// blog: 0, or POLICY_VIOLATION and its message. The caller holds createMu.
-func CheckPartitionBound(blog *batchlog.Log, max, n int) (int16, string) {
-	if max <= 0 {
-		return 0, ""
+// PartitionBounds are max.partitions and max.partitions.per.principal (0: no bound).
+type PartitionBounds struct{ Node, PerPrincipal int }
+
+// CheckPartitionBound reports whether n more partitions of topics created by principal fit
+// under the bounds b on blog: 0, or POLICY_VIOLATION and its message. A topic's partitions
+// count against the principal that created it (batchlog.Topic.Creator, kept in its record),
+// whoever adds partitions to it later. The caller holds createMu.
+func CheckPartitionBound(blog *batchlog.Log, b PartitionBounds, principal string, n int) (int16, string) {
+	if b.Node > 0 {
+		if have := blog.PartitionCount(); have+n > b.Node {
+			partitionBoundRefusals.Add(1)
+			return wire.ErrPolicyViolation, fmt.Sprintf("The node holds %d partitions; %d more would exceed max.partitions (%d).", have, n, b.Node)
+		}
 	}
-	if have := blog.PartitionCount(); have+n > max {
-		partitionBoundRefusals.Add(1)
-		return wire.ErrPolicyViolation, fmt.Sprintf("The node holds %d partitions; %d more would exceed max.partitions (%d).", have, n, max)
+	if b.PerPrincipal > 0 && principal != "" {
+		if have := blog.PartitionCountOf(principal); have+n > b.PerPrincipal {
+			partitionBoundRefusals.Add(1)
+			return wire.ErrPolicyViolation, fmt.Sprintf("Principal %s holds %d partitions; %d more would exceed max.partitions.per.principal (%d).", principal, have, n, b.PerPrincipal)
+		}
 	}
 	return 0, ""
+}
+
+// principalOf is the user r acts as ("" without a connection: the node's own).
+func principalOf(r *Request) string {
+	if r == nil || r.Conn == nil {
+		return ""
+	}
+	return r.Conn.User()
+}
+
+// partitionBounds are the node's bounds as s's config holds them.
+func (s *Server) partitionBounds() PartitionBounds {
+	return PartitionBounds{Node: s.cfg.MaxPartitions, PerPrincipal: s.cfg.MaxPartitionsPerPrincipal}
 }
 
 // mutationThrottled is whether the client of c with clientID is over its
