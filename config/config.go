@@ -108,6 +108,7 @@ type File struct {
 	MaxPartitions                        yaml.Node `yaml:"max_partitions"`
 	MaxPartitionsPerPrincipal            yaml.Node `yaml:"max_partitions_per_principal"`
 	MaxGroups                            yaml.Node `yaml:"max_groups"`
+	MaxGroupsPerPrincipal                yaml.Node `yaml:"max_groups_per_principal"`
 
 	Listeners []Listener     `yaml:"listeners"`
 	Users     []User         `yaml:"users"`
@@ -155,7 +156,7 @@ var FlagKeys = map[string]Kind{
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,
 	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size, "remote_upload_max_bytes_per_sec": SizeOrZero, "memory_limit": String,
-	"max_concurrent_producer_ids": Int, "max_concurrent_producer_ids_per_principal": Int, "max_partitions": Int, "max_partitions_per_principal": Int, "max_groups": Int,
+	"max_concurrent_producer_ids": Int, "max_concurrent_producer_ids_per_principal": Int, "max_partitions": Int, "max_partitions_per_principal": Int, "max_groups": Int, "max_groups_per_principal": Int,
 }
 
 // Listener is one Kafka listener.

@@ -408,3 +408,51 @@ func TestPartitionBoundPerPrincipal(t *testing.T) {
 		t.Fatalf("a topic after a deletion gave room back: error %d", code)
 	}
 }
+
+// TestGroupBoundPerPrincipal: one principal's requests create groups up to its bound, then a
+// creation is refused POLICY_VIOLATION while its existing groups go on; a deleted group gives
+// the room back.
+func TestGroupBoundPerPrincipal(t *testing.T) {
+	const bound = 5
+	b := boundedBroker(t, func(c *server.Config) { c.MaxGroups, c.MaxGroupsPerPrincipal = 1000, bound }, nil)
+	b.createTopic("t", 1)
+	rc := dialRaw(t, b.addr)
+	commit := func(group string) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, group, -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rc.roundTrip(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	for i := range bound {
+		if code := commit(fmt.Sprintf("g-%d", i)); code != 0 {
+			t.Fatalf("group %d within the bound: error %d", i, code)
+		}
+	}
+	if code := commit("one-more"); code != wire.ErrPolicyViolation {
+		t.Fatalf("a group past the principal's bound: error %d", code)
+	}
+	if code := commit("g-2"); code != 0 {
+		t.Fatalf("an existing group at the bound: error %d", code)
+	}
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Version, jg.Group, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis, jg.ProtocolType = 5, "new-group", 10000, 10000, "consumer"
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name = "range"
+	jg.Protocols = append(jg.Protocols, jp)
+	if got := rc.roundTrip(jg).(*kmsg.JoinGroupResponse).ErrorCode; got != wire.ErrPolicyViolation {
+		t.Fatalf("JoinGroup of a new group past the principal's bound: error %d", got)
+	}
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Version, dg.Groups = 2, []string{"g-0"}
+	if got := rc.roundTrip(dg).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode; got != 0 {
+		t.Fatalf("DeleteGroups: error %d", got)
+	}
+	if code := commit("one-more"); code != 0 {
+		t.Fatalf("a group after a deletion gave room back: error %d", code)
+	}
+}

@@ -306,6 +306,13 @@ func (c *Coordinator) Full() bool {
 	return c.cfg.MaxGroups > 0 && len(c.groups) >= c.cfg.MaxGroups
 }
 
+// Exists reports whether the node holds the group (package server's bound per principal).
+func (c *Coordinator) Exists(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[name] != nil
+}
+
 // GroupCount is the number of groups the node holds (metrics).
 func (c *Coordinator) GroupCount() int {
 	c.mu.Lock()

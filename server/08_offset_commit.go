@@ -21,7 +21,16 @@ func init() {
 }
 
 func handleOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
-	return s.groups.Commit(kreq.(*kmsg.OffsetCommitRequest)), nil
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	existed, ok := s.admitGroup(r, req.Group, req.Version == 0 || req.Generation < 0) // group_bounds.go
+	if !ok {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		appendOffsetCommitErrors(resp, req.Topics, errGroupBound)
+		return resp, nil
+	}
+	resp := s.groups.Commit(req)
+	s.ownGroup(r, req.Group, existed)
+	return resp, nil
 }
 
 // authorizeOffsetCommit: READ on the group, then READ on each topic

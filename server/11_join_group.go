@@ -29,8 +29,16 @@ func handleJoinGroup(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, e
 	for i := range req.Protocols {
 		req.Protocols[i].Metadata = append([]byte{}, req.Protocols[i].Metadata...)
 	}
+	existed, ok := s.admitGroup(r, req.Group, req.MemberID == "") // group_bounds.go
+	if !ok {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation, resp.MemberID = errGroupBound, -1, req.MemberID
+		return resp, nil
+	}
 	s.shed(r)
-	return s.groups.Join(req, clientID, host, s.net.DrainStarted(), r.c.Done()), nil
+	resp := s.groups.Join(req, clientID, host, s.net.DrainStarted(), r.c.Done())
+	s.ownGroup(r, req.Group, existed)
+	return resp, nil
 }
 
 // authorizeJoinGroup: READ on the group (KafkaApis.handleJoinGroupRequest).

@@ -35,7 +35,12 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		if req.Version >= 3 {
 			generation, member = req.Generation, req.MemberID
 		}
-		code = s.groups.CheckTxnCommit(req.Group, member, req.InstanceID, generation)
+		if existed, ok := s.admitGroup(r, req.Group, true); !ok { // group_bounds.go
+			code = errGroupBound
+		} else {
+			code = s.groups.CheckTxnCommit(req.Group, member, req.InstanceID, generation)
+			s.ownGroup(r, req.Group, existed)
+		}
 	}
 	// KafkaApis.handleTxnOffsetCommitRequest: without WRITE on the transactional id or READ
 	// on the group every partition carries that error; otherwise a topic the principal may

@@ -36,7 +36,16 @@ func handleConsumerGroupHeartbeat(s *Server, r *request, kreq kmsg.Request) (kms
 		// The topics a regular expression matches are those the principal may describe.
 		h.Allowed = func(topic string) bool { return sub.Topic(acl.Describe, topic) }
 	}
-	return s.groups.ConsumerHeartbeat(req, h), nil
+	existed, ok := s.admitGroup(r, req.Group, req.MemberEpoch == 0) // group_bounds.go
+	if !ok {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		msg := "The principal holds max.groups.per.principal groups; no more can be created."
+		resp.ErrorCode, resp.ErrorMessage = errGroupBound, &msg
+		return resp, nil
+	}
+	resp := s.groups.ConsumerHeartbeat(req, h)
+	s.ownGroup(r, req.Group, existed)
+	return resp, nil
 }
 
 // authorizeConsumerGroupHeartbeat: READ on the group, then DESCRIBE on every subscribed topic

@@ -49,7 +49,7 @@ func (s *Server) LimitCounts() metrics.LimitCounts {
 	pb, mq := admin.Refusals()
 	lc := metrics.LimitCounts{PartitionBound: pb, MutationQuota: mq}
 	if s.groups != nil {
-		lc.Groups, lc.GroupBound = s.groups.GroupCount(), s.groups.Refused()
+		lc.Groups, lc.GroupBound = s.groups.GroupCount(), s.groups.Refused()+s.groupOwners.refused.Load()
 	}
 	return lc
 }

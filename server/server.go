@@ -71,8 +71,9 @@ type Config struct {
 	// groups.DefaultMaxGroups); negative: no bound.
 	MaxPartitions, MaxGroups int
 	// MaxPartitionsPerPrincipal bounds the partitions of the topics one principal created
-	// (max.partitions.per.principal); 0: no bound.
-	MaxPartitionsPerPrincipal int
+	// (max.partitions.per.principal), MaxGroupsPerPrincipal the groups one principal's
+	// requests created since start (max.groups.per.principal, group_bounds.go); 0: no bound.
+	MaxPartitionsPerPrincipal, MaxGroupsPerPrincipal int
 
 	// Security and validation (package conn: listeners.go, security.go; authz.go). Listeners empty: one
 	// PLAINTEXT listener on Listen/Advertise whose clients are unrestricted.
@@ -224,6 +225,8 @@ type Server struct {
 	m      *metrics.Requests // Config.Metrics; nil: none
 
 	createMu sync.Mutex // serialises auto-creation so two requests create a topic once
+
+	groupOwners groupOwners // the groups each principal created, for MaxGroupsPerPrincipal (group_bounds.go)
 
 	quotas *quota.Manager                 // byte-rate quotas in force and each user's rates (conn/quotas.go)
 	authz  atomic.Pointer[acl.Authorizer] // the ACL bindings in force, published by package admin (admin/acls.go)

@@ -49,7 +49,8 @@ type options struct {
 	memoryLimit *string // --memory-limit (memory.go)
 
 	// Bounds on the state clients make (producer windows, partitions, groups).
-	maxProducerIDs, maxProducerIDsPerPrincipal, maxPartitions, maxPartitionsPerPrincipal, maxGroups *int
+	maxProducerIDs, maxProducerIDsPerPrincipal, maxPartitions, maxPartitionsPerPrincipal *int
+	maxGroups, maxGroupsPerPrincipal                                                     *int
 }
 
 // newFlags defines inlet's flags on a new flag set.
@@ -108,6 +109,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		maxPartitions:                fs.Int("max-partitions", 50000, "partitions the node holds at most, all topics together: a CreateTopics, CreatePartitions or auto-creation beyond it is refused POLICY_VIOLATION; 0: no bound"),
 		maxPartitionsPerPrincipal:    fs.Int("max-partitions-per-principal", 0, "partitions of the topics one principal (user, or ANONYMOUS) created, kept with each topic: a creation past it is refused POLICY_VIOLATION; 0: no bound but the node's"),
 		maxGroups:                    fs.Int("max-groups", 20000, "consumer groups the node holds at most: a request that would create one more (JoinGroup, OffsetCommit, TxnOffsetCommit) is refused POLICY_VIOLATION; 0: no bound"),
+		maxGroupsPerPrincipal:        fs.Int("max-groups-per-principal", 0, "consumer groups the requests of one principal (user, or ANONYMOUS) may create, counted since start (groups from before a restart count only against --max-groups): one more is refused POLICY_VIOLATION; 0: no bound but the node's"),
 		memoryLimit:                  fs.String("memory-limit", "auto", "soft limit of the Go heap (runtime/debug.SetMemoryLimit): the garbage collector runs more often near it, so RSS stays near what is live; auto: --inflight-budget + --fetch-cache + --sasl-server-max-inflight-bytes (with a SASL listener) + --remote-read-cache (with a bucket), unless GOMEMLIMIT is set; 0: none (Go's default)"),
 
 		s3Bucket:               fs.String("s3-bucket", "", "S3-compatible bucket of the remote tier: topics with remote.storage.enable keep their older batches there (credentials from the standard AWS chain: environment, shared files); empty: no remote tier"),

@@ -104,6 +104,7 @@ func main() {
 		Metrics:                      mon.requests(),
 		MaxPartitions:                noBoundIfZero(*o.maxPartitions),
 		MaxPartitionsPerPrincipal:    *o.maxPartitionsPerPrincipal,
+		MaxGroupsPerPrincipal:        *o.maxGroupsPerPrincipal,
 		MaxGroups:                    noBoundIfZero(*o.maxGroups),
 		RebalanceProtocols:           protocols,
 		ConsumerGroups:               consumerGroups,
