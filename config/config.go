@@ -136,7 +136,8 @@ const (
 )
 
 // FlagKeys maps every scalar key to its kind; the key with '_' replaced by '-' is the flag
-// name (cmd/inlet's test checks that every flag has a key and every key a flag).
+// name (cmd/inlet's test checks that every flag but --config and --version has a key, and every
+// key a flag).
 var FlagKeys = map[string]Kind{
 	"listen": String, "advertise": String, "data_dir": String, "storage": String,
 	"segment_bytes": Size, "segment_io": String, "fetch_cache": SizeOrZero, "workers": Int, "node_id": Int, "default_partitions": Int,

@@ -90,7 +90,7 @@ func bombs(t *testing.T) []bomb {
 	gw, _ = gzip.NewWriterLevel(&gzZeros, gzip.BestCompression)
 	gw.Write(zeros)
 	gw.Close()
-	s2Zeros := s2.Encode(nil, zeros)          // S2's repeats: any ratio, which no snappy encoder writes
+	s2Zeros := s2.Encode(nil, zeros) // S2's repeats: any ratio, which no snappy encoder writes
 	xerial := append([]byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}, binary.BigEndian.AppendUint32(nil, uint32(len(s2Zeros)))...)
 	xerial = append(xerial, s2Zeros...)
 	out := []bomb{
@@ -241,7 +241,7 @@ func TestDecompressionBombsStayWithinMemory(t *testing.T) {
 
 	t.Logf("%d bombs from %d connections in %v: refusals %v", sent, bombConns, took.Round(time.Millisecond), refused)
 	t.Logf("node CPU %v in all, %v per bomb; RSS peak %d MiB (VmHWM), %d MiB sampled; bound %d MiB",
-		(cpu1 - cpu0).Round(time.Millisecond), ((cpu1-cpu0)/time.Duration(max(sent, 1))).Round(time.Microsecond), peak>>20, peakSampled>>20, (bombMemoryLimit+64<<20)>>20)
+		(cpu1 - cpu0).Round(time.Millisecond), ((cpu1 - cpu0) / time.Duration(max(sent, 1))).Round(time.Microsecond), peak>>20, peakSampled>>20, (bombMemoryLimit+64<<20)>>20)
 	for _, f := range failures {
 		t.Error(f)
 	}

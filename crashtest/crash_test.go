@@ -278,8 +278,8 @@ func (p *offsetProbe) ends(partitions int) ([]int64, bool) {
 }
 
 // TestReplayCapturedProduceAfterRestart: a Produce request captured byte for byte before a
-// kill -9 and resent after the restart is a duplicate (DESIGN.md: "a resent batch is answered
-// with its original offsets even after kill -9"): success with the original base offset, and
+// kill -9 and resent after the restart is a duplicate (a resent batch is answered with its original
+// offsets even after kill -9): success with the original base offset, and
 // nothing is appended. The recovered window also still knows where the producer stands: a
 // gap is OUT_OF_ORDER_SEQUENCE_NUMBER and the next sequence is appended after the old records.
 func TestReplayCapturedProduceAfterRestart(t *testing.T) {

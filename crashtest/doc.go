@@ -3,7 +3,8 @@
 // subprocess on a loopback port and kills it (SIGKILL, SIGTERM) in the middle of real produce
 // traffic. Everything lives in the _test files; this file only names the package.
 //
-// What is checked (DESIGN.md, "What it must do", items 2 and 3), on both storage layouts
+// What is checked (Inlet's crash model: no acknowledged record lost, exactly once for
+// idempotent producers), on both storage layouts
 // (--storage segments and pebble) where the layout matters:
 //   - no acknowledged record is lost across kill -9 and restart (plain producers: at least
 //     once), and no high watermark a client saw goes back;

@@ -77,7 +77,7 @@ func TestApiVersionsAdvertisesServedRanges(t *testing.T) {
 }
 
 // checkAdvertised compares an ApiVersions key list with what the server registers and pins
-// the ranges that DESIGN.md's protocol facts depend on.
+// the version ranges the node's protocol handling depends on.
 func checkAdvertised(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {
 	t.Helper()
 	got := map[int16][2]int16{}

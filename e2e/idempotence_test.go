@@ -84,8 +84,8 @@ func TestIdempotentProduceFollowsProducerStateRules(t *testing.T) {
 	}
 }
 
-// TestIdempotentDuplicateOfPendingBatchGetsOriginalOffset guards the case DESIGN.md singles
-// out: a retry that arrives while the original is still in an unsynced group must wait for
+// TestIdempotentDuplicateOfPendingBatchGetsOriginalOffset guards a case the produce path must
+// get right: a retry that arrives while the original is still in an unsynced group must wait for
 // it and carry its offset, never OUT_OF_ORDER_SEQUENCE_NUMBER (which kgo treats as data
 // loss) nor a second copy.
 func TestIdempotentDuplicateOfPendingBatchGetsOriginalOffset(t *testing.T) {

@@ -14,7 +14,8 @@ import (
 //
 // The path allocates nothing in steady state: the request is decoded by the hand-written
 // wire decoder into the pooled request's reused structs, batches stay slices of the frame
-// buffer until the committer copies them into the Pebble batch, and the response is encoded
+// buffer until the committer copies them into the segment staging buffer (or, with --storage
+// pebble, the Pebble batch), and the response is encoded
 // into a pooled buffer (BenchmarkProducePath pins it).
 const produceKey = 0
 

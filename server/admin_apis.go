@@ -10,7 +10,7 @@ import (
 // The admin APIs (package server/admin) are registered here, at init, like every API: their
 // versions, their declarations (a filter runs on the node's admin Server) and a handler that
 // calls theirs with it. They are served by the same dispatch (handle.go) and counted by the
-// same metrics; TestEveryAPIDeclaresAuthorization and the README's table see them here.
+// same metrics; TestEveryAPIDeclaresAuthorization and the API table in docs/kafka-compatibility.md see them here.
 func init() {
 	for _, a := range admin.APIs() {
 		register(api{key: a.Key, min: a.Min, max: a.Max,

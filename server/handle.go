@@ -60,7 +60,7 @@ func served(key, version int16) *api {
 }
 
 // SupportedAPIs lists the served API keys and versions, sorted by key: what ApiVersions
-// advertises (the README's table is checked against it).
+// advertises (the API table in docs/kafka-compatibility.md is checked against it).
 func SupportedAPIs() []kmsg.ApiVersionsResponseApiKey {
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 	for _, a := range apis {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// options are inlet's flags. Every flag but --config is also a config file key (its name
+// options are inlet's flags. Every flag but --config and --version is also a config file key (its name
 // with '_' for '-'); config_test.go keeps the two lists in step. Flags named after a Kafka
 // broker config carry its name and default.
 type options struct {

@@ -5,20 +5,20 @@
 // log dirs, features and producers (35, 43, 45, 57, 61). One file per API key, in the manner
 // of franz-go's kfake, each registering its API with the versions it serves, its
 // authorization (package server/authz) and its handler. Package server serves them: the
-// protocol (framing, dispatch, the data-path, group and transaction APIs) is kafka's, the
+// protocol (framing, dispatch, the data-path, group and transaction APIs) is server's, the
 // changes to the node's catalog, configs and tenants are this package's.
 //
-// Path: server's registry takes every API here at init (APIs, server/admin_apis.go) -> kafka's
+// Path: server's registry takes every API here at init (APIs, server/admin_apis.go) -> server's
 // dispatch decodes a request, runs its filter (authz.go) and calls its handler with the
 // node's admin Server (New, built by server.Server.Start) and the Request -> the handler
 // changes the catalog through the batch log (batchlog.Log), the tenants through package
-// tenants (tenants.go), and answers by return value; kafka encodes the reply.
+// tenants (tenants.go), and answers by return value; server encodes the reply.
 //
 // Files beside the APIs: admin.go (Server, Config, Parts, New, the registry's API and
 // Request), authz.go (the shorthands and the configuration and cluster-wide filters),
 // acls.go (the bindings in force), tenants.go (run-time users, ACLs and quotas).
 //
-// Lock order: createMu (topic creation and configuration, shared with kafka's
+// Lock order: createMu (topic creation and configuration, shared with server's
 // auto-creation) before the batch log's locks; tenantsMu (run-time tenant changes) before
 // tenants.Store's, auth.Users' and package conn's connection table (closing a deleted user's
 // connections), whose locks take no other.
@@ -103,7 +103,7 @@ type Server struct {
 	tenants   *tenants.Store                  // run-time changes to users and quotas (tenants.go); nil without a data directory
 	quotas    *quota.Manager                  // byte-rate quotas in force and each user's rates (conn/quotas.go)
 	baseUsers []*auth.User                    // the users of the config file
-	authz     *atomic.Pointer[acl.Authorizer] // the ACL bindings in force (acls.go), read by kafka's dispatch
+	authz     *atomic.Pointer[acl.Authorizer] // the ACL bindings in force (acls.go), read by server's dispatch
 }
 
 // New builds the admin APIs' state on p and publishes the tenants: the run-time changes kept
@@ -130,7 +130,7 @@ func New(cfg Config, p Parts) (*Server, error) {
 // API is one admin API key as package server's registry takes it.
 type API struct {
 	Key, Min, Max int16 // the versions advertised in ApiVersions
-	// Handle answers a request decoded by kmsg; kafka encodes its response.
+	// Handle answers a request decoded by kmsg; server encodes its response.
 	Handle func(s *Server, r *Request, req kmsg.Request) (kmsg.Response, error)
 	// Authz declares what the API checks and where; every API has one.
 	Authz authz.Decl[*Server]

@@ -5,7 +5,7 @@
 // declare their APIs with it; server's registry holds both (server/handle.go) and
 // TestEveryAPIDeclaresAuthorization checks every declaration.
 //
-// Path: kafka's dispatch makes a request's Subject (Of) and, for a restricted one, runs the
+// Path: server's dispatch makes a request's Subject (Of) and, for a restricted one, runs the
 // API's filter (Decl.Filter) on the decoded request before the handler; handlers that check
 // themselves (Decl.InHandler) ask the same Subject.
 //
