@@ -62,11 +62,16 @@ const (
 
 // memBudget is a byte semaphore: acquire waits until n bytes are free. Each holder acquires
 // once and releases once, never waiting while it holds anything, so it cannot deadlock.
+// Waiters are served in arrival order (a ticket each): a holder asking for the whole budget
+// (a large batch decompressed whole) is not starved by a stream of small ones, which queue
+// behind it instead.
 type memBudget struct {
-	mu   sync.Mutex
-	cond sync.Cond
-	free int64
-	cap  int64
+	mu      sync.Mutex
+	cond    sync.Cond
+	free    int64
+	cap     int64
+	next    uint64 // the ticket the next acquire takes
+	serving uint64 // the ticket whose turn it is
 }
 
 func newMemBudget(n int64) *memBudget {
@@ -82,11 +87,15 @@ func (b *memBudget) acquire(n int64) int64 {
 		return 0
 	}
 	b.mu.Lock()
-	for b.free < n {
+	t := b.next
+	b.next++
+	for b.serving != t || b.free < n {
 		b.cond.Wait()
 	}
 	b.free -= n
+	b.serving++
 	b.mu.Unlock()
+	b.cond.Broadcast() // the next ticket's turn
 	return n
 }
 
@@ -108,10 +117,6 @@ func InflateBudgetHeld() int64 {
 	defer inflateBudget.mu.Unlock()
 	return inflateBudget.cap - inflateBudget.free
 }
-
-// errZstdWindow: a later frame of a batch needs a larger zstd window than its first frame's
-// decoder class allows (retried with the large class).
-var errZstdWindow = errors.New("wire: zstd window over the decoder's class")
 
 // zstdPools hold streaming zstd decoders (one goroutine each) by class.
 var zstdPools = [2]sync.Pool{
@@ -212,7 +217,7 @@ type inflater struct {
 }
 
 // openStream starts decompressing src (gzip, lz4 or zstd) for a streaming walk. zstdClass is
-// the zstd decoder class to use (0 small, 1 large: after errZstdWindow).
+// the zstd decoder class to use (0 small, 1 large: again after a later frame needed more).
 func openStream(codec uint8, src []byte, limit int, zstdClass int) (inflater, error) {
 	switch codec {
 	case CompressionGzip:
@@ -480,16 +485,29 @@ func streamRecords(codec uint8, data []byte, n int32, window []byte, keyless fun
 			return window, 0, 0, err
 		}
 		s := recordStream{r: f.r, buf: window, limit: limit, codec: codecLabel(codec)}
-		i, delta, err := s.walk(n, keyless)
-		f.close()
-		if codec == CompressionZstd && class == 0 && errors.Is(err, zstd.ErrDecoderSizeExceeded) && s.total <= limit {
-			continue // a later frame's window is over the small class: again with the large
+		i, delta, err := walkStream(f, &s, n, keyless)
+		// A later frame whose window is over the small class fails in the decoder's frame
+		// reset (ErrWindowSizeExceeded) or, single-segment, at its declared size
+		// (ErrDecoderSizeExceeded): again with the large class, the records from the start.
+		if codec == CompressionZstd && class == 0 && s.total <= limit &&
+			(errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded)) {
+			if keyless != nil {
+				keyless(-1) // start over: the keyless records found so far are reported again
+			}
+			continue
 		}
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 			err = fmt.Errorf("%w: %w", errDecompressBound, err)
 		}
 		return window, i, delta, err
 	}
+}
+
+// walkStream walks s and closes f (giving its share of the budget back) however the walk
+// ends, a panic included.
+func walkStream(f inflater, s *recordStream, n int32, keyless func(int32)) (int32, int32, error) {
+	defer f.close()
+	return s.walk(n, keyless)
 }
 
 func codecLabel(c uint8) string {

@@ -1,10 +1,13 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -194,5 +197,69 @@ func TestValidateRecordsZeroAllocs(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per batch", codecName(codec), n)
 		}
+	}
+}
+
+// TestValidateRecordsZstdLaterFrameWithLargerWindow: a batch of two zstd frames whose second
+// (not single-segment) needs a 16 MiB window, over the small decoder class the first frame
+// chose, is read again with the large class and accepted, not refused as too large; on a
+// compacted topic's check the keyless records found before the retry are not reported twice.
+func TestValidateRecordsZstdLaterFrameWithLargerWindow(t *testing.T) {
+	recs := testRecords(20, 1<<20) // 20 MiB: the second frame holds more than the small window
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range recs {
+		if recs[i].Value != nil { // incompressible, so the ratio bound stays out of the way
+			for j := range recs[i].Value {
+				recs[i].Value[j] = byte(rng.Uint32())
+			}
+		}
+		if i%4 == 0 {
+			recs[i].Key = nil // keyless: reported once each
+		} else if recs[i].Key == nil {
+			recs[i].Key = []byte("k")
+		}
+	}
+	raw := encodeRecords(recs)
+	frame := func(p []byte, window int) []byte {
+		var buf bytes.Buffer
+		enc, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(window), zstd.WithSingleSegment(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.Write(p)
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	half := len(raw) / 2
+	payload := append(frame(raw[:half], 1<<16), frame(raw[half:], 16<<20)...)
+	var fh zstd.Header
+	if err := fh.Decode(frame(raw[half:], 16<<20)); err != nil || fh.SingleSegment || fh.WindowSize <= zstdSmallWindow {
+		t.Fatalf("second frame: window %d, single segment %v, err %v: not the case under test", fh.WindowSize, fh.SingleSegment, err)
+	}
+	n := int32(len(recs))
+	b := finishBatch(&kmsg.RecordBatch{Magic: 2, Attributes: int16(CompressionZstd), LastOffsetDelta: n - 1, ProducerID: -1,
+		ProducerEpoch: -1, FirstSequence: -1, NumRecords: n, Records: payload})
+	h, code, msg := ValidateProduceBatch(b, 1<<30)
+	if code != ErrNone {
+		t.Fatalf("header: %d %s", code, msg)
+	}
+	if _, code, msg := ValidateRecords(b, &h, nil); code != ErrNone {
+		t.Fatalf("two frames, the second with a 16 MiB window: %d %s", code, msg)
+	}
+	var bad []int32
+	keyless := func(i int32) {
+		if i < 0 {
+			bad = bad[:0]
+			return
+		}
+		bad = append(bad, i)
+	}
+	if _, code, msg := KeylessRecords(b, &h, nil, keyless); code != ErrNone || len(bad) != 5 {
+		t.Fatalf("keyless check: code %d (%s), %d keyless records reported %v, want 5", code, msg, len(bad), bad)
+	}
+	if held := InflateBudgetHeld(); held != 0 {
+		t.Errorf("%d bytes of the decompression budget still held", held)
 	}
 }
