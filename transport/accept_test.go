@@ -103,11 +103,14 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 			for _, c := range flood {
 				c.Close()
 			}
-			// Descriptors free again: the listener notices by itself.
-			deadline = time.Now().Add(time.Second)
+			// Descriptors free again: the listener notices by itself, within its longest backoff
+			// (0.4 s). The bounds here are 3 s, not the 1 s the binary is held to
+			// (crashtest/descriptors_test.go): this test also runs under the race detector on a
+			// busy 2-core machine.
+			deadline = time.Now().Add(3 * time.Second)
 			for !listenerServing(tr) {
 				if time.Now().After(deadline) {
-					t.Fatalf("listener still not serving a second after the flood closed: %+v", tr.Listeners())
+					t.Fatalf("listener still not serving 3 s after the flood closed: %+v", tr.Listeners())
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -119,7 +122,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 			_ = nc.SetDeadline(time.Now().Add(time.Second))
 			echoes(t, nc)
 			nc.Close()
-			if d := time.Since(began); d > time.Second {
+			if d := time.Since(began); d > 3*time.Second {
 				t.Fatalf("a new connection took %v to be served after the flood", d)
 			}
 			echoes(t, bystander)
