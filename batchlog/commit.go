@@ -284,7 +284,7 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 	if st != nil {
 		st.Push(a.ProducerEpoch, a.BaseSequence, a.NumRecords, base)
 		st.LastWrite = l.scratch.nowMs
-		l.windows.touch(st, r.Principal)
+		l.windows.Touch(st, r.Principal)
 		if a.Transactional {
 			openTxn(p, &st.State, a.ProducerID, base)
 		}

@@ -718,7 +718,7 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 			return fmt.Errorf("batchlog: corrupt producer key %x", k)
 		}
 		key := producerKey{int64(binary.BigEndian.Uint64(k[1:])), binary.BigEndian.Uint32(k[9:])}
-		st := &window{key: key}
+		st := &window{Key: key}
 		if err := st.UnmarshalBinary(v); err != nil {
 			return fmt.Errorf("batchlog: producer state %x: %w", k, err)
 		}
@@ -793,7 +793,7 @@ func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) err
 			key := producerKey{pid, partition}
 			st := l.producers[key]
 			if st == nil {
-				st = &window{State: idem.NewState(), key: key} // linked by orderWindows
+				st = &window{State: idem.NewState(), Key: key} // linked by orderWindows
 				l.producers[key] = st
 			}
 			if !h.IsControl() {

@@ -132,7 +132,7 @@ func TestProducerWindowBoundPerPrincipal(t *testing.T) {
 		t.Fatalf("hostile producer 5 with idle windows: %d", code)
 	}
 	var good int
-	onCommitter(l, func() { good = l.windows.owners["good"].n })
+	onCommitter(l, func() { good = l.windows.OwnerLen("good") })
 	if good != 5 {
 		t.Fatalf("good holds %d windows, want 5", good)
 	}

@@ -227,7 +227,7 @@ func (l *Log) commitMarker(g Group, pg *pendingGroup, a *Append) {
 	}
 	delete(p.txn.ongoing, a.ProducerID)
 	st.LastWrite = l.scratch.nowMs
-	l.windows.touch(st, "")
+	l.windows.Touch(st, "")
 	l.touchProducer(key)
 	base := l.assignOffsets(p, a)
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
