@@ -53,8 +53,9 @@
 //
 // The upkeep passes (retention, compaction, the reclaim of segment files, producer expiry)
 // are package upkeep's; upkeep_ops.go is what they may do to the log, reclaim.go the log's
-// side of the reclaim (which segments can go, from the index; the copies forward), whose
-// file side (the candidates, reading a batch, deleting files) is package segments'.
+// side of the reclaim (which segments can go, from the index, is package reclaimplan's; the
+// copies forward), whose file side (the candidates, reading a batch, deleting files) is
+// package segments'.
 //
 // Files: log.go (Open, recovery and the replay of the segments' tail, the topic table,
 // Submit), commit.go (the committer and completer), store.go (the store seam, the segment
@@ -64,7 +65,8 @@
 // (the passes' operations), reclaim.go (space per partition), nospace.go (a full disk),
 // txn.go (transactions on the partition), topics_admin.go (topic changes, DeleteRecords),
 // broker_configs.go (the broker configs in force as topic defaults), keys.go (the log's
-// Pebble keys). Package segments (segments/): the segment files, the write paths, replay,
+// Pebble keys), producers.go (the producer windows' map and counts; the bound is package
+// windows'). Package segments (segments/): the segment files, the write paths, replay,
 // the index's encoding, read plans, the tail cache and the recent index.
 //
 // Lock order: Log.retainMu before Log.topicsMu (and before the segment store's locks, package
@@ -603,20 +605,8 @@ func (l *Log) recover() error {
 	if err := l.loadTxnState(byID); err != nil {
 		return err
 	}
-	l.windowsCountFromNow()
 	l.orderWindows()
 	return nil
-}
-
-// windowsCountFromNow gives a window loaded without its last write time (kept before version 2
-// of its encoding) the time of this start-up (or rebuild).
-func (l *Log) windowsCountFromNow() {
-	now := time.Now().UnixMilli()
-	for _, st := range l.producers {
-		if st.LastWrite == 0 {
-			st.LastWrite = now
-		}
-	}
 }
 
 // loadLogState sets every partition's next offset and relocated key, and the producer windows,

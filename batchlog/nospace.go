@@ -130,7 +130,6 @@ func (l *Log) rebuild() error {
 	if err := l.loadTxnState(byID); err != nil {
 		return err
 	}
-	l.windowsCountFromNow()
 	l.orderWindows()
 	return nil
 }

@@ -75,10 +75,16 @@ func (l *Log) evictWindow(w *window) {
 
 // orderWindows links the windows loaded at start-up (or by a rebuild after a full disk) by
 // their last write, and applies MaxProducerWindows to them: the least recently written beyond
-// it are dropped (open transactions are kept), as eviction would have before the restart.
+// it are dropped (open transactions are kept), as eviction would have before the restart. A
+// window loaded without its last write time (kept before version 2 of its encoding) counts
+// from now.
 func (l *Log) orderWindows() {
+	now := time.Now().UnixMilli()
 	ws := make([]*window, 0, len(l.producers))
 	for _, w := range l.producers {
+		if w.LastWrite == 0 {
+			w.LastWrite = now
+		}
 		ws = append(ws, w)
 	}
 	dropped := l.windows.Load(ws, l.opts.MaxProducerWindows, producerKey.compare)

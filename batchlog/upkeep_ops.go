@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"inlet/batchlog/reclaimplan"
 	"inlet/batchlog/segments"
 	"inlet/wire"
 )
@@ -162,15 +163,8 @@ func (ps *Pass) CountCompaction(rewritten, dropped, removed int64) {
 }
 
 // ReclaimPolicy is the cost rule of ReclaimSegments: how much copying a file's deletion is
-// worth.
-type ReclaimPolicy struct {
-	// MaxCopyBytes caps the bytes of live batches one call copies forward.
-	MaxCopyBytes int64
-	// CopyRatio: a call copies at most 1/CopyRatio of the bytes of the files it deletes.
-	CopyRatio int64
-	// NoCopy deletes only files no live batch is in (a benchmark's comparison).
-	NoCopy bool
-}
+// worth (MaxCopyBytes, CopyRatio, NoCopy).
+type ReclaimPolicy = reclaimplan.Policy
 
 // ReclaimSegments deletes the oldest segment files once no partition has a live batch in them,
 // copying forward first the live batches that keep them where policy allows (reclaim.go). It

@@ -1,7 +1,7 @@
 package segments
 
-// The file side of the reclaim (the log's reclaim.go chooses what goes, from the index and
-// its relocated keys): the candidates, the read of a live batch to copy forward, and the
+// The file side of the reclaim (the log chooses what goes, package reclaimplan, from the
+// index and its relocated keys): the candidates, the read of a live batch to copy forward, and the
 // deletion of files, after Pebble is synced so that no index entry naming them survives.
 
 import (
