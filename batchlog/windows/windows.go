@@ -123,6 +123,15 @@ func (l *Lists[K]) Remove(w *Window[K]) {
 	if o == nil {
 		return
 	}
+	l.unlink(w)
+	if o.n == 0 {
+		delete(l.owners, o.name)
+	}
+}
+
+// unlink takes w off both lists, leaving its owner in the map even when it held only w.
+func (l *Lists[K]) unlink(w *Window[K]) {
+	o := w.owner
 	if w.prev != nil {
 		w.prev.next = w.next
 	} else {
@@ -145,9 +154,6 @@ func (l *Lists[K]) Remove(w *Window[K]) {
 		o.tail = w.oprev
 	}
 	o.n--
-	if o.n == 0 {
-		delete(l.owners, o.name)
-	}
 	w.prev, w.next, w.oprev, w.onext, w.owner = nil, nil, nil, nil, nil
 }
 
@@ -157,7 +163,15 @@ func (l *Lists[K]) Touch(w *Window[K], name string) {
 	if name == "" {
 		name = w.owner.name
 	}
-	if l.head == w && w.owner.name == name && w.owner.head == w {
+	o := w.owner
+	if l.head == w && o.name == name && o.head == w {
+		return
+	}
+	if o.name == name {
+		// Within its owner's lists: the owner stays in the map, so a write (the committer
+		// touches a window per idempotent batch) allocates nothing, even for an owner of one.
+		l.unlink(w)
+		l.pushFront(w, o)
 		return
 	}
 	l.Remove(w)

@@ -162,3 +162,28 @@ func TestLoadOrdersAndCaps(t *testing.T) {
 		t.Fatalf("empty load: %d dropped, %d held, owners %v", len(dropped), l.Len(), l.owners)
 	}
 }
+
+// TestTouchAllocatesNothing pins the committer's steady state: two principals with one
+// producer each, writing in turn, move their windows to the front without allocating (a
+// window that was its owner's only one must not drop and remake the owner).
+func TestTouchAllocatesNothing(t *testing.T) {
+	var l Lists[int64]
+	a, b := win(1, 0), win(2, 0)
+	l.PushFront(a, "alice")
+	l.PushFront(b, "bob")
+	allocs := testing.AllocsPerRun(1000, func() {
+		l.Touch(a, "alice")
+		l.Touch(b, "bob")
+		l.Touch(a, "")
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per round of touches, want 0", allocs)
+	}
+	if l.Len() != 2 || l.OwnerLen("alice") != 1 || l.OwnerLen("bob") != 1 {
+		t.Fatalf("lists after the touches: %d windows, alice %d, bob %d", l.Len(), l.OwnerLen("alice"), l.OwnerLen("bob"))
+	}
+	l.Touch(a, "bob") // a window taken over by another principal moves to its lists
+	if l.OwnerLen("alice") != 0 || l.OwnerLen("bob") != 2 {
+		t.Fatalf("after the takeover: alice %d, bob %d", l.OwnerLen("alice"), l.OwnerLen("bob"))
+	}
+}
