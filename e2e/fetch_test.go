@@ -281,6 +281,20 @@ func TestFetchCappedByFetchMaxBytesAndBudget(t *testing.T) {
 					t.Fatalf("produce %d: error %d", i, p.ErrorCode)
 				}
 			}
+			// The fetch's room is what the budget has free: wait until the last produce reply,
+			// charged until the socket takes it, has given its bytes back.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				used, _, ok := b.metricValue("inlet_inflight_budget_used_bytes")
+				if !ok {
+					t.Fatal("no inlet_inflight_budget_used_bytes")
+				}
+				if used == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%v bytes of the in-flight budget still used 5 s after the produces were answered", used)
+				}
+			}
 			p := fetchPartition(t, rc.roundTrip(fetchReq(12, topic, 0, 0, 0, 0, 1<<30, 1<<30)))
 			var bases []int64
 			for _, fb := range parseBatches(t, p.RecordBatches) {

@@ -15,8 +15,8 @@ import (
 	"inlet/server"
 )
 
-// metricValue is the value of the unlabelled counter, or the sum and count of the unlabelled
-// histogram, called name in b's registry; ok is false when there is none.
+// metricValue is the value of the unlabelled counter or gauge, or the sum and count of the
+// unlabelled histogram, called name in b's registry; ok is false when there is none.
 func (b *broker) metricValue(name string) (value, count float64, ok bool) {
 	b.t.Helper()
 	mfs, err := b.m.Registry.Gather()
@@ -30,6 +30,9 @@ func (b *broker) metricValue(name string) (value, count float64, ok bool) {
 		m := mf.GetMetric()[0]
 		if h := m.GetHistogram(); h != nil {
 			return h.GetSampleSum(), float64(h.GetSampleCount()), true
+		}
+		if g := m.GetGauge(); g != nil {
+			return g.GetValue(), 0, true
 		}
 		return m.GetCounter().GetValue(), 0, true
 	}
