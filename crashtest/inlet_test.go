@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -320,15 +321,35 @@ func (n *inlet) logTail(lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// freePort asks the kernel for a free loopback port. Another process may take it before the
-// node binds it; start retries then.
+// handedOut is every port freePort has returned in this test process: the kernel may hand a
+// port it just gave (and that was closed again) out once more, and a test that picks a node's
+// registry port and then its Kafka port must not get the same one twice.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// freePort asks the kernel for a free loopback port that this process has not handed out
+// before. Another process may take it before the node binds it; start retries then.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
+	}
+	t.Fatal("free port: the kernel handed out only ports already used")
+	return 0
 }
