@@ -97,7 +97,14 @@ func TestLargeRepliesReuseTheirBuffers(t *testing.T) {
 	if &o.B[:1][0] != p {
 		t.Fatal("a 29 MiB reply after a 30 MiB one got a fresh buffer")
 	}
-	if n := testing.AllocsPerRun(20, func() { putOut(GetOut(30 << 20)) }); n != 0 {
-		t.Fatalf("%v allocations per large reply buffer reused, want 0", n)
+	// AllocsPerRun counts the whole process's allocations, and an earlier test's goroutines
+	// (a listener winding down) may still allocate while it runs: a reuse that allocates does
+	// so in every try, so the best of three is the figure.
+	n := testing.AllocsPerRun(20, func() { putOut(GetOut(30 << 20)) })
+	for try := 1; try < 3 && n != 0; try++ {
+		n = min(n, testing.AllocsPerRun(20, func() { putOut(GetOut(30 << 20)) }))
+	}
+	if n != 0 {
+		t.Fatalf("%v allocations per large reply buffer reused (best of three), want 0", n)
 	}
 }
