@@ -9,25 +9,6 @@ import (
 	"unicode"
 )
 
-// repoRoot is the directory holding go.mod, found from the test's working directory up.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // pages are the Markdown files the link check reads: README.md, DESIGN.md and every .md
 // under docs/, as paths relative to the root.
 func pages(t *testing.T, root string) []string {
@@ -137,7 +118,7 @@ func itoa(n int) string {
 // at. Links with a scheme (https:, mailto:) are left alone; absolute paths are refused, as
 // they name nothing in a checkout.
 func TestLinksResolve(t *testing.T) {
-	root := repoRoot(t)
+	root := Root(t)
 	cache := map[string]map[string]bool{}
 	anchorsOf := func(rel string) (map[string]bool, error) {
 		if a, ok := cache[rel]; ok {

@@ -91,7 +91,7 @@ func TestREADMEQuickstart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node and real clients")
 	}
-	root := repoRoot(t)
+	root := Root(t)
 	b, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"inlet/auth"
 	"inlet/conn"
+	"inlet/docs"
 	"inlet/server"
 )
 
@@ -208,11 +208,7 @@ func collectCodes(v reflect.Value, codes *[]int16) {
 // readmeAPIKeys are the API keys of the API table in docs/kafka-compatibility.md.
 func readmeAPIKeys(t *testing.T) []int16 {
 	t.Helper()
-	b, err := os.ReadFile("../docs/kafka-compatibility.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
+	s := docs.File(t, "docs/kafka-compatibility.md")
 	begin, end := strings.Index(s, "<!-- apis:begin"), strings.Index(s, "<!-- apis:end -->")
 	if begin < 0 || end < begin {
 		t.Fatal("docs/kafka-compatibility.md has no apis:begin/apis:end table")

@@ -2,14 +2,13 @@ package metrics
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"inlet/batchlog"
+	"inlet/docs"
 	"inlet/groups"
 	"inlet/tier"
 )
@@ -17,7 +16,7 @@ import (
 // TestREADMEListsEveryMetric keeps the metrics table of docs/metrics.md equal to what the
 // registry exports under inlet_: every family is listed, and nothing listed is gone.
 func TestREADMEListsEveryMetric(t *testing.T) {
-	s := repoFile(t, "docs/metrics.md")
+	s := docs.File(t, "docs/metrics.md")
 	begin, end := strings.Index(s, "<!-- metrics:begin"), strings.Index(s, "<!-- metrics:end -->")
 	if begin < 0 || end < begin {
 		t.Fatal("docs/metrics.md has no metrics:begin/metrics:end table")
@@ -61,29 +60,6 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 		if !exported[name] {
 			t.Errorf("docs/metrics.md lists %s, which is not exported", name)
 		}
-	}
-}
-
-// repoFile reads a file of the repository, found from the test's directory up to go.mod, so
-// the test stays right wherever its package moves.
-func repoFile(t *testing.T, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			b, err := os.ReadFile(filepath.Join(dir, rel))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = filepath.Dir(dir)
 	}
 }
 

@@ -2,18 +2,17 @@ package server
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"inlet/docs"
 )
 
 // TestREADMEListsSupportedAPIs keeps the API table of docs/kafka-compatibility.md equal to
 // what ApiVersions advertises.
 func TestREADMEListsSupportedAPIs(t *testing.T) {
-	s := repoFile(t, "docs/kafka-compatibility.md")
+	s := docs.File(t, "docs/kafka-compatibility.md")
 	begin := strings.Index(s, "<!-- apis:begin")
 	end := strings.Index(s, "<!-- apis:end -->")
 	if begin < 0 || end < begin {
@@ -43,28 +42,5 @@ func TestREADMEListsSupportedAPIs(t *testing.T) {
 		if !want[k] {
 			t.Errorf("docs/kafka-compatibility.md lists %q, which ApiVersions does not advertise", k)
 		}
-	}
-}
-
-// repoFile reads a file of the repository, found from the test's directory up to go.mod, so
-// the test stays right wherever its package moves.
-func repoFile(t *testing.T, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			b, err := os.ReadFile(filepath.Join(dir, rel))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = filepath.Dir(dir)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"inlet/auth"
 	"inlet/config"
+	"inlet/docs"
 )
 
 // TestEveryFlagHasAConfigKey keeps the config file's keys and the flags in step: every flag
@@ -93,28 +94,6 @@ func TestHelpListsEveryFlagWithItsDefault(t *testing.T) {
 	}
 }
 
-// repoFile reads a file of the repository, found from the test's directory up to go.mod.
-func repoFile(t *testing.T, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			b, err := os.ReadFile(filepath.Join(dir, rel))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-}
-
 // markedTable returns the table rows between <!-- name:begin and <!-- name:end --> of a page,
 // each split into its trimmed cells (the header and its rule left out).
 func markedTable(t *testing.T, page, name string) [][]string {
@@ -142,7 +121,7 @@ func markedTable(t *testing.T, page, name string) [][]string {
 // and --version, which config.FlagKeys must not have either) and its default as the code
 // has it (--workers: the number of CPUs).
 func TestConfigurationPageListsEveryFlag(t *testing.T) {
-	rows := markedTable(t, repoFile(t, "docs/configuration.md"), "flags")
+	rows := markedTable(t, docs.File(t, "docs/configuration.md"), "flags")
 	fs, _ := newFlags()
 	listed := map[string][]string{}
 	for _, r := range rows {
@@ -236,7 +215,7 @@ func TestConfigurationPageListsEveryKey(t *testing.T) {
 		t.Fatalf("found only %d structured keys", len(want))
 	}
 	listed := map[string]bool{}
-	for _, r := range markedTable(t, repoFile(t, "docs/configuration.md"), "keys") {
+	for _, r := range markedTable(t, docs.File(t, "docs/configuration.md"), "keys") {
 		key := strings.Trim(r[0], "`")
 		listed[key] = true
 		if !want[key] {

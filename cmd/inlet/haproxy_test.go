@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"inlet/docs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,7 @@ func TestHAProxyConfigCommand(t *testing.T) {
 // TestREADMEListsHAProxyConfigFlags keeps the table of haproxy-config's flags in
 // docs/operations.md ("Many nodes behind one address") true.
 func TestREADMEListsHAProxyConfigFlags(t *testing.T) {
-	b := repoFile(t, "docs/operations.md")
+	b := docs.File(t, "docs/operations.md")
 	fs, _, _, _, _ := newHAProxyFlags()
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
