@@ -3,6 +3,8 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"sort"
@@ -12,8 +14,8 @@ import (
 )
 
 // Memory is an in-process Bucket for unit tests, with the semantics of S3 as OpenS3 sees
-// them (Put-if-absent, ranges wholly inside the object, listing in byte order of keys) and
-// injected faults. The zero value is not usable; call NewMemory. Safe for concurrent use.
+// them (Put-if-absent, PutIf on an ETag that is the quoted MD5 of the bytes as S3's is, ranges
+// wholly inside the object, listing in byte order of keys) and injected faults. The zero value is not usable; call NewMemory. Safe for concurrent use.
 //
 // Faults are checked in this order on every call, after the call is counted: the per-call
 // delay (cut short by the context), SetDown's error, then FailNext's, then the operation
@@ -237,6 +239,73 @@ func (m *Memory) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("objstore: delete %s: %w", key, err)
 	}
 	return nil
+}
+
+// PutIf reads body once; the condition is checked under the lock, at the moment of the write,
+// as S3 checks it when the upload completes.
+func (m *Memory) PutIf(ctx context.Context, key string, body io.ReadSeeker, size int64, ifMatch string) (string, error) {
+	if err := m.enter(ctx, OpPutIf); err != nil {
+		return "", fmt.Errorf("objstore: putif %s: %w", key, err)
+	}
+	if key == "" {
+		return "", fmt.Errorf("objstore: putif: empty key")
+	}
+	if size < 0 {
+		return "", fmt.Errorf("objstore: putif %s: negative size %d", key, size)
+	}
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return "", fmt.Errorf("objstore: putif %s: rewinding the body: %w", key, err)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return "", fmt.Errorf("objstore: putif %s: reading %d bytes of body: %w", key, size, err)
+	}
+	m.mu.Lock()
+	old, exists := m.objects[key]
+	switch {
+	case ifMatch == "" && exists:
+		m.mu.Unlock()
+		return "", fmt.Errorf("objstore: putif %s: %w", key, ErrExists)
+	case ifMatch != "" && !exists:
+		m.mu.Unlock()
+		return "", fmt.Errorf("objstore: putif %s: %w", key, ErrNotFound)
+	case ifMatch != "" && etagOf(old) != ifMatch:
+		m.mu.Unlock()
+		return "", fmt.Errorf("objstore: putif %s: %w", key, ErrPreconditionFailed)
+	}
+	m.objects[key] = data
+	m.mu.Unlock()
+	if err := m.leave(OpPutIf); err != nil {
+		return "", fmt.Errorf("objstore: putif %s: %w", key, err)
+	}
+	return etagOf(data), nil
+}
+
+func (m *Memory) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := m.enter(ctx, OpGet); err != nil {
+		return nil, "", fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	m.mu.Lock()
+	obj, ok := m.objects[key]
+	m.mu.Unlock()
+	if !ok {
+		return nil, "", fmt.Errorf("objstore: get %s: %w", key, ErrNotFound)
+	}
+	if len(obj) > MaxGetBytes {
+		return nil, "", fmt.Errorf("objstore: get %s: object has %d bytes, more than %d", key, len(obj), MaxGetBytes)
+	}
+	if err := m.leave(OpGet); err != nil {
+		return nil, "", fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	// Stored objects are never modified in place (a write replaces the slice), so the
+	// copy is of one version.
+	return bytes.Clone(obj), etagOf(obj), nil
+}
+
+// etagOf is S3's ETag of a single-PUT object: the quoted hex MD5 of its bytes.
+func etagOf(b []byte) string {
+	sum := md5.Sum(b)
+	return `"` + hex.EncodeToString(sum[:]) + `"`
 }
 
 var _ Bucket = (*Memory)(nil)

@@ -64,6 +64,34 @@ func TestMemoryLostReplyTakesEffect(t *testing.T) {
 	}
 }
 
+func TestMemoryPutIfLostReplyTakesEffect(t *testing.T) {
+	m := objstore.NewMemory()
+	ctx := context.Background()
+	e1, err := m.PutIf(ctx, "lease", bytes.NewReader([]byte("v1")), 2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.LoseNextReply(objstore.OpPutIf, 1, errInjected)
+	if _, err := m.PutIf(ctx, "lease", bytes.NewReader([]byte("v2")), 2, e1); !errors.Is(err, errInjected) {
+		t.Fatalf("PutIf: got %v, want the injected error", err)
+	}
+	// The retry on the same ETag meets the write that landed; reading back tells it apart.
+	if _, err := m.PutIf(ctx, "lease", bytes.NewReader([]byte("v2")), 2, e1); !errors.Is(err, objstore.ErrPreconditionFailed) {
+		t.Fatalf("retried PutIf: got %v, want ErrPreconditionFailed", err)
+	}
+	m.FailNext(objstore.OpGet, 1, errInjected)
+	if _, _, err := m.Get(ctx, "lease"); !errors.Is(err, errInjected) {
+		t.Fatalf("Get: got %v, want the injected error", err)
+	}
+	data, etag, err := m.Get(ctx, "lease")
+	if err != nil || string(data) != "v2" || etag == e1 {
+		t.Fatalf("Get after the lost reply: %q %s %v", data, etag, err)
+	}
+	if m.Calls(objstore.OpPutIf) != 3 || m.Calls(objstore.OpGet) != 2 {
+		t.Fatalf("Calls: putif %d get %d, want 3 and 2", m.Calls(objstore.OpPutIf), m.Calls(objstore.OpGet))
+	}
+}
+
 func TestMemoryDownUntilCleared(t *testing.T) {
 	m := objstore.NewMemory()
 	ctx := context.Background()

@@ -1,7 +1,9 @@
 // Package objstore is the broker's view of one S3-compatible bucket: whole-object writes that
 // succeed only once per key, ranged reads, ordered listing and idempotent deletes, under a key
-// prefix. The tiered log writes each remote object once and never rewrites it, so this is all it
-// needs; a bucket's other features (multipart uploads, versioning, metadata) are not used.
+// prefix. The tiered log writes each remote object once and never rewrites it. One small object
+// is rewritten in place, the writer's lease (package lease): PutIf replaces it only while it is
+// the version the writer read (If-Match on its ETag), and Get reads it whole with its ETag. A
+// bucket's other features (multipart uploads, versioning, metadata) are not used.
 //
 // Two implementations stand behind [Bucket]:
 //
@@ -15,7 +17,8 @@
 //
 // Errors: a missing key gives an error that [errors.Is] matches against [ErrNotFound], a Put of
 // an existing key one that matches [ErrExists], a read past an object's end one that matches
-// [ErrOutOfRange]. Every other error says nothing of the object: most are transient (network,
+// [ErrOutOfRange], a PutIf whose ETag no longer matches one that matches
+// [ErrPreconditionFailed]. Every other error says nothing of the object: most are transient (network,
 // 5xx, throttling, timeouts), some last until an operator acts (a missing bucket, denied
 // credentials); retrying the same call later is always safe, and logging it tells which.
 //
@@ -52,7 +55,28 @@ type Bucket interface {
 	List(ctx context.Context, prefix string, fn func(key string, size int64) error) error
 	// Delete removes key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+
+	// PutIf writes the object whole on a condition and returns its new ETag. With ifMatch
+	// "" it is Put (If-None-Match: *, ErrExists if an object has the key); otherwise it
+	// replaces the object only while its ETag is ifMatch (If-Match): another ETag gives
+	// ErrPreconditionFailed, a missing object ErrNotFound. body is read from its start and
+	// must hold size bytes.
+	//
+	// An ETag names the object's bytes (S3 uses their MD5 for a single PUT), not the write:
+	// a caller that must tell its writes apart puts something unique in each body.
+	//
+	// A lost reply looks like the other errors here too: a PutIf that landed and was retried
+	// answers ErrExists or ErrPreconditionFailed; the caller reads the object back (Get) to
+	// tell its own write from another's.
+	PutIf(ctx context.Context, key string, body io.ReadSeeker, size int64, ifMatch string) (etag string, err error)
+	// Get reads a small object whole (at most MaxGetBytes) with its ETag, the value PutIf's
+	// ifMatch takes. A missing key gives ErrNotFound.
+	Get(ctx context.Context, key string) (data []byte, etag string, err error)
 }
+
+// MaxGetBytes bounds what Get reads: it is for small objects (a lease, a manifest), read into
+// memory whole.
+const MaxGetBytes = 16 << 20
 
 var (
 	// ErrNotFound: no object has the key.
@@ -61,6 +85,9 @@ var (
 	ErrExists = errors.New("objstore: object already exists")
 	// ErrOutOfRange: a ReadAt asked for bytes outside the object.
 	ErrOutOfRange = errors.New("objstore: range outside the object")
+	// ErrPreconditionFailed: a PutIf's ifMatch is no longer the object's ETag (another
+	// write replaced it), HTTP 412.
+	ErrPreconditionFailed = errors.New("objstore: precondition failed: the object changed")
 )
 
 // Op names a Bucket method, for Memory's fault injection and counters.
@@ -71,6 +98,8 @@ const (
 	OpReadAt
 	OpList
 	OpDelete
+	OpPutIf
+	OpGet
 	numOps
 )
 
@@ -84,6 +113,10 @@ func (o Op) String() string {
 		return "list"
 	case OpDelete:
 		return "delete"
+	case OpPutIf:
+		return "putif"
+	case OpGet:
+		return "get"
 	}
 	return "op?"
 }

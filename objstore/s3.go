@@ -179,6 +179,63 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 	return nil
 }
 
+func (b *s3Bucket) PutIf(ctx context.Context, key string, body io.ReadSeeker, size int64, ifMatch string) (string, error) {
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return "", fmt.Errorf("objstore: putif %s: rewinding the body: %w", key, err)
+	}
+	in := &s3.PutObjectInput{
+		Bucket:        &b.bucket,
+		Key:           aws.String(b.prefix + key),
+		Body:          body,
+		ContentLength: aws.Int64(size),
+	}
+	if ifMatch == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(ifMatch)
+	}
+	var optFns []func(*s3.Options)
+	if b.plainHTTP {
+		optFns = append(optFns, func(o *s3.Options) {
+			o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		})
+	}
+	out, err := b.client.PutObject(ctx, in, optFns...)
+	if err != nil {
+		werr := wrapErr("putif", key, err)
+		if ifMatch != "" && errors.Is(werr, ErrExists) {
+			// 412 to If-Match: the object is another version now.
+			return "", fmt.Errorf("objstore: putif %s: %w: %w", key, ErrPreconditionFailed, err)
+		}
+		return "", werr
+	}
+	if aws.ToString(out.ETag) == "" {
+		return "", fmt.Errorf("objstore: putif %s: the server returned no ETag", key)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+func (b *s3Bucket) Get(ctx context.Context, key string) ([]byte, string, error) {
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.prefix + key)})
+	if err != nil {
+		return nil, "", wrapErr("get", key, err)
+	}
+	defer out.Body.Close()
+	n := aws.ToInt64(out.ContentLength)
+	if n < 0 || n > MaxGetBytes {
+		return nil, "", fmt.Errorf("objstore: get %s: object has %d bytes, more than %d", key, n, MaxGetBytes)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(out.Body, data); err != nil {
+		return nil, "", fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	if aws.ToString(out.ETag) == "" {
+		return nil, "", fmt.Errorf("objstore: get %s: the server returned no ETag", key)
+	}
+	return data, aws.ToString(out.ETag), nil
+}
+
 func (b *s3Bucket) ReadAt(ctx context.Context, key string, off int64, dst []byte) error {
 	if off < 0 || off > math.MaxInt64-int64(len(dst)) {
 		return fmt.Errorf("objstore: read %s at %d: %w", key, off, ErrOutOfRange)
