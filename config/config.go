@@ -69,27 +69,30 @@ type File struct {
 	MetricsListen     yaml.Node `yaml:"metrics_listen"`
 	Pprof             yaml.Node `yaml:"pprof"`
 
-	MaxConnections               yaml.Node `yaml:"max_connections"`
-	MaxConnectionsPerIP          yaml.Node `yaml:"max_connections_per_ip"`
-	MaxConnectionsPerIPOverrides yaml.Node `yaml:"max_connections_per_ip_overrides"`
-	MaxConnectionCreationRate    yaml.Node `yaml:"max_connection_creation_rate"`
-	SuperUsers                   yaml.Node `yaml:"super_users"`
-	AllowEveryoneIfNoACLFound    yaml.Node `yaml:"allow_everyone_if_no_acl_found"`
-	ConnectionsMaxIdleMs         yaml.Node `yaml:"connections_max_idle_ms"`
-	SaslServerMaxReceiveSize     yaml.Node `yaml:"sasl_server_max_receive_size"`
-	SaslServerMaxInflightBytes   yaml.Node `yaml:"sasl_server_max_inflight_bytes"`
-	FetchMaxBytes                yaml.Node `yaml:"fetch_max_bytes"`
-	FailedAuthDelayMs            yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
-	GroupInitialRebalanceDelay   yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
-	RebalanceProtocols           yaml.Node `yaml:"group_coordinator_rebalance_protocols"`
-	ConsumerSessionTimeoutMs     yaml.Node `yaml:"group_consumer_session_timeout_ms"`
-	ConsumerHeartbeatIntervalMs  yaml.Node `yaml:"group_consumer_heartbeat_interval_ms"`
-	ConsumerAssignors            yaml.Node `yaml:"group_consumer_assignors"`
-	ConsumerMaxSize              yaml.Node `yaml:"group_consumer_max_size"`
-	ProducerIDExpirationMs       yaml.Node `yaml:"producer_id_expiration_ms"`
-	LogRetentionCheckIntervalMs  yaml.Node `yaml:"log_retention_check_interval_ms"`
-	OffsetsRetentionMinutes      yaml.Node `yaml:"offsets_retention_minutes"`
-	TransactionalIDExpirationMs  yaml.Node `yaml:"transactional_id_expiration_ms"`
+	MaxConnections                 yaml.Node `yaml:"max_connections"`
+	MaxConnectionsPerIP            yaml.Node `yaml:"max_connections_per_ip"`
+	MaxConnectionsPerIPOverrides   yaml.Node `yaml:"max_connections_per_ip_overrides"`
+	MaxConnectionCreationRate      yaml.Node `yaml:"max_connection_creation_rate"`
+	SuperUsers                     yaml.Node `yaml:"super_users"`
+	AllowEveryoneIfNoACLFound      yaml.Node `yaml:"allow_everyone_if_no_acl_found"`
+	ConnectionsMaxIdleMs           yaml.Node `yaml:"connections_max_idle_ms"`
+	SaslServerMaxReceiveSize       yaml.Node `yaml:"sasl_server_max_receive_size"`
+	SaslServerMaxInflightBytes     yaml.Node `yaml:"sasl_server_max_inflight_bytes"`
+	FetchMaxBytes                  yaml.Node `yaml:"fetch_max_bytes"`
+	FailedAuthDelayMs              yaml.Node `yaml:"connection_failed_authentication_delay_ms"`
+	GroupInitialRebalanceDelay     yaml.Node `yaml:"group_initial_rebalance_delay_ms"`
+	RebalanceProtocols             yaml.Node `yaml:"group_coordinator_rebalance_protocols"`
+	ConsumerSessionTimeoutMs       yaml.Node `yaml:"group_consumer_session_timeout_ms"`
+	ConsumerHeartbeatIntervalMs    yaml.Node `yaml:"group_consumer_heartbeat_interval_ms"`
+	ConsumerAssignors              yaml.Node `yaml:"group_consumer_assignors"`
+	ConsumerMaxSize                yaml.Node `yaml:"group_consumer_max_size"`
+	MaxConsumerMembersPerPrincipal yaml.Node `yaml:"max_consumer_members_per_principal"`
+	MaxSubscribedTopicsPerMember   yaml.Node `yaml:"max_subscribed_topics_per_member"`
+	MaxRegexesPerGroup             yaml.Node `yaml:"max_regexes_per_group"`
+	ProducerIDExpirationMs         yaml.Node `yaml:"producer_id_expiration_ms"`
+	LogRetentionCheckIntervalMs    yaml.Node `yaml:"log_retention_check_interval_ms"`
+	OffsetsRetentionMinutes        yaml.Node `yaml:"offsets_retention_minutes"`
+	TransactionalIDExpirationMs    yaml.Node `yaml:"transactional_id_expiration_ms"`
 
 	S3Bucket               yaml.Node `yaml:"s3_bucket"`
 	S3Endpoint             yaml.Node `yaml:"s3_endpoint"`
@@ -153,6 +156,7 @@ var FlagKeys = map[string]Kind{
 	"group_initial_rebalance_delay_ms": Int, "producer_id_expiration_ms": Int, "log_retention_check_interval_ms": Int,
 	"group_coordinator_rebalance_protocols": String, "group_consumer_session_timeout_ms": Int,
 	"group_consumer_heartbeat_interval_ms": Int, "group_consumer_assignors": String, "group_consumer_max_size": Int,
+	"max_consumer_members_per_principal": Int, "max_subscribed_topics_per_member": Int, "max_regexes_per_group": Int,
 	"metrics_listen": String, "pprof": Bool,
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,11 @@ type ConsumerConfig struct {
 	// MaxSize is group.consumer.max.size: members a group holds; one more joining is
 	// GROUP_MAX_SIZE_REACHED.
 	MaxSize int
+	// MaxMembersPerPrincipal bounds the members one principal holds over every group (0:
+	// DefaultConsumerMaxMembersPerPrincipal, negative: none); MaxSubscribedTopics the names
+	// one member subscribes to; MaxRegexes the distinct regular expressions of a group
+	// (consumer_bounds.go).
+	MaxMembersPerPrincipal, MaxSubscribedTopics, MaxRegexes int
 	// Topics lists every topic (regular expression subscriptions); Topic looks one up by name.
 	Topics func() []TopicMeta
 	Topic  func(name string) (TopicMeta, bool)
@@ -96,8 +102,9 @@ const (
 type topicsCounter struct{ atomic.Uint64 }
 
 // TopicsChanged tells the consumer groups that topics were created, deleted or grew: their
-// regular expressions are matched again at their next heartbeat (instead of within
-// regexRefresh), and a change of their topics raises their epoch. A nil coordinator (a
+// subscribed topics are looked up and their regular expressions matched again at their next
+// heartbeat (otherwise only within regexRefresh, or when a subscription changes), and a
+// change of their topics raises their epoch. A nil coordinator (a
 // server built without groups, in tests) ignores it.
 func (c *Coordinator) TopicsChanged() {
 	if c != nil {
@@ -138,6 +145,7 @@ type consumerMember struct {
 	regex      string   // SubscribedTopicRegex ("" none)
 	re         *regexp.Regexp
 	assignor   string // ServerAssignor ("" none)
+	principal  string // the principal whose heartbeat joined it (MaxMembersPerPrincipal)
 
 	epoch, prevEpoch int32
 	state            memberState
@@ -171,6 +179,10 @@ type consumerGroup struct {
 	assignorName string
 	regexAt      time.Time // last regular expression refresh
 	topicsGen    uint64    // Coordinator.topicsGen at that refresh
+	// regexes is the group's distinct regular expressions (consumer_bounds.go); subsChanged
+	// is set when a subscription changed since the topics were last looked up.
+	regexes     map[string]*regexEntry
+	subsChanged bool
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -184,6 +196,9 @@ func newConsumerGroup() *consumerGroup {
 type ConsumerHeartbeat struct {
 	ClientID, ClientHost string
 	Allowed              func(topic string) bool
+	// Principal is the request's principal (user, or ANONYMOUS): its members over every group
+	// are bounded (ConsumerConfig.MaxMembersPerPrincipal).
+	Principal string
 }
 
 // ConsumerHeartbeat handles a ConsumerGroupHeartbeat (GroupMetadataManager.consumerGroupHeartbeat).
@@ -204,7 +219,10 @@ func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 	if code, msg := validHeartbeat(req); code != wire.ErrNone {
 		return fail(code, msg)
 	}
-	h.ClientID = wire.CleanString(h.ClientID, wire.MaxStringLength)
+	if code, msg := boundedHeartbeat(req, cc); code != wire.ErrNone {
+		return fail(code, msg)
+	}
+	h.ClientID = wire.CleanString(h.ClientID, maxMemberIDLength)
 	g := c.get(req.Group, req.MemberEpoch == 0)
 	if g == nil {
 		if c.isClosed() {
@@ -295,6 +313,10 @@ func compileRegex(s string) (*regexp.Regexp, int16, string) {
 	if len(s) > MaxRegexLength {
 		return nil, wire.ErrInvalidRegularExpression, fmt.Sprintf("SubscribedTopicRegex is longer than %d bytes.", MaxRegexLength)
 	}
+	parsed, err := syntax.Parse("^(?:"+s+")$", syntax.Perl)
+	if err == nil && regexProgramSize(parsed, maxRegexProgram) > maxRegexProgram {
+		return nil, wire.ErrInvalidRegularExpression, fmt.Sprintf("SubscribedTopicRegex `%s` is too complex: it compiles to more than %d instructions.", s, maxRegexProgram)
+	}
 	re, err := regexp.Compile("^(?:" + s + ")$")
 	if err != nil {
 		return nil, wire.ErrInvalidRegularExpression, "SubscribedTopicRegex `" + s + "` is not a valid regular expression: " + err.Error()
@@ -320,11 +342,11 @@ func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	if !g.validAssignor(req.ServerAssignor) {
 		return fail(wire.ErrUnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %v.", *req.ServerAssignor, g.c.cfg.Consumer.Assignors))
 	}
-	var re *regexp.Regexp
+	var re *regexEntry
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
 		var code int16
 		var msg string
-		if re, code, msg = compileRegex(*req.SubscribedTopicRegex); code != wire.ErrNone {
+		if re, code, msg = g.regexFor(*req.SubscribedTopicRegex); code != wire.ErrNone {
 			return fail(code, msg)
 		}
 	}
@@ -355,7 +377,10 @@ func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	if inherit == nil && len(cg.members) >= g.c.cfg.Consumer.MaxSize {
 		return fail(wire.ErrGroupMaxSizeReached, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", g.c.cfg.Consumer.MaxSize))
 	}
-	m := &consumerMember{id: id, instanceID: req.InstanceID, rackID: req.RackID, clientID: h.ClientID, clientHost: h.ClientHost,
+	if !g.c.admitMember(h.Principal) {
+		return fail(wire.ErrGroupMaxSizeReached, fmt.Sprintf("The principal holds %d members of consumer groups, the most it may.", g.c.cfg.Consumer.MaxMembersPerPrincipal))
+	}
+	m := &consumerMember{id: id, principal: h.Principal, instanceID: req.InstanceID, rackID: req.RackID, clientID: h.ClientID, clientHost: h.ClientHost,
 		rebalance: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond, assignor: derefOr(req.ServerAssignor),
 		assigned: assignment{}, revoking: assignment{}, allowed: h.Allowed, known: true}
 	if m.rebalance <= 0 {
@@ -363,9 +388,9 @@ func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	}
 	m.subscribed = sortedNames(req.SubscribedTopicNames)
 	if re != nil {
-		m.regex, m.re = *req.SubscribedTopicRegex, re
-		m.regexTopics = g.matchRegex(m)
+		g.useRegex(m, *req.SubscribedTopicRegex, re)
 	}
+	cg.subsChanged = true
 	if inherit != nil {
 		// The new instance takes over what the old one held (ConsumerGroup's static member
 		// replacement): its epoch, partitions and target, under the new member id.
@@ -479,17 +504,20 @@ func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 		}
 	}
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
-		m.regex, m.re, m.regexTopics = "", nil, nil
+		var re *regexEntry
 		if *req.SubscribedTopicRegex != "" {
-			re, code, msg := compileRegex(*req.SubscribedTopicRegex)
-			if code != wire.ErrNone {
+			var code int16
+			var msg string
+			if re, code, msg = g.regexFor(*req.SubscribedTopicRegex); code != wire.ErrNone {
 				resp.ErrorCode, resp.ErrorMessage = code, &msg
 				return resp
 			}
-			m.regex, m.re = *req.SubscribedTopicRegex, re
-			m.regexTopics = g.matchRegex(m)
 		}
+		g.useRegex(m, *req.SubscribedTopicRegex, re)
 		changed = true
+	}
+	if changed {
+		cg.subsChanged = true
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
 		if !g.validAssignor(req.ServerAssignor) {
@@ -553,15 +581,16 @@ func heartbeatAssignment(a assignment) *kmsg.ConsumerGroupHeartbeatResponseAssig
 	return out
 }
 
-// matchRegex lists the topics m's regular expression matches that its principal may see.
+// matchRegex lists the topics m's regular expression matches that its principal may see
+// (the group's entry matches them once for every member using it: regexMatches).
 func (g *group) matchRegex(m *consumerMember) []string {
-	if m.re == nil || g.c.cfg.Consumer.Topics == nil {
+	if m.re == nil {
 		return nil
 	}
 	var out []string
-	for _, t := range g.c.cfg.Consumer.Topics() {
-		if m.re.MatchString(t.Name) && (m.allowed == nil || m.allowed(t.Name)) {
-			out = append(out, t.Name)
+	for _, t := range g.regexMatches(m) {
+		if m.allowed == nil || m.allowed(t) {
+			out = append(out, t)
 		}
 	}
 	return out
@@ -574,7 +603,13 @@ func (g *group) matchRegex(m *consumerMember) []string {
 func (g *group) refreshTopics(force bool) bool {
 	cg, cc := g.cg, &g.c.cfg.Consumer
 	now := time.Now()
-	if gen := g.c.topicsGen.Load(); force || gen != cg.topicsGen || now.Sub(cg.regexAt) >= regexRefresh {
+	gen := g.c.topicsGen.Load()
+	if !force && !cg.subsChanged && gen == cg.topicsGen && now.Sub(cg.regexAt) < regexRefresh {
+		// Nothing the topics depend on moved: no lookups (consumer_bounds.go).
+		return false
+	}
+	cg.subsChanged = false
+	if force || gen != cg.topicsGen || now.Sub(cg.regexAt) >= regexRefresh {
 		cg.topicsGen, cg.regexAt = gen, now
 		for _, m := range cg.members {
 			if m.re != nil && m.known {
@@ -743,6 +778,9 @@ func (g *group) detachConsumer(m *consumerMember) {
 	cg := g.cg
 	delete(cg.members, m.id)
 	delete(cg.target, m.id)
+	g.releaseRegex(m.regex)
+	g.c.releaseMember(m.principal)
+	cg.subsChanged = true
 	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
 		delete(cg.static, *m.instanceID)
 	}
@@ -868,6 +906,7 @@ func (cc *ConsumerConfig) setDefaults() {
 	if cc.MaxSize <= 0 {
 		cc.MaxSize = DefaultConsumerMaxSize
 	}
+	cc.setBoundDefaults()
 }
 
 // ---- offsets ----
@@ -1044,6 +1083,7 @@ type consumerMemberRecord struct {
 	Regex       string             `json:"regex,omitempty"`
 	RegexTopics []string           `json:"regex_topics,omitempty"`
 	Assignor    string             `json:"assignor,omitempty"`
+	Principal   string             `json:"principal,omitempty"`
 	Epoch       int32              `json:"epoch"`
 	PrevEpoch   int32              `json:"prev_epoch"`
 	State       int8               `json:"state"`
@@ -1089,7 +1129,7 @@ func (g *group) consumerRecord() json.RawMessage {
 		m := cg.members[id]
 		rec.Members = append(rec.Members, consumerMemberRecord{ID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
 			ClientID: m.clientID, ClientHost: m.clientHost, RebalanceMs: m.rebalance.Milliseconds(),
-			Subscribed: m.subscribed, Regex: m.regex, RegexTopics: m.regexTopics, Assignor: m.assignor,
+			Subscribed: m.subscribed, Regex: m.regex, RegexTopics: m.regexTopics, Assignor: m.assignor, Principal: m.principal,
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state),
 			Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(cg.target[id])})
 	}
@@ -1124,17 +1164,21 @@ func (g *group) restoreConsumer(raw json.RawMessage) {
 	for _, mr := range rec.Members {
 		m := &consumerMember{id: mr.ID, instanceID: mr.InstanceID, rackID: mr.RackID, clientID: mr.ClientID, clientHost: mr.ClientHost,
 			rebalance: time.Duration(mr.RebalanceMs) * time.Millisecond, subscribed: mr.Subscribed, regex: mr.Regex,
-			regexTopics: mr.RegexTopics, assignor: mr.Assignor, epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, state: memberState(mr.State)}
+			regexTopics: mr.RegexTopics, assignor: mr.Assignor, principal: mr.Principal, epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, state: memberState(mr.State)}
 		var err error
 		if m.assigned, err = decodeAssignment(mr.Assigned); err == nil {
 			if m.revoking, err = decodeAssignment(mr.Revoking); err == nil {
 				cg.target[m.id], err = decodeAssignment(mr.Target)
 			}
 		}
-		if m.regex != "" {
-			var code int16
-			if m.re, code, _ = compileRegex(m.regex); code != wire.ErrNone {
-				err = fmt.Errorf("regex %q", m.regex)
+		var re *regexEntry
+		if m.regex != "" && err == nil {
+			// Restored past the bounds if they were lowered: what was answered stays.
+			if re = cg.regexes[m.regex]; re == nil {
+				var rx *regexp.Regexp
+				if rx, err = regexp.Compile("^(?:" + m.regex + ")$"); err == nil {
+					re = &regexEntry{re: rx}
+				}
 			}
 		}
 		if err != nil {
@@ -1149,6 +1193,11 @@ func (g *group) restoreConsumer(raw json.RawMessage) {
 			}
 		}
 		cg.members[m.id] = m
+		if re != nil {
+			g.keepRegex(m.regex, re)
+			m.re = re.re
+		}
+		g.c.countMember(m.principal)
 		if m.instanceID != nil {
 			cg.static[*m.instanceID] = m.id
 		}

@@ -215,6 +215,7 @@ func TestConsumerGroupTopicGrowthAndRestart(t *testing.T) {
 	grown := topicA
 	grown.Partitions = 6
 	ts.set(grown)
+	c.TopicsChanged()
 	a.beat(nil)
 	if a.owned.count() != 6 || a.epoch != 2 {
 		t.Fatalf("after growth: epoch %d, %d partitions; want 2, 6", a.epoch, a.owned.count())

@@ -139,6 +139,8 @@ type Coordinator struct {
 	// topicsGen counts topic changes (TopicsChanged): consumer groups match their regular
 	// expressions again when it moves.
 	topicsGen topicsCounter
+	// consumerMembers counts KIP-848 members per principal (consumer_bounds.go).
+	consumerMembers principalMembers
 }
 
 type protocol struct {

@@ -418,6 +418,7 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetD
 // RemoveTopic drops every group's committed offsets for a deleted topic
 // (GroupMetadataManager.cleanupGroupMetadata).
 func (c *Coordinator) RemoveTopic(topic string) {
+	c.TopicsChanged() // consumer groups subscribing to it look their topics up again
 	c.mu.Lock()
 	gs := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {

@@ -31,7 +31,7 @@ func init() {
 func handleConsumerGroupHeartbeat(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	clientID, host := clientIDHost(r)
-	h := groups.ConsumerHeartbeat{ClientID: clientID, ClientHost: host}
+	h := groups.ConsumerHeartbeat{ClientID: clientID, ClientHost: host, Principal: r.c.User()}
 	if sub := s.subjectOf(r); sub.Restricted() {
 		// The topics a regular expression matches are those the principal may describe.
 		h.Allowed = func(topic string) bool { return sub.Topic(acl.Describe, topic) }
@@ -141,4 +141,24 @@ func ConsumerGroupSettings(protocols, assignors string, sessionMs, heartbeatMs, 
 	cc.HeartbeatInterval = time.Duration(heartbeatMs) * time.Millisecond
 	cc.MaxSize = maxSize
 	return ps, cc, nil
+}
+
+// ConsumerGroupBounds sets Inlet's bounds of KIP-848 groups (groups/consumer_bounds.go):
+// members per principal over every group (0: no bound), subscribed names per member and
+// distinct regular expressions per group (at least 1 each).
+func ConsumerGroupBounds(cc *groups.ConsumerConfig, membersPerPrincipal, topicsPerMember, regexesPerGroup int) error {
+	switch {
+	case membersPerPrincipal < 0:
+		return fmt.Errorf("--max-consumer-members-per-principal: 0 (no bound) or more")
+	case topicsPerMember <= 0:
+		return fmt.Errorf("--max-subscribed-topics-per-member: at least 1")
+	case regexesPerGroup <= 0:
+		return fmt.Errorf("--max-regexes-per-group: at least 1")
+	}
+	cc.MaxMembersPerPrincipal = membersPerPrincipal
+	if membersPerPrincipal == 0 {
+		cc.MaxMembersPerPrincipal = -1
+	}
+	cc.MaxSubscribedTopics, cc.MaxRegexes = topicsPerMember, regexesPerGroup
+	return nil
 }

@@ -65,6 +65,9 @@ func main() {
 	if err != nil {
 		usage("%v", err)
 	}
+	if err := server.ConsumerGroupBounds(&consumerGroups, *o.maxConsumerMembersPerPrincipal, *o.maxSubscribedTopicsPerMember, *o.maxRegexesPerGroup); err != nil {
+		usage("%v", err)
+	}
 	rs := o.remote()
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)

@@ -68,6 +68,8 @@ func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Resp
 			if _, err := s.blog.AddPartitions(rt.Topic, int(rt.Count)); err != nil {
 				s.log.Error("create partitions", "topic", rt.Topic, "err", err)
 				fail(wire.ErrUnknownServerError, err.Error())
+			} else {
+				s.groups.TopicsChanged() // consumer groups subscribing to it rebalance
 			}
 		}
 		resp.Topics = append(resp.Topics, ot)
