@@ -444,6 +444,11 @@ func fillFuzzRequest(req kmsg.Request) {
 		r.Resources = append(r.Resources, rc)
 	case *kmsg.ApiVersionsRequest:
 		r.ClientSoftwareName, r.ClientSoftwareVersion = "fuzz", "1"
+	case *kmsg.ConsumerGroupHeartbeatRequest: // a KIP-848 join (consumer_group_848_bounds_test.go)
+		r.Group, r.MemberID, r.RebalanceTimeoutMillis = "fzg-848", "fz-member", 1000
+		r.SubscribedTopicNames, r.Topics = []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		r.Groups, r.IncludeAuthorizedOperations = []string{"fzg-848"}, true
 	case *kmsg.OffsetForLeaderEpochRequest:
 		ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
 		ot.Topic = topic
