@@ -180,6 +180,10 @@ func (e *Env) Prepare() error {
 	return nil
 }
 
+// Build compiles pkg into Root/bin/name and returns the binary's path (for subcommands
+// outside this package, such as bench/rebalance's kfake-broker).
+func (e *Env) Build(name, pkg string) (string, error) { return e.build(name, pkg) }
+
 // build compiles pkg into Root/bin/name.
 func (e *Env) build(name, pkg string) (string, error) {
 	bin := filepath.Join(e.Root, "bin", name)

@@ -7,6 +7,7 @@
 //	bench scale    throughput and broker cost along partitions, topics, producers, record size
 //	               and compression, inlet against --peer brokers at each point
 //	bench chaos    kill -9 and restart inlet under verified load
+//	bench rebalance  a 5th member joining a 4-member group: classic against KIP-848, inlet against kfake
 //	bench profile  CPU and allocation profiles of inlet under load
 //	bench report   render BENCHMARKS.md and the charts from results/*.json
 //
@@ -31,6 +32,7 @@ import (
 	"inlet/bench/human"
 	"inlet/bench/proc"
 	"inlet/bench/profile"
+	"inlet/bench/rebalance"
 	"inlet/bench/report"
 	"inlet/bytesize"
 	"inlet/loadgen"
@@ -46,6 +48,8 @@ commands:
   scale    throughput and broker CPU/RSS along one load dimension at a time (--dimension),
            inlet against --peer brokers alternating at each point
   chaos    SIGKILL and restart inlet under verified load
+  rebalance  time until every partition is consumed again after a member joins a group,
+           classic (cooperative-sticky) against KIP-848, inlet against kfake
   profile  CPU and allocation profiles of inlet under the standard load
   report   render BENCHMARKS.md and results/*.svg from results/*.json
 
@@ -165,6 +169,8 @@ func run(ctx context.Context, cmd string, args []string) int {
 		return runChaos(ctx, cmd, args)
 	case "profile":
 		return runProfile(ctx, cmd, args)
+	case "rebalance":
+		return runRebalance(ctx, cmd, args)
 	case "report":
 		return runReport(cmd, args)
 	case "help", "-h", "--help":
@@ -355,6 +361,50 @@ func runProfile(ctx context.Context, cmd string, args []string) int {
 	for _, f := range files {
 		fmt.Println(f)
 	}
+	return exit(cmd, err)
+}
+
+// runRebalance is `bench rebalance`: the time a group takes to hand partitions to a member
+// that joins it, per broker and group protocol.
+func runRebalance(ctx context.Context, cmd string, args []string) int {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	o := rebalance.Options{Shape: rebalance.DefaultShape}
+	targets := fs.String("targets", bench.TargetInlet+","+bench.TargetKfake, "brokers to measure: inlet, kfake")
+	protocols := fs.String("protocols", strings.Join(rebalance.Protocols, ","), "group protocols: classic (cooperative-sticky), consumer (KIP-848)")
+	fs.IntVar(&o.Repeat, "repeat", 5, "rounds over all brokers and protocols")
+	partitions := fs.Int("partitions", int(o.Shape.Partitions), "partitions of the topic")
+	fs.IntVar(&o.Shape.Members, "members", o.Shape.Members, "members before the join (the join adds one)")
+	fs.Float64Var(&o.Shape.Rate, "rate", o.Shape.Rate, "records/s produced into each partition")
+	fs.DurationVar(&o.Shape.Steady, "steady", o.Shape.Steady, "least time the first members stay settled before the join")
+	fs.DurationVar(&o.Shape.Jitter, "jitter", o.Shape.Jitter, "the join waits a further draw from [0, jitter)")
+	fs.DurationVar(&o.Shape.JoinTimeout, "join-timeout", o.Shape.JoinTimeout, "bound of the rebalance (and of the first members' start)")
+	fs.Int64Var(&o.Seed, "seed", 0, "seed of the join delays (0: from the clock; printed)")
+	fs.BoolVar(&o.Timeline, "timeline", false, "print each run's assignments, revocations and first deliveries after the join")
+	fs.StringVar(&o.Env.InletBin, "inlet-bin", "", "inlet binary (default: build bin/inlet with go build first)")
+	fs.StringVar(&o.KfakeBin, "kfake-bin", "", "kfake-broker binary (default: build bin/kfake-broker)")
+	fs.StringVar(&o.Env.TmpDir, "tmp-dir", "", "parent of each run's fresh data directory (default: $TMPDIR or /tmp)")
+	fs.DurationVar(&o.Env.Pause, "pause", time.Second, "pause between runs")
+	var inletArgs stringList
+	fs.Var(&inletArgs, "inlet-arg", "extra inlet flag, repeatable")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usage(cmd, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	if *partitions < 1 || o.Shape.Members < 1 || o.Shape.Rate <= 0 || o.Shape.JoinTimeout <= 0 {
+		return usage(cmd, errors.New("--partitions, --members, --rate and --join-timeout must be positive"))
+	}
+	o.Shape.Partitions, o.Shape.StartTimeout = int32(*partitions), o.Shape.JoinTimeout
+	o.InletArgs = inletArgs
+	o.Targets, _, _ = parseTargets(*targets, nil)
+	o.Protocols, _, _ = parseTargets(*protocols, nil)
+	o.Env.Command = human.CommandLine(append([]string{"bin/bench", cmd}, args...))
+	o.Env.Stdout, o.Env.Stderr = os.Stdout, os.Stderr
+	_, err := rebalance.Run(ctx, o)
 	return exit(cmd, err)
 }
 
