@@ -263,8 +263,23 @@ func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 	default:
 		r = g.consumerBeat(req, h, resp)
 	}
+	if m := g.cg.members[derefOr(r.MemberID)]; r.ErrorCode == wire.ErrNone && m != nil && r.MemberEpoch >= 0 && m.state != memberStable {
+		r.HeartbeatIntervalMillis = int32(min(cc.HeartbeatInterval, reconcilingHeartbeatInterval).Milliseconds())
+	}
 	return r
 }
+
+// reconcilingHeartbeatInterval is the heartbeat interval told to a member that is not yet at
+// its target: one asked to revoke partitions, or one waiting for partitions that others
+// still hold (UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS). The interval is per response
+// (franz-go, librdkafka and the Java client take each response's), so such a member comes
+// back within half a second and gets what was released then, instead of a whole
+// group.consumer.heartbeat.interval.ms later; stable members keep the configured interval.
+// Kafka's coordinator always answers the configured one, which makes a joining member wait
+// up to two intervals: one for the others to learn of their revocations, one more for its
+// own next heartbeat. librdkafka also takes the interval as the heartbeat's request timeout,
+// hence half a second rather than less.
+const reconcilingHeartbeatInterval = 500 * time.Millisecond
 
 // validHeartbeat is KafkaApis and GroupMetadataManager's request validation
 // (throwIfConsumerGroupHeartbeatRequestIsInvalid): INVALID_REQUEST with Kafka's message.
