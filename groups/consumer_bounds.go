@@ -148,13 +148,18 @@ type regexEntry struct {
 
 // regexFor returns the group's entry for the regular expression s, or a new one (compiled,
 // the group's bound on distinct expressions checked) if no member uses it yet: useRegex
-// keeps it.
-func (g *group) regexFor(s string) (*regexEntry, int16, string) {
+// keeps it. held is the regex the member gives up for it ("" none): when the member is its
+// only user, it makes room.
+func (g *group) regexFor(s, held string) (*regexEntry, int16, string) {
 	cg := g.cg
 	if e := cg.regexes[s]; e != nil {
 		return e, wire.ErrNone, ""
 	}
-	if max := g.c.cfg.Consumer.MaxRegexes; len(cg.regexes) >= max {
+	n := len(cg.regexes)
+	if e := cg.regexes[held]; e != nil && e.users == 1 {
+		n--
+	}
+	if max := g.c.cfg.Consumer.MaxRegexes; n >= max {
 		return nil, wire.ErrInvalidRequest, fmt.Sprintf("The consumer group uses %d distinct regular expressions (SubscribedTopicRegex), the most it may.", max)
 	}
 	re, code, msg := compileRegex(s)

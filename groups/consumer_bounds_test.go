@@ -142,12 +142,25 @@ func TestConsumerRegexBounded(t *testing.T) {
 			t.Fatalf("member %d sharing a regex: %d", i, resp.ErrorCode)
 		}
 	}
-	if resp := c.ConsumerHeartbeat(cgJoin("g", "t", nil, &r2), ConsumerHeartbeat{}); resp.ErrorCode != 0 {
+	resp := c.ConsumerHeartbeat(cgJoin("g", "t", nil, &r2), ConsumerHeartbeat{})
+	if resp.ErrorCode != 0 {
 		t.Fatalf("second regex: %d", resp.ErrorCode)
 	}
-	resp := c.ConsumerHeartbeat(cgJoin("g", "u", nil, &r3), ConsumerHeartbeat{})
+	tEpoch := resp.MemberEpoch
+	resp = c.ConsumerHeartbeat(cgJoin("g", "u", nil, &r3), ConsumerHeartbeat{})
 	if resp.ErrorCode != wire.ErrInvalidRequest || resp.ErrorMessage == nil {
 		t.Fatalf("third distinct regex: %d, want INVALID_REQUEST with a message", resp.ErrorCode)
+	}
+	// A member alone with its regex may change it at the bound.
+	beat := cgJoin("g", "t", nil, &r3)
+	beat.MemberEpoch, beat.Topics = tEpoch, nil
+	resp = c.ConsumerHeartbeat(beat, ConsumerHeartbeat{})
+	if resp.ErrorCode != 0 {
+		t.Fatalf("the only member of a regex changes it at the bound: %d", resp.ErrorCode)
+	}
+	beat.SubscribedTopicRegex, beat.MemberEpoch = &r2, resp.MemberEpoch
+	if resp := c.ConsumerHeartbeat(beat, ConsumerHeartbeat{}); resp.ErrorCode != 0 {
+		t.Fatalf("and back: %d", resp.ErrorCode)
 	}
 	if resp := c.ConsumerHeartbeat(cgLeave("g", "t"), ConsumerHeartbeat{}); resp.ErrorCode != 0 {
 		t.Fatal(resp.ErrorCode)

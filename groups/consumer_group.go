@@ -361,7 +361,7 @@ func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
 		var code int16
 		var msg string
-		if re, code, msg = g.regexFor(*req.SubscribedTopicRegex); code != wire.ErrNone {
+		if re, code, msg = g.regexFor(*req.SubscribedTopicRegex, ""); code != wire.ErrNone {
 			return fail(code, msg)
 		}
 	}
@@ -523,7 +523,7 @@ func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 		if *req.SubscribedTopicRegex != "" {
 			var code int16
 			var msg string
-			if re, code, msg = g.regexFor(*req.SubscribedTopicRegex); code != wire.ErrNone {
+			if re, code, msg = g.regexFor(*req.SubscribedTopicRegex, m.regex); code != wire.ErrNone {
 				resp.ErrorCode, resp.ErrorMessage = code, &msg
 				return resp
 			}
