@@ -102,13 +102,13 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	pg.advances = pg.advances[:0]
 	clear(pg.aborts)
 	pg.aborts = pg.aborts[:0]
-	pg.records, pg.bytes = 0, 0
+	pg.records, pg.bytes, pg.dl = 0, 0, nil
 	if l.opts.Observer != nil {
 		pg.start = time.Now()
 	}
 	l.checkFreeSpace()
 	if l.failed.Load() || l.suspended.Load() && !l.resume() {
-		failAppends(reqs)
+		failAppends(reqs, wire.ErrKafkaStorageError)
 		l.pending <- pg
 		return
 	}
@@ -143,12 +143,12 @@ func (l *Log) commitGroup(reqs []*Request, bytes int, withMetadata bool) {
 	l.pending <- pg
 }
 
-// failAppends answers every append of reqs not already refused with KAFKA_STORAGE_ERROR.
-func failAppends(reqs []*Request) {
+// failAppends answers every append of reqs not already refused with code.
+func failAppends(reqs []*Request, code int16) {
 	for _, r := range reqs {
 		for i := range r.Appends {
 			if r.Appends[i].Err == wire.ErrNone {
-				r.Appends[i].Err = wire.ErrKafkaStorageError
+				r.Appends[i].Err = code
 			}
 		}
 	}
@@ -229,6 +229,12 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 		l.commitMarker(g, pg, a)
 		return
 	}
+	if p.diskless && l.opts.Diskless != nil && r.Completion != nil { // Done only (a restore's): local
+		if pg.dl == nil {
+			pg.dl = &DisklessGroup{}
+		}
+		r.held = true // answered by Diskless, after its Publish
+	}
 	a.LogStartOffset = p.logStart.Load()
 	a.AppendTime = -1
 	var st *window
@@ -279,6 +285,9 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 	}
 	g.SetData(p.ID, base, a.Batch, false)
 	a.BaseOffset = base
+	if pg.dl != nil && p.diskless {
+		pg.dl.Appends = append(pg.dl.Appends, a)
+	}
 	pg.records += int(a.NumRecords)
 	pg.bytes += len(a.Batch)
 	if st != nil {
@@ -334,36 +343,46 @@ func (l *Log) completeLoop() {
 			// Nothing of a group not known durable may be acknowledged or published; while
 			// writes are suspended no group is written either (resume rebuilds the state).
 			l.store.DropUnwritten()
-			failAppends(pg.requests)
+			failAppends(pg.requests, wire.ErrKafkaStorageError)
 		} else {
 			// Aborted ranges first: a read_committed fetch that sees the new last stable
 			// offset must also see the aborts below it.
 			for _, ab := range pg.aborts {
 				ab.p.addAborted(ab.a)
 			}
-			for _, adv := range pg.advances {
-				adv.p.txn.lso.Store(adv.lso)
-				adv.p.hw.Store(adv.hw)
-			}
-			// Then the long polls parked on those partitions, and only those (wait.go).
-			for _, adv := range pg.advances {
-				adv.p.wake()
-			}
+			publish(pg.advances)
 			if obs := l.opts.Observer; obs != nil && len(pg.requests) > 0 {
 				obs.GroupDurable(pg.records, pg.bytes, time.Since(pg.start))
 			}
 		}
 		for _, r := range pg.requests {
-			if r.Completion != nil {
+			if r.held && ok {
+				pg.dl.requests = append(pg.dl.requests, r)
+			} else if r.Completion != nil {
 				r.Completion.Completed(r)
 			} else if r.Done != nil {
 				r.Done(r)
 			}
+			r.held = false
+		}
+		if pg.dl != nil && ok {
+			l.opts.Diskless.Commit(pg.dl)
 		}
 		if pg.g != nil {
 			pg.g.Release()
 		}
 		l.putPending(pg)
+	}
+}
+
+// publish makes advances visible, then wakes the long polls parked on those partitions only.
+func publish(advances []hwAdvance) {
+	for _, adv := range advances {
+		adv.p.txn.lso.Store(adv.lso)
+		adv.p.hw.Store(adv.hw)
+	}
+	for _, adv := range advances {
+		adv.p.wake()
 	}
 }
 

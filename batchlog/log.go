@@ -159,6 +159,7 @@ type Options struct {
 	// ProducerIdleEviction is how long a window must go unwritten before it may be evicted;
 	// 0 means DefaultProducerIdleEviction.
 	ProducerIdleEviction time.Duration
+	Diskless             DisklessCommitter // finishes the groups with diskless appends (diskless.go)
 }
 
 // Observer receives the commit pipeline's measurements as they happen; what is state (high
@@ -199,9 +200,10 @@ type Topic struct {
 // Partition is one partition's log position. Next offsets are owned by the committer;
 // HighWatermark is what readers may see.
 type Partition struct {
-	ID    uint32 // node-wide partition id, the key prefix of its data
-	Topic string
-	Index int32
+	ID       uint32 // node-wide partition id, the key prefix of its data
+	Topic    string
+	Index    int32
+	diskless bool // its topic's diskless.enable, fixed at creation
 
 	next     int64  // committer-owned: next offset to assign
 	metaGen  uint64 // committer-owned: groupScratch.gen when next last changed
@@ -302,6 +304,7 @@ type Request struct {
 	// every request submitted before. Done follows once that group is durable, so what
 	// Inspect saw is durable by then. It must be quick: the committer waits for it.
 	Inspect func()
+	held    bool // an append to a diskless partition: answered by the diskless committer
 }
 
 // Completion is told once, on the completer goroutine, that a request's appends are durable
@@ -376,6 +379,7 @@ type pendingGroup struct {
 	requests []*Request
 	advances []hwAdvance
 	aborts   []abortedAdd // aborted transactions to publish with the group (txn.go)
+	dl       *DisklessGroup
 	// barrier, set alone, is closed by the completer when it reaches it (resume).
 	barrier chan struct{}
 
@@ -392,21 +396,25 @@ type hwAdvance struct {
 
 // advance records p's new high watermark and last stable offset, published when pg is durable.
 func (pg *pendingGroup) advance(p *Partition) {
+	advances := &pg.advances
+	if pg.dl != nil && p.diskless {
+		advances = &pg.dl.advances // published by DisklessGroup.Publish
+	}
 	lso := p.next
 	if len(p.txn.ongoing) > 0 {
 		lso = p.stableOffset()
 	}
-	if n := len(pg.advances); n > 0 && pg.advances[n-1].p == p {
-		pg.advances[n-1].hw, pg.advances[n-1].lso = p.next, lso
+	if n := len(*advances); n > 0 && (*advances)[n-1].p == p {
+		(*advances)[n-1].hw, (*advances)[n-1].lso = p.next, lso
 		return
 	}
-	for i := range pg.advances {
-		if pg.advances[i].p == p {
-			pg.advances[i].hw, pg.advances[i].lso = p.next, lso
+	for i := range *advances {
+		if (*advances)[i].p == p {
+			(*advances)[i].hw, (*advances)[i].lso = p.next, lso
 			return
 		}
 	}
-	pg.advances = append(pg.advances, hwAdvance{p: p, hw: p.next, lso: lso})
+	*advances = append(*advances, hwAdvance{p: p, hw: p.next, lso: lso})
 }
 
 // Open opens (or creates) the log and recovers its state. The upkeep passes (retention,
@@ -570,7 +578,7 @@ func (l *Log) recover() error {
 	for _, rec := range recs {
 		t := &Topic{Name: rec.Name, ID: rec.ID, Configs: rec.Configs, Settings: l.parse(rec.Configs), Creator: rec.Creator}
 		for i, id := range rec.Partitions {
-			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i)}
+			p := &Partition{ID: id, Topic: rec.Name, Index: int32(i), diskless: t.Settings.Diskless}
 			t.Partitions = append(t.Partitions, p)
 			byID[id] = p
 		}
@@ -922,7 +930,7 @@ func (l *Log) CreateTopicBy(name string, partitions int, configs map[string]stri
 	_, _ = rand.Read(t.ID[:])
 	seq := l.partSeq
 	for i := 0; i < partitions; i++ {
-		p := &Partition{ID: seq, Topic: name, Index: int32(i)}
+		p := &Partition{ID: seq, Topic: name, Index: int32(i), diskless: t.Settings.Diskless}
 		t.Partitions = append(t.Partitions, p)
 		seq++
 	}

@@ -40,7 +40,7 @@ func (l *Log) RestoreTopic(name string, id [16]byte, configs map[string]string, 
 	b := l.db.NewBatch()
 	defer b.Close()
 	for i, s := range starts {
-		p := &Partition{ID: seq, Topic: name, Index: int32(i)}
+		p := &Partition{ID: seq, Topic: name, Index: int32(i), diskless: t.Settings.Diskless}
 		// The partition is not published yet: nothing else reads these.
 		p.next = s.Next
 		p.hw.Store(s.Next)

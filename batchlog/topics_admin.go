@@ -90,7 +90,7 @@ func (l *Log) AddPartitions(name string, total int) (*Topic, error) {
 	t.Partitions = append(append([]*Partition(nil), old.Partitions...), make([]*Partition, 0, total-len(old.Partitions))...)
 	seq := l.partSeq
 	for i := len(old.Partitions); i < total; i++ {
-		t.Partitions = append(t.Partitions, &Partition{ID: seq, Topic: name, Index: int32(i)})
+		t.Partitions = append(t.Partitions, &Partition{ID: seq, Topic: name, Index: int32(i), diskless: t.Settings.Diskless})
 		seq++
 	}
 	if err := l.meta.SaveTopic(t.record(), seq); err != nil {

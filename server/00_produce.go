@@ -164,6 +164,9 @@ func (s *Server) checkBatch(r *request, op *wire.ProduceRespPartition, topic *ba
 		// it is stored and the producer's idempotence state is unchanged.
 		vcode, msg = s.validateRecords(&r.produce, op, bound, rp.Records)
 	}
+	if vcode == wire.ErrNone && topic.Settings.Diskless && s.cfg.Diskless != nil {
+		vcode, msg = s.cfg.Diskless.Admit(h.IsTransactional())
+	}
 	if vcode == wire.ErrNone && topic.Settings.Compact {
 		vcode, msg = s.validateKeys(&r.produce, op, name, rp.Index, rp.Records)
 	}

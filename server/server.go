@@ -65,6 +65,12 @@ type Config struct {
 	InflightBudget    int64 // bytes read but not yet answered; default 256 MiB
 	Logger            *slog.Logger
 
+	// Diskless is the diskless commit log (package diskless; nil without a bucket): it admits
+	// each batch to a diskless topic and keeps their descriptions in the bucket.
+	// DisklessDefault is log.diskless.enable, new topics' diskless.enable.
+	Diskless        Diskless
+	DisklessDefault bool
+
 	// MaxPartitions bounds the partitions of all topics together (max.partitions; creations
 	// past it are refused POLICY_VIOLATION: admin/limits.go); MaxGroups the consumer groups
 	// (groups.Config.MaxGroups). 0: the defaults (admin.DefaultMaxPartitions,
@@ -258,6 +264,13 @@ func New(cfg Config, m *meta.Store) (*Server, error) {
 // RemoteTier is the remote tier Start reads tiered partitions from (read.RemoteTier).
 type RemoteTier = read.RemoteTier
 
+// Diskless is the diskless commit log as the server uses it (package diskless's Committer):
+// Admit answers 0 to take a batch for a diskless topic, or the error refusing it.
+type Diskless interface {
+	admin.Diskless
+	Admit(transactional bool) (int16, string)
+}
+
 // Txns is the transaction coordinator, for batchlog.Options.Txns.
 func (s *Server) Txns() batchlog.TxnVerifier { return s.txns }
 
@@ -293,7 +306,7 @@ func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
 	// The admin APIs' state, on the groups (DeleteTopics removes their offsets); New opens
 	// the tenants and publishes the users, ACLs and quotas they give.
 	s.admin, err = admin.New(s.adminConfig(), admin.Parts{
-		Log: blog, Net: n, Groups: s.groups, Quotas: s.quotas, RemoteStorage: remote != nil,
+		Log: blog, Net: n, Groups: s.groups, Quotas: s.quotas, RemoteStorage: remote != nil, Diskless: s.cfg.Diskless,
 		CreateMu: &s.createMu, ACLs: &s.authz, BaseUsers: baseUsers,
 	})
 	if err != nil {
@@ -342,6 +355,7 @@ func (s *Server) adminConfig() admin.Config {
 		NodeID:                       c.NodeID,
 		DefaultPartitions:            c.DefaultPartitions,
 		AutoCreateTopics:             c.AutoCreateTopics,
+		DisklessDefault:              c.DisklessDefault,
 		MaxPartitions:                c.MaxPartitions,
 		MaxPartitionsPerPrincipal:    c.MaxPartitionsPerPrincipal,
 		MaxRequestBytes:              c.MaxRequestBytes,

@@ -10,7 +10,8 @@ import (
 // every description of a live topic but its newest, is deleted. What it finds are objects of
 // an upload a crash cut short (written, never recorded), of a retention a crash cut short
 // (record deleted, object not), and of deleted topics. It runs on the loop, never beside an upload, so an object being written is never
-// taken for an orphan. The bucket prefix must be this node's alone.
+// taken for an orphan. The lease makes the prefix this node's alone; a key of a newer epoch
+// than this node's (written by the node that took the prefix from it) is never deleted.
 
 func (t *Tier) clean(ctx context.Context) error {
 	live := map[uint32]bool{}
@@ -36,6 +37,9 @@ func (t *Tier) clean(ctx context.Context) error {
 		ps.mu.RUnlock()
 	}
 	t.mu.Unlock()
+	if !t.writable() {
+		return errNotWriter
+	}
 	for _, id := range gone {
 		for _, o := range t.objectsOf(id) {
 			if err := t.meta.DeleteRemoteObject(o.Partition, o.Base); err != nil {
@@ -49,21 +53,27 @@ func (t *Tier) clean(ctx context.Context) error {
 	}
 	var orphans []string
 	newest := map[string]string{} // a live topic's newest description
+	own := t.epoch()
 	lctx, cancel := t.callCtx(ctx)
 	err := t.bucket.List(lctx, "", func(key string, _ int64) error {
 		if recorded[key] {
 			return nil
 		}
-		if _, ok := parseObjectKey(key); ok {
-			orphans = append(orphans, key)
+		if k, ok := parseObjectKey(key); ok {
+			if k.epoch <= own {
+				orphans = append(orphans, key)
+			}
 			return nil
 		}
-		if dir, _, ok := parseDescriptionKey(key); ok {
+		if dir, _, epoch, ok := parseDescriptionKey(key); ok {
+			if epoch > own {
+				return nil // the next writer's
+			}
 			if !liveTopics[dir] {
 				orphans = append(orphans, key)
-			} else if prev, ok := newest[dir]; !ok || key > prev {
+			} else if prev, ok := newest[dir]; !ok || newerDescription(key, prev) {
 				if ok {
-					orphans = append(orphans, prev) // keys sort by sequence
+					orphans = append(orphans, prev)
 				}
 				newest[dir] = key
 			} else {
@@ -77,8 +87,11 @@ func (t *Tier) clean(ctx context.Context) error {
 		return err
 	}
 	for _, key := range orphans {
-		cctx, cancel := t.callCtx(ctx)
-		err := t.bucket.Delete(cctx, key)
+		cctx, cancel, err := t.writeCtx(ctx)
+		if err != nil {
+			return err
+		}
+		err = t.bucket.Delete(cctx, key)
 		cancel()
 		if err != nil {
 			return err

@@ -126,34 +126,75 @@ func parseFooter(b []byte) ([]entry, int64, error) {
 
 // Object keys, below the bucket's prefix:
 //
-//	<topic>/<topic id, hex>/<partition>/<base offset, 20 digits>-<end offset, 20 digits>
-//	<topic>/<topic id, hex>/topic-<sequence, 20 digits>.json    the topic's description, for a
-//	                                                           node rebuilt from the bucket
+//	<topic>/<topic id, hex>/<partition>/<base offset, 20 digits>-<end offset, 20 digits>[-e<epoch, 20 digits>]
+//	<topic>/<topic id, hex>/topic-<sequence, 20 digits>[-e<epoch, 20 digits>].json
+//	                         the topic's description, for a node rebuilt from the bucket
+//
+// The epoch is the writer's (package lease) when the node holds the prefix's lease; keys
+// without one (epoch 0) were written before the lease existed, or by a node given no lease,
+// and still read. A clean never deletes a key of a newer epoch than its own, and a restore
+// takes, where objects overlap, the newest epoch's, and never an older epoch's object after a
+// newer one's (written by a node that had lost the prefix).
 //
 // A description is replaced by writing the next one before deleting the last (a conditional PUT
-// cannot overwrite), so one always exists; the one with the highest sequence is in force.
+// cannot overwrite), so one always exists; the one in force is the newest epoch's, and within
+// an epoch the one with the highest sequence (newerDescription).
 //
 // Kafka's topic names are [a-zA-Z0-9._-], safe in a key; the topic id keeps a deleted topic's
 // objects apart from a new topic of the same name.
-func objectKey(topic string, id [16]byte, partition int32, base, end int64) string {
-	return fmt.Sprintf("%s/%x/%d/%020d-%020d", topic, id, partition, base, end)
+func objectKey(topic string, id [16]byte, partition int32, base, end int64, epoch uint64) string {
+	if epoch == 0 {
+		return fmt.Sprintf("%s/%x/%d/%020d-%020d", topic, id, partition, base, end)
+	}
+	return fmt.Sprintf("%s/%x/%d/%020d-%020d-e%020d", topic, id, partition, base, end, epoch)
 }
 
 func descriptionKey(topic string, id [16]byte, seq int64) string {
-	return fmt.Sprintf("%s/%x/topic-%020d.json", topic, id, seq)
+	return descriptionKeyEpoch(topic, id, seq, 0)
 }
 
-// parseDescriptionKey takes a description's key apart: its "<topic>/<id>" and sequence.
-func parseDescriptionKey(key string) (topicID string, seq int64, ok bool) {
+func descriptionKeyEpoch(topic string, id [16]byte, seq int64, epoch uint64) string {
+	if epoch == 0 {
+		return fmt.Sprintf("%s/%x/topic-%020d.json", topic, id, seq)
+	}
+	return fmt.Sprintf("%s/%x/topic-%020d-e%020d.json", topic, id, seq, epoch)
+}
+
+// parseDescriptionKey takes a description's key apart: its "<topic>/<id>", sequence and epoch.
+func parseDescriptionKey(key string) (topicID string, seq int64, epoch uint64, ok bool) {
 	dir, file, found := strings.Cut(key, "/topic-")
-	if !found || strings.Count(dir, "/") != 1 || !strings.HasSuffix(file, ".json") || len(file) != 25 {
-		return "", 0, false
+	if !found || strings.Count(dir, "/") != 1 {
+		return "", 0, 0, false
 	}
-	seq, err := strconv.ParseInt(strings.TrimSuffix(file, ".json"), 10, 64)
+	file, found = strings.CutSuffix(file, ".json")
+	if !found {
+		return "", 0, 0, false
+	}
+	seqs, eps, withEpoch := strings.Cut(file, "-e")
+	if len(seqs) != 20 || withEpoch && len(eps) != 20 {
+		return "", 0, 0, false
+	}
+	seq, err := strconv.ParseInt(seqs, 10, 64)
 	if err != nil || seq < 0 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
-	return dir, seq, true
+	if withEpoch {
+		if epoch, err = strconv.ParseUint(eps, 10, 64); err != nil || epoch == 0 {
+			return "", 0, 0, false
+		}
+	}
+	return dir, seq, epoch, true
+}
+
+// newerDescription reports whether description key a is in force over b (both parse): the
+// newer epoch, then the higher sequence.
+func newerDescription(a, b string) bool {
+	_, sa, ea, _ := parseDescriptionKey(a)
+	_, sb, eb, _ := parseDescriptionKey(b)
+	if ea != eb {
+		return ea > eb
+	}
+	return sa > sb
 }
 
 // parsedKey is an object key taken apart.
@@ -162,6 +203,7 @@ type parsedKey struct {
 	id        string // hex
 	partition int32
 	base, end int64
+	epoch     uint64 // 0: written without a lease
 }
 
 // parseObjectKey takes an object key apart; ok is false for a key that is not an object's
@@ -176,7 +218,7 @@ func parseObjectKey(key string) (k parsedKey, ok bool) {
 		return k, false
 	}
 	be := strings.Split(parts[3], "-")
-	if len(be) != 2 || len(be[0]) != 20 || len(be[1]) != 20 {
+	if len(be) != 2 && len(be) != 3 || len(be[0]) != 20 || len(be[1]) != 20 {
 		return k, false
 	}
 	base, err1 := strconv.ParseInt(be[0], 10, 64)
@@ -184,5 +226,15 @@ func parseObjectKey(key string) (k parsedKey, ok bool) {
 	if err1 != nil || err2 != nil || base < 0 || end <= base {
 		return k, false
 	}
-	return parsedKey{topic: parts[0], id: parts[1], partition: int32(p), base: base, end: end}, true
+	var epoch uint64
+	if len(be) == 3 {
+		e, found := strings.CutPrefix(be[2], "e")
+		if !found || len(e) != 20 {
+			return k, false
+		}
+		if epoch, err = strconv.ParseUint(e, 10, 64); err != nil || epoch == 0 {
+			return k, false
+		}
+	}
+	return parsedKey{topic: parts[0], id: parts[1], partition: int32(p), base: base, end: end, epoch: epoch}, true
 }

@@ -64,12 +64,21 @@ func TestFooterRejectsWhatDoesNotDescribeTheData(t *testing.T) {
 
 func TestObjectKeysRoundTrip(t *testing.T) {
 	id := [16]byte{1, 2, 3, 15: 0xff}
-	k := objectKey("orders.v1_x-y", id, 7, 42, 1000)
-	pk, ok := parseObjectKey(k)
-	if !ok || pk.topic != "orders.v1_x-y" || pk.partition != 7 || pk.base != 42 || pk.end != 1000 || pk.id != "010203000000000000000000000000ff" {
-		t.Fatalf("%q -> %+v %v", k, pk, ok)
+	for _, epoch := range []uint64{0, 1, 1 << 40} {
+		k := objectKey("orders.v1_x-y", id, 7, 42, 1000, epoch)
+		pk, ok := parseObjectKey(k)
+		if !ok || pk.topic != "orders.v1_x-y" || pk.partition != 7 || pk.base != 42 || pk.end != 1000 || pk.id != "010203000000000000000000000000ff" || pk.epoch != epoch {
+			t.Fatalf("%q -> %+v %v", k, pk, ok)
+		}
 	}
-	for _, bad := range []string{descriptionKey("t", id, 5), "t/x/0/1-2", "a/b/c", "t/010203000000000000000000000000ff/0/00000000000000000002-00000000000000000001"} {
+	// Keys written before the lease existed (no epoch) still parse, as epoch 0.
+	if pk, ok := parseObjectKey("t/010203000000000000000000000000ff/0/00000000000000000001-00000000000000000002"); !ok || pk.epoch != 0 {
+		t.Fatalf("a key without an epoch: %+v %v", pk, ok)
+	}
+	for _, bad := range []string{descriptionKey("t", id, 5), "t/x/0/1-2", "a/b/c", "t/010203000000000000000000000000ff/0/00000000000000000002-00000000000000000001",
+		"t/010203000000000000000000000000ff/0/00000000000000000001-00000000000000000002-e1",
+		"t/010203000000000000000000000000ff/0/00000000000000000001-00000000000000000002-e00000000000000000000",
+		"t/010203000000000000000000000000ff/0/00000000000000000001-00000000000000000002-x00000000000000000001"} {
 		if _, ok := parseObjectKey(bad); ok {
 			t.Errorf("%q parsed as an object key", bad)
 		}
@@ -78,14 +87,33 @@ func TestObjectKeysRoundTrip(t *testing.T) {
 
 func TestDescriptionKeysRoundTrip(t *testing.T) {
 	id := [16]byte{9}
-	k := descriptionKey("orders", id, 1234567)
-	dir, seq, ok := parseDescriptionKey(k)
-	if !ok || dir != "orders/09000000000000000000000000000000" || seq != 1234567 {
-		t.Fatalf("%q -> %q %d %v", k, dir, seq, ok)
+	for _, epoch := range []uint64{0, 3} {
+		k := descriptionKeyEpoch("orders", id, 1234567, epoch)
+		dir, seq, e, ok := parseDescriptionKey(k)
+		if !ok || dir != "orders/09000000000000000000000000000000" || seq != 1234567 || e != epoch {
+			t.Fatalf("%q -> %q %d %d %v", k, dir, seq, e, ok)
+		}
 	}
-	for _, bad := range []string{objectKey("t", id, 0, 1, 2), "t/topic-00000000000000000001.json", "a/b/c/topic-00000000000000000001.json", "t/x/topic-1.json"} {
-		if _, _, ok := parseDescriptionKey(bad); ok {
+	for _, bad := range []string{objectKey("t", id, 0, 1, 2, 0), "t/topic-00000000000000000001.json", "a/b/c/topic-00000000000000000001.json", "t/x/topic-1.json",
+		"t/x/topic-00000000000000000001-e1.json", "t/x/topic-00000000000000000001-e00000000000000000000.json"} {
+		if _, _, _, ok := parseDescriptionKey(bad); ok {
 			t.Errorf("%q parsed as a description key", bad)
+		}
+	}
+}
+
+// The description in force is the newest epoch's, whatever the sequences (a node that lost
+// the prefix may write a later sequence), then the highest sequence.
+func TestNewerDescription(t *testing.T) {
+	id := [16]byte{9}
+	old, newer := descriptionKey("o", id, 5), descriptionKey("o", id, 6)
+	e1late, e2early := descriptionKeyEpoch("o", id, 900, 1), descriptionKeyEpoch("o", id, 100, 2)
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{newer, old, true}, {old, newer, false}, {e1late, newer, true}, {e2early, e1late, true}, {e1late, e2early, false}} {
+		if got := newerDescription(c.a, c.b); got != c.want {
+			t.Errorf("newerDescription(%s, %s) = %v", c.a, c.b, got)
 		}
 	}
 }
@@ -118,7 +146,8 @@ func FuzzParseFooter(f *testing.F) {
 }
 
 func FuzzParseObjectKey(f *testing.F) {
-	f.Add(objectKey("t", [16]byte{}, 0, 0, 1))
+	f.Add(objectKey("t", [16]byte{}, 0, 0, 1, 0))
+	f.Add(objectKey("t", [16]byte{}, 0, 0, 1, 2))
 	f.Add("a/b/c/d")
 	f.Fuzz(func(t *testing.T, key string) {
 		k, ok := parseObjectKey(key)

@@ -26,8 +26,9 @@ import (
 // up to --remote-object-bytes or --remote-upload-interval-ms of each partition, and anything
 // above the last stable offset), topics without remote.storage.enable, idempotent producers'
 // windows, transactions, consumer group offsets, and the run-time users, ACLs and quotas. An
-// object that does not read, or that overlaps one taken before it, is left for the clean; a
-// gap between objects (retention passed batches never uploaded) is read past, as a
+// object that does not read, or that overlaps one taken before it, is left for the clean, and
+// so is one written under an older epoch than an object before it (a writer that kept
+// writing after another took the prefix: package lease); a gap between objects (retention passed batches never uploaded) is read past, as a
 // consumer reads past the offsets compaction removed.
 //
 // Run it before Open and before the node serves.
@@ -38,8 +39,8 @@ func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstor
 	descKeys := map[string]keyedObject{} // the newest description, by "<topic>/<id>"
 	parts := map[string][]keyedObject{}  // by "<topic>/<id>/<partition>"
 	err = bucket.List(ctx, "", func(key string, size int64) error {
-		if dir, _, ok := parseDescriptionKey(key); ok {
-			if key > descKeys[dir].key { // keys sort by sequence
+		if dir, _, _, ok := parseDescriptionKey(key); ok {
+			if prev, ok := descKeys[dir]; !ok || newerDescription(key, prev.key) {
 				descKeys[dir] = keyedObject{key: key, size: size}
 			}
 			return nil
@@ -100,18 +101,29 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 	records := make([][]meta.RemoteObject, d.Partitions)
 	for i := range starts {
 		objs := parts[fmt.Sprintf("%s/%d", tk, i)]
-		// By base offset, the longest first where two begin together (an orphan of a cut
-		// upload and the object written again hold the same batches where they meet).
+		// By base offset, then the newest epoch, then the longest first where two begin
+		// together (an orphan of a cut upload and the object written again hold the same
+		// batches where they meet).
 		sort.Slice(objs, func(a, b int) bool {
-			if objs[a].parsed.base != objs[b].parsed.base {
-				return objs[a].parsed.base < objs[b].parsed.base
+			pa, pb := objs[a].parsed, objs[b].parsed
+			if pa.base != pb.base {
+				return pa.base < pb.base
 			}
-			return objs[a].parsed.end > objs[b].parsed.end
+			if pa.epoch != pb.epoch {
+				return pa.epoch > pb.epoch
+			}
+			return pa.end > pb.end
 		})
-		end := int64(-1)
+		end, epoch := int64(-1), uint64(0)
 		for _, ko := range objs {
 			if ko.parsed.base < end {
 				continue // overlaps the one taken: an orphan, which the clean deletes
+			}
+			if ko.parsed.epoch < epoch {
+				// An older writer's, after a newer writer's: written once the prefix
+				// was taken from it, never part of the log.
+				logger.Warn("tier: restore skips an object of an older epoch after a newer one", "key", ko.key, "epoch", ko.parsed.epoch, "after", epoch)
+				continue
 			}
 			o, err := readRecord(ctx, bucket, ko)
 			if err != nil {
@@ -119,7 +131,7 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 				continue
 			}
 			records[i] = append(records[i], o)
-			end = o.End
+			end, epoch = o.End, ko.parsed.epoch
 		}
 		if rs := records[i]; len(rs) > 0 {
 			starts[i] = batchlog.RestoredStart{LogStart: rs[0].Base, Next: rs[len(rs)-1].End}

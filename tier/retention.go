@@ -81,6 +81,9 @@ func (t *Tier) retainPartition(ctx context.Context, tp tieredPartition, nowMs in
 // dropFront deletes the first objects of p (objs, in order): the log start first, then the
 // records, then the objects.
 func (t *Tier) dropFront(ctx context.Context, p *batchlog.Partition, objs []meta.RemoteObject) error {
+	if !t.writable() {
+		return errNotWriter
+	}
 	start := objs[len(objs)-1].End
 	if start > p.LogStartOffset() {
 		err := t.log.RunPass(func(ps *batchlog.Pass) error { return ps.AdvanceLogStart(p, start) })
@@ -90,6 +93,9 @@ func (t *Tier) dropFront(ctx context.Context, p *batchlog.Partition, objs []meta
 	}
 	ps := t.part(p.ID)
 	for _, o := range objs {
+		if !t.writable() {
+			return errNotWriter
+		}
 		if err := t.meta.DeleteRemoteObject(o.Partition, o.Base); err != nil {
 			return err
 		}
@@ -99,8 +105,11 @@ func (t *Tier) dropFront(ctx context.Context, p *batchlog.Partition, objs []meta
 		}
 		ps.mu.Unlock()
 		t.cache.forget(o.Key)
-		cctx, cancel := t.callCtx(ctx)
-		err := t.bucket.Delete(cctx, o.Key)
+		cctx, cancel, err := t.writeCtx(ctx)
+		if err != nil {
+			return err // an orphan now: the next clean deletes it
+		}
+		err = t.bucket.Delete(cctx, o.Key)
 		cancel()
 		if err != nil {
 			return err // an orphan now: the next clean deletes it

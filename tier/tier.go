@@ -17,6 +17,11 @@
 //     than retention.ms or beyond retention.bytes counted over both tiers go, the log start
 //     first, then the record, then the object.
 //
+// Config.Writer (package lease) says whether this node may write the prefix: while it may not,
+// a pass does nothing (no upload, record, deletion or clean), every call that changes the
+// bucket starts only while it may and is given a deadline inside its lease, and new keys carry
+// its epoch (object.go).
+//
 // A failed call to the bucket stops the pass; the next waits a backoff that doubles up to
 // Config.RetryMax. Produce and local reads never wait for the bucket; the data stays local
 // until it is uploaded, under the full-disk guard of the log.
@@ -77,7 +82,49 @@ type Config struct {
 	CallTimeout time.Duration
 	// RetryMax bounds the backoff after a failed pass (default 30 s; it starts at 1 s).
 	RetryMax time.Duration
-	Logger   *slog.Logger
+	// Writer is the holder of the prefix's lease (package lease's *Lease); nil: this node
+	// writes the prefix unconditionally, under epoch 0 (keys without an epoch).
+	Writer Writer
+	Logger *slog.Logger
+}
+
+// Writer is who may write the bucket prefix (package lease's *Lease implements it).
+type Writer interface {
+	// Epoch is the writer's epoch, put in every key it writes.
+	Epoch() uint64
+	// Remaining is how long the node may still write the prefix; 0: it may not.
+	Remaining() time.Duration
+}
+
+// errNotWriter: the node does not hold the prefix's lease now.
+var errNotWriter = errors.New("tier: this node does not hold the bucket prefix's lease now; nothing is written")
+
+func (t *Tier) epoch() uint64 {
+	if t.cfg.Writer == nil {
+		return 0
+	}
+	return t.cfg.Writer.Epoch()
+}
+
+// writable reports whether the node may change the prefix now.
+func (t *Tier) writable() bool {
+	return t.cfg.Writer == nil || t.cfg.Writer.Remaining() > 0
+}
+
+// writeCtx is callCtx for a call that changes the bucket: it fails while the node may not
+// write, and ends within the lease, so that no write this node starts lands after another
+// node may have taken the prefix (within the lease's margin).
+func (t *Tier) writeCtx(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if t.cfg.Writer == nil {
+		cctx, cancel := t.callCtx(ctx)
+		return cctx, cancel, nil
+	}
+	rem := t.cfg.Writer.Remaining()
+	if rem <= 0 {
+		return nil, nil, errNotWriter
+	}
+	cctx, cancel := context.WithTimeout(ctx, min(rem, t.cfg.CallTimeout))
+	return cctx, cancel, nil
 }
 
 func (c *Config) fill() {
@@ -310,6 +357,9 @@ func (t *Tier) loop() {
 // retain when due. A part that fails does not stop the others: with the bucket down, each
 // fails, and the lag still counts what waits.
 func (t *Tier) pass(ctx context.Context, now time.Time, cleaned, retained *time.Time) error {
+	if !t.writable() {
+		return errNotWriter
+	}
 	var errs []error
 	if cleaned.IsZero() || now.Sub(*cleaned) >= t.cfg.CleanInterval {
 		if err := t.clean(ctx); err != nil {

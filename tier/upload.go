@@ -184,16 +184,21 @@ func (t *Tier) upload(ctx context.Context, tp tieredPartition, batches []batchRe
 	}
 	end := lh.BaseOffset + int64(lh.LastOffsetDelta) + 1
 	base := batches[0].base
-	key := objectKey(tp.topic.Name, tp.topic.ID, p.Index, base, end)
-	cctx, cancel := t.callCtx(ctx)
+	key := objectKey(tp.topic.Name, tp.topic.ID, p.Index, base, end, t.epoch())
+	cctx, cancel, err := t.writeCtx(ctx)
+	if err != nil {
+		return meta.RemoteObject{}, err
+	}
 	err = t.bucket.Put(cctx, key, body, body.size)
 	cancel()
 	if errors.Is(err, objstore.ErrExists) {
 		// No record names it (this partition's records end at base): an orphan of an upload
 		// a crash cut short after its PUT. It goes, and the next pass writes it again.
-		cctx, cancel := t.callCtx(ctx)
-		derr := t.bucket.Delete(cctx, key)
-		cancel()
+		cctx, cancel, derr := t.writeCtx(ctx)
+		if derr == nil {
+			derr = t.bucket.Delete(cctx, key)
+			cancel()
+		}
 		if derr == nil {
 			t.stats.orphansDeleted.Add(1)
 		}
@@ -212,6 +217,11 @@ func (t *Tier) upload(ctx context.Context, tp tieredPartition, batches []batchRe
 		MaxTimestamp: body.maxTimestamp, Batches: int32(len(batches)), UploadedMs: time.Now().UnixMilli(), Key: key}
 	if body.lastEnd != end {
 		return meta.RemoteObject{}, fmt.Errorf("object %s: last batch ends at %d, not %d", key, body.lastEnd, end)
+	}
+	if !t.writable() {
+		// Written within the lease, not recorded: an orphan, which the clean of whoever
+		// holds the prefix next deletes.
+		return meta.RemoteObject{}, errNotWriter
 	}
 	if err := t.meta.SaveRemoteObject(o); err != nil {
 		return meta.RemoteObject{}, err
@@ -367,8 +377,11 @@ func (t *Tier) describe(ctx context.Context, tp *batchlog.Topic) error {
 	if last.json == string(js) {
 		return nil
 	}
-	key := descriptionKey(tp.Name, tp.ID, time.Now().UnixNano())
-	cctx, cancel := t.callCtx(ctx)
+	key := descriptionKeyEpoch(tp.Name, tp.ID, time.Now().UnixNano(), t.epoch())
+	cctx, cancel, err := t.writeCtx(ctx)
+	if err != nil {
+		return err
+	}
 	defer cancel()
 	if err := t.bucket.Put(cctx, key, bytes.NewReader(js), int64(len(js))); err != nil {
 		return err

@@ -204,6 +204,11 @@ var defs = []*Def{
 	{Name: "compression.zstd.level", Type: Int, Default: "3", Synonyms: []string{"compression.zstd.level"},
 		Doc: "accepted and ignored: Inlet never recompresses", valid: levelOf(3, -131072, 22)},
 	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Synonyms: []string{"log.cleaner.delete.retention.ms"}, valid: atLeast(0)},
+	// KIP-1150's diskless topics; the broker default is Inkless's log.diskless.enable (static
+	// here: --log-diskless-enable), resolved into the topic's configs at creation
+	// (WithDisklessDefault), so that a later default never turns an existing topic over.
+	{Name: "diskless.enable", Type: Boolean, Default: "false", Synonyms: []string{"log.diskless.enable"}, StaticSynonym: true,
+		Doc: "true: a produce is acknowledged only once its batches are in an object in the bucket (docs/diskless.md); set at creation only"},
 	{Name: "file.delete.delay.ms", Type: Long, Default: "60000", Synonyms: []string{"log.segment.delete.delay.ms"}, valid: atLeast(0)},
 	{Name: "flush.messages", Type: Long, Default: maxLong, Synonyms: []string{"log.flush.interval.messages"},
 		Doc: "Inlet fsyncs every group commit before acknowledging, whatever this says", valid: atLeast(1)},
@@ -300,6 +305,8 @@ type Settings struct {
 	// Tiered storage (KIP-405). RetentionMs and RetentionBytes are then the totals across the
 	// tiers, and the local limits bound what stays on the node's disk.
 	RemoteStorage bool // remote.storage.enable
+	// Diskless: diskless.enable (KIP-1150): acknowledged once in the bucket (package diskless).
+	Diskless bool
 	// LocalRetentionMs, LocalRetentionBytes: local.retention.ms, local.retention.bytes, resolved:
 	// -2 (following retention.*) is replaced by the value followed, and a local limit looser
 	// than the total (or unbounded, -1, under a bounded total) by the total, as Kafka's
@@ -367,6 +374,7 @@ func Parse(configs map[string]string) Settings {
 		s.RetentionMs = -1
 	}
 	s.RemoteStorage = strings.EqualFold(strings.TrimSpace(configs["remote.storage.enable"]), "true")
+	s.Diskless = isTrue(configs["diskless.enable"])
 	s.LocalRetentionMs = localLimit(configs["local.retention.ms"], s.RetentionMs)
 	s.LocalRetentionBytes = localLimit(configs["local.retention.bytes"], s.RetentionBytes)
 	return s
@@ -405,6 +413,9 @@ func localLimit(v string, total int64) int64 {
 //     (validateRemoteStorageRetentionSize), and the same for the times
 //     (validateRemoteStorageRetentionTime).
 func CheckCombination(configs map[string]string, remoteAvailable bool) error {
+	if err := checkDiskless(configs, remoteAvailable); err != nil {
+		return err
+	}
 	if !strings.EqualFold(strings.TrimSpace(configs["remote.storage.enable"]), "true") {
 		return nil
 	}
@@ -452,4 +463,56 @@ func checkLocalLimit(totalName string, total int64, localName string, local int6
 		return fmt.Errorf("Invalid value %d for configuration %s: Value must not be more than %s property value: %d", local, localName, totalName, total)
 	}
 	return nil
+}
+
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// checkDiskless applies the rules of diskless.enable=true: the node needs a bucket; a
+// compacted topic cannot be diskless (compaction rewrites batches the bucket already holds,
+// which the commit log cannot follow yet); and a topic is diskless or tiered, not both
+// (Inkless refuses the pair outside its own migrations too).
+func checkDiskless(configs map[string]string, bucket bool) error {
+	if !isTrue(configs["diskless.enable"]) {
+		return nil
+	}
+	if !bucket {
+		return errors.New("Diskless topics need a bucket: the node was started without --s3-bucket. Topic cannot be configured with diskless.enable=true.")
+	}
+	for _, p := range strings.Split(configs["cleanup.policy"], ",") {
+		if strings.TrimSpace(p) == "compact" {
+			return errors.New("Diskless topics do not support cleanup.policy=compact.")
+		}
+	}
+	if isTrue(configs["remote.storage.enable"]) {
+		return errors.New("It is not valid to set a value for both diskless.enable and remote.storage.enable.")
+	}
+	return nil
+}
+
+// CheckDisklessChange refuses a change of diskless.enable on an existing topic (cur: its
+// overrides now, next: after the change): a topic is diskless from its creation or never, as
+// in Inkless without its migration path (the batches already acknowledged locally are not in
+// the bucket).
+func CheckDisklessChange(cur, next map[string]string) error {
+	if isTrue(cur["diskless.enable"]) != isTrue(next["diskless.enable"]) {
+		return errors.New("diskless.enable cannot be changed on an existing topic: it is set when the topic is created.")
+	}
+	return nil
+}
+
+// WithDisklessDefault gives a new topic's overrides the broker default of diskless.enable
+// (--log-diskless-enable) when they do not set it: diskless.enable=true is added unless the
+// topic is compacted or tiered, which cannot be diskless. The result is a new map when it
+// differs; configs is not changed.
+func WithDisklessDefault(configs map[string]string, def bool) map[string]string {
+	if _, set := configs["diskless.enable"]; !def || set || isTrue(configs["remote.storage.enable"]) ||
+		strings.Contains(configs["cleanup.policy"], "compact") {
+		return configs
+	}
+	out := make(map[string]string, len(configs)+1)
+	for k, v := range configs {
+		out[k] = v
+	}
+	out["diskless.enable"] = "true"
+	return out
 }

@@ -48,6 +48,11 @@ type options struct {
 	s3PathStyle, restoreFromRemote                                                                 *bool
 	remoteUploadIntervalMs                                                                         *int
 
+	// Diskless topics (diskless.enable; log.diskless.enable is the broker default).
+	logDisklessEnable                                  *bool
+	disklessCommitBytes, disklessMaxPendingBytes       *string
+	disklessCommitIntervalMs, disklessRequestTimeoutMs *int
+
 	memoryLimit *string // --memory-limit (memory.go)
 
 	// Bounds on the state clients make (producer windows, partitions, groups).
@@ -122,11 +127,17 @@ func newFlags() (*flag.FlagSet, *options) {
 		s3Region:               fs.String("s3-region", "us-east-1", "region of the bucket"),
 		s3Prefix:               fs.String("s3-prefix", "", "key prefix of this node's objects in the bucket (one node per prefix), e.g. node-1/"),
 		s3PathStyle:            fs.Bool("s3-path-style", false, "address the bucket in the URL path (http://host/bucket/key), as most S3-compatible servers want, rather than as a host name"),
-		restoreFromRemote:      fs.Bool("restore-from-remote", false, "on an empty data directory, rebuild the tiered topics from the bucket before serving: their catalog and every uploaded batch, served from the remote tier; new writes continue after the last uploaded offset (a data directory that holds topics is left as it is)"),
+		restoreFromRemote:      fs.Bool("restore-from-remote", false, "on an empty data directory, rebuild the tiered and diskless topics from the bucket before serving: their catalog, every uploaded batch of a tiered topic (served from the remote tier; new writes continue after the last uploaded offset) and every acknowledged batch of a diskless topic (a data directory that holds topics is left as it is)"),
 		remoteObjectBytes:      fs.String("remote-object-bytes", "64MiB", "batch data per uploaded object (a topic's segment.bytes, if smaller, cuts it sooner)"),
 		remoteUploadIntervalMs: fs.Int("remote-upload-interval-ms", 60000, "how long batches of a tiered topic wait before they are uploaded in an object smaller than --remote-object-bytes (a topic's segment.ms, if shorter, sends them sooner)"),
 		remoteUploadRate:       fs.String("remote-upload-max-bytes-per-sec", "0", "paces uploads to the bucket (a tier catching up after an outage reads the disk and the network at most this fast), e.g. 100MiB; 0: unpaced"),
 		remoteReadCache:        fs.String("remote-read-cache", "64MiB", "memory for remote reads: object footers and chunks of batches read from the bucket, and the chunks read ahead"),
+
+		logDisklessEnable:        fs.Bool("log-diskless-enable", false, "new topics are diskless (diskless.enable=true) unless created otherwise, compacted or tiered: a produce is acknowledged once its batches are in the bucket (needs --s3-bucket)"),
+		disklessCommitIntervalMs: fs.Int("diskless-commit-interval-ms", 100, "at most one commit object is PUT per interval; the batches of every diskless partition that arrive meanwhile go in the next one"),
+		disklessCommitBytes:      fs.String("diskless-commit-bytes", "8MiB", "batch data after which a commit object takes no more groups (the next ones go in the following object)"),
+		disklessMaxPendingBytes:  fs.String("diskless-max-pending-bytes", "64MiB", "batch data of diskless topics waiting for the bucket, past which their produce is refused KAFKA_STORAGE_ERROR until it drains"),
+		disklessRequestTimeoutMs: fs.Int("diskless-request-timeout-ms", 30000, "a produce to a diskless topic still waiting for the bucket after this long is answered REQUEST_TIMED_OUT (its batches stay queued for the bucket)"),
 	}
 	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller
 	return fs, o

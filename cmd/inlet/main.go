@@ -142,6 +142,9 @@ func main() {
 		logger.Error("close log", "err", err)
 		code = 1
 	}
+	if rs != nil {
+		rs.committer.Close() // after the log: the last groups it handed over go to the bucket
+	}
 	stopProfiles()
 	logger.Info("stopped")
 	os.Exit(code)
@@ -287,6 +290,7 @@ func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cf
 			os.Exit(1)
 		}
 	}
+	withDiskless(logger, rs, &cfg, &opts)
 	srv, err := server.New(cfg, cat)
 	if err != nil {
 		logger.Error("start", "err", err)

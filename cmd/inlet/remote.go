@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless"
 	"inlet/meta"
 	"inlet/objstore"
 	"inlet/server"
@@ -21,12 +22,21 @@ type remoteSettings struct {
 	readCache      int64
 	uploadRate     int64
 	uploadInterval time.Duration
+
+	// The diskless topics' commit log on the same bucket (--log-diskless-enable,
+	// --diskless-*); committer is made by openNode.
+	disklessDefault bool
+	diskless        diskless.Config
+	committer       *diskless.Committer
 }
 
 func (o *options) remote() *remoteSettings {
 	if *o.s3Bucket == "" {
 		if *o.restoreFromRemote {
 			usage("--restore-from-remote needs --s3-bucket")
+		}
+		if *o.logDisklessEnable {
+			usage("--log-diskless-enable needs --s3-bucket")
 		}
 		return nil
 	}
@@ -38,7 +48,29 @@ func (o *options) remote() *remoteSettings {
 		readCache:      mustSize("remote-read-cache", *o.remoteReadCache),
 		uploadRate:     mustSizeOrZero("remote-upload-max-bytes-per-sec", *o.remoteUploadRate),
 		uploadInterval: msFlag(*o.remoteUploadIntervalMs),
+
+		disklessDefault: *o.logDisklessEnable,
+		diskless: diskless.Config{CommitInterval: msFlag(*o.disklessCommitIntervalMs), CommitBytes: int(mustSize("diskless-commit-bytes", *o.disklessCommitBytes)),
+			MaxPendingBytes: mustSize("diskless-max-pending-bytes", *o.disklessMaxPendingBytes), RequestTimeout: msFlag(*o.disklessRequestTimeoutMs)},
 	}
+}
+
+// withDiskless makes the diskless commit log on the bucket (nothing without one) and gives it
+// to the server and the log; openTier recovers and starts it.
+func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, opts *batchlog.Options) {
+	if rs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bucket, err := objstore.OpenS3(ctx, rs.s3)
+	if err != nil {
+		usage("--s3-bucket: %v", err)
+	}
+	dc := rs.diskless
+	dc.Bucket, dc.NodeID, dc.Logger = bucket, cfg.NodeID, logger
+	rs.committer = diskless.New(dc)
+	cfg.Diskless, cfg.DisklessDefault, opts.Diskless = rs.committer, rs.disklessDefault, rs.committer
 }
 
 // openTier opens the remote tier on the log (nil, nil without one), after rebuilding the
@@ -64,6 +96,13 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 		}
 		logger.Info("restored from the remote tier", "topics", topics, "objects", objects)
 	}
+	// Every start: the diskless topics' batches the local log lacks come from the commit
+	// objects (all of them after a restore), and those never PUT go up, before serving.
+	st, err := rs.committer.Recover(ctx, blog)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "took", st.Duration)
 	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
 		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Logger: logger})
 }

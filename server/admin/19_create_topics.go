@@ -146,6 +146,7 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err := topicconfig.ValidateAll(configs); err != nil {
 		return nil, wire.ErrInvalidConfig, err.Error()
 	}
+	configs = topicconfig.WithDisklessDefault(configs, s.cfg.DisklessDefault)
 	if err := topicconfig.CheckCombination(configs, s.remote); err != nil {
 		return nil, wire.ErrInvalidConfig, err.Error()
 	}
@@ -161,6 +162,13 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	if err != nil {
 		s.log.Error("create topic", "topic", name, "err", err)
 		return nil, wire.ErrUnknownServerError, err.Error()
+	}
+	if code, msg := s.describe(t); code != 0 {
+		// Not in the bucket, so not created: a restore would not bring it back.
+		if err := s.blog.DeleteTopic(name); err != nil {
+			s.log.Error("delete topic not described", "topic", name, "err", err)
+		}
+		return nil, code, msg
 	}
 	s.log.Info("created topic", "topic", name, "partitions", partitions)
 	s.groups.TopicsChanged() // consumer groups' regular expressions may match it

@@ -96,10 +96,21 @@ func (s *Server) applyConfigs(r *Request, typ kmsg.ConfigResourceType, name stri
 	if err := topicconfig.CheckCombination(next, s.remote); err != nil {
 		return wire.ErrInvalidConfig, err.Error()
 	}
+	if err := topicconfig.CheckDisklessChange(cur, next); err != nil {
+		return wire.ErrInvalidConfig, err.Error()
+	}
 	if validateOnly {
 		return 0, ""
 	}
-	if _, err := s.blog.SetTopicConfigs(name, next); err != nil {
+	nt, err := s.blog.SetTopicConfigs(name, next)
+	if err == nil {
+		// The local change stands whatever the bucket answers; the next commit object of
+		// the topic is preceded by its description in any case (package diskless).
+		if code, msg := s.describe(nt); code != 0 {
+			return code, msg
+		}
+	}
+	if err != nil {
 		if errors.Is(err, batchlog.ErrUnknownTopic) {
 			return wire.ErrUnknownTopicOrPartition, "Topic " + name + " does not exist"
 		}

@@ -65,9 +65,11 @@ func handleCreatePartitions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Resp
 				break
 			}
 			resp.ThrottleMillis = max(resp.ThrottleMillis, RecordMutations(r.Conn, r.ClientID, int(rt.Count)-len(t.Partitions)))
-			if _, err := s.blog.AddPartitions(rt.Topic, int(rt.Count)); err != nil {
+			if nt, err := s.blog.AddPartitions(rt.Topic, int(rt.Count)); err != nil {
 				s.log.Error("create partitions", "topic", rt.Topic, "err", err)
 				fail(wire.ErrUnknownServerError, err.Error())
+			} else if code, msg := s.describe(nt); code != 0 {
+				fail(code, msg)
 			} else {
 				s.groups.TopicsChanged() // consumer groups subscribing to it rebalance
 			}

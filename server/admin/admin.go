@@ -25,6 +25,7 @@
 package admin
 
 import (
+	"context"
 	"log/slog"
 	"sort"
 	"sync"
@@ -42,6 +43,7 @@ import (
 	"inlet/quota"
 	"inlet/server/authz"
 	"inlet/tenants"
+	"inlet/wire"
 )
 
 // Config is what the admin APIs report and apply of the node's settings: package server's
@@ -74,6 +76,9 @@ type Config struct {
 	SuperUsers                []string
 	AllowEveryoneIfNoACLFound bool
 	Quotas                    quota.Bounds // the config file's
+
+	// DisklessDefault: log.diskless.enable (--log-diskless-enable), new topics' diskless.enable.
+	DisklessDefault bool
 }
 
 // Parts are the node's parts the admin APIs act on, built by package server.
@@ -87,6 +92,29 @@ type Parts struct {
 	BaseUsers []*auth.User // the config file's users
 	// RemoteStorage: the node has a remote tier, so a topic may set remote.storage.enable.
 	RemoteStorage bool
+	// Diskless: the node's diskless commit log (package diskless), nil without a bucket.
+	Diskless Diskless
+}
+
+// Diskless is what the admin APIs ask of the diskless commit log: Describe writes a diskless
+// topic's description (its catalog entry) to the bucket, before the change is answered.
+type Diskless interface {
+	Describe(ctx context.Context, t *batchlog.Topic) error
+}
+
+// describe puts a diskless topic's catalog entry in the bucket (nothing for other topics):
+// 0, or KAFKA_STORAGE_ERROR and why.
+func (s *Server) describe(t *batchlog.Topic) (int16, string) {
+	if s.diskless == nil || t == nil || !t.Settings.Diskless {
+		return 0, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.diskless.Describe(ctx, t); err != nil {
+		s.log.Error("diskless topic description not written", "topic", t.Name, "err", err)
+		return wire.ErrKafkaStorageError, "the bucket did not take the topic's description: " + err.Error()
+	}
+	return 0, ""
 }
 
 // Server is the state the admin APIs share on one node.
@@ -98,6 +126,7 @@ type Server struct {
 	groups   *groups.Coordinator
 	createMu *sync.Mutex // Parts.CreateMu
 	remote   bool        // Parts.RemoteStorage
+	diskless Diskless    // Parts.Diskless
 
 	tenantsMu sync.Mutex                      // serialises changeTenants
 	tenants   *tenants.Store                  // run-time changes to users and quotas (tenants.go); nil without a data directory
@@ -120,6 +149,7 @@ func New(cfg Config, p Parts) (*Server, error) {
 		baseUsers: p.BaseUsers,
 		authz:     p.ACLs,
 		remote:    p.RemoteStorage,
+		diskless:  p.Diskless,
 	}
 	if err := s.openTenants(); err != nil {
 		return nil, err

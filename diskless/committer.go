@@ -1,0 +1,501 @@
+// Package diskless is the commit log of diskless topics (KIP-1150's diskless.enable) in the
+// bucket: a produce to a diskless partition is answered only once its batches are in a commit
+// object there, so that a node lost with its disk loses nothing it acknowledged.
+//
+// The log (batchlog) still assigns offsets, writes and syncs every batch locally (the local
+// segments are the read cache), and then hands each group holding diskless appends to the
+// Committer (batchlog.DisklessCommitter) in place of publishing them. The Committer:
+//
+//	Commit (completer goroutine)   copy the group's batches into the open commit object
+//	run (one goroutine)            at most once per CommitInterval: seal the oldest object,
+//	                               PUT it (If-None-Match) under the next number, retried with
+//	                               backoff until it lands; then, in order, publish its groups'
+//	                               high watermarks and answer their requests
+//	reap (one goroutine)           answer REQUEST_TIMED_OUT to requests held past
+//	                               RequestTimeout (their batches stay queued for the bucket)
+//
+// Invariants:
+//   - Nothing of a diskless partition is readable (its high watermark) or acknowledged before
+//     the commit object holding it, and every object before that, is in the bucket: groups are
+//     published in the order the completer handed them over, one PUT in flight at a time.
+//   - A batch, once given offsets, is never dropped: a failed PUT is retried until it lands
+//     (or the writer is fenced), since a retry of an unanswered batch is answered from the
+//     producer's window with the offsets already given.
+//   - Objects are numbered 1, 2, ... with no gap, each created only if its key is free. A PUT
+//     answered ErrExists is read back: the same bytes are this writer's own earlier attempt
+//     (a reply lost), anything else another writer's object, and this one is fenced: it stops
+//     writing and answers NOT_LEADER_OR_FOLLOWER.
+//   - The PUT rate is at most one per CommitInterval (10/s at the default) at any load; the
+//     objects waiting behind a slow or failing bucket are bounded by MaxPendingBytes, past which
+//     diskless appends are refused KAFKA_STORAGE_ERROR before they take offsets (Admit).
+//
+// Recover (recover.go) runs before the node serves: it replays the commit objects the local
+// log lacks (all of them after a restore on an empty disk) and uploads the local batches that
+// never reached the bucket, then starts the loop.
+//
+// Lock order: Committer.mu is a leaf; no call to the bucket, the log or a request's completion
+// is made holding it.
+package diskless
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/objstore"
+	"inlet/wire"
+)
+
+// Defaults, after Inkless's inkless.produce.commit.interval.ms (250 ms there; 100 ms here, the
+// group commit of the seed this design follows) and inkless.produce.buffer.max.bytes (8 MiB).
+const (
+	DefaultCommitInterval  = 100 * time.Millisecond
+	DefaultCommitBytes     = 8 << 20
+	DefaultMaxPendingBytes = 64 << 20
+	DefaultRequestTimeout  = 30 * time.Second // Kafka's request.timeout.ms
+)
+
+// Config configures a Committer.
+type Config struct {
+	Bucket objstore.Bucket
+	NodeID int32
+	// Epoch is the writer epoch stamped on each object (the prefix's lease); nil: 0.
+	Epoch func() uint64
+	// CommitInterval: at most one PUT starts per interval. CommitBytes: an object is closed
+	// once its batches reach this many bytes (a group is never split, so one may pass it by a
+	// group). MaxPendingBytes bounds the batches not yet in the bucket. RequestTimeout: a
+	// request held this long is answered REQUEST_TIMED_OUT. Zero values take the defaults.
+	CommitInterval  time.Duration
+	CommitBytes     int
+	MaxPendingBytes int64
+	RequestTimeout  time.Duration
+	// CloseTimeout bounds how long Close keeps trying to PUT what is queued; 0: 10 s.
+	CloseTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Committer is the bucket side of the diskless topics (see the package comment).
+type Committer struct {
+	cfg         Config
+	incarnation uint64
+	log         *batchlog.Log // set by Recover
+
+	pending atomic.Int64 // bytes of batches not yet in the bucket
+	fenced  atomic.Bool
+	stats   Stats
+
+	descMu    sync.Mutex // held across Describe's PUT (a leaf: taken alone)
+	described map[string]description
+
+	mu      sync.Mutex
+	objects []*object // oldest first; the last one takes new groups unless sealed
+	ids     map[*batchlog.Partition][16]byte
+	// undescribed: topics whose description must be checked before the next PUT (a
+	// partition of theirs seen for the first time), so that no commit object names a topic
+	// the bucket has no description of.
+	undescribed []string
+	closing     bool
+
+	next    uint64 // the number of the next object; owned by the loop (and Recover before it)
+	lastPut time.Time
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	started bool
+	reaped  chan struct{}
+}
+
+// Stats are the committer's counters.
+type Stats struct {
+	Puts, PutBytes, PutFailures, TimedOut atomic.Int64
+	Fenced                                atomic.Bool
+	LastCommitNanos                       atomic.Int64 // the last group's time from handover to publication
+}
+
+type object struct {
+	buf     []byte
+	entries uint32
+	payload int64 // the entries' bytes
+	groups  []*heldGroup
+	sealed  bool
+}
+
+type heldGroup struct {
+	g        *batchlog.DisklessGroup
+	at       time.Time
+	answered bool
+}
+
+// New makes a committer; it PUTs nothing before Recover.
+func New(cfg Config) *Committer {
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = DefaultCommitInterval
+	}
+	if cfg.CommitBytes <= 0 {
+		cfg.CommitBytes = DefaultCommitBytes
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.CloseTimeout <= 0 {
+		cfg.CloseTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var inc [8]byte
+	_, _ = rand.Read(inc[:])
+	return &Committer{cfg: cfg, incarnation: binary.BigEndian.Uint64(inc[:]) | 1, ids: map[*batchlog.Partition][16]byte{},
+		described: map[string]description{},
+		kick:      make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), reaped: make(chan struct{})}
+}
+
+// Stats returns the counters.
+func (c *Committer) Stats() *Stats { return &c.stats }
+
+// Admit is asked by the produce path for each batch to a diskless partition before it is
+// submitted: 0 takes it, else the error (and its message) that refuses it. Transactions are
+// not carried in the bucket yet, so transactional batches are refused.
+func (c *Committer) Admit(transactional bool) (int16, string) {
+	switch {
+	case transactional:
+		return wire.ErrInvalidTxnState, "transactions are not supported on diskless topics"
+	case c.fenced.Load():
+		return wire.ErrNotLeaderOrFollower, "this node was fenced: another writer took the bucket prefix"
+	case c.pending.Load() >= c.cfg.MaxPendingBytes:
+		return wire.ErrKafkaStorageError, "the bucket is not keeping up: diskless commit backlog full"
+	}
+	return 0, ""
+}
+
+// Commit takes a group durable locally (batchlog.DisklessCommitter): its batches are copied
+// into the open object, and it is published and answered once that object is in the bucket.
+func (c *Committer) Commit(g *batchlog.DisklessGroup) {
+	now := time.Now()
+	c.mu.Lock()
+	if c.fenced.Load() || c.closing {
+		c.mu.Unlock()
+		g.Answer(wire.ErrNotLeaderOrFollower)
+		return
+	}
+	var o *object
+	if n := len(c.objects); n > 0 && !c.objects[n-1].sealed && len(c.objects[n-1].buf) < c.cfg.CommitBytes {
+		o = c.objects[n-1]
+	} else {
+		o = &object{buf: newObject(make([]byte, 0, 64<<10))}
+		c.objects = append(c.objects, o)
+	}
+	before := len(o.buf)
+	for _, a := range g.Appends {
+		o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
+		o.entries++
+	}
+	o.payload += int64(len(o.buf) - before)
+	c.pending.Add(int64(len(o.buf) - before))
+	o.groups = append(o.groups, &heldGroup{g: g, at: now})
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// topicID is p's topic's id (the zero id for a topic deleted meanwhile: a restore skips it).
+// Called holding mu.
+func (c *Committer) topicID(p *batchlog.Partition) [16]byte {
+	if id, ok := c.ids[p]; ok {
+		return id
+	}
+	var id [16]byte
+	if c.log != nil {
+		if t, ok := c.log.Topic(p.Topic); ok {
+			id = t.ID
+		}
+	}
+	c.ids[p] = id
+	c.undescribed = append(c.undescribed, p.Topic) // a new topic, or a partition added
+	return id
+}
+
+// start begins the loop and the reaper (Recover calls it last).
+func (c *Committer) start() {
+	c.started = true
+	go c.run()
+	go c.reap()
+}
+
+// Close PUTs what is queued (for at most CloseTimeout while the bucket fails), answers what
+// could not be PUT with KAFKA_STORAGE_ERROR (those batches stay in the local log: the next
+// start uploads them), and stops. Call it after the log has closed.
+func (c *Committer) Close() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.mu.Unlock()
+	close(c.stop)
+	if c.started {
+		<-c.done
+		<-c.reaped
+	}
+	c.failQueued(wire.ErrKafkaStorageError)
+}
+
+// run is the commit loop.
+func (c *Committer) run() {
+	defer close(c.done)
+	var timer *time.Timer
+	closeBy := time.Time{}
+	for {
+		c.mu.Lock()
+		var o *object
+		if len(c.objects) > 0 && len(c.objects[0].groups) > 0 {
+			o = c.objects[0]
+		}
+		closing := c.closing
+		wait := c.cfg.CommitInterval - time.Since(c.lastPut)
+		if o != nil && (wait <= 0 || closing) {
+			o.sealed = true
+		}
+		c.mu.Unlock()
+		if closing && closeBy.IsZero() {
+			closeBy = time.Now().Add(c.cfg.CloseTimeout)
+		}
+		switch {
+		case o == nil && closing:
+			return
+		case o == nil:
+			select {
+			case <-c.kick:
+			case <-c.stop:
+			}
+			continue
+		case !o.sealed:
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-c.stop:
+			}
+			continue
+		}
+		if o.entries > 0 {
+			c.lastPut = time.Now()
+			if !c.put(o, closeBy) {
+				return // fenced, or closing with the bucket down: Close answers the rest
+			}
+		}
+		c.mu.Lock()
+		c.objects = c.objects[1:]
+		var answer []*heldGroup
+		for _, h := range o.groups {
+			if !h.answered {
+				h.answered = true
+				answer = append(answer, h)
+			}
+		}
+		c.mu.Unlock()
+		c.pending.Add(-o.payload)
+		for _, h := range o.groups {
+			h.g.Publish()
+		}
+		for _, h := range answer {
+			h.g.Answer(0)
+			c.stats.LastCommitNanos.Store(int64(time.Since(h.at)))
+		}
+	}
+}
+
+// put writes o under the next number, retrying until it lands; false when the writer was
+// fenced, or when closing and closeBy passed.
+func (c *Committer) put(o *object, closeBy time.Time) bool {
+	epoch := uint64(0)
+	if c.cfg.Epoch != nil {
+		epoch = c.cfg.Epoch()
+	}
+	body := seal(o.buf, Header{Epoch: epoch, Incarnation: c.incarnation, Sequence: c.next, Node: c.cfg.NodeID, Entries: o.entries})
+	o.buf = body
+	key := LogKey(c.next)
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.describeNew()
+		if err == nil {
+			err = c.putOnce(key, body)
+		}
+		if err == nil {
+			c.next++
+			c.stats.Puts.Add(1)
+			c.stats.PutBytes.Add(int64(len(body)))
+			return true
+		}
+		if errors.Is(err, errFenced) {
+			c.fence(err)
+			return false
+		}
+		c.stats.PutFailures.Add(1)
+		if attempt == 1 || attempt%20 == 0 {
+			c.cfg.Logger.Warn("diskless: commit object not written; retrying", "key", key, "attempt", attempt, "err", err)
+		}
+		if !closeBy.IsZero() && time.Now().After(closeBy) {
+			return false
+		}
+		select {
+		case <-time.After(backoff):
+		case <-c.stop:
+			if closeBy.IsZero() {
+				closeBy = time.Now().Add(c.cfg.CloseTimeout)
+			}
+			time.Sleep(min(backoff, time.Until(closeBy)))
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+var errFenced = errors.New("diskless: fenced")
+
+// describeNew writes the descriptions of the topics listed in undescribed (Describe skips
+// those this run wrote as they are).
+func (c *Committer) describeNew() error {
+	if c.log == nil {
+		return nil
+	}
+	c.mu.Lock()
+	names := c.undescribed
+	c.undescribed = nil
+	c.mu.Unlock()
+	for i, name := range names {
+		t, ok := c.log.Topic(name)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+		err := c.Describe(ctx, t)
+		cancel()
+		if err != nil {
+			c.mu.Lock()
+			c.undescribed = append(c.undescribed, names[i:]...)
+			c.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+// putOnce makes one attempt at writing body under key.
+func (c *Committer) putOnce(key string, body []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	defer cancel()
+	err := c.cfg.Bucket.Put(ctx, key, bytes.NewReader(body), int64(len(body)))
+	if !errors.Is(err, objstore.ErrExists) {
+		return err
+	}
+	own, err := isOwn(ctx, c.cfg.Bucket, key, body)
+	switch {
+	case err != nil:
+		return err
+	case !own:
+		return fmt.Errorf("%w: %s was written by another writer", errFenced, key)
+	}
+	return nil
+}
+
+// isOwn reports whether the object at key holds exactly body: this writer's own PUT whose
+// reply was lost (the incarnation in the header tells its objects from any other's).
+func isOwn(ctx context.Context, b objstore.Bucket, key string, body []byte) (bool, error) {
+	got := make([]byte, len(body))
+	err := b.ReadAt(ctx, key, 0, got)
+	if errors.Is(err, objstore.ErrOutOfRange) {
+		return false, nil // shorter
+	}
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(got, body) {
+		return false, nil
+	}
+	var one [1]byte
+	switch err := b.ReadAt(ctx, key, int64(len(body)), one[:]); {
+	case errors.Is(err, objstore.ErrOutOfRange):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil // longer
+}
+
+// fence stops the writer: nothing more is written, and every request held is answered
+// NOT_LEADER_OR_FOLLOWER (clients look for the partition's leader again).
+func (c *Committer) fence(err error) {
+	c.fenced.Store(true)
+	c.stats.Fenced.Store(true)
+	c.cfg.Logger.Error("diskless: fenced: another writer holds the bucket prefix; diskless produce refused from now on", "err", err)
+	c.failQueued(wire.ErrNotLeaderOrFollower)
+}
+
+// failQueued answers every held request not answered yet with code and drops the queue (its
+// batches stay in the local log, unpublished).
+func (c *Committer) failQueued(code int16) {
+	c.mu.Lock()
+	var answer []*heldGroup
+	for _, o := range c.objects {
+		for _, h := range o.groups {
+			if !h.answered {
+				h.answered = true
+				answer = append(answer, h)
+			}
+		}
+	}
+	c.objects = nil
+	c.pending.Store(0)
+	c.mu.Unlock()
+	for _, h := range answer {
+		h.g.Answer(code)
+	}
+}
+
+// reap answers REQUEST_TIMED_OUT to the requests held past RequestTimeout.
+func (c *Committer) reap() {
+	defer close(c.reaped)
+	every := min(max(c.cfg.RequestTimeout/10, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-c.cfg.RequestTimeout)
+		var answer []*heldGroup
+		c.mu.Lock()
+		for _, o := range c.objects {
+			for _, h := range o.groups {
+				if !h.answered && h.at.Before(cutoff) {
+					h.answered = true
+					answer = append(answer, h)
+				}
+			}
+		}
+		c.mu.Unlock()
+		for _, h := range answer {
+			h.g.Answer(wire.ErrRequestTimedOut)
+			c.stats.TimedOut.Add(1)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package diskless
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"inlet/wire"
+)
+
+// A commit object, written once under its key (LogKey) and never changed:
+//
+//	header   magic "ILDL" (4), version u16 (1), reserved u16 (0), writer epoch u64,
+//	         incarnation u64 (random per process start), sequence u64, node id i32,
+//	         entry count u32                                              40 bytes
+//	entries  topic id [16], partition i32, base offset i64, length u32,   32 bytes each
+//	         then the record batch as the log stores it (its base offset and leader epoch set)
+//	trailer  CRC-32C (Castagnoli) of every byte before it, u32
+//
+// Integers are big-endian. An entry's batch is the producer's bytes with the offsets the log
+// assigned: a restore appends it unchanged at that offset, and the batch's own CRC still
+// checks (it covers bytes 21..end, which the log never changes for a diskless topic: no
+// LogAppendTime stamp is set after the copy is taken).
+const (
+	magic      = "ILDL"
+	version    = 1
+	headerLen  = 40
+	entryLen   = 32
+	trailerLen = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is a commit object's header.
+type Header struct {
+	Epoch       uint64 // the writer's epoch (the prefix's lease; 0 until one is held)
+	Incarnation uint64 // random per writer process: tells its own objects from another's
+	Sequence    uint64 // the object's number, as in its key
+	Node        int32
+	Entries     uint32
+}
+
+// Entry is one batch of a commit object. Batch aliases the decoded object.
+type Entry struct {
+	TopicID   [16]byte
+	Partition int32
+	Base      int64
+	Batch     []byte
+}
+
+// LogPrefix holds the commit objects: LogKey(n) for n = 1, 2, ...; the keys sort by number.
+const LogPrefix = "diskless/log/"
+
+// LogKey is commit object n's key.
+func LogKey(n uint64) string { return fmt.Sprintf("%s%020d", LogPrefix, n) }
+
+// parseLogKey gives the number of a commit object's key.
+func parseLogKey(key string) (uint64, bool) {
+	if len(key) != len(LogPrefix)+20 || key[:len(LogPrefix)] != LogPrefix {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range key[len(LogPrefix):] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, n > 0
+}
+
+// newObject starts an object's bytes: the header's room, filled by seal.
+func newObject(dst []byte) []byte { return append(dst[:0], make([]byte, headerLen)...) }
+
+// appendEntry adds one batch at base to an object begun by newObject.
+func appendEntry(obj []byte, topic [16]byte, partition int32, base int64, batch []byte) []byte {
+	obj = append(obj, topic[:]...)
+	obj = binary.BigEndian.AppendUint32(obj, uint32(partition))
+	obj = binary.BigEndian.AppendUint64(obj, uint64(base))
+	obj = binary.BigEndian.AppendUint32(obj, uint32(len(batch)))
+	return append(obj, batch...)
+}
+
+// seal writes h into the object's header and appends the trailer.
+func seal(obj []byte, h Header) []byte {
+	copy(obj, magic)
+	binary.BigEndian.PutUint16(obj[4:], version)
+	binary.BigEndian.PutUint16(obj[6:], 0)
+	binary.BigEndian.PutUint64(obj[8:], h.Epoch)
+	binary.BigEndian.PutUint64(obj[16:], h.Incarnation)
+	binary.BigEndian.PutUint64(obj[24:], h.Sequence)
+	binary.BigEndian.PutUint32(obj[32:], uint32(h.Node))
+	binary.BigEndian.PutUint32(obj[36:], h.Entries)
+	return binary.BigEndian.AppendUint32(obj, crc32.Checksum(obj, castagnoli))
+}
+
+var errBadObject = errors.New("diskless: not a commit object")
+
+// Decode checks a whole commit object and returns its header and entries, whose batches alias
+// b. It accepts only what seal and appendEntry write: the CRC, magic and version must match,
+// the entries must fill the object exactly and number Entries, and each batch must be a record
+// batch whose length field spans it and whose base offset is the entry's.
+func Decode(b []byte) (Header, []Entry, error) {
+	var h Header
+	if len(b) < headerLen+trailerLen {
+		return h, nil, errBadObject
+	}
+	body := b[:len(b)-trailerLen]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[len(body):]) {
+		return h, nil, fmt.Errorf("diskless: commit object CRC mismatch")
+	}
+	if string(body[:4]) != magic || binary.BigEndian.Uint16(body[4:]) != version {
+		return h, nil, errBadObject
+	}
+	h = Header{Epoch: binary.BigEndian.Uint64(body[8:]), Incarnation: binary.BigEndian.Uint64(body[16:]),
+		Sequence: binary.BigEndian.Uint64(body[24:]), Node: int32(binary.BigEndian.Uint32(body[32:])),
+		Entries: binary.BigEndian.Uint32(body[36:])}
+	if uint64(h.Entries) > uint64(len(body)-headerLen)/(entryLen+wire.RecordBatchOverhead) {
+		return h, nil, fmt.Errorf("diskless: commit object claims %d entries in %d bytes", h.Entries, len(b))
+	}
+	entries := make([]Entry, 0, h.Entries)
+	pos := headerLen
+	for i := uint32(0); i < h.Entries; i++ {
+		if len(body)-pos < entryLen {
+			return h, nil, fmt.Errorf("diskless: commit object entry %d cut short", i)
+		}
+		var e Entry
+		copy(e.TopicID[:], body[pos:])
+		e.Partition = int32(binary.BigEndian.Uint32(body[pos+16:]))
+		e.Base = int64(binary.BigEndian.Uint64(body[pos+20:]))
+		n := int(binary.BigEndian.Uint32(body[pos+28:]))
+		pos += entryLen
+		if n > len(body)-pos {
+			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
+		}
+		e.Batch = body[pos : pos+n : pos+n]
+		pos += n
+		bh, err := wire.ParseBatchHeader(e.Batch)
+		if err != nil || int(bh.BatchLength)+12 != n || bh.BaseOffset != e.Base || e.Partition < 0 || e.Base < 0 {
+			return h, nil, fmt.Errorf("diskless: commit object entry %d is not a batch at %d", i, e.Base)
+		}
+		entries = append(entries, e)
+	}
+	if pos != len(body) {
+		return h, nil, fmt.Errorf("diskless: commit object has %d bytes after its entries", len(body)-pos)
+	}
+	return h, entries, nil
+}

@@ -1,0 +1,214 @@
+package diskless
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/tier"
+	"inlet/wire"
+)
+
+// RecoverStats says what Recover did.
+type RecoverStats struct {
+	Objects  int // commit objects read
+	Replayed int // batches appended to the local log from them
+	Uploaded int // local batches never in the bucket, PUT now
+	Duration time.Duration
+}
+
+// Recover brings the local log and the bucket's commit log together, then starts the commit
+// loop. Run it after the log has opened (and after tier.Restore, which recreates the diskless
+// topics from their descriptions, empty) and before the node serves:
+//
+//   - every commit object is read in number order (they must be numbered 1..n without a gap),
+//     and each batch of a diskless partition past the local high watermark is appended at its
+//     offset (through the committer, as a produce: the producer windows are rebuilt from the
+//     batches as replay rebuilds them); a batch that does not continue the partition exactly
+//     stops the start with an error. After a restore on an empty disk that is every batch;
+//     on the node's own disk, none, unless the disk lost synced data.
+//   - each diskless partition's local batches above what the bucket holds (written and synced
+//     here, but never PUT before the node stopped: never acknowledged either, or answered
+//     REQUEST_TIMED_OUT) are PUT in new commit objects before anything is served, so that what
+//     a reader may see from now on is in the bucket.
+//   - each diskless topic's description is written if this run has not written it.
+func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats, error) {
+	var st RecoverStats
+	began := time.Now()
+	c.log = l
+	type listed struct {
+		key  string
+		size int64
+	}
+	var objs []listed
+	err := c.cfg.Bucket.List(ctx, LogPrefix, func(key string, size int64) error {
+		n, ok := parseLogKey(key)
+		if !ok {
+			return nil
+		}
+		if n != uint64(len(objs))+1 {
+			return fmt.Errorf("diskless: the commit log has no object %d before %s", len(objs)+1, key)
+		}
+		objs = append(objs, listed{key, size})
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	byID := map[[16]byte]*batchlog.Topic{}
+	for _, t := range l.Topics() {
+		if t.Settings.Diskless {
+			byID[t.ID] = t
+		}
+	}
+	ends := map[*batchlog.Partition]int64{}
+	for i, o := range objs {
+		n, err := c.replayObject(ctx, l, o.key, o.size, uint64(i+1), byID, ends)
+		if err != nil {
+			return st, err
+		}
+		st.Objects++
+		st.Replayed += n
+	}
+	c.next = uint64(len(objs)) + 1
+	for _, t := range byID {
+		for _, p := range t.Partitions {
+			n, err := c.uploadLocal(ctx, l, t, p, ends[p])
+			st.Uploaded += n
+			if err != nil {
+				return st, err
+			}
+		}
+		if err := c.Describe(ctx, t); err != nil {
+			return st, err
+		}
+	}
+	st.Duration = time.Since(began)
+	c.start()
+	return st, nil
+}
+
+// replayObject appends the batches of commit object seq that the local log lacks.
+func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64,
+	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64) (int, error) {
+	buf := make([]byte, size)
+	if err := c.cfg.Bucket.ReadAt(ctx, key, 0, buf); err != nil {
+		return 0, err
+	}
+	h, entries, err := Decode(buf)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	if h.Sequence != seq {
+		return 0, fmt.Errorf("diskless: %s says it is object %d", key, h.Sequence)
+	}
+	var wg sync.WaitGroup
+	req := &batchlog.Request{Done: func(*batchlog.Request) { wg.Done() }}
+	next := map[*batchlog.Partition]int64{}
+	for _, e := range entries {
+		t := byID[e.TopicID]
+		if t == nil || int(e.Partition) >= len(t.Partitions) {
+			continue // a topic deleted since (its description gone): nothing to bring back
+		}
+		p := t.Partitions[e.Partition]
+		bh, _ := wire.ParseBatchHeader(e.Batch) // Decode checked it
+		end := e.Base + int64(bh.LastOffsetDelta) + 1
+		exp, ok := next[p]
+		if !ok {
+			exp = p.HighWatermark()
+		}
+		switch {
+		case end <= exp: // held locally already
+		case e.Base == exp && !bh.IsTransactional() && !bh.IsControl() && int64(bh.NumRecords) == end-e.Base:
+			req.Appends = append(req.Appends, batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: bh.ProducerID,
+				ProducerEpoch: bh.ProducerEpoch, BaseSequence: bh.BaseSequence, NumRecords: bh.NumRecords})
+			next[p] = end
+		default:
+			return 0, fmt.Errorf("diskless: %s: %s partition %d: batch %d..%d does not continue the log at %d", key, t.Name, e.Partition, e.Base, end, exp)
+		}
+		ends[p] = max(ends[p], end)
+	}
+	if len(req.Appends) == 0 {
+		return 0, nil
+	}
+	wg.Add(1)
+	l.Submit(req)
+	wg.Wait()
+	for i := range req.Appends {
+		a := &req.Appends[i]
+		h, _ := wire.ParseBatchHeader(a.Batch)
+		if a.Err != wire.ErrNone || a.BaseOffset != h.BaseOffset {
+			return 0, fmt.Errorf("diskless: %s: %s partition %d: replaying batch at %d gave offset %d, error %d",
+				key, a.Partition.Topic, a.Partition.Index, h.BaseOffset, a.BaseOffset, a.Err)
+		}
+	}
+	return len(req.Appends), nil
+}
+
+// uploadLocal PUTs p's local batches from offset from (what the bucket holds of p ends there)
+// up to its high watermark, in commit objects of at most CommitBytes.
+func (c *Committer) uploadLocal(ctx context.Context, l *batchlog.Log, t *batchlog.Topic, p *batchlog.Partition, from int64) (int, error) {
+	from = max(from, p.LocalLogStartOffset())
+	hw := p.HighWatermark()
+	n := 0
+	var data []byte
+	for from < hw {
+		var err error
+		data, err = l.ReadBatches(p, from, hw, c.cfg.CommitBytes, true, data[:0])
+		if err != nil {
+			return n, fmt.Errorf("diskless: read %s partition %d at %d: %w", t.Name, p.Index, from, err)
+		}
+		o := &object{buf: newObject(nil)}
+		for len(data) > 0 {
+			bh, err := wire.ParseBatchHeader(data)
+			size := int(bh.BatchLength) + 12
+			if err != nil || size > len(data) {
+				return n, fmt.Errorf("diskless: %s partition %d: a stored batch at %d does not read", t.Name, p.Index, from)
+			}
+			if end := bh.BaseOffset + int64(bh.LastOffsetDelta) + 1; end > from && bh.BaseOffset >= from {
+				o.buf = appendEntry(o.buf, t.ID, p.Index, bh.BaseOffset, data[:size])
+				o.entries++
+				from = end
+			}
+			data = data[size:]
+		}
+		if o.entries == 0 {
+			return n, fmt.Errorf("diskless: %s partition %d: no stored batch at %d below %d", t.Name, p.Index, from, hw)
+		}
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(time.Minute)
+		}
+		if !c.put(o, deadline) {
+			return n, fmt.Errorf("diskless: upload of %s partition %d's unsent batches failed", t.Name, p.Index)
+		}
+		n += int(o.entries)
+	}
+	return n, nil
+}
+
+// Describe writes t's description to the bucket (tier.DescribeTopic) unless this run wrote it
+// as it is: the catalog entry a restore recreates a diskless topic from. The admin APIs call
+// it before answering a CreateTopics, CreatePartitions or AlterConfigs of a diskless topic.
+func (c *Committer) Describe(ctx context.Context, t *batchlog.Topic) error {
+	if !t.Settings.Diskless {
+		return nil
+	}
+	fp := fmt.Sprintf("%x/%d/%v", t.ID, len(t.Partitions), t.Configs)
+	c.descMu.Lock()
+	defer c.descMu.Unlock()
+	last := c.described[t.Name]
+	if last.fp == fp {
+		return nil
+	}
+	key, err := tier.DescribeTopic(ctx, c.cfg.Bucket, t, last.key)
+	if err != nil {
+		return fmt.Errorf("diskless: describe topic %s: %w", t.Name, err)
+	}
+	c.described[t.Name] = description{key: key, fp: fp}
+	return nil
+}
+
+type description struct{ key, fp string }
