@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,10 +18,11 @@ import (
 
 // TestKIP848FloodIsBounded: one client floods ConsumerGroupHeartbeat joins: members with
 // distinct regular expressions (and regexes that compile to blow-ups), then new member ids
-// with the largest subscriptions allowed (and larger ones) across many groups. Each bound
-// answers its error (INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED),
-// the process's RSS stays bounded, and a KIP-848 consumer that joined before the flood, with
-// a producer beside it, keeps being served.
+// with the largest subscriptions allowed (and larger ones) across many groups, then
+// ConsumerGroupDescribe of thousands of groups. Each bound answers its error
+// (INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED), the process's RSS
+// stays bounded, and a KIP-848 consumer that joined before the flood, with a producer beside
+// it, keeps being served.
 func TestKIP848FloodIsBounded(t *testing.T) {
 	const perPrincipal, regexes, names = 200, 8, 64
 	b := boundedBroker(t, func(c *server.Config) {
@@ -60,6 +62,7 @@ func TestKIP848FloodIsBounded(t *testing.T) {
 	}
 
 	rss := sampleRSS()
+	heapBefore := liveHeap()
 	rc := dialRaw(t, b.addr)
 	join := func(group, id string, subscribed []string, regex *string) *kmsg.ConsumerGroupHeartbeatResponse {
 		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
@@ -121,6 +124,44 @@ func TestKIP848FloodIsBounded(t *testing.T) {
 		}
 	}
 
+	// What the flood left in the heap: the members it was allowed (191 with 64 names of 244
+	// bytes each, their groups' records), nothing for what was refused.
+	if grown := liveHeap() - heapBefore; grown > 32<<20 {
+		t.Errorf("the live heap grew by %d MiB, want under 32 MiB", grown>>20)
+	} else {
+		t.Logf("the live heap grew by %.1f MiB", float64(grown)/(1<<20))
+	}
+
+	// ConsumerGroupDescribe floods: every flood group and 2,000 that do not exist, ten times
+	// over.
+	var described []string
+	for i := range (perPrincipal + 200) / 20 {
+		described = append(described, fmt.Sprintf("flood-%d", i))
+	}
+	for i := range 2000 {
+		described = append(described, fmt.Sprintf("nowhere-%d", i))
+	}
+	for range 10 {
+		d := kmsg.NewPtrConsumerGroupDescribeRequest()
+		d.Groups, d.IncludeAuthorizedOperations = described, true
+		resp := rc.roundTrip(d).(*kmsg.ConsumerGroupDescribeResponse)
+		if len(resp.Groups) != len(described) {
+			t.Fatalf("ConsumerGroupDescribe of %d groups answered %d", len(described), len(resp.Groups))
+		}
+		withMembers := 0
+		for _, g := range resp.Groups {
+			switch {
+			case strings.HasPrefix(g.Group, "nowhere-") && g.ErrorCode != wire.ErrGroupIDNotFound:
+				t.Fatalf("describe of %s: error %d, want GROUP_ID_NOT_FOUND", g.Group, g.ErrorCode)
+			case strings.HasPrefix(g.Group, "flood-") && len(g.Members) > 0:
+				withMembers++
+			}
+		}
+		if want := (perPrincipal - 1 - regexes + 19) / 20; withMembers != want {
+			t.Fatalf("%d flood groups described with members, want %d", withMembers, want)
+		}
+	}
+
 	// The bystander consumer still gets what is produced after the flood.
 	before := consumed.Load()
 	prod, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("bystander"))
@@ -142,7 +183,15 @@ func TestKIP848FloodIsBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	by.finish(t)
-	rss.finish(t, 128<<20)
+	rss.finish(t, 192<<20)
+}
+
+// liveHeap is the heap in use after a collection (the broker runs in the test's process).
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
 
 // TestFuzzCorpusDrivesConsumerGroupAPIs: the protocol fuzzers' requests of keys 68 and 69, as
