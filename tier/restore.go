@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -78,6 +79,26 @@ func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstor
 		objects += n
 	}
 	return topics, objects, nil
+}
+
+// DescribeTopic writes tp's description, the catalog entry Restore recreates a topic from,
+// under a new key, deletes prev (the key written last for it; "" for none), and returns the
+// new key. Package diskless keeps its topics' descriptions so, before CreateTopics,
+// CreatePartitions or AlterConfigs is answered; Restore then recreates them empty, for their
+// batches to be replayed from the commit objects.
+func DescribeTopic(ctx context.Context, bucket objstore.Bucket, tp *batchlog.Topic, prev string) (string, error) {
+	js, err := json.Marshal(topicDescription{Name: tp.Name, ID: fmt.Sprintf("%x", tp.ID), Partitions: len(tp.Partitions), Configs: tp.Configs})
+	if err != nil {
+		return "", err
+	}
+	key := descriptionKey(tp.Name, tp.ID, time.Now().UnixNano())
+	if err := bucket.Put(ctx, key, bytes.NewReader(js), int64(len(js))); err != nil {
+		return "", err
+	}
+	if prev != "" && prev != key {
+		_ = bucket.Delete(ctx, prev) // an older one left is harmless: the newest is in force
+	}
+	return key, nil
 }
 
 type keyedObject struct {
