@@ -8,8 +8,9 @@
 // (Env.measureThen in runner.go), and keeps the run, failed or not, in a result file:
 // results/<kind>-<time>.json plus a row per run in results/<kind>.csv (result.go). Medians and
 // ratios are computed from the runs (Summarize). Rendering those files into BENCHMARKS.md and
-// its SVG charts is bench/report's; `bench profile` is bench/profile's; both use this package
-// from above, and bench/human prints the numbers for all of them.
+// its SVG charts is bench/report's; `bench profile` is bench/profile's and `bench rebalance`
+// (group rebalance times, text output only) bench/rebalance's; they use this package from
+// above, and bench/human prints the numbers of this package, bench/report and bench/profile.
 //
 // A --peer given as `name[key=value,...]=command` carries topic configs: the harness creates
 // the run's topic, and the consume phase's, with them before any client produces (topics.go).
