@@ -23,7 +23,9 @@ import (
 //	/healthz       200 while the process serves HTTP at all
 //	/readyz        200 once SetReady(true) (recovery done, listeners up), else 503; 503 also
 //	               while a listener is not accepting (listeners.go), with a line naming it;
-//	               while the remote tier's last pass failed, a line that says so follows "ready"
+//	               while this node is not its bucket prefix's writer (lease.go), with a line
+//	               saying why ("fenced: prefix taken by ..."); while the remote tier's last
+//	               pass failed, a line that says so follows "ready"
 //	/debug/pprof/  net/http/pprof's handlers, only when withPprof (--pprof); 404 otherwise
 func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
@@ -38,6 +40,10 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 		}
 		if down := m.Requests.listenersDown(); down != "" {
 			http.Error(w, "not ready\n"+down, http.StatusServiceUnavailable)
+			return
+		}
+		if why := m.leaseNotHeld(); why != "" {
+			http.Error(w, "not ready\n"+why, http.StatusServiceUnavailable)
 			return
 		}
 		msg := "ready\n"

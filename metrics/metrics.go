@@ -53,6 +53,8 @@ type Metrics struct {
 	ready atomic.Bool
 	// remote is the remote tier, once WatchRemote names it.
 	remote atomic.Pointer[Remote]
+	// lease is the bucket prefix's lease, once WatchLease names it.
+	lease atomic.Pointer[Lease]
 }
 
 // New builds the registry: the request and commit metrics for the API keys served (the

@@ -55,6 +55,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 	validAcks := ps.acks == -1 || ps.acks == 0 || ps.acks == 1
 	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (server/authz/subject.go)
 	txnID := ""           // the request's transactional id, made a string once if a batch needs it
+	writable := s.cfg.Writable == nil || s.cfg.Writable()
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]
 		ot := ps.resp.AppendTopic(rt.Name)
@@ -65,6 +66,10 @@ func serveProduce(s *Server, r *request, _ *api) {
 		)
 		switch {
 		case !validAcks:
+		case !writable:
+			// Not the bucket prefix's writer (lease): Kafka's answer of a broker that is
+			// no longer the partition's leader; the client refreshes its metadata and retries.
+			code = wire.ErrNotLeaderOrFollower
 		case sub.Restricted() && !sub.TopicBytes(acl.Write, rt.Name):
 			// Checked before the lookup, so an unauthorized topic is never auto-created.
 			code = wire.ErrTopicAuthorizationFailed
@@ -179,6 +184,9 @@ func (s *Server) checkBatch(r *request, op *wire.ProduceRespPartition, topic *ba
 func (r *request) Completed(lr *batchlog.Request) {
 	ps := &r.produce
 	s := r.s
+	// Checked again at the reply: the lease may have run out while the batches were written
+	// (a paused process resumes here); what is not acknowledged is retried by the client.
+	writable := s.cfg.Writable == nil || s.cfg.Writable()
 	for i := range lr.Appends {
 		a := &lr.Appends[i]
 		ref := ps.where[i]
@@ -186,6 +194,10 @@ func (r *request) Completed(lr *batchlog.Request) {
 		op.LogStartOffset = a.LogStartOffset
 		if a.Err != wire.ErrNone {
 			op.ErrorCode = a.Err
+			continue
+		}
+		if !writable {
+			op.ErrorCode = wire.ErrNotLeaderOrFollower
 			continue
 		}
 		op.BaseOffset = a.BaseOffset

@@ -70,6 +70,11 @@ type Config struct {
 	// DisklessDefault is log.diskless.enable, new topics' diskless.enable.
 	Diskless        Diskless
 	DisklessDefault bool
+	// Writable says whether this node holds its bucket prefix's lease now (package lease;
+	// nil without a bucket: always). While it does not, produce is answered
+	// NOT_LEADER_OR_FOLLOWER, retriable: nothing is acknowledged by a node another may have
+	// replaced. Called once per produce request and once per reply.
+	Writable func() bool
 
 	// MaxPartitions bounds the partitions of all topics together (max.partitions; creations
 	// past it are refused POLICY_VIOLATION: admin/limits.go); MaxGroups the consumer groups

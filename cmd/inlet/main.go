@@ -111,6 +111,7 @@ func main() {
 		MaxGroups:                    noBoundIfZero(*o.maxGroups),
 		RebalanceProtocols:           protocols,
 		ConsumerGroups:               consumerGroups,
+		Writable:                     writableGate(rs),
 	})
 	if remote != nil {
 		upkeepCfg.Tier = remote
@@ -120,6 +121,7 @@ func main() {
 
 	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
+	mon.watchLease(rs)
 	mon.ready(blog, srv, remote)
 
 	got := waitForStop(logger, srv, *o.config)
@@ -145,6 +147,7 @@ func main() {
 	if rs != nil {
 		rs.committer.Close() // after the log: the last groups it handed over go to the bucket
 	}
+	releaseLease(ctx, logger, rs) // after every writer of the bucket
 	stopProfiles()
 	logger.Info("stopped")
 	os.Exit(code)

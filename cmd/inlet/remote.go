@@ -28,6 +28,12 @@ type remoteSettings struct {
 	disklessDefault bool
 	diskless        diskless.Config
 	committer       *diskless.Committer
+
+	// The prefix's lease (lease.go): --bucket-lease-ms, this node's name in it, and the
+	// lease once openTier has taken it.
+	leaseDuration time.Duration
+	leaseNode     string
+	lease         heldLease
 }
 
 func (o *options) remote() *remoteSettings {
@@ -48,6 +54,8 @@ func (o *options) remote() *remoteSettings {
 		readCache:      mustSize("remote-read-cache", *o.remoteReadCache),
 		uploadRate:     mustSizeOrZero("remote-upload-max-bytes-per-sec", *o.remoteUploadRate),
 		uploadInterval: msFlag(*o.remoteUploadIntervalMs),
+		leaseDuration:  leaseFlag(*o.bucketLeaseMs),
+		leaseNode:      leaseNode(*o.nodeID),
 
 		disklessDefault: *o.logDisklessEnable,
 		diskless: diskless.Config{CommitInterval: msFlag(*o.disklessCommitIntervalMs), CommitBytes: int(mustSize("diskless-commit-bytes", *o.disklessCommitBytes)),
@@ -85,6 +93,11 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	if err != nil {
 		return nil, err
 	}
+	// Before anything is read to restore or written: the prefix is this node's alone.
+	writer, err := takeLease(ctx, logger, bucket, rs)
+	if err != nil {
+		return nil, err
+	}
 	if rs.restore && len(blog.Topics()) > 0 {
 		// A restart of a node that was restored (the flag left in its unit or config file):
 		// its data directory is its own now.
@@ -104,7 +117,16 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	}
 	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "took", st.Duration)
 	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
-		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Logger: logger})
+		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Logger: logger})
+}
+
+// leaseFlag is --bucket-lease-ms (at least 1 s: a renewal every third of it must fit in a
+// round trip to the bucket).
+func leaseFlag(ms int) time.Duration {
+	if ms < 1000 {
+		usage("--bucket-lease-ms must be at least 1000, not %d", ms)
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // remoteTier is t as the server takes it: a nil interface without a tier.
