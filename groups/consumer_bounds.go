@@ -247,7 +247,8 @@ func (c *Coordinator) admitMember(p string) bool {
 	return true
 }
 
-// countMember counts a member of p restored at start-up, whatever the bound.
+// countMember counts a member of p whatever the bound: one restored at start-up, or a
+// static member's new instance taking over its previous one's place.
 func (c *Coordinator) countMember(p string) {
 	pm := &c.consumerMembers
 	pm.mu.Lock()

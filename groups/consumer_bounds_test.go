@@ -60,6 +60,26 @@ func TestConsumerMembersPerPrincipalBounded(t *testing.T) {
 	if n := c.MembersOf("User:mallory"); n != 3 {
 		t.Fatalf("mallory holds %d members, want 3", n)
 	}
+	// At the bound, a static member's next instance still takes over its place.
+	inst := "static-1"
+	c.ConsumerHeartbeat(cgLeave("g9", "m9"), mallory)
+	sj := cgJoin("g9", "s1", []string{"a"}, nil)
+	sj.InstanceID = &inst
+	if resp := c.ConsumerHeartbeat(sj, mallory); resp.ErrorCode != 0 {
+		t.Fatalf("static member at the bound's last place: %d", resp.ErrorCode)
+	}
+	sl := cgLeave("g9", "s1")
+	sl.MemberEpoch, sl.InstanceID = -2, &inst
+	if resp := c.ConsumerHeartbeat(sl, mallory); resp.ErrorCode != 0 {
+		t.Fatalf("static leave: %d", resp.ErrorCode)
+	}
+	sj.MemberID = "s2"
+	if resp := c.ConsumerHeartbeat(sj, mallory); resp.ErrorCode != 0 {
+		t.Fatalf("static member's next instance at the bound: %d", resp.ErrorCode)
+	}
+	if n := c.MembersOf("User:mallory"); n != 3 {
+		t.Fatalf("mallory holds %d members after the static replacement, want 3", n)
+	}
 	c.Close()
 	c2 := newConsumerCoordinator(t, store, ts, bound)
 	if n := c2.MembersOf("User:mallory"); n != 3 {

@@ -392,7 +392,9 @@ func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	if inherit == nil && len(cg.members) >= g.c.cfg.Consumer.MaxSize {
 		return fail(wire.ErrGroupMaxSizeReached, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", g.c.cfg.Consumer.MaxSize))
 	}
-	if !g.c.admitMember(h.Principal) {
+	if inherit != nil && inherit.principal == h.Principal {
+		g.c.countMember(h.Principal) // a static member's new instance takes its place
+	} else if !g.c.admitMember(h.Principal) {
 		return fail(wire.ErrGroupMaxSizeReached, fmt.Sprintf("The principal holds %d members of consumer groups, the most it may.", g.c.cfg.Consumer.MaxMembersPerPrincipal))
 	}
 	m := &consumerMember{id: id, principal: h.Principal, instanceID: req.InstanceID, rackID: req.RackID, clientID: h.ClientID, clientHost: h.ClientHost,
