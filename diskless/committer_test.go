@@ -214,6 +214,9 @@ func TestRestoreReplaysTheCommitLog(t *testing.T) {
 			t.Fatalf("partition %d: %d bytes, %v", p, len(got), err)
 		}
 	}
+	if pid, err := r.l.Meta().AllocateProducerID(); err != nil || pid <= 7 {
+		t.Fatalf("a new producer got id %d (%v): producer 7's window came back", pid, err)
+	}
 	dup := r.send(appendOf(rd.Partitions[0], 7, 27, 3, 18)).wait(t, 5*time.Second)
 	if dup.Err != 0 || dup.BaseOffset != 27 {
 		t.Fatalf("retry of the last batch: err %d base %d, want a duplicate at 27", dup.Err, dup.BaseOffset)

@@ -64,13 +64,19 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		}
 	}
 	ends := map[*batchlog.Partition]int64{}
+	maxPID := int64(-1)
 	for i, o := range objs {
-		n, err := c.replayObject(ctx, l, o.key, o.size, uint64(i+1), byID, ends)
+		n, err := c.replayObject(ctx, l, o.key, o.size, uint64(i+1), byID, ends, &maxPID)
 		if err != nil {
 			return st, err
 		}
 		st.Objects++
 		st.Replayed += n
+	}
+	// The producer ids of the replayed windows were handed out by the node that wrote them:
+	// none may be handed out again (a new producer would meet an old one's window).
+	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
+		return st, err
 	}
 	c.next = uint64(len(objs)) + 1
 	for _, t := range byID {
@@ -92,7 +98,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 
 // replayObject appends the batches of commit object seq that the local log lacks.
 func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64,
-	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64) (int, error) {
+	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64) (int, error) {
 	buf := make([]byte, size)
 	if err := c.cfg.Bucket.ReadAt(ctx, key, 0, buf); err != nil {
 		return 0, err
@@ -125,6 +131,7 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 			req.Appends = append(req.Appends, batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: bh.ProducerID,
 				ProducerEpoch: bh.ProducerEpoch, BaseSequence: bh.BaseSequence, NumRecords: bh.NumRecords})
 			next[p] = end
+			*maxPID = max(*maxPID, bh.ProducerID)
 		default:
 			return 0, fmt.Errorf("diskless: %s: %s partition %d: batch %d..%d does not continue the log at %d", key, t.Name, e.Partition, e.Base, end, exp)
 		}

@@ -170,6 +170,24 @@ func (s *Store) AllocateProducerID() (int64, error) {
 	return id, nil
 }
 
+// ReserveProducerIDsPast makes every id AllocateProducerID returns from now on greater than
+// id, durably: a node restored from the bucket (package diskless) holds the windows of ids an
+// earlier node handed out, which must not be handed out again.
+func (s *Store) ReserveProducerIDsPast(id int64) error {
+	s.pidMu.Lock()
+	defer s.pidMu.Unlock()
+	if id < s.nextPID {
+		return nil
+	}
+	if s.db != nil {
+		if err := s.db.Set(metaProducerIDBlock, binary.BigEndian.AppendUint64(nil, uint64(id+1)), pebble.Sync); err != nil {
+			return fmt.Errorf("meta: reserve producer ids: %w", err)
+		}
+	}
+	s.nextPID, s.pidBlockEnd = id+1, id+1
+	return nil
+}
+
 func newClusterID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

@@ -96,7 +96,7 @@ func (s *Server) applyConfigs(r *Request, typ kmsg.ConfigResourceType, name stri
 	if err := topicconfig.CheckCombination(next, s.remote); err != nil {
 		return wire.ErrInvalidConfig, err.Error()
 	}
-	if err := topicconfig.CheckDisklessChange(cur, next); err != nil {
+	if err := topicconfig.CheckDisklessChange(t.Configs, next); err != nil { // change may edit cur in place
 		return wire.ErrInvalidConfig, err.Error()
 	}
 	if validateOnly {
