@@ -68,7 +68,13 @@ type Config struct {
 	Bucket objstore.Bucket
 	NodeID int32
 	// Epoch is the writer epoch stamped on each object (the prefix's lease); nil: 0.
-	Epoch func() uint64
+	// Writable, when set, says whether this node is the prefix's writer now (the lease held):
+	// no object is PUT while it is false, and none is published or answered unless it is
+	// true once the object has landed. Fenced, when set, closes once another node has taken
+	// the prefix for good: the committer then stops as when it meets another's object.
+	Epoch    func() uint64
+	Writable func() bool
+	Fenced   <-chan struct{}
 	// CommitInterval: at most one PUT starts per interval. CommitBytes: an object is closed
 	// once its batches reach this many bytes (a group is never split, so one may pass it by a
 	// group). MaxPendingBytes bounds the batches not yet in the bucket. RequestTimeout: a
@@ -334,7 +340,10 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 	key := LogKey(c.next)
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := c.describeNew()
+		err := c.writer()
+		if err == nil {
+			err = c.describeNew()
+		}
 		if err == nil {
 			err = c.putOnce(key, body)
 		}
@@ -342,6 +351,19 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 			c.next++
 			c.stats.Puts.Add(1)
 			c.stats.PutBytes.Add(int64(len(body)))
+			// Landed; still the writer? Otherwise the node that took the prefix may have
+			// restored without this object: nothing of it is published or answered.
+			for c.writer() != nil {
+				if errors.Is(c.writer(), errFenced) {
+					c.fence(c.writer())
+					return false
+				}
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-c.stop:
+					return false
+				}
+			}
 			return true
 		}
 		if errors.Is(err, errFenced) {
@@ -368,6 +390,23 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 }
 
 var errFenced = errors.New("diskless: fenced")
+
+var errNotWriter = errors.New("diskless: not the prefix's writer now (the lease is not held)")
+
+// writer is nil while this node is the prefix's writer (Config.Writable, Config.Fenced).
+func (c *Committer) writer() error {
+	if c.cfg.Fenced != nil {
+		select {
+		case <-c.cfg.Fenced:
+			return fmt.Errorf("%w: another node took the bucket prefix's lease", errFenced)
+		default:
+		}
+	}
+	if c.cfg.Writable != nil && !c.cfg.Writable() {
+		return errNotWriter
+	}
+	return nil
+}
 
 // describeNew writes the descriptions of the topics listed in undescribed (Describe skips
 // those this run wrote as they are).

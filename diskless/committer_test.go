@@ -3,6 +3,7 @@ package diskless
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,3 +278,29 @@ func TestEmptyBucketStartsANewNode(t *testing.T) {
 }
 
 var _ batchlog.DisklessCommitter = (*Committer)(nil)
+
+// TestNothingPutOrAnsweredWhileNotTheWriter: while the lease is not held (Writable false) no
+// commit object is PUT and nothing is published; once it is held again the batch lands with
+// the lease's epoch in its header.
+func TestNothingPutOrAnsweredWhileNotTheWriter(t *testing.T) {
+	m := objstore.NewMemory()
+	var writable atomic.Bool
+	writable.Store(true)
+	n := openNode(t, t.TempDir(), m, Config{Writable: writable.Load, Epoch: func() uint64 { return 7 }}, false)
+	defer n.close()
+	d := n.topic("d", true)
+	writable.Store(false)
+	pr := n.send(appendOf(d.Partitions[0], -1, 0, 1, 1))
+	time.Sleep(300 * time.Millisecond)
+	if answered(pr) || len(objects(t, m)) != 0 || d.Partitions[0].HighWatermark() != 0 {
+		t.Fatalf("answered %v, %d objects, hw %d while not the writer", answered(pr), len(objects(t, m)), d.Partitions[0].HighWatermark())
+	}
+	writable.Store(true)
+	if a := pr.wait(t, 5*time.Second); a.Err != 0 {
+		t.Fatalf("err %d", a.Err)
+	}
+	b, _ := m.Object(LogKey(1))
+	if h, _, err := Decode(b); err != nil || h.Epoch != 7 {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+}

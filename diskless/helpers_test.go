@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"log/slog"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 

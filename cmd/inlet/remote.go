@@ -77,6 +77,14 @@ func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, o
 	}
 	dc := rs.diskless
 	dc.Bucket, dc.NodeID, dc.Logger = bucket, cfg.NodeID, logger
+	// The lease is taken by openTier, before Recover writes anything.
+	dc.Writable = rs.lease.writable
+	dc.Epoch = func() uint64 {
+		if l := rs.lease.p.Load(); l != nil {
+			return l.Epoch()
+		}
+		return 0
+	}
 	rs.committer = diskless.New(dc)
 	cfg.Diskless, cfg.DisklessDefault, opts.Diskless = rs.committer, rs.disklessDefault, rs.committer
 }
