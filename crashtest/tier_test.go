@@ -34,7 +34,9 @@ func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	n := startInlet(t, "--s3-bucket", s3.Bucket, "--s3-endpoint", s3.Endpoint, "--s3-path-style", "--s3-prefix", "crash/",
-		"--remote-object-bytes", "128KiB", "--remote-upload-interval-ms", "200", "--log-retention-check-interval-ms", "200")
+		"--remote-object-bytes", "128KiB", "--remote-upload-interval-ms", "200", "--log-retention-check-interval-ms", "200",
+		"--bucket-lease-ms", "1000") // each restart after a SIGKILL waits one lease for its own old one
+
 	const topic, partitions = "tiered", 2
 	admin, err := kgo.NewClient(kgo.SeedBrokers(n.addr()))
 	if err != nil {
