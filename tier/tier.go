@@ -23,7 +23,8 @@
 // its epoch (object.go).
 //
 // A failed call to the bucket stops the pass; the next waits a backoff that doubles up to
-// Config.RetryMax. Produce and local reads never wait for the bucket; the data stays local
+// Config.RetryMax. Produce and local reads never wait for the bucket (produce is refused only
+// once the node's lease lapses, which is the server's gate, not the tier's); the data stays local
 // until it is uploaded, under the full-disk guard of the log.
 //
 // Reads (read.go): a Fetch below a partition's local log start is planned here (PlanRead):
