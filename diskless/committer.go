@@ -111,6 +111,7 @@ type Committer struct {
 	closing     bool
 
 	next    uint64 // the number of the next object; owned by the loop (and Recover before it)
+	after   uint64 // the number of the last object of the log (Header.After of the next)
 	lastPut time.Time
 	kick    chan struct{}
 	stop    chan struct{}
@@ -335,7 +336,8 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 	if c.cfg.Epoch != nil {
 		epoch = c.cfg.Epoch()
 	}
-	body := seal(o.buf, Header{Epoch: epoch, Incarnation: c.incarnation, Sequence: c.next, Node: c.cfg.NodeID, Entries: o.entries})
+	h := Header{Epoch: epoch, Incarnation: c.incarnation, Sequence: c.next, Node: c.cfg.NodeID, Entries: o.entries, After: c.after}
+	body := seal(o.buf, h)
 	o.buf = body
 	key := LogKey(c.next)
 	backoff := 50 * time.Millisecond
@@ -345,9 +347,21 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 			err = c.describeNew()
 		}
 		if err == nil {
-			err = c.putOnce(key, body)
+			err = c.putOnce(key, body, epoch)
+		}
+		if errors.Is(err, errStale) {
+			// A writer that lost the prefix landed an object under this number after this
+			// node took it: void it, by naming the last object of the log in the next one.
+			c.cfg.Logger.Warn("diskless: a stale writer's object under the next number; skipped", "key", key, "err", err)
+			c.next++
+			h.Sequence = c.next
+			body = seal(body[:len(body)-trailerLen], h)
+			o.buf, key = body, LogKey(c.next)
+			attempt = 0
+			continue
 		}
 		if err == nil {
+			c.after = c.next
 			c.next++
 			c.stats.Puts.Add(1)
 			c.stats.PutBytes.Add(int64(len(body)))
@@ -389,7 +403,10 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 	}
 }
 
-var errFenced = errors.New("diskless: fenced")
+var (
+	errFenced = errors.New("diskless: fenced")
+	errStale  = errors.New("diskless: an older epoch's object")
+)
 
 var errNotWriter = errors.New("diskless: not the prefix's writer now (the lease is not held)")
 
@@ -436,8 +453,10 @@ func (c *Committer) describeNew() error {
 	return nil
 }
 
-// putOnce makes one attempt at writing body under key.
-func (c *Committer) putOnce(key string, body []byte) error {
+// putOnce makes one attempt at writing body under key. An object already there is this
+// writer's own (a lost reply: nil), one of an older epoch than this writer's (errStale), or
+// another writer's (errFenced).
+func (c *Committer) putOnce(key string, body []byte, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
 	defer cancel()
 	err := c.cfg.Bucket.Put(ctx, key, bytes.NewReader(body), int64(len(body)))
@@ -449,6 +468,13 @@ func (c *Committer) putOnce(key string, body []byte) error {
 	case err != nil:
 		return err
 	case !own:
+		var hb [headerLen]byte
+		if err := c.cfg.Bucket.ReadAt(ctx, key, 0, hb[:]); err != nil && !errors.Is(err, objstore.ErrOutOfRange) {
+			return err
+		}
+		if string(hb[:4]) == magic && binary.BigEndian.Uint64(hb[8:]) < epoch {
+			return fmt.Errorf("%w: %s of epoch %d, this writer's %d", errStale, key, binary.BigEndian.Uint64(hb[8:]), epoch)
+		}
 		return fmt.Errorf("%w: %s was written by another writer", errFenced, key)
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 //
 //	header   magic "ILDL" (4), version u16 (1), reserved u16 (0), writer epoch u64,
 //	         incarnation u64 (random per process start), sequence u64, node id i32,
-//	         entry count u32                                              40 bytes
+//	         entry count u32, after u64 (the object this one follows)     48 bytes
 //	entries  topic id [16], partition i32, base offset i64, length u32,   32 bytes each
 //	         then the record batch as the log stores it (its base offset and leader epoch set)
 //	trailer  CRC-32C (Castagnoli) of every byte before it, u32
@@ -25,7 +25,7 @@ import (
 const (
 	magic      = "ILDL"
 	version    = 1
-	headerLen  = 40
+	headerLen  = 48
 	entryLen   = 32
 	trailerLen = 4
 )
@@ -39,6 +39,11 @@ type Header struct {
 	Sequence    uint64 // the object's number, as in its key
 	Node        int32
 	Entries     uint32
+	// After is the number of the object this one follows in its writer's log: Sequence-1,
+	// except for a writer's first object after it skipped a stale writer's (an object of an
+	// older epoch that landed after this writer took the prefix): the objects between After
+	// and Sequence are void, and a restore never reads them.
+	After uint64
 }
 
 // Entry is one batch of a commit object. Batch aliases the decoded object.
@@ -92,6 +97,7 @@ func seal(obj []byte, h Header) []byte {
 	binary.BigEndian.PutUint64(obj[24:], h.Sequence)
 	binary.BigEndian.PutUint32(obj[32:], uint32(h.Node))
 	binary.BigEndian.PutUint32(obj[36:], h.Entries)
+	binary.BigEndian.PutUint64(obj[40:], h.After)
 	return binary.BigEndian.AppendUint32(obj, crc32.Checksum(obj, castagnoli))
 }
 
@@ -115,7 +121,10 @@ func Decode(b []byte) (Header, []Entry, error) {
 	}
 	h = Header{Epoch: binary.BigEndian.Uint64(body[8:]), Incarnation: binary.BigEndian.Uint64(body[16:]),
 		Sequence: binary.BigEndian.Uint64(body[24:]), Node: int32(binary.BigEndian.Uint32(body[32:])),
-		Entries: binary.BigEndian.Uint32(body[36:])}
+		Entries: binary.BigEndian.Uint32(body[36:]), After: binary.BigEndian.Uint64(body[40:])}
+	if h.After >= h.Sequence {
+		return h, nil, fmt.Errorf("diskless: commit object %d follows %d", h.Sequence, h.After)
+	}
 	if uint64(h.Entries) > uint64(len(body)-headerLen)/(entryLen+wire.RecordBatchOverhead) {
 		return h, nil, fmt.Errorf("diskless: commit object claims %d entries in %d bytes", h.Entries, len(b))
 	}

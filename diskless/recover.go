@@ -2,6 +2,7 @@ package diskless
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"time"
@@ -63,10 +64,36 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 			byID[t.ID] = t
 		}
 	}
+	// The log: each object follows the one its header names (After), so that an object a
+	// writer that had lost the prefix landed late is void (a stale object, skipped by the
+	// next writer), and so is one of an older epoch than an object before it.
+	type valid struct {
+		listed
+		n uint64
+	}
+	var log []valid
+	var epoch uint64
+	for i, o := range objs {
+		var hb [headerLen]byte
+		if err := c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]); err != nil {
+			return st, fmt.Errorf("diskless: %s: %w", o.key, err)
+		}
+		after, e := binary.BigEndian.Uint64(hb[40:]), binary.BigEndian.Uint64(hb[8:])
+		if string(hb[:4]) != magic || e < epoch {
+			c.cfg.Logger.Warn("diskless: commit object skipped: not of the log's writers", "key", o.key, "epoch", e)
+			continue
+		}
+		for len(log) > 0 && log[len(log)-1].n > after {
+			c.cfg.Logger.Warn("diskless: commit object void: a stale writer's", "key", log[len(log)-1].key)
+			log = log[:len(log)-1]
+		}
+		epoch = e
+		log = append(log, valid{o, uint64(i + 1)})
+	}
 	ends := map[*batchlog.Partition]int64{}
 	maxPID := int64(-1)
-	for i, o := range objs {
-		n, err := c.replayObject(ctx, l, o.key, o.size, uint64(i+1), byID, ends, &maxPID)
+	for _, o := range log {
+		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, byID, ends, &maxPID)
 		if err != nil {
 			return st, err
 		}
@@ -79,6 +106,9 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		return st, err
 	}
 	c.next = uint64(len(objs)) + 1
+	if len(log) > 0 {
+		c.after = log[len(log)-1].n
+	}
 	for _, t := range byID {
 		for _, p := range t.Partitions {
 			n, err := c.uploadLocal(ctx, l, t, p, ends[p])
