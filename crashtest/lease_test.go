@@ -2,7 +2,7 @@ package crashtest
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"sort"
