@@ -3,6 +3,7 @@ package groups
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -42,10 +43,10 @@ import (
 // member missed the answer that moved it on), else FENCED_MEMBER_EPOCH.
 //
 // Durability: every change of epochs, members, subscriptions or assignments is saved (one
-// synced Pebble write of the group's record, meta.GroupRecord.Consumer) before the heartbeat
-// is answered, so a restart brings the group back as it was answered; members' sessions
-// start again from the restart, as the classic groups'. Heartbeats that change nothing write
-// nothing.
+// synced Pebble batch of the records it changed: the group's epochs, a member's subscription,
+// a member's assignment; persistConsumer) before the heartbeat is answered, so a restart
+// brings the group back as it was answered; members' sessions start again from the restart,
+// as the classic groups'. Heartbeats that change nothing write nothing.
 //
 // Concurrency: everything here runs under the group's mutex (group.mu), as the classic
 // protocol; timers take it and check that the member they were armed for is still there.
@@ -183,6 +184,8 @@ type consumerGroup struct {
 	// is set when a subscription changed since the topics were last looked up.
 	regexes     map[string]*regexEntry
 	subsChanged bool
+	// stored is what the group's records hold (persistConsumer writes what differs).
+	stored storedConsumer
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -1073,14 +1076,31 @@ func (c *Coordinator) DescribeConsumer(name string) ConsumerDescription {
 
 // ---- durability ----
 
-// consumerRecord is a consumer group's part of its stored record (meta.GroupRecord.Consumer,
-// JSON): everything the state machine needs to resume, topics by their UUID in hex.
+// A consumer group is stored as Kafka stores one (meta's consumer_groups.go has the keys): a
+// group-level record (consumerRecord: epochs, assignor), the subscribed topics' record, and,
+// per member, a metadata record (memberMetaRecord: its subscription, client, rebalance
+// timeout) and an assignment record (memberAssignmentRecord: its epochs, the partitions it
+// holds and revokes, its target). persistConsumer compares the group with what its records
+// hold (storedConsumer) and writes only the records that differ, with those of members gone
+// removed, in one synced batch: a heartbeat that moves a member's epoch writes that member's
+// assignment record, a join the new member's two records and the group's epochs, and no
+// change writes another member's subscription, the bulk of a group's bytes (up to
+// MaxSubscribedTopics names of 249 bytes a member). A rebalance writes the assignment
+// records of the members whose target or partitions it changes. A group stored by an
+// earlier release holds everything in its group-level record (consumerRecord.Members): it is
+// read as it is and stored in the new layout by its next write.
+
+// consumerRecord is a consumer group's group-level record (meta.GroupRecord.Consumer, JSON),
+// topics by their UUID in hex.
 type consumerRecord struct {
-	Epoch       int32                  `json:"epoch"`
-	AssignEpoch int32                  `json:"assign_epoch"`
-	Assignor    string                 `json:"assignor,omitempty"`
-	Topics      []consumerTopicRecord  `json:"topics,omitempty"`
-	Members     []consumerMemberRecord `json:"members,omitempty"`
+	Epoch       int32  `json:"epoch"`
+	AssignEpoch int32  `json:"assign_epoch"`
+	Assignor    string `json:"assignor,omitempty"`
+	// PerMember says the topics and members are in their own records; a record without it
+	// (an earlier release's) holds them in Topics and Members.
+	PerMember bool                   `json:"per_member,omitempty"`
+	Topics    []consumerTopicRecord  `json:"topics,omitempty"`
+	Members   []consumerMemberRecord `json:"members,omitempty"`
 }
 
 type consumerTopicRecord struct {
@@ -1089,24 +1109,101 @@ type consumerTopicRecord struct {
 	Partitions int32  `json:"partitions"`
 }
 
+// consumerMemberRecord is a member as an earlier release's group-level record holds it: its
+// two records' fields in one object.
 type consumerMemberRecord struct {
-	ID          string             `json:"id"`
-	InstanceID  *string            `json:"instance_id,omitempty"`
-	RackID      *string            `json:"rack_id,omitempty"`
-	ClientID    string             `json:"client_id"`
-	ClientHost  string             `json:"client_host"`
-	RebalanceMs int64              `json:"rebalance_ms"`
-	Subscribed  []string           `json:"subscribed,omitempty"`
-	Regex       string             `json:"regex,omitempty"`
-	RegexTopics []string           `json:"regex_topics,omitempty"`
-	Assignor    string             `json:"assignor,omitempty"`
-	Principal   string             `json:"principal,omitempty"`
-	Epoch       int32              `json:"epoch"`
-	PrevEpoch   int32              `json:"prev_epoch"`
-	State       int8               `json:"state"`
-	Assigned    map[string][]int32 `json:"assigned,omitempty"`
-	Revoking    map[string][]int32 `json:"revoking,omitempty"`
-	Target      map[string][]int32 `json:"target,omitempty"`
+	ID string `json:"id"`
+	memberMetaRecord
+	memberAssignmentRecord
+}
+
+// memberMetaRecord is a member's metadata record (Kafka's ConsumerGroupMemberMetadataValue),
+// written when its subscription, rebalance timeout or assignor changes.
+type memberMetaRecord struct {
+	InstanceID  *string  `json:"instance_id,omitempty"`
+	RackID      *string  `json:"rack_id,omitempty"`
+	ClientID    string   `json:"client_id"`
+	ClientHost  string   `json:"client_host"`
+	RebalanceMs int64    `json:"rebalance_ms"`
+	Subscribed  []string `json:"subscribed,omitempty"`
+	Regex       string   `json:"regex,omitempty"`
+	RegexTopics []string `json:"regex_topics,omitempty"`
+	Assignor    string   `json:"assignor,omitempty"`
+	Principal   string   `json:"principal,omitempty"`
+}
+
+// memberAssignmentRecord is a member's assignment record (Kafka's
+// ConsumerGroupCurrentMemberAssignmentValue and ConsumerGroupTargetAssignmentMemberValue in
+// one), written when its epochs, partitions or target change.
+type memberAssignmentRecord struct {
+	Epoch     int32              `json:"epoch"`
+	PrevEpoch int32              `json:"prev_epoch"`
+	State     int8               `json:"state"`
+	Assigned  map[string][]int32 `json:"assigned,omitempty"`
+	Revoking  map[string][]int32 `json:"revoking,omitempty"`
+	Target    map[string][]int32 `json:"target,omitempty"`
+}
+
+// storedConsumer is what a consumer group's records hold after its last successful write
+// (or as its restore found them). Zero, for a new group or one restored from an earlier
+// release's record, the next write writes every record.
+type storedConsumer struct {
+	written bool                 // group and topics are what the records hold
+	group   consumerLevel        // the group-level record
+	topics  map[string]TopicMeta // cg.topics as written (replaced, never changed in place)
+	members map[string]*storedMember
+}
+
+// consumerLevel is what the group-level record holds.
+type consumerLevel struct {
+	epoch, assignEpoch int32
+	assignor           string
+	stateMs            int64 // 0 while the group has members
+}
+
+// storedMember is what a member's two records hold. meta shares the member's subscribed and
+// regexTopics slices, which are replaced, never changed in place (so an unchanged
+// subscription compares in one step); the assignments are copies.
+type storedMember struct {
+	meta                       memberMetaRecord
+	epoch, prevEpoch           int32
+	state                      memberState
+	assigned, revoking, target assignment
+}
+
+func memberMeta(m *consumerMember) memberMetaRecord {
+	return memberMetaRecord{InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
+		RebalanceMs: m.rebalance.Milliseconds(), Subscribed: m.subscribed, Regex: m.regex, RegexTopics: m.regexTopics,
+		Assignor: m.assignor, Principal: m.principal}
+}
+
+func (a *memberMetaRecord) equal(b *memberMetaRecord) bool {
+	return equalPtr(a.InstanceID, b.InstanceID) && equalPtr(a.RackID, b.RackID) && a.ClientID == b.ClientID &&
+		a.ClientHost == b.ClientHost && a.RebalanceMs == b.RebalanceMs && sameNames(a.Subscribed, b.Subscribed) &&
+		a.Regex == b.Regex && sameNames(a.RegexTopics, b.RegexTopics) && a.Assignor == b.Assignor && a.Principal == b.Principal
+}
+
+func equalPtr(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }
+
+// sameNames compares two name lists, the same slice in one step.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
+}
+
+func snapshotMember(m *consumerMember, target assignment) *storedMember {
+	return &storedMember{meta: memberMeta(m), epoch: m.epoch, prevEpoch: m.prevEpoch, state: m.state,
+		assigned: m.assigned.clone(), revoking: m.revoking.clone(), target: target.clone()}
+}
+
+func (s *storedMember) assignmentIs(m *consumerMember, target assignment) bool {
+	return s.epoch == m.epoch && s.prevEpoch == m.prevEpoch && s.state == m.state &&
+		s.assigned.equal(m.assigned) && s.revoking.equal(m.revoking) && s.target.equal(target)
 }
 
 func encodeAssignment(a assignment) map[string][]int32 {
@@ -1134,41 +1231,135 @@ func decodeAssignment(m map[string][]int32) (assignment, error) {
 	return out, nil
 }
 
-// consumerRecord encodes the group's consumer state for its stored record.
-func (g *group) consumerRecord() json.RawMessage {
+// persistConsumer writes what changed in the group since its last write (storedConsumer),
+// in one synced batch; nothing when nothing did. A failed write leaves storedConsumer as it
+// was, so the next one writes this change too.
+func (g *group) persistConsumer() {
 	cg := g.cg
-	rec := consumerRecord{Epoch: cg.epoch, AssignEpoch: cg.assignEpoch, Assignor: cg.assignorName}
-	for _, n := range slices.Sorted(maps.Keys(cg.topics)) {
-		t := cg.topics[n]
-		rec.Topics = append(rec.Topics, consumerTopicRecord{Name: t.Name, ID: hex.EncodeToString(t.ID[:]), Partitions: t.Partitions})
+	st := &cg.stored
+	lvl := consumerLevel{epoch: cg.epoch, assignEpoch: cg.assignEpoch, assignor: cg.assignorName}
+	if len(cg.members) == 0 {
+		lvl.stateMs = g.stateMs // when it emptied; otherwise a restart empties it (New)
 	}
-	for _, id := range slices.Sorted(maps.Keys(cg.members)) {
-		m := cg.members[id]
-		rec.Members = append(rec.Members, consumerMemberRecord{ID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
-			ClientID: m.clientID, ClientHost: m.clientHost, RebalanceMs: m.rebalance.Milliseconds(),
-			Subscribed: m.subscribed, Regex: m.regex, RegexTopics: m.regexTopics, Assignor: m.assignor, Principal: m.principal,
-			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state),
-			Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(cg.target[id])})
+	var w meta.ConsumerGroupWrite
+	if !st.written || st.group != lvl {
+		raw := mustJSON(consumerRecord{Epoch: cg.epoch, AssignEpoch: cg.assignEpoch, Assignor: cg.assignorName, PerMember: true})
+		w.Record = &meta.GroupRecord{ProtocolType: "consumer", Generation: cg.epoch, StateMs: lvl.stateMs, Consumer: raw}
 	}
-	b, err := json.Marshal(rec)
+	if !st.written || !maps.Equal(st.topics, cg.topics) {
+		if len(cg.topics) == 0 {
+			w.DropTopics = true
+		} else {
+			var topics []consumerTopicRecord
+			for _, n := range slices.Sorted(maps.Keys(cg.topics)) {
+				t := cg.topics[n]
+				topics = append(topics, consumerTopicRecord{Name: t.Name, ID: hex.EncodeToString(t.ID[:]), Partitions: t.Partitions})
+			}
+			w.Topics = mustJSON(topics)
+		}
+	}
+	var changed []string
+	for id, m := range cg.members {
+		prev, target := st.members[id], cg.target[id]
+		mr := memberMeta(m)
+		metaChanged := prev == nil || !prev.meta.equal(&mr)
+		asgChanged := prev == nil || !prev.assignmentIs(m, target)
+		if metaChanged {
+			if w.Subscriptions == nil {
+				w.Subscriptions = map[string][]byte{}
+			}
+			w.Subscriptions[id] = mustJSON(mr)
+		}
+		if asgChanged {
+			if w.Assignments == nil {
+				w.Assignments = map[string][]byte{}
+			}
+			w.Assignments[id] = mustJSON(memberAssignmentRecord{Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state),
+				Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(target)})
+		}
+		if metaChanged || asgChanged {
+			changed = append(changed, id)
+		}
+	}
+	for id := range st.members {
+		if cg.members[id] == nil {
+			w.Deleted = append(w.Deleted, id)
+		}
+	}
+	if w.Empty() {
+		return
+	}
+	if err := g.c.store.SaveConsumerGroup(g.name, w); err != nil {
+		g.c.log.Error("groups: save group", "group", g.name, "err", err)
+		return
+	}
+	st.written, st.group, st.topics = true, lvl, cg.topics
+	if st.members == nil {
+		st.members = map[string]*storedMember{}
+	}
+	for _, id := range w.Deleted {
+		delete(st.members, id)
+	}
+	for _, id := range changed {
+		st.members[id] = snapshotMember(cg.members[id], cg.target[id])
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
-		panic("BUG: groups: consumer record does not encode: " + err.Error())
+		panic("BUG: groups: consumer group record does not encode: " + err.Error())
 	}
 	return b
 }
 
-// restoreConsumer brings a consumer group back from its record at start-up; each member's
-// session starts now. A record that does not decode leaves the group Empty (logged).
-func (g *group) restoreConsumer(raw json.RawMessage) {
+// restoreConsumer brings a consumer group back from its records at start-up (or from an
+// earlier release's single record); each member's session starts now. A group-level record
+// that does not decode leaves the group Empty, a member's that does not leaves it out
+// (logged); the records left out are removed by the group's next write.
+func (g *group) restoreConsumer(sg *meta.StoredGroup) {
 	var rec consumerRecord
 	cg := newConsumerGroup()
 	g.cg = cg
 	g.protocolType = "consumer"
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	defer func() {
+		for id := range sg.ConsumerMembers {
+			if cg.members[id] == nil {
+				if cg.stored.members == nil {
+					cg.stored.members = map[string]*storedMember{}
+				}
+				cg.stored.members[id] = &storedMember{} // not a member: its records go
+			}
+		}
+	}()
+	if err := json.Unmarshal(sg.Record.Consumer, &rec); err != nil {
 		g.c.log.Error("groups: consumer group record does not decode", "group", g.name, "err", err)
 		return
 	}
 	cg.epoch, cg.assignEpoch, cg.assignorName = rec.Epoch, rec.AssignEpoch, rec.Assignor
+	if rec.PerMember {
+		rec.Topics, rec.Members = nil, nil
+		if sg.ConsumerTopics != nil {
+			if err := json.Unmarshal(sg.ConsumerTopics, &rec.Topics); err != nil {
+				g.c.log.Error("groups: consumer group topics record does not decode", "group", g.name, "err", err)
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(sg.ConsumerMembers)) {
+			sm := sg.ConsumerMembers[id]
+			mr := consumerMemberRecord{ID: id}
+			err := errors.New("a record is missing")
+			if sm.Subscription != nil && sm.Assignment != nil {
+				if err = json.Unmarshal(sm.Subscription, &mr.memberMetaRecord); err == nil {
+					err = json.Unmarshal(sm.Assignment, &mr.memberAssignmentRecord)
+				}
+			}
+			if err != nil {
+				g.c.log.Error("groups: consumer group member record does not decode", "group", g.name, "member", id, "err", err)
+				continue
+			}
+			rec.Members = append(rec.Members, mr)
+		}
+	}
 	for _, t := range rec.Topics {
 		var id topicID
 		b, err := hex.DecodeString(t.ID)
@@ -1226,13 +1417,18 @@ func (g *group) restoreConsumer(raw json.RawMessage) {
 	if len(cg.members) > 0 {
 		g.state = Stable
 	}
-}
-
-// storeRecord is the group record persist saves for a consumer group.
-func (g *group) consumerStoreRecord() meta.GroupRecord {
-	rec := meta.GroupRecord{ProtocolType: "consumer", Generation: g.cg.epoch, Consumer: g.consumerRecord()}
-	if len(g.cg.members) == 0 {
-		rec.StateMs = g.stateMs
+	if rec.PerMember {
+		// What was restored is what the records hold; an earlier release's record is
+		// rewritten whole by the next write.
+		st := &cg.stored
+		st.written, st.topics = true, cg.topics
+		st.group = consumerLevel{epoch: cg.epoch, assignEpoch: cg.assignEpoch, assignor: cg.assignorName}
+		if len(cg.members) == 0 {
+			st.group.stateMs = sg.Record.StateMs
+		}
+		st.members = make(map[string]*storedMember, len(cg.members))
+		for id, m := range cg.members {
+			st.members[id] = snapshotMember(m, cg.target[id])
+		}
 	}
-	return rec
 }

@@ -11,11 +11,14 @@ import (
 	"inlet/wire"
 )
 
-// recStore keeps group records, so a second coordinator can load what the first saved.
+// recStore keeps group records, as meta.Store does, so a second coordinator can load what the
+// first saved.
 type recStore struct {
 	memStore
-	rmu  sync.Mutex
-	recs map[string]meta.GroupRecord
+	rmu     sync.Mutex
+	recs    map[string]meta.GroupRecord
+	topics  map[string][]byte
+	members map[string]map[string]*meta.StoredConsumerMember
 }
 
 func (s *recStore) SaveGroup(g string, r meta.GroupRecord) error {
@@ -25,12 +28,59 @@ func (s *recStore) SaveGroup(g string, r meta.GroupRecord) error {
 	return nil
 }
 
+func (s *recStore) SaveConsumerGroup(g string, w meta.ConsumerGroupWrite) error {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if w.Clear {
+		delete(s.topics, g)
+		delete(s.members, g)
+	}
+	if w.Record != nil {
+		s.recs[g] = *w.Record
+	}
+	switch {
+	case w.DropTopics:
+		delete(s.topics, g)
+	case w.Topics != nil:
+		s.topics[g] = w.Topics
+	}
+	ms := s.members[g]
+	if ms == nil {
+		ms = map[string]*meta.StoredConsumerMember{}
+		s.members[g] = ms
+	}
+	get := func(id string) *meta.StoredConsumerMember {
+		if ms[id] == nil {
+			ms[id] = &meta.StoredConsumerMember{}
+		}
+		return ms[id]
+	}
+	for id, v := range w.Subscriptions {
+		get(id).Subscription = v
+	}
+	for id, v := range w.Assignments {
+		get(id).Assignment = v
+	}
+	for _, id := range w.Deleted {
+		delete(ms, id)
+	}
+	return nil
+}
+
 func (s *recStore) LoadGroups() (map[string]*meta.StoredGroup, error) {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
 	out := map[string]*meta.StoredGroup{}
 	for g, r := range s.recs {
-		out[g] = &meta.StoredGroup{Record: r, Offsets: map[meta.OffsetKey]meta.CommittedOffset{}}
+		sg := &meta.StoredGroup{Record: r, Offsets: map[meta.OffsetKey]meta.CommittedOffset{}, ConsumerTopics: s.topics[g]}
+		if len(s.members[g]) > 0 {
+			sg.ConsumerMembers = map[string]*meta.StoredConsumerMember{}
+			for id, m := range s.members[g] {
+				c := *m
+				sg.ConsumerMembers[id] = &c
+			}
+		}
+		out[g] = sg
 	}
 	return out, nil
 }
@@ -68,7 +118,8 @@ func newConsumerCoordinator(t *testing.T, store Store, ts *topicSet, mod func(*C
 }
 
 func newRecStore() *recStore {
-	return &recStore{memStore: memStore{offsets: map[string]map[meta.OffsetKey]meta.CommittedOffset{}}, recs: map[string]meta.GroupRecord{}}
+	return &recStore{memStore: memStore{offsets: map[string]map[meta.OffsetKey]meta.CommittedOffset{}}, recs: map[string]meta.GroupRecord{},
+		topics: map[string][]byte{}, members: map[string]map[string]*meta.StoredConsumerMember{}}
 }
 
 // cmember drives one KIP-848 member as a client would: it reports what it owns and applies

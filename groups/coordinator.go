@@ -119,6 +119,7 @@ type Store interface {
 	DeleteOffsets(group string, keys []meta.OffsetKey) error
 	DeleteGroup(group string) error
 	SaveGroup(group string, rec meta.GroupRecord) error
+	SaveConsumerGroup(group string, w meta.ConsumerGroupWrite) error
 	LoadGroups() (map[string]*meta.StoredGroup, error)
 }
 
@@ -192,6 +193,9 @@ type group struct {
 	committedAt map[meta.OffsetKey]int64
 	// cg is the state of a KIP-848 consumer group (consumer_group.go); nil for a classic one.
 	cg *consumerGroup
+	// consumerKeys says the group may still have a consumer group's topics record (it was one
+	// until it emptied and a classic member joined): its next classic write removes them.
+	consumerKeys bool
 }
 
 // New loads the stored groups and offsets.
@@ -238,9 +242,10 @@ func New(store Store, cfg Config) (*Coordinator, error) {
 		}
 		g.offsets = sg.Offsets
 		if sg.Record.Consumer != nil {
-			g.restoreConsumer(sg.Record.Consumer)
+			g.restoreConsumer(sg)
 		} else {
 			g.restoreMembers(sg.Record)
+			g.consumerKeys = sg.ConsumerTopics != nil || len(sg.ConsumerMembers) > 0
 		}
 		c.groups[name] = g
 	}
@@ -455,7 +460,7 @@ func (g *group) join(req *kmsg.JoinGroupRequest, clientID, clientHost string, se
 		if len(g.cg.members) > 0 {
 			return fail(wire.ErrInconsistentGroupProtocol)
 		}
-		g.cg = nil
+		g.cg, g.consumerKeys = nil, true
 	}
 	if !g.supports(req.ProtocolType, protos) {
 		return fail(wire.ErrInconsistentGroupProtocol)
@@ -881,9 +886,7 @@ func (g *group) persist() {
 		return
 	}
 	if g.cg != nil {
-		if err := g.c.store.SaveGroup(g.name, g.consumerStoreRecord()); err != nil {
-			g.c.log.Error("groups: save group", "group", g.name, "err", err)
-		}
+		g.persistConsumer()
 		return
 	}
 	rec := meta.GroupRecord{ProtocolType: g.protocolType, Generation: g.generation}
@@ -907,7 +910,15 @@ func (g *group) persist() {
 			rec.Members = append(rec.Members, mr)
 		}
 	}
-	if err := g.c.store.SaveGroup(g.name, rec); err != nil {
+	var err error
+	if g.consumerKeys {
+		if err = g.c.store.SaveConsumerGroup(g.name, meta.ConsumerGroupWrite{Record: &rec, Clear: true}); err == nil {
+			g.consumerKeys = false
+		}
+	} else {
+		err = g.c.store.SaveGroup(g.name, rec)
+	}
+	if err != nil {
 		g.c.log.Error("groups: save group", "group", g.name, "err", err)
 	}
 }

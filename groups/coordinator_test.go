@@ -27,10 +27,11 @@ func (m *memStore) CommitOffsets(g string, o map[meta.OffsetKey]meta.CommittedOf
 	}
 	return nil
 }
-func (m *memStore) DeleteOffsets(string, []meta.OffsetKey) error      { return nil }
-func (m *memStore) DeleteGroup(string) error                          { return nil }
-func (m *memStore) SaveGroup(string, meta.GroupRecord) error          { return nil }
-func (m *memStore) LoadGroups() (map[string]*meta.StoredGroup, error) { return nil, nil }
+func (m *memStore) DeleteOffsets(string, []meta.OffsetKey) error            { return nil }
+func (m *memStore) DeleteGroup(string) error                                { return nil }
+func (m *memStore) SaveGroup(string, meta.GroupRecord) error                { return nil }
+func (m *memStore) SaveConsumerGroup(string, meta.ConsumerGroupWrite) error { return nil }
+func (m *memStore) LoadGroups() (map[string]*meta.StoredGroup, error)       { return nil, nil }
 
 func newTestCoordinator(t *testing.T) *Coordinator {
 	c, err := New(&memStore{offsets: map[string]map[meta.OffsetKey]meta.CommittedOffset{}},

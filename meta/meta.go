@@ -23,7 +23,8 @@
 //
 // Files: meta.go (Store, Open, the key layout, the producer-id and cluster-id allocation),
 // pebble.go (Pebble's options and write-stall counting), topics.go (topic records),
-// offsets.go (group offsets, group records, transaction records), broker_configs.go,
+// offsets.go (group offsets, group records, transaction records), consumer_groups.go (a
+// KIP-848 consumer group's records per member), broker_configs.go,
 // remote.go (the remote tier's manifest of uploaded objects).
 //
 // Lock order: Store.pidMu is a leaf; it is held only across the synced write that reserves a
@@ -53,7 +54,9 @@ import (
 //	m cid                                 cluster id
 //	m bcn, m bcd                          dynamic broker configs (JSON map): this broker's, the cluster default's
 //	o <u16 len><group><u16 len><topic> <partition u32>   committed offset (offsets.go)
-//	g <group>                             group record (JSON: protocol type, generation)
+//	g <group>                             group record (JSON: protocol type, generation; a consumer group's epochs)
+//	G <u16 len><group> t                  a consumer group's subscribed topics (consumer_groups.go)
+//	G <u16 len><group> s|a <member id>    a consumer group member's subscription | epochs and assignment
 //	x <transactional id>                  the transaction coordinator's record of the id (package txn's encoding)
 //	R <partition u32> <base offset u64>   a remote object's record (remote.go)
 const (
@@ -62,6 +65,7 @@ const (
 	kindOffset = 'o'
 	kindGroup  = 'g'
 	kindTxn    = 'x'
+	// kindConsumer ('G') is in consumer_groups.go.
 )
 
 var (

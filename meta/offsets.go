@@ -16,6 +16,7 @@ import (
 //	o <u16 len><group><u16 len><topic><partition u32> -> offset u64, leader epoch u32,
 //	                                                      commit time u64, metadata
 //	g <group>                                          -> GroupRecord (JSON)
+//	G <u16 len><group> ...                             -> a consumer group's topics and members (consumer_groups.go)
 
 // OffsetKey names one committed offset within a group.
 type OffsetKey struct {
@@ -178,7 +179,7 @@ func (s *Store) DeleteOffsets(group string, keys []OffsetKey) error {
 	return b.Commit(pebble.Sync)
 }
 
-// DeleteGroup removes a group's record and every offset it committed (DeleteGroups).
+// DeleteGroup removes a group's records and every offset it committed (DeleteGroups).
 func (s *Store) DeleteGroup(group string) error {
 	if s.db == nil {
 		return nil
@@ -192,10 +193,13 @@ func (s *Store) DeleteGroup(group string) error {
 	// The u16 length in the prefix keeps "ab" from matching "abc"'s keys.
 	_ = b.DeleteRange(p, PrefixEnd(p), nil)
 	_ = b.Delete(append([]byte{kindGroup}, group...), nil)
+	cp := consumerPrefix(group)
+	_ = b.DeleteRange(cp, PrefixEnd(cp), nil)
 	return b.Commit(pebble.Sync)
 }
 
-// SaveGroup stores a group's record. It is synced: a generation handed out must not be
+// SaveGroup stores a classic group's record (a consumer group's go through SaveConsumerGroup).
+// It is synced: a generation handed out must not be
 // handed out again after a crash.
 func (s *Store) SaveGroup(group string, rec GroupRecord) error {
 	if s.db == nil {
@@ -212,6 +216,10 @@ func (s *Store) SaveGroup(group string, rec GroupRecord) error {
 type StoredGroup struct {
 	Record  GroupRecord
 	Offsets map[OffsetKey]CommittedOffset
+	// ConsumerTopics and ConsumerMembers are a consumer group's topics and member records
+	// (consumer_groups.go), by member id; nil when it has none.
+	ConsumerTopics  []byte
+	ConsumerMembers map[string]*StoredConsumerMember
 }
 
 // LoadGroups reads every stored group record and committed offset. A key or value that does
@@ -240,6 +248,9 @@ func (s *Store) LoadGroups() (map[string]*StoredGroup, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.loadConsumerRecords(get); err != nil {
 		return nil, err
 	}
 	err = s.scan([]byte{kindOffset}, func(k, v []byte) error {
