@@ -138,6 +138,9 @@ func TestPausedWriterIsFencedByTheNodeThatTookItsPrefix(t *testing.T) {
 		if b.running() {
 			b.kill()
 		}
+		if r := b.firstRace(); r != "" {
+			t.Errorf("the race detector reported a data race in node B:\n%s", r)
+		}
 		if t.Failed() {
 			t.Logf("node B's log tail:\n%s", b.logTail(40))
 		}
@@ -244,6 +247,9 @@ func TestTwoNodesStartedOnOnePrefixOneRefuses(t *testing.T) {
 		for i, n := range nodes {
 			if n.running() {
 				n.kill()
+			}
+			if r := n.firstRace(); r != "" {
+				t.Errorf("the race detector reported a data race in node %d:\n%s", i, r)
 			}
 			if t.Failed() {
 				t.Logf("node %d's log tail:\n%s", i, n.logTail(30))
