@@ -303,6 +303,22 @@ func TestTwoNodesStartedOnOnePrefixOneRefuses(t *testing.T) {
 	if len(keys) != 1 || keys[0] != "writer.lease" {
 		t.Fatalf("bucket holds %v, want the lease alone (the topic is not tiered)", keys)
 	}
+
+	// A graceful stop releases the lease: the refused node, started again, takes the
+	// prefix at once rather than after a lease duration.
+	if st, _ := winner.terminate(30 * time.Second); st == nil || st.ExitCode() != 0 {
+		t.Fatalf("SIGTERM: %v", st)
+	}
+	began := time.Now()
+	if err := loser.tryStart(); err != nil {
+		t.Fatalf("start after the holder stopped: %v", err)
+	}
+	if !loser.logged("released by its last writer") {
+		t.Fatal("the node started after a graceful stop did not take the released lease")
+	}
+	if took := time.Since(began); took >= time.Second {
+		t.Errorf("took %v to start after a graceful stop, want less than the lease (1 s)", took)
+	}
 }
 
 func mustOpen(t *testing.T, ctx context.Context, s3 *objtest.Server, prefix string) objstore.Bucket {
