@@ -235,7 +235,8 @@ func TestPausedWriterIsFencedByTheNodeThatTookItsPrefix(t *testing.T) {
 
 // TestTwoNodesStartedOnOnePrefixOneRefuses: two nodes started at once on one prefix of an
 // empty bucket, both with --restore-from-remote (an empty bucket starts a new node): one takes
-// the prefix and serves, the other exits with an error naming it.
+// the prefix and serves, the other exits with an error naming it. The holder's SIGTERM then
+// releases the prefix, and the refused node, started again, takes it at once.
 func TestTwoNodesStartedOnOnePrefixOneRefuses(t *testing.T) {
 	s3 := versityEnv(t)
 	nodes := make([]*inlet, 2)
