@@ -21,12 +21,14 @@ import (
 // configs, and each partition's uploaded objects (their footers read and checked) are
 // recorded; the partition then starts at its first object's base offset and continues after
 // its last object's end, its local log empty, so that every uploaded batch is read from the
-// remote tier at once and new writes follow the last uploaded offset.
+// remote tier at once and new writes follow the last uploaded offset. A diskless topic's
+// description (DescribeTopic) recreates it the same way, with no uploaded objects: empty,
+// for package diskless to replay its commit objects into (diskless.Committer.Recover).
 //
 // What is not in the bucket is not brought back: batches not uploaded yet (the untiered tail:
 // up to --remote-object-bytes or --remote-upload-interval-ms of each partition, and anything
-// above the last stable offset), topics without remote.storage.enable, idempotent producers'
-// windows, transactions, consumer group offsets, and the run-time users, ACLs and quotas. An
+// above the last stable offset), topics with neither remote.storage.enable nor diskless.enable,
+// tiered topics' idempotent producer windows, transactions, consumer group offsets, and the run-time users, ACLs and quotas. An
 // object that does not read, or that overlaps one taken before it, is left for the clean, and
 // so is one written under an older epoch than an object before it (a writer that kept
 // writing after another took the prefix: package lease); a gap between objects (retention passed batches never uploaded) is read past, as a
