@@ -201,6 +201,7 @@ func take(ctx context.Context, cfg Config) (*Lease, error) {
 		seenAt    time.Duration // when it was first seen
 		attempt   = int64(-1)   // the start of the earliest take not yet confirmed
 		lastError error
+		loggedAt  = time.Duration(-1)
 	)
 	try := func(r Record, ifMatch string) (done bool) {
 		now := clock.Now()
@@ -235,7 +236,10 @@ func take(ctx context.Context, cfg Config) (*Lease, error) {
 			}
 		case err != nil:
 			lastError = err
-			cfg.Logger.Warn("lease: reading the lease failed; retrying", "err", err)
+			if loggedAt < 0 || now-loggedAt >= 10*time.Second { // a bucket down at start: one line per 10 s
+				loggedAt = now
+				cfg.Logger.Warn("lease: reading the lease failed; retrying", "err", err)
+			}
 		default:
 			cur, err := decode(data)
 			if err != nil {
