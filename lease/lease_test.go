@@ -329,3 +329,21 @@ func TestNotALeaseIsRefused(t *testing.T) {
 		t.Fatal("took a prefix whose lease object does not decode")
 	}
 }
+
+// A bucket that fails at start is retried until it answers.
+func TestTakeRetriesAFailingBucket(t *testing.T) {
+	m := objstore.NewMemory()
+	m.FailNext(objstore.OpGet, 3, errInjected)
+	l, _ := held(t, m, "a")
+	if l.Epoch() != 1 || m.Calls(objstore.OpGet) != 4 {
+		t.Fatalf("epoch %d after %d reads, want 1 after 4", l.Epoch(), m.Calls(objstore.OpGet))
+	}
+	// Take gives up when its context does.
+	m2 := objstore.NewMemory()
+	m2.SetDown(errInjected)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := take(ctx, Config{Bucket: m2, Duration: d, Clock: &fakeClock{}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("take with its context done: %v", err)
+	}
+}
