@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -197,5 +198,46 @@ func TestConsumerGroupSingleRecordFormatConverts(t *testing.T) {
 	c = newConsumerCoordinator(t, store, ts, nil)
 	if got := describe(c, "g"); !reflect.DeepEqual(got, want) {
 		t.Errorf("after a restart the group is\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestConsumerGroupTurnedClassicDropsItsRecords: an empty consumer group that a classic member
+// joins stores a classic record, and its consumer records (the topics record an empty group
+// keeps) go in the same write, so a restart does not find them beside a classic group.
+func TestConsumerGroupTurnedClassicDropsItsRecords(t *testing.T) {
+	store := openMetaStore(t, vfs.NewMem())
+	defer store.Close()
+	ts := &topicSet{m: map[string]TopicMeta{"a": topicA}}
+	c := newConsumerCoordinator(t, store, ts, nil)
+	join(t, c, "A", nil)
+	lr := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	lr.Version, lr.Group, lr.MemberID, lr.MemberEpoch = 1, "g", "A", -1
+	if resp := c.ConsumerHeartbeat(lr, ConsumerHeartbeat{}); resp.ErrorCode != wire.ErrNone {
+		t.Fatalf("leave: %d", resp.ErrorCode)
+	}
+	load := func() *meta.StoredGroup {
+		t.Helper()
+		stored, err := store.LoadGroups()
+		if err != nil || stored["g"] == nil {
+			t.Fatalf("load: %v, %v", stored, err)
+		}
+		return stored["g"]
+	}
+	if sg := load(); sg.ConsumerTopics == nil || len(sg.ConsumerMembers) != 0 {
+		t.Fatalf("empty consumer group: topics %q, %d member records; want its topics record and none", sg.ConsumerTopics, len(sg.ConsumerMembers))
+	}
+	done := make(chan struct{})
+	defer close(done)
+	r := c.Join(joinReq("", nil, 10*time.Second), "c", "/h", done, nil)
+	if r.ErrorCode != wire.ErrMemberIDRequired {
+		t.Fatalf("classic join: %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
+	}
+	if r = c.Join(joinReq(r.MemberID, nil, 10*time.Second), "c", "/h", done, nil); r.ErrorCode != wire.ErrNone {
+		t.Fatalf("classic join with its id: %d", r.ErrorCode)
+	}
+	sg := load()
+	if sg.Record.Consumer != nil || sg.ConsumerTopics != nil || len(sg.ConsumerMembers) != 0 || len(sg.Record.Members) != 1 {
+		t.Errorf("after a classic member joined: consumer %s, topics %q, %d consumer member records, %d classic members",
+			sg.Record.Consumer, sg.ConsumerTopics, len(sg.ConsumerMembers), len(sg.Record.Members))
 	}
 }
