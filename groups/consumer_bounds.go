@@ -35,7 +35,7 @@ import (
 //     GroupMetadataManager likewise recomputes subscription metadata only on a new metadata
 //     image, and resolves each regular expression once per group).
 //
-// A member's principal is kept in the group's record, so members restored at start-up count
+// A member's principal is kept in its metadata record, so members restored at start-up count
 // against their principal's bound.
 
 // Defaults of the bounds above that are settings.

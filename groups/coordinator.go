@@ -876,7 +876,8 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// persist saves the group's record. A Stable group's record holds its members and their
+// persist saves the group's record; a consumer group's, its changed records
+// (persistConsumer). A Stable classic group's record holds its members and their
 // assignments (GroupCoordinator stores the group when the leader's SyncGroup completes); a
 // rebalancing group's holds its members without assignments and says it was rebalancing, so a
 // restart brings the members back to rejoin (instead of answering their JoinGroup with
