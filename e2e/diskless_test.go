@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +39,7 @@ type disklessNode struct {
 	addr   string
 }
 
-func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string, restore bool) *disklessNode {
+func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string, restore bool, mods ...func(*server.Config)) *disklessNode {
 	t.Helper()
 	n := &disklessNode{t: t, dir: dir, bucket: bucket, listen: listen}
 	cat, err := meta.Open(meta.Options{Dir: dir, Logger: testLogger()})
@@ -47,6 +49,9 @@ func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string,
 	n.c = diskless.New(diskless.Config{Bucket: bucket, NodeID: 1, Logger: testLogger(), CommitInterval: 50 * time.Millisecond})
 	cfg := testServerConfig()
 	cfg.Listen, cfg.Diskless = listen, n.c
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	srv, err := server.New(cfg, cat)
 	if err != nil {
 		t.Fatal(err)
@@ -245,5 +250,41 @@ func TestDisklessRestoreFromTheBucketAlone(t *testing.T) {
 	}
 	if len(seen) != len(acked) {
 		t.Fatalf("%d records read, %d acknowledged", len(seen), len(acked))
+	}
+}
+
+// TestDisklessDefaultForNewTopics: with log.diskless.enable (--log-diskless-enable) a topic
+// auto-created by a produce, or created without saying, is diskless and described in the
+// bucket before it is used; one created compacted, or with diskless.enable=false, is not.
+func TestDisklessDefaultForNewTopics(t *testing.T) {
+	bucket := objstore.NewMemory()
+	n := startDisklessNode(t, bucket, t.TempDir(), "127.0.0.1:0", false, func(c *server.Config) { c.DisklessDefault = true })
+	cl := tierClient(t, &broker{addr: n.addr}, kgo.AllowAutoTopicCreation())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "auto", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce to an auto-created topic: %v", err)
+	}
+	adm := kadm.NewClient(cl)
+	for name, configs := range map[string]map[string]*string{
+		"plain": nil, "compacted": {"cleanup.policy": kadm.StringPtr("compact")}, "off": {"diskless.enable": kadm.StringPtr("false")},
+	} {
+		if r, err := adm.CreateTopic(ctx, 1, 1, configs, name); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", name, err, r.Err)
+		}
+	}
+	for name, want := range map[string]bool{"auto": true, "plain": true, "compacted": false, "off": false} {
+		tp, ok := n.blog.Topic(name)
+		if !ok || tp.Settings.Diskless != want {
+			t.Errorf("%s: diskless %v, want %v", name, ok && tp.Settings.Diskless, want)
+			continue
+		}
+		described := false
+		for _, k := range bucket.Keys() {
+			described = described || strings.HasPrefix(k, fmt.Sprintf("%s/%x/topic-", name, tp.ID))
+		}
+		if described != want {
+			t.Errorf("%s: described in the bucket %v, want %v", name, described, want)
+		}
 	}
 }

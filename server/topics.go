@@ -1,34 +1,13 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"time"
 
 	"inlet/batchlog"
 	"inlet/server/admin"
 	"inlet/topicconfig"
 	"inlet/wire"
 )
-
-// describeCreated puts an auto-created diskless topic's description in the bucket, or, failing
-// that, deletes the topic: one the bucket does not know would not come back at a restore.
-func (s *Server) describeCreated(t *batchlog.Topic) bool {
-	if !t.Settings.Diskless || s.cfg.Diskless == nil {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := s.cfg.Diskless.Describe(ctx, t)
-	if err == nil {
-		return true
-	}
-	s.log.Error("auto-created diskless topic not described; deleted", "topic", t.Name, "err", err)
-	if err := s.blog.DeleteTopic(t.Name); err != nil {
-		s.log.Error("delete topic", "topic", t.Name, "err", err)
-	}
-	return false
-}
 
 // topicFor finds a topic, creating it when auto-creation is on and create is set; created
 // tells that this call made it. The lookup by []byte does not allocate (the compiler elides
@@ -69,8 +48,10 @@ func (s *Server) topicFor(r *request, name []byte, create bool) (t *batchlog.Top
 	}
 	configs := topicconfig.WithDisklessDefault(nil, s.cfg.DisklessDefault)
 	t, err := s.blog.CreateTopicBy(string(name), s.cfg.DefaultPartitions, configs, r.c.User())
-	if err == nil && !s.describeCreated(t) {
-		return nil, wire.ErrKafkaStorageError, false
+	if err == nil {
+		if code, _ := s.admin.DescribeCreated(t); code != 0 {
+			return nil, code, false
+		}
 	}
 	if err != nil && !errors.Is(err, batchlog.ErrTopicExists) {
 		s.log.Error("auto-create topic failed", "topic", string(name), "err", err)

@@ -163,12 +163,8 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		s.log.Error("create topic", "topic", name, "err", err)
 		return nil, wire.ErrUnknownServerError, err.Error()
 	}
-	if code, msg := s.describe(t); code != 0 {
-		// Not in the bucket, so not created: a restore would not bring it back.
-		if err := s.blog.DeleteTopic(name); err != nil {
-			s.log.Error("delete topic not described", "topic", name, "err", err)
-		}
-		return nil, code, msg
+	if code, msg := s.DescribeCreated(t); code != 0 {
+		return nil, code, msg // not in the bucket, so not created
 	}
 	s.log.Info("created topic", "topic", name, "partitions", partitions)
 	s.groups.TopicsChanged() // consumer groups' regular expressions may match it

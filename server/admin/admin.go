@@ -102,6 +102,19 @@ type Diskless interface {
 	Describe(ctx context.Context, t *batchlog.Topic) error
 }
 
+// DescribeCreated puts a new diskless topic's description in the bucket or, failing that,
+// deletes the topic (one the bucket does not know would not come back at a restore) and
+// answers KAFKA_STORAGE_ERROR and why. Called under createMu (auto-creation holds it too).
+func (s *Server) DescribeCreated(t *batchlog.Topic) (int16, string) {
+	code, msg := s.describe(t)
+	if code != 0 {
+		if err := s.blog.DeleteTopic(t.Name); err != nil {
+			s.log.Error("delete topic not described", "topic", t.Name, "err", err)
+		}
+	}
+	return code, msg
+}
+
 // describe puts a diskless topic's catalog entry in the bucket (nothing for other topics):
 // 0, or KAFKA_STORAGE_ERROR and why.
 func (s *Server) describe(t *batchlog.Topic) (int16, string) {
