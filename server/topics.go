@@ -48,7 +48,7 @@ func (s *Server) topicFor(r *request, name []byte, create bool) (t *batchlog.Top
 	}
 	configs := topicconfig.WithDisklessDefault(nil, s.cfg.DisklessDefault)
 	t, err := s.blog.CreateTopicBy(string(name), s.cfg.DefaultPartitions, configs, r.c.User())
-	if err == nil {
+	if err == nil && t.Settings.Diskless {
 		if code, _ := s.admin.DescribeCreated(t); code != 0 {
 			return nil, code, false
 		}
