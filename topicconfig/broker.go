@@ -111,6 +111,7 @@ var ignoredDynamic = []*BrokerDef{
 
 // brokerSynonymDocs documents the broker configs that are defaults of topic configs.
 var brokerSynonymDocs = map[string]string{
+	"log.diskless.enable":                     "Whether new topics are diskless (diskless.enable) unless created otherwise: Inlet's --log-diskless-enable, set at start.",
 	"log.cleanup.policy":                      "The default cleanup policy for segments beyond the retention window. A comma separated list of valid policies.",
 	"compression.type":                        "Specify the final compression type for a given topic. 'producer' means retain the original compression codec set by the producer.",
 	"log.cleaner.delete.retention.ms":         "The amount of time to retain tombstone message markers for log compacted topics.",
