@@ -36,7 +36,12 @@ type produceState struct {
 	recErrs []schema.RecordError
 }
 
-type respRef struct{ topic, partition int32 }
+// respRef is where an append's answer goes in the response; bucket marks a topic kept in
+// the bucket, refused at the reply if the lease ran out meanwhile.
+type respRef struct {
+	topic, partition int32
+	bucket           bool
+}
 
 // serveProduce decodes r into its pooled state, checks each batch (checkBatch) and submits
 // those that pass to the batch log; Completed answers once they are durable.
@@ -56,6 +61,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 	sub := s.subjectOf(r) // the zero subject (no principal) checks nothing (server/authz/subject.go)
 	txnID := ""           // the request's transactional id, made a string once if a batch needs it
 	writable := s.cfg.Writable == nil || s.cfg.Writable()
+	fenced := s.cfg.Fenced != nil && s.cfg.Fenced()
 	for ti := range ps.req.Topics {
 		rt := &ps.req.Topics[ti]
 		ot := ps.resp.AppendTopic(rt.Name)
@@ -66,9 +72,10 @@ func serveProduce(s *Server, r *request, _ *api) {
 		)
 		switch {
 		case !validAcks:
-		case !writable:
-			// Not the bucket prefix's writer (lease): Kafka's answer of a broker that is
-			// no longer the partition's leader; the client refreshes its metadata and retries.
+		case fenced:
+			// Another node took the bucket prefix (lease): Kafka's answer of a broker that
+			// is no longer the partition's leader; the client refreshes its metadata and
+			// retries.
 			code = wire.ErrNotLeaderOrFollower
 		case sub.Restricted() && !sub.TopicBytes(acl.Write, rt.Name):
 			// Checked before the lookup, so an unauthorized topic is never auto-created.
@@ -80,6 +87,11 @@ func serveProduce(s *Server, r *request, _ *api) {
 			if topic != nil && topic.Internal() {
 				// ReplicaManager.appendToLocalLog: "Cannot append to internal topic".
 				topic, code = nil, wire.ErrInvalidTopic
+			}
+			if topic != nil && !writable && inBucket(topic) {
+				// The lease lapsed (the bucket slow or unreachable, or this process
+				// paused): another node may already serve this topic from the bucket.
+				topic, code = nil, wire.ErrNotLeaderOrFollower
 			}
 			bound = s.cfg.Schemas.Topic(rt.Name)
 		}
@@ -125,7 +137,7 @@ func serveProduce(s *Server, r *request, _ *api) {
 				// transaction coordinator added it (batchlog's txn.go).
 				Transactional: h.IsTransactional(),
 			})
-			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1)})
+			ps.where = append(ps.where, respRef{int32(ti), int32(len(ot.Partitions) - 1), inBucket(topic)})
 		}
 	}
 	// Counted whatever became of the batches, as Kafka counts the request's size.
@@ -187,6 +199,7 @@ func (r *request) Completed(lr *batchlog.Request) {
 	// Checked again at the reply: the lease may have run out while the batches were written
 	// (a paused process resumes here); what is not acknowledged is retried by the client.
 	writable := s.cfg.Writable == nil || s.cfg.Writable()
+	fenced := s.cfg.Fenced != nil && s.cfg.Fenced()
 	for i := range lr.Appends {
 		a := &lr.Appends[i]
 		ref := ps.where[i]
@@ -196,7 +209,7 @@ func (r *request) Completed(lr *batchlog.Request) {
 			op.ErrorCode = a.Err
 			continue
 		}
-		if !writable {
+		if fenced || (!writable && ref.bucket) {
 			op.ErrorCode = wire.ErrNotLeaderOrFollower
 			continue
 		}
@@ -222,4 +235,10 @@ func (r *request) Completed(lr *batchlog.Request) {
 	out.B = ps.resp.AppendTo(out.B, r.hdr.APIVersion)
 	wire.PatchFrameLength(out.B)
 	s.finish(r, out)
+}
+
+// inBucket says whether t's batches are kept in the bucket (tiered or diskless), so that a
+// node that does not hold the bucket prefix's lease may not acknowledge them.
+func inBucket(t *batchlog.Topic) bool {
+	return t.Settings.RemoteStorage || t.Settings.Diskless
 }

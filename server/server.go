@@ -71,10 +71,15 @@ type Config struct {
 	Diskless        Diskless
 	DisklessDefault bool
 	// Writable says whether this node holds its bucket prefix's lease now (package lease;
-	// nil without a bucket: always). While it does not, produce is answered
-	// NOT_LEADER_OR_FOLLOWER, retriable: nothing is acknowledged by a node another may have
-	// replaced. Called once per produce request and once per reply.
+	// nil without a bucket: always); Fenced whether another node has taken the prefix, for
+	// good. While the lease is not held, produce to a topic kept in the bucket
+	// (remote.storage.enable, diskless.enable) is answered NOT_LEADER_OR_FOLLOWER,
+	// retriable: another node may already serve it from the bucket. Topics on the local
+	// disk alone go on through a bucket outage; once fenced, every produce is refused, so
+	// that clients move to the node that took the prefix. Each is called once per produce
+	// request and once per reply.
 	Writable func() bool
+	Fenced   func() bool
 
 	// MaxPartitions bounds the partitions of all topics together (max.partitions; creations
 	// past it are refused POLICY_VIOLATION: admin/limits.go); MaxGroups the consumer groups

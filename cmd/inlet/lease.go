@@ -19,25 +19,51 @@ import (
 //     run out, logging why, so that a restart after a crash (SIGKILL, a lost machine) goes on
 //     unattended; if the holder renews it meanwhile, that holder is alive, and the node exits
 //     with an error naming it: of two nodes started on one prefix, one refuses.
-// Once another node has taken the prefix, this one is fenced for good: produce is answered
-// NOT_LEADER_OR_FOLLOWER, /readyz says who took it, and the node must be restarted.
+// While the lease is not held (a bucket outage past its renewals, a paused process), produce
+// to topics kept in the bucket (tiered, diskless) is answered NOT_LEADER_OR_FOLLOWER and
+// local topics go on. Once another node has taken the prefix, this one is fenced for good:
+// every produce is answered NOT_LEADER_OR_FOLLOWER, /readyz says who took it, and the node
+// must be restarted.
 
 // heldLease is the lease taken by openTier, read by the server's produce gate.
 type heldLease struct{ p atomic.Pointer[lease.Lease] }
 
-// writable is the server's Config.Writable: false until the lease is taken and whenever this
-// node is not the writer.
+// writable is the server's Config.Writable and the diskless committer's gate: false until
+// the lease is taken and whenever this node is not the writer (its last renewal too old, or
+// fenced).
 func (h *heldLease) writable() bool {
 	l := h.p.Load()
 	return l != nil && l.Writable()
 }
 
-// writableGate is the server's Config.Writable (nil without a bucket: always writable).
+// fenced is the server's Config.Fenced: another node has taken the prefix, for good.
+func (h *heldLease) fenced() bool {
+	l := h.p.Load()
+	if l == nil {
+		return false
+	}
+	select {
+	case <-l.Fenced():
+		return true
+	default:
+		return false
+	}
+}
+
+// writableGate and fencedGate are the server's Config.Writable and Config.Fenced (nil
+// without a bucket: always the writer, never fenced).
 func writableGate(rs *remoteSettings) func() bool {
 	if rs == nil {
 		return nil
 	}
 	return rs.lease.writable
+}
+
+func fencedGate(rs *remoteSettings) func() bool {
+	if rs == nil {
+		return nil
+	}
+	return rs.lease.fenced
 }
 
 // leaseNode names this node in the lease, for another node's log and /readyz.

@@ -112,6 +112,7 @@ func main() {
 		RebalanceProtocols:           protocols,
 		ConsumerGroups:               consumerGroups,
 		Writable:                     writableGate(rs),
+		Fenced:                       fencedGate(rs),
 	})
 	if remote != nil {
 		upkeepCfg.Tier = remote
