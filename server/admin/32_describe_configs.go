@@ -90,6 +90,7 @@ func (s *Server) staticBrokerConfigs() map[string]string {
 		"offsets.retention.minutes":                 retentionMinutes(s.cfg.OffsetsRetention),
 		"transactional.id.expiration.ms":            txnIDExpirationMs(s.cfg.TransactionalIDExpiration),
 		"log.retention.check.interval.ms":           idleMs(s.cfg.Upkeep.CheckInterval()),
+		"log.diskless.enable":                       strconv.FormatBool(s.cfg.DisklessDefault),
 		// One node: every replication factor and ISR minimum is 1.
 		"default.replication.factor":               "1",
 		"offsets.topic.replication.factor":         "1",
@@ -155,6 +156,11 @@ func (s *Server) topicConfigs(levels brokerLevels, overrides map[string]string) 
 					continue
 				}
 				e.synonyms = append(e.synonyms, synonym(name, strp(v), l.source))
+				if d.StaticSynonym && l.source == sourceStaticBroker {
+					// Resolved into the topic's overrides at creation (diskless.enable:
+					// WithDisklessDefault): today's flag does not say what an older topic is.
+					continue
+				}
 				bd, _ := topicconfig.LookupBroker(name)
 				if tv, err := bd.TopicValue(v); err == nil && e.value == nil {
 					e.value, e.source = strp(tv), l.source
