@@ -12,10 +12,11 @@ import (
 // memoryLimit is --memory-limit: the Go heap's soft limit. Without one, Go lets the heap grow
 // to twice what was live at the last collection, and a node whose live heap is its pools and
 // caches plus the replies of a catch-up (4 consumers, 50 MiB fetches) doubles that in RSS.
-// auto is what the node's settings let it hold on purpose: the in-flight budgets (frames read
-// and replies unwritten; the pre-authentication one only with a SASL listener) and the caches. What lives beside them (staging buffers of groups
-// being built, the connections, Pebble's memtables, which are not Go memory) is small while
-// the budget is not full; when the live heap passes the limit the collector runs more often,
+// auto is what the node's settings let it hold on purpose (autoMemoryLimit): the in-flight
+// budgets (frames read and replies unwritten; the pre-authentication one only with a SASL
+// listener), the caches and, with a bucket, the diskless topics' batches waiting for it.
+// What lives beside them (staging buffers of groups being built, the connections, Pebble's
+// memtables, which are not Go memory) is small while the budget is not full; when the live heap passes the limit the collector runs more often,
 // the runtime capping it at half the CPU, and RSS goes past the limit rather than the node
 // failing. A GOMEMLIMIT in the environment wins over auto, as the runtime reads it itself.
 func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings, sasl bool) {
@@ -27,13 +28,7 @@ func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings, sasl b
 			logger.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
 			return
 		}
-		limit = mustSize("inflight-budget", *o.budget) + mustSizeOrZero("fetch-cache", *o.fetchCache)
-		if sasl {
-			limit += mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight)
-		}
-		if remote != nil {
-			limit += remote.readCache
-		}
+		limit = autoMemoryLimit(o, remote, sasl)
 	case "0":
 		debug.SetMemoryLimit(math.MaxInt64)
 		return
@@ -46,4 +41,19 @@ func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings, sasl b
 	}
 	debug.SetMemoryLimit(limit)
 	logger.Info("memory limit", "bytes", limit)
+}
+
+// autoMemoryLimit is --memory-limit auto: --inflight-budget + --fetch-cache, plus
+// --sasl-server-max-inflight-bytes with a SASL listener, plus, with a bucket,
+// --remote-read-cache and --diskless-max-pending-bytes (the copies of diskless batches in
+// commit objects not yet PUT: a slow bucket fills it while the budget's frames are answered).
+func autoMemoryLimit(o *options, remote *remoteSettings, sasl bool) int64 {
+	limit := mustSize("inflight-budget", *o.budget) + mustSizeOrZero("fetch-cache", *o.fetchCache)
+	if sasl {
+		limit += mustSize("sasl-server-max-inflight-bytes", *o.saslMaxInflight)
+	}
+	if remote != nil {
+		limit += remote.readCache + remote.diskless.MaxPendingBytes
+	}
+	return limit
 }
