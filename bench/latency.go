@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"inlet/bench/human"
+	"inlet/bench/proc"
 )
 
 // LatencyOptions are the flags of `bench latency`.
@@ -26,6 +27,9 @@ type LatencyOptions struct {
 	Storage   string
 	Workers   int
 	InletArgs []string
+	// Target, when its name is set, is measured instead of inlet (a --peer: its own command
+	// line and topic configs, e.g. a topic created with diskless.enable=true).
+	Target proc.Target
 }
 
 // ParseRates parses a comma-separated list of positive numbers.
@@ -88,8 +92,11 @@ func Latency(ctx context.Context, o LatencyOptions) (*File, error) {
 	if o.Workers > 0 {
 		label += fmt.Sprintf(", %d workers", o.Workers)
 	}
-	f := o.Env.newFile(KindLatency, label)
 	target := o.Env.InletTarget("inlet", o.Load, o.Storage, o.Workers, o.InletArgs)
+	if o.Target.Name != "" {
+		target, label = o.Target, o.Load.Label()+", "+o.Target.Name
+	}
+	f := o.Env.newFile(KindLatency, label)
 	points := len(o.Rates) * o.Repeat
 	if o.OfFlat {
 		points++

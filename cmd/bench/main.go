@@ -299,6 +299,7 @@ func runLatency(ctx context.Context, cmd string, args []string) int {
 	of := c.fs.String("of", "", "flat-out records/s the rates are fractions of, or 'flat' to measure it first (default: rates are records/s)")
 	repeat := c.fs.Int("repeat", 1, "runs of each rate")
 	workers := c.fs.Int("workers", 0, "inlet --workers (0: inlet's default)")
+	peer := c.fs.String("peer", "", "measure this broker instead of inlet: name='shell command with {port} and {dir}', or name[key=value,...]='...' to create the topic with those configs")
 	if !c.parse(args) {
 		return 2
 	}
@@ -308,6 +309,11 @@ func runLatency(ctx context.Context, cmd string, args []string) int {
 	}
 	o := bench.LatencyOptions{Env: c.env, Load: c.load, Repeat: *repeat, Rates: rs, Storage: c.storage,
 		Workers: *workers, InletArgs: c.inletArgs}
+	if *peer != "" {
+		if o.Target, err = bench.ParsePeer(*peer); err != nil {
+			return usage(cmd, fmt.Errorf("--peer: %w", err))
+		}
+	}
 	switch *of {
 	case "":
 	case "flat":

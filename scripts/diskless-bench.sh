@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Diskless topics under bench, on one versitygw started here on loopback (access log on) and
+# ended by its pid when the script exits.
+#
+#   scripts/diskless-bench.sh produce [bench compare flags]
+#       two inlets of the same build, both started with the bucket: inlet-local's topic is
+#       created with diskless.enable=false (acknowledged after the local fsync), inlet-diskless's
+#       with diskless.enable=true (acknowledged from the bucket); alternated round by round.
+#   scripts/diskless-bench.sh latency [bench latency flags]
+#       bench latency on inlet-diskless (default --of flat --rates 0.5: the diskless flat-out
+#       rate, then half of it, open loop).
+#   scripts/diskless-bench.sh idle [SECONDS]
+#       one inlet-diskless with its topic created and nothing produced, for SECONDS (60).
+#   scripts/diskless-bench.sh profile OUT.pprof [local]
+#       one node under loadgen's 16 idempotent producers flat out for 25 s, its topic diskless
+#       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof.
+#
+# Every node has a fresh data directory and a key prefix of its own in the bucket. After the
+# runs, the requests each node made (versitygw's access log, by key prefix) are printed per
+# node: PUTs and GETs (and other calls), over the node's life in the log, and per second;
+# versitygw's CPU seconds (not counted in a broker's figures) too. The bucket is removed at exit.
+# Record with scripts/record.sh NAME scripts/diskless-bench.sh ....
+#
+# Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
+# COMMIT_BYTES (--diskless-commit-bytes, default 8MiB), DISKLESS_ARGS (further inlet flags of
+# both nodes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+mode=${1:?usage: scripts/diskless-bench.sh produce|latency|idle [flags]}
+shift
+
+go build -o bin/inlet ./cmd/inlet
+go build -o bin/bench ./cmd/bench
+go build -o bin/loadgen ./cmd/loadgen
+
+work=$(mktemp -d "${TMPDIR:-/var/tmp}/diskless-bench-XXXXXX")
+bucket=disklessbench
+mkdir -p "$work/gw/$bucket" # versitygw's posix backend: a bucket is a directory
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export AWS_ACCESS_KEY_ID=disklessaccess AWS_SECRET_ACCESS_KEY=disklesssecret0123456789 AWS_REGION=us-east-1
+ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
+  ROOT_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID ROOT_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
+  "${VERSITYGW:-$(go env GOPATH)/bin/versitygw}" --port "127.0.0.1:$port" --quiet \
+  --access-log "$work/access.log" posix "$work/gw" >"$work/versitygw.log" 2>&1 &
+gw=$!
+node=
+cleanup() {
+  [ -z "$node" ] || kill "$node" 2>/dev/null || true
+  kill "$gw" 2>/dev/null || true
+  wait "$gw" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+  sleep 0.1
+done
+curl -s -o /dev/null "http://127.0.0.1:$port/" || { echo "versitygw did not answer:" >&2; cat "$work/versitygw.log" >&2; exit 1; }
+endpoint="http://127.0.0.1:$port"
+echo "# versitygw ${VERSITYGW:-$(go env GOPATH)/bin/versitygw} on $endpoint, pid $gw, posix backend in $work/gw, access log on"
+
+# A run's prefix is the name of its fresh directory, the parent of {dir}.
+prefix='"$(basename "$(dirname {dir})")/"'
+window="--diskless-commit-interval-ms ${COMMIT_INTERVAL_MS:-100} --diskless-commit-bytes ${COMMIT_BYTES:-8MiB}"
+node_cmd="$root/bin/inlet --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --s3-bucket $bucket --s3-endpoint $endpoint --s3-path-style --s3-prefix $prefix $window ${DISKLESS_ARGS:-}"
+
+set +e
+case $mode in
+produce)
+  bin/bench compare --inlet-bin bin/inlet --targets '' --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
+    --peer "inlet-local[diskless.enable=false]=$node_cmd" \
+    --peer "inlet-diskless[diskless.enable=true]=$node_cmd" "$@"
+  rc=$?
+  ;;
+latency)
+  [ $# -gt 0 ] || set -- --of flat --rates 0.5
+  bin/bench latency --inlet-bin bin/inlet --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
+    --peer "inlet-diskless[diskless.enable=true]=$node_cmd" "$@"
+  rc=$?
+  ;;
+idle | profile)
+  dir="$work/inlet-bench-$mode-0/data"
+  mkdir -p "$dir"
+  kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  cmd=${node_cmd//\{port\}/$kport}
+  cmd=${cmd//\{dir\}/$dir}
+  # --log-diskless-enable: the topic loadgen creates is diskless.
+  [ "$mode" = profile ] && [ "${2:-}" = local ] || cmd="$cmd --log-diskless-enable"
+  sh -c "exec $cmd --metrics-listen 127.0.0.1:$mport --pprof" >"$work/$mode-server.log" 2>&1 &
+  node=$!
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$kport") 2>/dev/null && break; sleep 0.1; done
+  if [ "$mode" = idle ]; then
+    secs=${1:-60}
+    # One second of 100 records/s makes the topic and its first commit objects; then nothing.
+    bin/loadgen --brokers "127.0.0.1:$kport" --topic idle --producers 1 --rate 100 --duration 1s | tail -1
+    echo "# idle: node pid $node on 127.0.0.1:$kport, $secs s after one second of 100 records/s"
+    sleep "$secs"
+  else
+    out=${1:?usage: scripts/diskless-bench.sh profile OUT.pprof [local]}
+    (sleep 5 && curl -s -o "$out" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=15") &
+    prof=$!
+    bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration 25s | tail -8
+    wait "$prof"
+    echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
+  fi
+  curl -s "http://127.0.0.1:$mport/metrics" | grep -i '^inlet_diskless' | sed 's/^/# metrics: /' || true
+  kill -TERM "$node"
+  wait "$node"
+  rc=$?
+  node=
+  ;;
+*)
+  echo "unknown mode $mode (produce, latency, idle or profile)" >&2
+  exit 2
+  ;;
+esac
+set -e
+# utime + stime (fields 14 and 15 of /proc/PID/stat) over CLK_TCK.
+read -r ut st < <(awk '{print $14, $15}' "/proc/$gw/stat")
+echo "# versitygw CPU over the whole script: $(awk -v t=$((ut + st)) -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t / hz}') s"
+# The access log is complete once versitygw has stopped.
+kill "$gw"
+wait "$gw" 2>/dev/null || true
+[ -z "${KEEP_ACCESS_LOG:-}" ] || cp "$work/access.log" "$KEEP_ACCESS_LOG"
+# Requests per node: access log lines are `- BUCKET [DD/Month/YYYY:HH:MM:SS +0000] IP - ID s3_OP KEY ...`;
+# a node's keys start with its prefix. Rates are over the node's span in the log (first to last
+# request, whole seconds), so they include its start and stop.
+echo "# requests per node (versitygw access log): node span_s PUT GET other PUT/s GET/s"
+awk '$8 ~ /^s3_/ {
+  split($9, k, "/"); p = k[1]
+  if (p !~ /^inlet-bench-/) { unk[$8]++; next }
+  t = $3; sub(/^\[/, "", t); split(t, a, ":"); s = a[2] * 3600 + a[3] * 60 + a[4]
+  if (!(p in first)) first[p] = s
+  last[p] = s
+  if ($8 == "s3_PutObject") put[p]++; else if ($8 == "s3_GetObject") get[p]++; else other[p]++
+} END {
+  for (p in first) {
+    span = last[p] - first[p] + 1
+    printf "# node %s %d %d %d %d %.2f %.2f\n", p, span, put[p], get[p], other[p], put[p] / span, get[p] / span
+  }
+  for (o in unk) printf "# not by a node key prefix (bucket-level calls): %s %d\n", o, unk[o]
+}' "$work/access.log" | sort
+for d in "$work/gw/$bucket"/*/; do
+  [ -d "$d" ] || continue
+  printf '# bucket: %s %.1f MiB in %d objects\n' "$(basename "$d")" "$(du -sb "$d" | awk '{print $1 / 1048576}')" "$(find "$d" -type f | wc -l)"
+done
+exit $rc
