@@ -86,6 +86,15 @@ type Config struct {
 	// CloseTimeout bounds how long Close keeps trying to PUT what is queued; 0: 10 s.
 	CloseTimeout time.Duration
 	Logger       *slog.Logger
+	// Observer, when set, is told each group's commit latency (metrics.Diskless).
+	Observer Observer
+}
+
+// Observer is told of each group held for the bucket once its commit object has landed:
+// d is the time from the group entering the commit window (Commit) to that. It is called
+// on the commit loop's goroutine and must not block.
+type Observer interface {
+	Committed(d time.Duration)
 }
 
 // Committer is the bucket side of the diskless topics (see the package comment).
@@ -125,6 +134,8 @@ type Stats struct {
 	Puts, PutBytes, PutFailures, TimedOut atomic.Int64
 	Fenced                                atomic.Bool
 	LastCommitNanos                       atomic.Int64 // the last group's time from handover to publication
+	// The last Recover's RecoverStats (set once it is done).
+	RecoverObjects, RecoverReplayed, RecoverUploaded, RecoverNanos atomic.Int64
 }
 
 type object struct {
@@ -170,6 +181,10 @@ func New(cfg Config) *Committer {
 
 // Stats returns the counters.
 func (c *Committer) Stats() *Stats { return &c.stats }
+
+// PendingBytes is the batch data held for the bucket and not in it yet (what
+// MaxPendingBytes bounds).
+func (c *Committer) PendingBytes() int64 { return c.pending.Load() }
 
 // Admit is asked by the produce path for each batch to a diskless partition before it is
 // submitted: 0 takes it, else the error (and its message) that refuses it. Transactions are
@@ -321,6 +336,9 @@ func (c *Committer) run() {
 		c.pending.Add(-o.payload)
 		for _, h := range o.groups {
 			h.g.Publish()
+			if c.cfg.Observer != nil && h.g != nil {
+				c.cfg.Observer.Committed(time.Since(h.at))
+			}
 		}
 		for _, h := range answer {
 			h.g.Answer(0)

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless"
 	"inlet/docs"
 	"inlet/groups"
+	"inlet/objstore"
 	"inlet/tier"
 )
 
@@ -40,6 +42,8 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	m.Watch(log, fakeNode{offsets: []groups.CommittedOffset{{Group: "g", Topic: "t", Partition: 0, Offset: 0}}})
 	m.WatchRemote(fakeRemote{})
 	m.WatchLease(&stubLease{})
+	m.DisklessObserver()
+	m.WatchDiskless(diskless.New(diskless.Config{Bucket: objstore.NewMemory()}))
 	m.Requests.Error(0, 3) // error series appear with the first error
 	m.Requests.ListenerEvent("PLAINTEXT", nil)
 	m.Requests.ListenerEvent("PLAINTEXT", errors.New("accept: too many open files"))

@@ -69,6 +69,7 @@ func main() {
 		usage("%v", err)
 	}
 	rs := o.remote()
+	mon.disklessObserver(rs)
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
 	memoryLimit(logger, o, rs, conn.AnySASL(listeners))
@@ -123,6 +124,7 @@ func main() {
 	stopRegistry := startRegistry(logger, *o.registryListen, sec.Schemas, sec.RegistryTLS)
 	stopProfiles := startProfiles(logger, *o.cpuProfile, *o.memProfile)
 	mon.watchLease(rs)
+	mon.watchDiskless(rs)
 	mon.ready(blog, srv, remote)
 
 	got := waitForStop(logger, srv, *o.config)

@@ -71,6 +71,21 @@ func (mo *monitor) ready(blog *batchlog.Log, srv *server.Server, remote *tier.Ti
 	mo.m.SetReady(true)
 }
 
+// disklessObserver gives the diskless committer, made by openNode, the commit latency
+// histogram (nothing without a bucket).
+func (mo *monitor) disklessObserver(rs *remoteSettings) {
+	if mo != nil && rs != nil {
+		rs.diskless.Observer = mo.m.DisklessObserver()
+	}
+}
+
+// watchDiskless adds the diskless commit log's counters to what is scraped.
+func (mo *monitor) watchDiskless(rs *remoteSettings) {
+	if mo != nil && rs != nil && rs.committer != nil {
+		mo.m.WatchDiskless(rs.committer)
+	}
+}
+
 // draining turns /readyz back to 503: new connections are refused from now on.
 func (mo *monitor) draining() {
 	if mo != nil {
