@@ -148,6 +148,7 @@ type object struct {
 
 type heldGroup struct {
 	g        *batchlog.DisklessGroup
+	state    chan int16 // a state entry's answer (state.go), in place of g
 	at       time.Time
 	answered bool
 }
@@ -335,13 +336,13 @@ func (c *Committer) run() {
 		c.mu.Unlock()
 		c.pending.Add(-o.payload)
 		for _, h := range o.groups {
-			h.g.Publish()
+			h.publish()
 			if c.cfg.Observer != nil && h.g != nil {
 				c.cfg.Observer.Committed(time.Since(h.at))
 			}
 		}
 		for _, h := range answer {
-			h.g.Answer(0)
+			h.answer(0)
 			c.stats.LastCommitNanos.Store(int64(time.Since(h.at)))
 		}
 	}
@@ -548,7 +549,7 @@ func (c *Committer) failQueued(code int16) {
 	c.pending.Store(0)
 	c.mu.Unlock()
 	for _, h := range answer {
-		h.g.Answer(code)
+		h.answer(code)
 	}
 }
 
@@ -577,7 +578,7 @@ func (c *Committer) reap() {
 		}
 		c.mu.Unlock()
 		for _, h := range answer {
-			h.g.Answer(wire.ErrRequestTimedOut)
+			h.answer(wire.ErrRequestTimedOut)
 			c.stats.TimedOut.Add(1)
 		}
 	}

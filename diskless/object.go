@@ -11,20 +11,23 @@ import (
 
 // A commit object, written once under its key (LogKey) and never changed:
 //
-//	header   magic "ILDL" (4), version u16 (1), reserved u16 (0), writer epoch u64,
+//	header   magic "ILDL" (4), version u16 (2), reserved u16 (0), writer epoch u64,
 //	         incarnation u64 (random per process start), sequence u64, node id i32,
 //	         entry count u32, after u64 (the object this one follows)     48 bytes
 //	entries  topic id [16], partition i32, base offset i64, length u32,   32 bytes each
-//	         then the record batch as the log stores it (its base offset and leader epoch set)
+//	         then the record batch as the log stores it (its base offset and leader epoch set);
+//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets),
+//	         base offset 0, length u32, then the entry's payload (state.go)
 //	trailer  CRC-32C (Castagnoli) of every byte before it, u32
 //
 // Integers are big-endian. An entry's batch is the producer's bytes with the offsets the log
 // assigned: a restore appends it unchanged at that offset, and the batch's own CRC still
 // checks (it covers bytes 21..end, which the log never changes for a diskless topic: no
-// LogAppendTime stamp is set after the copy is taken).
+// LogAppendTime stamp is set after the copy is taken). Version 1 objects (no state entries)
+// are read as before; a writer writes version 2.
 const (
 	magic      = "ILDL"
-	version    = 1
+	version    = 2
 	headerLen  = 48
 	entryLen   = 32
 	trailerLen = 4
@@ -34,6 +37,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Header is a commit object's header.
 type Header struct {
+	Version     uint16 // 1 or 2; seal writes version when 0
 	Epoch       uint64 // the writer's epoch (the prefix's lease; 0 until one is held)
 	Incarnation uint64 // random per writer process: tells its own objects from another's
 	Sequence    uint64 // the object's number, as in its key
@@ -46,12 +50,27 @@ type Header struct {
 	After uint64
 }
 
-// Entry is one batch of a commit object. Batch aliases the decoded object.
+// Entry is one batch of a commit object, or a state entry (State set, Partition the negative
+// kind, TopicID and Base zero). Batch and State alias the decoded object.
 type Entry struct {
 	TopicID   [16]byte
 	Partition int32
 	Base      int64
 	Batch     []byte
+	State     []byte
+}
+
+// StateGroupOffsets is the kind of a state entry holding a consumer group's offset commit,
+// offset deletion or group deletion (state.go); its partition field is -StateGroupOffsets.
+const StateGroupOffsets = 1
+
+// appendState adds a state entry of kind to an object begun by newObject.
+func appendState(obj []byte, kind int32, payload []byte) []byte {
+	obj = append(obj, make([]byte, 16)...)
+	obj = binary.BigEndian.AppendUint32(obj, uint32(-kind))
+	obj = binary.BigEndian.AppendUint64(obj, 0)
+	obj = binary.BigEndian.AppendUint32(obj, uint32(len(payload)))
+	return append(obj, payload...)
 }
 
 // LogPrefix holds the commit objects: LogKey(n) for n = 1, 2, ...; the keys sort by number.
@@ -90,7 +109,11 @@ func appendEntry(obj []byte, topic [16]byte, partition int32, base int64, batch 
 // seal writes h into the object's header and appends the trailer.
 func seal(obj []byte, h Header) []byte {
 	copy(obj, magic)
-	binary.BigEndian.PutUint16(obj[4:], version)
+	v := h.Version
+	if v == 0 {
+		v = version
+	}
+	binary.BigEndian.PutUint16(obj[4:], v)
 	binary.BigEndian.PutUint16(obj[6:], 0)
 	binary.BigEndian.PutUint64(obj[8:], h.Epoch)
 	binary.BigEndian.PutUint64(obj[16:], h.Incarnation)
@@ -104,9 +127,10 @@ func seal(obj []byte, h Header) []byte {
 var errBadObject = errors.New("diskless: not a commit object")
 
 // Decode checks a whole commit object and returns its header and entries, whose batches alias
-// b. It accepts only what seal and appendEntry write: the CRC, magic and version must match,
-// the entries must fill the object exactly and number Entries, and each batch must be a record
-// batch whose length field spans it and whose base offset is the entry's.
+// b. It accepts only what seal, appendEntry and appendState write: the CRC, magic and version
+// (1 or 2) must match, the entries must fill the object exactly and number Entries, each batch
+// must be a record batch whose length field spans it and whose base offset is the entry's, and
+// a state entry (version 2 only) must be of a known kind with a zero topic id and base.
 func Decode(b []byte) (Header, []Entry, error) {
 	var h Header
 	if len(b) < headerLen+trailerLen {
@@ -116,16 +140,21 @@ func Decode(b []byte) (Header, []Entry, error) {
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[len(body):]) {
 		return h, nil, fmt.Errorf("diskless: commit object CRC mismatch")
 	}
-	if string(body[:4]) != magic || binary.BigEndian.Uint16(body[4:]) != version {
+	v := binary.BigEndian.Uint16(body[4:])
+	if string(body[:4]) != magic || v < 1 || v > version {
 		return h, nil, errBadObject
 	}
-	h = Header{Epoch: binary.BigEndian.Uint64(body[8:]), Incarnation: binary.BigEndian.Uint64(body[16:]),
+	h = Header{Version: v, Epoch: binary.BigEndian.Uint64(body[8:]), Incarnation: binary.BigEndian.Uint64(body[16:]),
 		Sequence: binary.BigEndian.Uint64(body[24:]), Node: int32(binary.BigEndian.Uint32(body[32:])),
 		Entries: binary.BigEndian.Uint32(body[36:]), After: binary.BigEndian.Uint64(body[40:])}
 	if h.After >= h.Sequence {
 		return h, nil, fmt.Errorf("diskless: commit object %d follows %d", h.Sequence, h.After)
 	}
-	if uint64(h.Entries) > uint64(len(body)-headerLen)/(entryLen+wire.RecordBatchOverhead) {
+	minEntry := entryLen + wire.RecordBatchOverhead
+	if v >= 2 {
+		minEntry = entryLen // a state entry may be empty
+	}
+	if uint64(h.Entries) > uint64(len(body)-headerLen)/uint64(minEntry) {
 		return h, nil, fmt.Errorf("diskless: commit object claims %d entries in %d bytes", h.Entries, len(b))
 	}
 	entries := make([]Entry, 0, h.Entries)
@@ -142,6 +171,15 @@ func Decode(b []byte) (Header, []Entry, error) {
 		pos += entryLen
 		if n > len(body)-pos {
 			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
+		}
+		if e.Partition < 0 && v >= 2 {
+			if e.Partition != -StateGroupOffsets || e.TopicID != ([16]byte{}) || e.Base != 0 {
+				return h, nil, fmt.Errorf("diskless: commit object entry %d is not a known state entry", i)
+			}
+			e.State = body[pos : pos+n : pos+n]
+			pos += n
+			entries = append(entries, e)
+			continue
 		}
 		e.Batch = body[pos : pos+n : pos+n]
 		pos += n

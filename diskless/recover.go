@@ -17,6 +17,7 @@ type RecoverStats struct {
 	Objects  int // commit objects read
 	Replayed int // batches appended to the local log from them
 	Uploaded int // local batches never in the bucket, PUT now
+	Offsets  int // consumer group offsets written to the catalog from state entries (state.go)
 	Duration time.Duration
 }
 
@@ -92,13 +93,19 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	}
 	ends := map[*batchlog.Partition]int64{}
 	maxPID := int64(-1)
+	fold := groupsFold{}
 	for _, o := range log {
-		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, byID, ends, &maxPID)
+		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, byID, ends, &maxPID, fold)
 		if err != nil {
 			return st, err
 		}
 		st.Objects++
 		st.Replayed += n
+	}
+	// The group changes of the log, folded, go to the catalog before the group coordinator
+	// loads it (state.go).
+	if st.Offsets, err = fold.apply(l.Meta(), func(topic string) bool { _, ok := l.Topic(topic); return ok }); err != nil {
+		return st, fmt.Errorf("diskless: group offsets: %w", err)
 	}
 	// The producer ids of the replayed windows were handed out by the node that wrote them:
 	// none may be handed out again (a new producer would meet an old one's window).
@@ -132,7 +139,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 
 // replayObject appends the batches of commit object seq that the local log lacks.
 func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64,
-	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64) (int, error) {
+	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64, fold groupsFold) (int, error) {
 	buf := make([]byte, size)
 	if err := c.cfg.Bucket.ReadAt(ctx, key, 0, buf); err != nil {
 		return 0, err
@@ -148,6 +155,12 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 	req := &batchlog.Request{Done: func(*batchlog.Request) { wg.Done() }}
 	next := map[*batchlog.Partition]int64{}
 	for _, e := range entries {
+		if e.State != nil {
+			if err := fold.add(e.State); err != nil {
+				return 0, fmt.Errorf("%s: %w", key, err)
+			}
+			continue
+		}
 		t := byID[e.TopicID]
 		if t == nil || int(e.Partition) >= len(t.Partitions) {
 			continue // a topic deleted since (its description gone): nothing to bring back

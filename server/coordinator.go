@@ -11,7 +11,11 @@ import (
 
 func (s *Server) startGroups() error {
 	delay := max(s.cfg.GroupInitialRebalanceDelay, 0) // negative: none
-	c, err := groups.New(s.meta, groups.Config{
+	var store groups.Store = s.meta
+	if s.cfg.GroupStore != nil {
+		store = s.cfg.GroupStore(s.meta)
+	}
+	c, err := groups.New(store, groups.Config{
 		Logger:                s.log,
 		InitialRebalanceDelay: time.Duration(delay),
 		OffsetsRetention:      s.cfg.OffsetsRetention,

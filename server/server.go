@@ -70,6 +70,10 @@ type Config struct {
 	// DisklessDefault is log.diskless.enable, new topics' diskless.enable.
 	Diskless        Diskless
 	DisklessDefault bool
+	// GroupStore, when set, makes the group coordinator's store from the catalog (a node
+	// with diskless topics: diskless.Committer.GroupStore, which puts every offset change in
+	// the bucket before the catalog); nil: the catalog itself.
+	GroupStore func(*meta.Store) groups.Store
 	// Writable says whether this node holds its bucket prefix's lease now (package lease;
 	// nil without a bucket: always); Fenced whether another node has taken the prefix, for
 	// good. While the lease is not held, produce to a topic kept in the bucket

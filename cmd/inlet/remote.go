@@ -7,6 +7,7 @@ import (
 
 	"inlet/batchlog"
 	"inlet/diskless"
+	"inlet/groups"
 	"inlet/meta"
 	"inlet/objstore"
 	"inlet/server"
@@ -87,6 +88,8 @@ func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, o
 	}
 	rs.committer = diskless.New(dc)
 	cfg.Diskless, cfg.DisklessDefault, opts.Diskless = rs.committer, rs.disklessDefault, rs.committer
+	// Every group's offset changes go to the bucket before they are answered (diskless/state.go).
+	cfg.GroupStore = func(m *meta.Store) groups.Store { return rs.committer.GroupStore(m) }
 }
 
 // openTier opens the remote tier on the log (nil, nil without one), after rebuilding the
@@ -123,7 +126,7 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "took", st.Duration)
+	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "group_offsets", st.Offsets, "took", st.Duration)
 	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
 		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Logger: logger})
 }
