@@ -124,7 +124,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 				return st, err
 			}
 		}
-		if err := c.Describe(ctx, t); err != nil {
+		if err := c.describeRetrying(ctx, t); err != nil {
 			return st, err
 		}
 	}
@@ -266,3 +266,24 @@ func (c *Committer) Describe(ctx context.Context, t *batchlog.Topic) error {
 }
 
 type description struct{ key, fp string }
+
+// describeRetrying is Recover's Describe, tried again with a backoff (50 ms doubling to 5 s)
+// until ctx ends: one failed PUT (a 5xx, a reply lost) must not stop the node's start, as it
+// does not stop the commit loop. Writing a description again is harmless: each try takes a
+// new key, and the newest is in force.
+func (c *Committer) describeRetrying(ctx context.Context, t *batchlog.Topic) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := c.Describe(ctx, t)
+		if err == nil {
+			return nil
+		}
+		c.cfg.Logger.Warn("diskless: topic description not written; retrying", "topic", t.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
