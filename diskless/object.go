@@ -60,9 +60,15 @@ type Entry struct {
 	State     []byte
 }
 
-// StateGroupOffsets is the kind of a state entry holding a consumer group's offset commit,
-// offset deletion or group deletion (state.go); its partition field is -StateGroupOffsets.
-const StateGroupOffsets = 1
+// The kinds of state entry; an entry's partition field is -kind. StateGroupOffsets: a
+// consumer group's offset commit, offset deletion or group deletion (state.go);
+// StateTenants: the run-time users, ACLs and quotas (tenants.json), whole; StateBrokerConfigs:
+// one level's dynamic broker configs, whole (node_state.go).
+const (
+	StateGroupOffsets  = 1
+	StateTenants       = 2
+	StateBrokerConfigs = 3
+)
 
 // appendState adds a state entry of kind to an object begun by newObject.
 func appendState(obj []byte, kind int32, payload []byte) []byte {
@@ -173,7 +179,7 @@ func Decode(b []byte) (Header, []Entry, error) {
 			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
 		}
 		if e.Partition < 0 && v >= 2 {
-			if e.Partition != -StateGroupOffsets || e.TopicID != ([16]byte{}) || e.Base != 0 {
+			if e.Partition < -StateBrokerConfigs || e.TopicID != ([16]byte{}) || e.Base != 0 {
 				return h, nil, fmt.Errorf("diskless: commit object entry %d is not a known state entry", i)
 			}
 			e.State = body[pos : pos+n : pos+n]

@@ -93,7 +93,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	}
 	ends := map[*batchlog.Partition]int64{}
 	maxPID := int64(-1)
-	fold := groupsFold{}
+	fold := &stateFold{groups: groupsFold{}}
 	for _, o := range log {
 		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, byID, ends, &maxPID, fold)
 		if err != nil {
@@ -103,9 +103,13 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		st.Replayed += n
 	}
 	// The group changes of the log, folded, go to the catalog before the group coordinator
-	// loads it (state.go).
-	if st.Offsets, err = fold.apply(l.Meta(), func(topic string) bool { _, ok := l.Topic(topic); return ok }); err != nil {
+	// loads it (state.go); the last tenants state and broker configs over the node's, before
+	// the admin APIs load them (node_state.go).
+	if st.Offsets, err = fold.groups.apply(l.Meta(), func(topic string) bool { _, ok := l.Topic(topic); return ok }); err != nil {
 		return st, fmt.Errorf("diskless: group offsets: %w", err)
+	}
+	if err := fold.apply(l); err != nil {
+		return st, err
 	}
 	// The producer ids of the replayed windows were handed out by the node that wrote them:
 	// none may be handed out again (a new producer would meet an old one's window).
@@ -139,7 +143,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 
 // replayObject appends the batches of commit object seq that the local log lacks.
 func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64,
-	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64, fold groupsFold) (int, error) {
+	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64, fold *stateFold) (int, error) {
 	buf := make([]byte, size)
 	if err := c.cfg.Bucket.ReadAt(ctx, key, 0, buf); err != nil {
 		return 0, err
@@ -156,7 +160,7 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 	next := map[*batchlog.Partition]int64{}
 	for _, e := range entries {
 		if e.State != nil {
-			if err := fold.add(e.State); err != nil {
+			if err := fold.add(-e.Partition, e.State); err != nil {
 				return 0, fmt.Errorf("%s: %w", key, err)
 			}
 			continue

@@ -2,11 +2,14 @@ package diskless
 
 import (
 	"bytes"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"inlet/acl"
 	"inlet/meta"
 	"inlet/objstore"
+	"inlet/tenants"
 )
 
 func TestGroupOpRoundTrip(t *testing.T) {
@@ -162,5 +165,57 @@ func TestRestoreBringsBackGroupOffsets(t *testing.T) {
 	defer s.close()
 	if got := offsetsOf(t, s.l.Meta(), "a"); got[d0].Offset != 20 {
 		t.Fatalf("restart: %+v", got)
+	}
+}
+
+// TestRestoreBringsBackTenantsAndBrokerConfigs: the last tenants state and each level's last
+// dynamic broker configs in the log come back at a restore; with the bucket down a change
+// fails.
+func TestRestoreBringsBackTenantsAndBrokerConfigs(t *testing.T) {
+	m := objstore.NewMemory()
+	n := openNode(t, t.TempDir(), m, Config{RequestTimeout: 300 * time.Millisecond, CloseTimeout: 100 * time.Millisecond}, false)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind := func(principal string) *tenants.State {
+		return &tenants.State{ACLs: []acl.Binding{{ResourceType: acl.Topic, Name: "t", Pattern: acl.Literal, Principal: principal, Host: "*",
+			Operation: acl.Read, Permission: acl.Allow}}}
+	}
+	must(n.c.KeepTenants(bind("User:old")))
+	must(n.c.KeepTenants(bind("User:new")))
+	must(n.c.KeepBrokerConfigs(meta.BrokerNode, map[string]string{"log.retention.ms": "1000"}))
+	must(n.c.KeepBrokerConfigs(meta.BrokerNode, map[string]string{"log.retention.ms": "2000"}))
+	must(n.c.KeepBrokerConfigs(meta.BrokerClusterDefault, map[string]string{"log.segment.bytes": "1048576"}))
+	m.SetDown(errDown)
+	if err := n.c.KeepTenants(bind("User:never")); err == nil {
+		t.Fatal("a tenants change with the bucket down returned success")
+	}
+	if err := n.c.KeepBrokerConfigs(meta.BrokerNode, map[string]string{"log.retention.ms": "3"}); err == nil {
+		t.Fatal("a broker config change with the bucket down returned success")
+	}
+	n.c.Close() // before the bucket is back: the failed changes never land
+	m.SetDown(nil)
+	if err := n.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	r := openNode(t, dir, m, Config{}, true)
+	defer r.close()
+	if got := r.l.BrokerConfigs(meta.BrokerNode); len(got) != 1 || got["log.retention.ms"] != "2000" {
+		t.Fatalf("broker configs restored as %v", got)
+	}
+	if got := r.l.BrokerConfigs(meta.BrokerClusterDefault); got["log.segment.bytes"] != "1048576" {
+		t.Fatalf("cluster default configs restored as %v", got)
+	}
+	ts, err := tenants.Open(filepath.Join(dir, tenants.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acls := ts.State().ACLs; len(acls) != 1 || acls[0].Principal != "User:new" {
+		t.Fatalf("tenants restored as %+v", acls)
 	}
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"inlet/conn"
 	"inlet/diskless"
 	"inlet/groups"
 	"inlet/meta"
@@ -125,5 +127,98 @@ func TestDisklessGroupOffsetsComeBackFromTheBucket(t *testing.T) {
 		t.Fatal(err)
 	} else if r, _ := o.Lookup("d", 0); r.At == 1000 {
 		t.Fatal("an offset the bucket does not hold is served")
+	}
+}
+
+// TestDisklessTenantsAndBrokerConfigsComeBackFromTheBucket: ACLs, SCRAM users and dynamic
+// broker configs changed through the admin APIs on a node with a bucket; the node is closed
+// and its data directory deleted; a node restored from the bucket describes them all. A
+// change while the bucket is down is refused.
+func TestDisklessTenantsAndBrokerConfigsComeBackFromTheBucket(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	sasl := func(c *server.Config) {
+		c.Users = tenantUsers(t)
+		c.SuperUsers = []string{"admin"}
+		c.Listeners = []conn.Listener{{Name: "sasl", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"}}
+	}
+	admin := func(n *disklessNode) *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.srv.ListenerAddr("sasl")),
+			kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism()), kgo.RequestRetries(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}
+	n := startDisklessNode(t, bucket, dir, "127.0.0.1:0", false, sasl)
+	adm := admin(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mustCreateACLs(t, adm, kadm.NewACLs().Topics("orders").Allow("User:bob").Operations(kadm.OpRead))
+	if altered, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "carol-secret"}}); err != nil || altered["carol"].Err != nil {
+		t.Fatalf("upsert carol: %v %+v", err, altered)
+	}
+	if rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("3600000")}}); err != nil || rs[0].Err != nil {
+		t.Fatalf("alter broker configs: %v %+v", err, rs)
+	}
+
+	n.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := startDisklessNode(t, bucket, t.TempDir(), "127.0.0.1:0", true, sasl)
+	adm = admin(r)
+
+	res, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny).Allow().AllowHosts().Deny().DenyHosts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range res {
+		for _, d := range r.Described {
+			found = found || d.Principal == "User:bob" && d.Name == "orders" && d.Operation == kadm.OpRead
+		}
+	}
+	if !found {
+		t.Fatalf("bob's binding not restored: %+v", res)
+	}
+	described, err := adm.DescribeUserSCRAMs(ctx, "carol")
+	if err != nil || len(described["carol"].CredInfos) != 1 || described["carol"].CredInfos[0].Iterations != 8192 {
+		t.Fatalf("carol restored as %+v (%v)", described, err)
+	}
+	if got := r.blog.BrokerConfigs(meta.BrokerClusterDefault); got["log.retention.ms"] != "3600000" {
+		t.Fatalf("cluster default broker configs restored as %v", got)
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := false
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			ok = ok || c.Key == "log.retention.ms" && c.Value != nil && *c.Value == "3600000"
+		}
+	}
+	if !ok {
+		t.Fatalf("DescribeConfigs of the broker after the restore: %+v", rcs)
+	}
+
+	// With the bucket down, a change is not answered success, nor made.
+	bucket.SetDown(errors.New("injected: bucket down"))
+	defer bucket.SetDown(nil) // before the node stops (t.Cleanup): its queue lands
+	if rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("5")}}); err == nil && rs[0].Err == nil {
+		t.Fatal("a broker config change with the bucket down was answered success")
+	}
+	if cr, err := adm.CreateACLs(ctx, kadm.NewACLs().Topics("more").Allow("User:bob").Operations(kadm.OpRead)); err == nil {
+		if len(cr) != 1 || cr[0].Err == nil {
+			t.Fatalf("an ACL creation with the bucket down was answered success: %+v", cr)
+		}
+		if res, err := adm.DescribeACLs(ctx, kadm.NewACLs().Topics("more").ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny).Allow().AllowHosts()); err != nil || len(res) == 0 || len(res[0].Described) != 0 {
+			t.Fatalf("an ACL created with the bucket down is in force: %+v %v", res, err)
+		}
+	}
+	if got := r.blog.BrokerConfigs(meta.BrokerClusterDefault); got["log.retention.ms"] != "3600000" {
+		t.Fatalf("a broker config change the bucket does not hold is in force: %v", got)
 	}
 }

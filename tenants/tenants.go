@@ -370,6 +370,9 @@ func (d *Delta) apply(base []string) []string {
 	return out
 }
 
+// FileName is the state's file in the data directory.
+const FileName = "tenants.json"
+
 // Store is the durable State.
 type Store struct {
 	path string

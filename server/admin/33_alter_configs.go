@@ -158,6 +158,13 @@ func (s *Server) applyBrokerConfigs(r *Request, name string, change func(cur map
 	if validateOnly {
 		return 0, ""
 	}
+	if s.diskless != nil {
+		// In the bucket before it is made and answered (diskless/node_state.go).
+		if err := s.diskless.KeepBrokerConfigs(level, next); err != nil {
+			s.log.Error("alter broker configs: not in the bucket", "err", err)
+			return wire.ErrKafkaStorageError, err.Error()
+		}
+	}
 	if err := s.blog.SetBrokerConfigs(level, next); err != nil {
 		s.log.Error("alter broker configs", "err", err)
 		return wire.ErrUnknownServerError, err.Error()

@@ -40,6 +40,7 @@ import (
 	"inlet/batchlog/upkeep"
 	"inlet/conn"
 	"inlet/groups"
+	"inlet/meta"
 	"inlet/quota"
 	"inlet/server/authz"
 	"inlet/tenants"
@@ -100,6 +101,11 @@ type Parts struct {
 // topic's description (its catalog entry) to the bucket, before the change is answered.
 type Diskless interface {
 	Describe(ctx context.Context, t *batchlog.Topic) error
+	// KeepTenants and KeepBrokerConfigs put a change of the run-time users, ACLs and quotas
+	// or of a level's dynamic broker configs in the bucket; the change is made and answered
+	// only once they return nil.
+	KeepTenants(st *tenants.State) error
+	KeepBrokerConfigs(level meta.BrokerLevel, configs map[string]string) error
 }
 
 // DescribeCreated puts a new diskless topic's description in the bucket or, failing that,

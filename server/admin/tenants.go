@@ -57,7 +57,13 @@ func (s *Server) publish(st *tenants.State) {
 func (s *Server) changeTenants(change func(st *tenants.State) (bool, error)) error {
 	s.tenantsMu.Lock()
 	defer s.tenantsMu.Unlock()
-	st, err := s.tenants.Change(change)
+	st, err := s.tenants.Change(func(st *tenants.State) (bool, error) {
+		changed, err := change(st)
+		if err == nil && changed && s.diskless != nil {
+			err = s.diskless.KeepTenants(st) // in the bucket before it is made and answered
+		}
+		return changed, err
+	})
 	if err != nil {
 		return err
 	}
