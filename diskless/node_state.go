@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,6 +100,14 @@ func (f *stateFold) apply(l *batchlog.Log) error {
 		return err
 	}
 	_, err = ts.Change(func(st *tenants.State) (bool, error) {
+		was, err := json.Marshal(st)
+		if err != nil {
+			return false, err
+		}
+		now, err := json.Marshal(f.tenants)
+		if err != nil || bytes.Equal(was, now) {
+			return false, err // the node's own disk, as it was: not written again
+		}
 		*st = *f.tenants
 		return true, nil
 	})
