@@ -3,13 +3,11 @@ package groups
 import (
 	"fmt"
 	"regexp"
-	"regexp/syntax"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"inlet/groups/validate"
 	"inlet/wire"
 )
 
@@ -20,13 +18,13 @@ import (
 //
 //   - members: group.consumer.max.size per group, and MaxMembersPerPrincipal over every
 //     group (GROUP_MAX_SIZE_REACHED for both, as Kafka answers a full group);
-//   - a member's strings: member, instance and rack ids of at most maxMemberIDLength bytes,
-//     at most MaxSubscribedTopics subscribed names of at most maxTopicNameLength bytes each
-//     (INVALID_REQUEST; no topic can have a longer name, Kafka's Topic.MAX_NAME_LENGTH), and
-//     the client id cut to maxMemberIDLength;
-//   - regular expressions: at most MaxRegexLength bytes, compiling to at most
-//     maxRegexProgram RE2 instructions (INVALID_REGULAR_EXPRESSION), and at most MaxRegexes
-//     distinct ones in a group (INVALID_REQUEST);
+//   - a member's strings: member, instance and rack ids of at most validate.MaxIDLength
+//     bytes, at most MaxSubscribedTopics subscribed names of at most
+//     validate.MaxTopicNameLength bytes each (INVALID_REQUEST; no topic can have a longer
+//     name, Kafka's Topic.MAX_NAME_LENGTH), and the client id cut to validate.MaxIDLength;
+//   - regular expressions: at most validate.MaxRegexLength bytes, compiling to at most
+//     1,100 RE2 instructions (INVALID_REGULAR_EXPRESSION), and at most MaxRegexes distinct ones in a
+//     group (INVALID_REQUEST);
 //   - CPU per heartbeat: a regular expression is matched against the topic table once per
 //     group, whichever members use it (regexEntry), again only when topics were created,
 //     deleted or grew (Coordinator.TopicsChanged) or regexRefresh passed; the subscribed
@@ -35,28 +33,15 @@ import (
 //     GroupMetadataManager likewise recomputes subscription metadata only on a new metadata
 //     image, and resolves each regular expression once per group).
 //
-// A member's principal is kept in its metadata record, so members restored at start-up count
-// against their principal's bound.
+// The checks of one request's strings and expression are pure and live in package validate;
+// what needs the group's or the coordinator's state is here. A member's principal is kept in
+// its metadata record, so members restored at start-up count against their principal's bound.
 
 // Defaults of the bounds above that are settings.
 const (
 	DefaultConsumerMaxMembersPerPrincipal = 5000
 	DefaultConsumerMaxSubscribedTopics    = 256
 	DefaultConsumerMaxRegexes             = 16
-)
-
-const (
-	// maxTopicNameLength is Kafka's Topic.MAX_NAME_LENGTH: a subscribed name longer than any
-	// topic can have is refused rather than kept.
-	maxTopicNameLength = 249
-	// maxMemberIDLength bounds member, instance and rack ids (clients send a 22-character
-	// UUID, a configured instance id, a rack name).
-	maxMemberIDLength = 255
-	// maxRegexProgram bounds the RE2 program a regular expression compiles to: about what a
-	// MaxRegexLength regex of plain literals compiles to, so only repetition blow-ups
-	// (a{1000}a{1000}...: 1 KiB that compiles to 140,000 instructions, 6 MB and 0.1 s) are
-	// refused. Matching costs at most the program size per byte of a topic name.
-	maxRegexProgram = 1100
 )
 
 // setBoundDefaults fills the bounds left zero.
@@ -70,70 +55,6 @@ func (cc *ConsumerConfig) setBoundDefaults() {
 	if cc.MaxRegexes <= 0 {
 		cc.MaxRegexes = DefaultConsumerMaxRegexes
 	}
-}
-
-// boundedHeartbeat checks a heartbeat's strings against the bounds (INVALID_REQUEST).
-func boundedHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, cc *ConsumerConfig) (int16, string) {
-	switch {
-	case len(req.MemberID) > maxMemberIDLength:
-		return wire.ErrInvalidRequest, fmt.Sprintf("MemberId is longer than %d bytes.", maxMemberIDLength)
-	case req.InstanceID != nil && len(*req.InstanceID) > maxMemberIDLength:
-		return wire.ErrInvalidRequest, fmt.Sprintf("InstanceId is longer than %d bytes.", maxMemberIDLength)
-	case req.RackID != nil && len(*req.RackID) > maxMemberIDLength:
-		return wire.ErrInvalidRequest, fmt.Sprintf("RackId is longer than %d bytes.", maxMemberIDLength)
-	case req.ServerAssignor != nil && len(*req.ServerAssignor) > maxMemberIDLength:
-		return wire.ErrInvalidRequest, fmt.Sprintf("ServerAssignor is longer than %d bytes.", maxMemberIDLength)
-	case len(req.SubscribedTopicNames) > cc.MaxSubscribedTopics:
-		return wire.ErrInvalidRequest, fmt.Sprintf("SubscribedTopicNames holds %d names; a member subscribes to at most %d by name (a regular expression subscribes to more).",
-			len(req.SubscribedTopicNames), cc.MaxSubscribedTopics)
-	}
-	for _, t := range req.SubscribedTopicNames {
-		if len(t) > maxTopicNameLength {
-			return wire.ErrInvalidRequest, fmt.Sprintf("SubscribedTopicNames holds a name longer than %d characters, which no topic can have.", maxTopicNameLength)
-		}
-	}
-	return wire.ErrNone, ""
-}
-
-// regexProgramSize estimates the RE2 program a parsed expression compiles to, without
-// compiling it (compiling a blow-up is the cost being bounded): repetitions multiply their
-// operand, as syntax.Compile expands them. It saturates at limit+1.
-func regexProgramSize(re *syntax.Regexp, limit int) int {
-	n := 0
-	add := func(k int) {
-		n += k
-		if n > limit {
-			n = limit + 1
-		}
-	}
-	switch re.Op {
-	case syntax.OpLiteral:
-		add(len(re.Rune))
-	case syntax.OpConcat:
-		for _, sub := range re.Sub {
-			add(regexProgramSize(sub, limit))
-		}
-	case syntax.OpAlternate:
-		for _, sub := range re.Sub {
-			add(regexProgramSize(sub, limit) + 1)
-		}
-	case syntax.OpCapture, syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
-		add(regexProgramSize(re.Sub[0], limit) + 2)
-	case syntax.OpRepeat:
-		times := re.Max
-		if times < 0 {
-			times = re.Min + 1
-		}
-		sub := max(regexProgramSize(re.Sub[0], limit), 1)
-		if times > 0 && sub > (limit+1)/times {
-			add(limit + 1)
-		} else {
-			add(times * sub)
-		}
-	default:
-		add(1)
-	}
-	return n
 }
 
 // regexEntry is one distinct regular expression of a group and the topics it matched, shared
@@ -162,7 +83,7 @@ func (g *group) regexFor(s, held string) (*regexEntry, int16, string) {
 	if max := g.c.cfg.Consumer.MaxRegexes; n >= max {
 		return nil, wire.ErrInvalidRequest, fmt.Sprintf("The consumer group uses %d distinct regular expressions (SubscribedTopicRegex), the most it may.", max)
 	}
-	re, code, msg := compileRegex(s)
+	re, code, msg := validate.Regex(s)
 	if code != wire.ErrNone {
 		return nil, code, msg
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/groups/assign"
 	"inlet/wire"
 )
 
@@ -36,7 +37,7 @@ func FuzzConsumerHeartbeats(f *testing.F) {
 		})
 		type fm struct {
 			epoch int32
-			owned assignment
+			owned assign.Partitions
 			in    bool
 		}
 		const members = 8
@@ -75,7 +76,7 @@ func FuzzConsumerHeartbeats(f *testing.F) {
 				case 1, 2: // what it was told
 					r.Topics = heartbeatTopics(m.owned)
 				case 3: // less than it was told
-					less := m.owned.clone()
+					less := m.owned.Clone()
 					for t, ps := range less {
 						less[t] = ps[:len(ps)/2]
 					}
@@ -101,10 +102,10 @@ func FuzzConsumerHeartbeats(f *testing.F) {
 				default:
 					m.in, m.epoch = true, resp.MemberEpoch
 					if resp.Assignment != nil {
-						m.owned = assignment{}
+						m.owned = assign.Partitions{}
 						for _, at := range resp.Assignment.Topics {
 							for _, p := range at.Partitions {
-								m.owned.add(at.TopicID, p)
+								m.owned.Add(at.TopicID, p)
 							}
 						}
 					}
@@ -115,7 +116,7 @@ func FuzzConsumerHeartbeats(f *testing.F) {
 	})
 }
 
-func heartbeatTopics(a assignment) []kmsg.ConsumerGroupHeartbeatRequestTopic {
+func heartbeatTopics(a assign.Partitions) []kmsg.ConsumerGroupHeartbeatRequestTopic {
 	out := []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	for t, ps := range a {
 		rt := kmsg.NewConsumerGroupHeartbeatRequestTopic()
@@ -149,7 +150,7 @@ func checkConsumerInvariants(t *testing.T, c *Coordinator) {
 		if m.regex != "" {
 			regexUsers[m.regex]++
 		}
-		for _, a := range []assignment{m.assigned, m.revoking} {
+		for _, a := range []assign.Partitions{m.assigned, m.revoking} {
 			for t2, ps := range a {
 				for _, p := range ps {
 					if o, dup := held[tp{t2, p}]; dup {

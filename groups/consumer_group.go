@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
-	"regexp/syntax"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/groups/assign"
+	"inlet/groups/validate"
 	"inlet/meta"
 	"inlet/wire"
 )
@@ -90,9 +91,6 @@ const (
 	DefaultConsumerSessionTimeout    = 45 * time.Second
 	DefaultConsumerHeartbeatInterval = 5 * time.Second
 	DefaultConsumerMaxSize           = 1000
-	// MaxRegexLength bounds SubscribedTopicRegex (Kafka has no bound): a longer one is
-	// INVALID_REGULAR_EXPRESSION.
-	MaxRegexLength = 1024
 	// regexRefresh is how often a group's regular expressions are matched against the topics
 	// again (Kafka 4 refreshes them at most every 10 s, and on topic changes: see
 	// Coordinator.TopicsChanged).
@@ -112,6 +110,12 @@ func (c *Coordinator) TopicsChanged() {
 		c.topicsGen.Add(1)
 	}
 }
+
+// The assignors' names (package assign's), as members name them in ServerAssignor.
+const (
+	AssignorUniform = assign.UniformName
+	AssignorRange   = assign.RangeName
+)
 
 // DefaultAssignors is group.consumer.assignors' default.
 var DefaultAssignors = []string{AssignorUniform, AssignorRange}
@@ -150,8 +154,8 @@ type consumerMember struct {
 
 	epoch, prevEpoch int32
 	state            memberState
-	assigned         assignment // what the member was told it holds
-	revoking         assignment // what it was told to give up and has not yet
+	assigned         assign.Partitions // what the member was told it holds
+	revoking         assign.Partitions // what it was told to give up and has not yet
 
 	// allowed is whether the member's principal may DESCRIBE a topic (its last heartbeat's):
 	// topics its regular expression matches are kept to those. nil: any. known is false for
@@ -168,12 +172,18 @@ type consumerMember struct {
 	revokeTimer    *time.Timer
 }
 
+// tp is one partition of a topic (consumerGroup.owners).
+type tp struct {
+	t assign.TopicID
+	p int32
+}
+
 type consumerGroup struct {
 	epoch       int32 // group epoch
 	assignEpoch int32 // target assignment epoch
 	members     map[string]*consumerMember
 	static      map[string]string // instance id -> member id
-	target      map[string]assignment
+	target      map[string]assign.Partitions
 	owners      map[tp]string // partition -> the member holding it (assigned or revoking)
 	// topics is the subscribed topics' metadata the target was computed from, by name.
 	topics       map[string]TopicMeta
@@ -193,7 +203,7 @@ type consumerGroup struct {
 
 func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{members: map[string]*consumerMember{}, static: map[string]string{},
-		target: map[string]assignment{}, owners: map[tp]string{}, topics: map[string]TopicMeta{}}
+		target: map[string]assign.Partitions{}, owners: map[tp]string{}, topics: map[string]TopicMeta{}}
 }
 
 // ConsumerHeartbeat is what the server passes with a ConsumerGroupHeartbeat besides the
@@ -222,13 +232,13 @@ func (c *Coordinator) ConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 	if !cc.Enabled {
 		return fail(wire.ErrUnsupportedVersion, "The new consumer group protocol is not enabled (group.coordinator.rebalance.protocols).")
 	}
-	if code, msg := validHeartbeat(req); code != wire.ErrNone {
+	if code, msg := validate.Heartbeat(req); code != wire.ErrNone {
 		return fail(code, msg)
 	}
-	if code, msg := boundedHeartbeat(req, cc); code != wire.ErrNone {
+	if code, msg := validate.Bounds(req, cc.MaxSubscribedTopics); code != wire.ErrNone {
 		return fail(code, msg)
 	}
-	h.ClientID = wire.CleanString(h.ClientID, maxMemberIDLength)
+	h.ClientID = wire.CleanString(h.ClientID, validate.MaxIDLength)
 	g := c.get(req.Group, req.MemberEpoch == 0)
 	if g == nil {
 		if c.isClosed() {
@@ -324,64 +334,6 @@ func (cg *consumerGroup) untilTick(now time.Time, interval time.Duration) int32 
 // next tick (untilTick).
 const reconcilingHeartbeatInterval = 500 * time.Millisecond
 
-// validHeartbeat is KafkaApis and GroupMetadataManager's request validation
-// (throwIfConsumerGroupHeartbeatRequestIsInvalid): INVALID_REQUEST with Kafka's message.
-func validHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
-	switch {
-	case req.Group == "" || !wire.ValidName(req.Group):
-		return wire.ErrInvalidGroupID, "GroupId can't be empty."
-	case req.Version >= 1 && req.MemberID == "":
-		return wire.ErrInvalidRequest, "MemberId can't be empty."
-	case !wire.ValidName(req.MemberID) && req.MemberID != "":
-		return wire.ErrInvalidRequest, "MemberId is invalid."
-	case req.InstanceID != nil && (*req.InstanceID == "" || !wire.ValidName(*req.InstanceID)):
-		return wire.ErrInvalidRequest, "InstanceId can't be empty."
-	case req.RackID != nil && *req.RackID == "":
-		return wire.ErrInvalidRequest, "RackId can't be empty."
-	case req.MemberEpoch < -2:
-		return wire.ErrInvalidRequest, "MemberEpoch is invalid."
-	case req.MemberEpoch == -2 && req.InstanceID == nil:
-		return wire.ErrInvalidRequest, "InstanceId can't be null."
-	case req.MemberEpoch > 0 && req.MemberID == "":
-		return wire.ErrInvalidRequest, "MemberId can't be empty."
-	}
-	if req.MemberEpoch == 0 {
-		switch {
-		case req.RebalanceTimeoutMillis == -1:
-			return wire.ErrInvalidRequest, "RebalanceTimeoutMs must be provided in first request."
-		case len(req.Topics) > 0 || req.Topics == nil:
-			return wire.ErrInvalidRequest, "TopicPartitions must be empty when (re-)joining."
-		case req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
-			return wire.ErrInvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-		}
-	}
-	for _, t := range req.SubscribedTopicNames {
-		if !wire.ValidName(t) {
-			return wire.ErrInvalidRequest, "SubscribedTopicNames holds an invalid name."
-		}
-	}
-	if req.ServerAssignor != nil && !wire.ValidName(*req.ServerAssignor) {
-		return wire.ErrInvalidRequest, "ServerAssignor is invalid."
-	}
-	return wire.ErrNone, ""
-}
-
-// compileRegex compiles a SubscribedTopicRegex (RE2, as Kafka 4 takes it with re2j).
-func compileRegex(s string) (*regexp.Regexp, int16, string) {
-	if len(s) > MaxRegexLength {
-		return nil, wire.ErrInvalidRegularExpression, fmt.Sprintf("SubscribedTopicRegex is longer than %d bytes.", MaxRegexLength)
-	}
-	parsed, err := syntax.Parse("^(?:"+s+")$", syntax.Perl)
-	if err == nil && regexProgramSize(parsed, maxRegexProgram) > maxRegexProgram {
-		return nil, wire.ErrInvalidRegularExpression, fmt.Sprintf("SubscribedTopicRegex `%s` is too complex: it compiles to more than %d instructions.", s, maxRegexProgram)
-	}
-	re, err := regexp.Compile("^(?:" + s + ")$")
-	if err != nil {
-		return nil, wire.ErrInvalidRegularExpression, "SubscribedTopicRegex `" + s + "` is not a valid regular expression: " + err.Error()
-	}
-	return re, wire.ErrNone, ""
-}
-
 func (g *group) validAssignor(name *string) bool {
 	return name == nil || slices.Contains(g.c.cfg.Consumer.Assignors, *name)
 }
@@ -442,7 +394,7 @@ func (g *group) consumerJoin(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	}
 	m := &consumerMember{id: id, principal: h.Principal, instanceID: req.InstanceID, rackID: req.RackID, clientID: h.ClientID, clientHost: h.ClientHost,
 		rebalance: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond, assignor: derefOr(req.ServerAssignor),
-		assigned: assignment{}, revoking: assignment{}, allowed: h.Allowed, known: true}
+		assigned: assign.Partitions{}, revoking: assign.Partitions{}, allowed: h.Allowed, known: true}
 	if m.rebalance <= 0 {
 		m.rebalance = g.c.cfg.Consumer.SessionTimeout
 	}
@@ -537,12 +489,12 @@ func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 		resp.ErrorCode = wire.ErrFencedInstanceID
 		return resp
 	}
-	var owned assignment
+	var owned assign.Partitions
 	if req.Topics != nil {
-		owned = assignment{}
+		owned = assign.Partitions{}
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				owned.add(t.TopicID, p)
+				owned.Add(t.TopicID, p)
 			}
 		}
 	}
@@ -550,7 +502,7 @@ func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	// is taken only if it is the member's previous epoch and what it reports owning is a
 	// subset of what it holds (it missed the answer that moved it on).
 	if req.MemberEpoch != m.epoch {
-		if req.MemberEpoch > m.epoch || req.MemberEpoch != m.prevEpoch || owned == nil || owned.minus(m.assigned).count() > 0 {
+		if req.MemberEpoch > m.epoch || req.MemberEpoch != m.prevEpoch || owned == nil || owned.Minus(m.assigned).Count() > 0 {
 			resp.ErrorCode = wire.ErrFencedMemberEpoch
 			return resp
 		}
@@ -597,11 +549,11 @@ func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	before := struct {
 		epoch    int32
 		state    memberState
-		assigned assignment
+		assigned assign.Partitions
 		revoking int
-	}{m.epoch, m.state, m.assigned, m.revoking.count()}
+	}{m.epoch, m.state, m.assigned, m.revoking.Count()}
 	g.reconcile(m, owned)
-	moved := m.epoch != before.epoch || m.state != before.state || !m.assigned.equal(before.assigned) || m.revoking.count() != before.revoking
+	moved := m.epoch != before.epoch || m.state != before.state || !m.assigned.Equal(before.assigned) || m.revoking.Count() != before.revoking
 	if changed || moved {
 		g.syncState()
 		g.persist()
@@ -610,7 +562,7 @@ func (g *group) consumerBeat(req *kmsg.ConsumerGroupHeartbeatRequest, h Consumer
 	resp.MemberEpoch = m.epoch
 	// The assignment goes back when it changed, or when the member reported what it owns
 	// and that is not it.
-	if moved || (owned != nil && !owned.equal(m.assigned)) {
+	if moved || (owned != nil && !owned.Equal(m.assigned)) {
 		resp.Assignment = heartbeatAssignment(m.assigned)
 	}
 	return resp
@@ -629,10 +581,10 @@ func sortedNames(names []string) []string {
 	return slices.Compact(out)
 }
 
-func heartbeatAssignment(a assignment) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+func heartbeatAssignment(a assign.Partitions) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
 	out := &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
 	out.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
-	ids := slices.SortedFunc(maps.Keys(a), compareID)
+	ids := slices.SortedFunc(maps.Keys(a), assign.CompareTopicIDs)
 	for _, t := range ids {
 		at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
 		at.TopicID, at.Partitions = t, slices.Clone(a[t])
@@ -708,55 +660,39 @@ func (g *group) refreshTarget() {
 	if cg.epoch <= cg.assignEpoch && len(cg.target) == len(cg.members) {
 		return
 	}
-	in := assignInput{subscribed: map[string][]topicID{}, partitions: map[topicID]int32{}, previous: cg.target}
-	in.members = slices.Sorted(maps.Keys(cg.members))
-	for _, id := range in.members {
+	in := assign.Input{Subscribed: map[string][]assign.TopicID{}, Partitions: map[assign.TopicID]int32{}, Previous: cg.target}
+	in.Members = slices.Sorted(maps.Keys(cg.members))
+	for _, id := range in.Members {
 		m := cg.members[id]
-		seen := map[topicID]bool{}
+		seen := map[assign.TopicID]bool{}
 		for _, list := range [][]string{m.subscribed, m.regexTopics} {
 			for _, n := range list {
 				if t, ok := cg.topics[n]; ok && !seen[t.ID] {
 					seen[t.ID] = true
-					in.subscribed[id] = append(in.subscribed[id], t.ID)
-					in.partitions[t.ID] = t.Partitions
+					in.Subscribed[id] = append(in.Subscribed[id], t.ID)
+					in.Partitions[t.ID] = t.Partitions
 				}
 			}
 		}
-		slices.SortFunc(in.subscribed[id], compareID)
+		slices.SortFunc(in.Subscribed[id], assign.CompareTopicIDs)
 	}
 	cg.assignorName = g.preferredAssignor()
-	if cg.assignorName == AssignorRange {
-		cg.target = assignRange(in)
-	} else {
-		cg.target = assignUniform(in)
-	}
+	cg.target = assign.ByName(cg.assignorName, in)
 	cg.assignEpoch = cg.epoch
 }
 
-// preferredAssignor is ConsumerGroup.computePreferredServerAssignor: the assignor most
-// members name (ties: the configured order), else the first configured.
+// preferredAssignor is the assignor the members' choices make the group's (assign.Preferred).
 func (g *group) preferredAssignor() string {
-	votes := map[string]int{}
+	chosen := make([]string, 0, len(g.cg.members))
 	for _, m := range g.cg.members {
-		if m.assignor != "" {
-			votes[m.assignor]++
-		}
+		chosen = append(chosen, m.assignor)
 	}
-	best := ""
-	for _, a := range g.c.cfg.Consumer.Assignors {
-		if votes[a] > votes[best] || best == "" && votes[a] > 0 {
-			best = a
-		}
-	}
-	if best == "" && len(g.c.cfg.Consumer.Assignors) > 0 {
-		best = g.c.cfg.Consumer.Assignors[0]
-	}
-	return best
+	return assign.Preferred(g.c.cfg.Consumer.Assignors, chosen)
 }
 
 // reconcile moves m towards its target (CurrentAssignmentBuilder). owned is what the member
 // reported holding (nil: not reported).
-func (g *group) reconcile(m *consumerMember, owned assignment) {
+func (g *group) reconcile(m *consumerMember, owned assign.Partitions) {
 	cg := g.cg
 	if m.epoch == -2 {
 		return
@@ -768,27 +704,27 @@ func (g *group) reconcile(m *consumerMember, owned assignment) {
 		}
 	case memberUnrevoked:
 		// Still holding something it was told to revoke (or not saying): wait.
-		if owned == nil || owned.intersect(m.revoking).count() > 0 {
+		if owned == nil || owned.Intersect(m.revoking).Count() > 0 {
 			return
 		}
 		g.releaseRevoking(m)
 	}
 	target := cg.target[m.id]
-	keep := m.assigned.intersect(target)
-	revoke := m.assigned.minus(target)
-	if revoke.count() > 0 {
+	keep := m.assigned.Intersect(target)
+	revoke := m.assigned.Minus(target)
+	if revoke.Count() > 0 {
 		// Revoke first; the epoch stays until the member confirms.
 		m.assigned, m.revoking, m.state = keep, revoke, memberUnrevoked
 		g.armRevocation(m)
 		return
 	}
 	unreleased := false
-	for t, ps := range target.minus(m.assigned) {
+	for t, ps := range target.Minus(m.assigned) {
 		for _, p := range ps {
 			switch owner := cg.owners[tp{t, p}]; owner {
 			case "", m.id:
 				cg.owners[tp{t, p}] = m.id
-				keep.add(t, p)
+				keep.Add(t, p)
 			default:
 				unreleased = true
 			}
@@ -814,7 +750,7 @@ func (g *group) releaseRevoking(m *consumerMember) {
 			}
 		}
 	}
-	m.revoking = assignment{}
+	m.revoking = assign.Partitions{}
 	if m.state == memberUnrevoked {
 		m.state = memberStable
 	}
@@ -1065,15 +1001,15 @@ func (c *Coordinator) DescribeConsumer(name string) ConsumerDescription {
 	if dg.AssignorName == "" {
 		dg.AssignorName = g.preferredAssignor()
 	}
-	byID := map[topicID]string{}
+	byID := map[assign.TopicID]string{}
 	for _, t := range cg.topics {
 		byID[t.ID] = t.Name
 	}
 	seen := map[string]bool{}
-	describe := func(a assignment) kmsg.Assignment {
+	describe := func(a assign.Partitions) kmsg.Assignment {
 		out := kmsg.NewAssignment()
 		out.TopicPartitions = []kmsg.AssignmentTopicPartition{}
-		for _, t := range slices.SortedFunc(maps.Keys(a), compareID) {
+		for _, t := range slices.SortedFunc(maps.Keys(a), assign.CompareTopicIDs) {
 			atp := kmsg.NewAssignmentTopicPartition()
 			atp.TopicID, atp.Topic, atp.Partitions = t, byID[t], slices.Clone(a[t])
 			seen[atp.Topic] = true
@@ -1097,10 +1033,10 @@ func (c *Coordinator) DescribeConsumer(name string) ConsumerDescription {
 			r := m.regex
 			dm.SubscribedTopicRegex = &r
 		}
-		held := m.assigned.clone()
+		held := m.assigned.Clone()
 		for t, ps := range m.revoking {
 			for _, p := range ps {
-				held.add(t, p)
+				held.Add(t, p)
 			}
 		}
 		dm.Assignment = describe(held)
@@ -1208,7 +1144,7 @@ type storedMember struct {
 	meta                       memberMetaRecord
 	epoch, prevEpoch           int32
 	state                      memberState
-	assigned, revoking, target assignment
+	assigned, revoking, target assign.Partitions
 }
 
 func memberMeta(m *consumerMember) memberMetaRecord {
@@ -1236,39 +1172,14 @@ func sameNames(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-func snapshotMember(m *consumerMember, target assignment) *storedMember {
+func snapshotMember(m *consumerMember, target assign.Partitions) *storedMember {
 	return &storedMember{meta: memberMeta(m), epoch: m.epoch, prevEpoch: m.prevEpoch, state: m.state,
-		assigned: m.assigned.clone(), revoking: m.revoking.clone(), target: target.clone()}
+		assigned: m.assigned.Clone(), revoking: m.revoking.Clone(), target: target.Clone()}
 }
 
-func (s *storedMember) assignmentIs(m *consumerMember, target assignment) bool {
+func (s *storedMember) assignmentIs(m *consumerMember, target assign.Partitions) bool {
 	return s.epoch == m.epoch && s.prevEpoch == m.prevEpoch && s.state == m.state &&
-		s.assigned.equal(m.assigned) && s.revoking.equal(m.revoking) && s.target.equal(target)
-}
-
-func encodeAssignment(a assignment) map[string][]int32 {
-	if len(a) == 0 {
-		return nil
-	}
-	out := make(map[string][]int32, len(a))
-	for t, ps := range a {
-		out[hex.EncodeToString(t[:])] = ps
-	}
-	return out
-}
-
-func decodeAssignment(m map[string][]int32) (assignment, error) {
-	out := assignment{}
-	for k, ps := range m {
-		var t topicID
-		if b, err := hex.DecodeString(k); err != nil || len(b) != 16 {
-			return nil, fmt.Errorf("bad topic id %q", k)
-		} else {
-			copy(t[:], b)
-		}
-		out[t] = slices.Sorted(slices.Values(ps))
-	}
-	return out, nil
+		s.assigned.Equal(m.assigned) && s.revoking.Equal(m.revoking) && s.target.Equal(target)
 }
 
 // persistConsumer writes what changed in the group since its last write (storedConsumer),
@@ -1315,7 +1226,7 @@ func (g *group) persistConsumer() {
 				w.Assignments = map[string][]byte{}
 			}
 			w.Assignments[id] = mustJSON(memberAssignmentRecord{Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: int8(m.state),
-				Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(target)})
+				Assigned: m.assigned.Encode(), Revoking: m.revoking.Encode(), Target: target.Encode()})
 		}
 		if metaChanged || asgChanged {
 			changed = append(changed, id)
@@ -1401,7 +1312,7 @@ func (g *group) restoreConsumer(sg *meta.StoredGroup) {
 		}
 	}
 	for _, t := range rec.Topics {
-		var id topicID
+		var id assign.TopicID
 		b, err := hex.DecodeString(t.ID)
 		if err != nil || len(b) != 16 {
 			continue
@@ -1414,9 +1325,9 @@ func (g *group) restoreConsumer(sg *meta.StoredGroup) {
 			rebalance: time.Duration(mr.RebalanceMs) * time.Millisecond, subscribed: mr.Subscribed, regex: mr.Regex,
 			regexTopics: mr.RegexTopics, assignor: mr.Assignor, principal: mr.Principal, epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, state: memberState(mr.State)}
 		var err error
-		if m.assigned, err = decodeAssignment(mr.Assigned); err == nil {
-			if m.revoking, err = decodeAssignment(mr.Revoking); err == nil {
-				cg.target[m.id], err = decodeAssignment(mr.Target)
+		if m.assigned, err = assign.Decode(mr.Assigned); err == nil {
+			if m.revoking, err = assign.Decode(mr.Revoking); err == nil {
+				cg.target[m.id], err = assign.Decode(mr.Target)
 			}
 		}
 		var re *regexEntry
@@ -1433,7 +1344,7 @@ func (g *group) restoreConsumer(sg *meta.StoredGroup) {
 			g.c.log.Error("groups: consumer group member record does not decode", "group", g.name, "member", mr.ID, "err", err)
 			continue
 		}
-		for _, a := range []assignment{m.assigned, m.revoking} {
+		for _, a := range []assign.Partitions{m.assigned, m.revoking} {
 			for t, ps := range a {
 				for _, p := range ps {
 					cg.owners[tp{t, p}] = m.id

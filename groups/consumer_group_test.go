@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/groups/assign"
+	"inlet/groups/validate"
 	"inlet/meta"
 	"inlet/wire"
 )
@@ -130,7 +132,7 @@ type cmember struct {
 	id    string
 	inst  *string
 	epoch int32
-	owned assignment
+	owned assign.Partitions
 }
 
 func (m *cmember) beat(topics []string) *kmsg.ConsumerGroupHeartbeatResponse {
@@ -149,10 +151,10 @@ func (m *cmember) beat(topics []string) *kmsg.ConsumerGroupHeartbeatResponse {
 	if resp.ErrorCode == wire.ErrNone {
 		m.epoch = resp.MemberEpoch
 		if resp.Assignment != nil {
-			m.owned = assignment{}
+			m.owned = assign.Partitions{}
 			for _, at := range resp.Assignment.Topics {
 				for _, p := range at.Partitions {
-					m.owned.add(at.TopicID, p)
+					m.owned.Add(at.TopicID, p)
 				}
 			}
 		}
@@ -162,7 +164,7 @@ func (m *cmember) beat(topics []string) *kmsg.ConsumerGroupHeartbeatResponse {
 
 func join(t *testing.T, c *Coordinator, id string, inst *string) *cmember {
 	t.Helper()
-	m := &cmember{t: t, c: c, id: id, inst: inst, owned: assignment{}}
+	m := &cmember{t: t, c: c, id: id, inst: inst, owned: assign.Partitions{}}
 	if resp := m.beat([]string{"a"}); resp.ErrorCode != wire.ErrNone {
 		t.Fatalf("%s joins: %d", id, resp.ErrorCode)
 	}
@@ -192,18 +194,18 @@ func TestConsumerGroupRevokesBeforeAssigning(t *testing.T) {
 	ts := &topicSet{m: map[string]TopicMeta{"a": topicA}}
 	c := newConsumerCoordinator(t, newRecStore(), ts, nil)
 	a := join(t, c, "A", nil)
-	if a.epoch != 1 || a.owned.count() != 4 {
-		t.Fatalf("first member: epoch %d, %d partitions; want 1, 4", a.epoch, a.owned.count())
+	if a.epoch != 1 || a.owned.Count() != 4 {
+		t.Fatalf("first member: epoch %d, %d partitions; want 1, 4", a.epoch, a.owned.Count())
 	}
 	b := join(t, c, "B", nil)
-	if b.owned.count() != 0 || b.epoch != 2 {
-		t.Fatalf("second member at join: epoch %d, %d partitions; want 2 and none (held by A)", b.epoch, b.owned.count())
+	if b.owned.Count() != 0 || b.epoch != 2 {
+		t.Fatalf("second member at join: epoch %d, %d partitions; want 2 and none (held by A)", b.epoch, b.owned.Count())
 	}
 	// A's heartbeat: told to revoke two, epoch unchanged.
 	a.beat(nil)
 	noDoubleOwnership(t, a, b)
-	if a.owned.count() != 2 || a.epoch != 1 {
-		t.Fatalf("A after revocation request: epoch %d, %d partitions; want 1, 2", a.epoch, a.owned.count())
+	if a.owned.Count() != 2 || a.epoch != 1 {
+		t.Fatalf("A after revocation request: epoch %d, %d partitions; want 1, 2", a.epoch, a.owned.Count())
 	}
 	// B cannot have them before A confirms: A's next heartbeat reports 2 owned and moves on.
 	b.beat(nil)
@@ -213,8 +215,8 @@ func TestConsumerGroupRevokesBeforeAssigning(t *testing.T) {
 		t.Fatalf("A after confirming: epoch %d, want 2", a.epoch)
 	}
 	b.beat(nil)
-	if n := noDoubleOwnership(t, a, b); n != 4 || b.owned.count() != 2 {
-		t.Fatalf("after reconciliation: %d owned, B %d", n, b.owned.count())
+	if n := noDoubleOwnership(t, a, b); n != 4 || b.owned.Count() != 2 {
+		t.Fatalf("after reconciliation: %d owned, B %d", n, b.owned.Count())
 	}
 	// Commits: the current epoch only.
 	commit := func(m string, epoch int32) int16 {
@@ -246,8 +248,8 @@ func TestConsumerGroupRevokesBeforeAssigning(t *testing.T) {
 		t.Fatalf("leave: %d epoch %d", resp.ErrorCode, resp.MemberEpoch)
 	}
 	b.beat(nil)
-	if b.owned.count() != 4 || b.epoch != 3 {
-		t.Fatalf("B alone: epoch %d, %d partitions", b.epoch, b.owned.count())
+	if b.owned.Count() != 4 || b.epoch != 3 {
+		t.Fatalf("B alone: epoch %d, %d partitions", b.epoch, b.owned.Count())
 	}
 	// A stale epoch is fenced.
 	b.epoch = 7
@@ -268,14 +270,14 @@ func TestConsumerGroupTopicGrowthAndRestart(t *testing.T) {
 	ts.set(grown)
 	c.TopicsChanged()
 	a.beat(nil)
-	if a.owned.count() != 6 || a.epoch != 2 {
-		t.Fatalf("after growth: epoch %d, %d partitions; want 2, 6", a.epoch, a.owned.count())
+	if a.owned.Count() != 6 || a.epoch != 2 {
+		t.Fatalf("after growth: epoch %d, %d partitions; want 2, 6", a.epoch, a.owned.Count())
 	}
 	c.Close()
 	c2 := newConsumerCoordinator(t, store, ts, nil)
 	a.c = c2
-	if resp := a.beat(nil); resp.ErrorCode != 0 || a.epoch != 2 || a.owned.count() != 6 {
-		t.Fatalf("after restart: code %d epoch %d, %d partitions", resp.ErrorCode, a.epoch, a.owned.count())
+	if resp := a.beat(nil); resp.ErrorCode != 0 || a.epoch != 2 || a.owned.Count() != 6 {
+		t.Fatalf("after restart: code %d epoch %d, %d partitions", resp.ErrorCode, a.epoch, a.owned.Count())
 	}
 	l := c2.List()
 	if len(l) != 1 || l[0].Type != "consumer" || l[0].StateName != "Stable" {
@@ -298,7 +300,7 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	c := newConsumerCoordinator(t, newRecStore(), ts, nil)
 	inst := "i1"
 	s1 := join(t, c, "S1", &inst)
-	dup := &cmember{t: t, c: c, id: "S2", inst: &inst, owned: assignment{}}
+	dup := &cmember{t: t, c: c, id: "S2", inst: &inst, owned: assign.Partitions{}}
 	if resp := dup.beat([]string{"a"}); resp.ErrorCode != wire.ErrUnreleasedInstanceID {
 		t.Fatalf("second instance while the first is active: %d", resp.ErrorCode)
 	}
@@ -309,21 +311,21 @@ func TestConsumerGroupStaticMember(t *testing.T) {
 	}
 	o := join(t, c, "O", nil)
 	o.beat(nil)
-	if n := o.owned.count(); n != 0 {
+	if n := o.owned.Count(); n != 0 {
 		t.Fatalf("other member took %d partitions of a static member away", n)
 	}
 	s2 := join(t, c, "S2", &inst)
-	if s2.owned.count() != 4-0 && s2.owned.count() == 0 {
+	if s2.owned.Count() != 4-0 && s2.owned.Count() == 0 {
 		t.Fatalf("new instance got nothing")
 	}
-	s1.owned = assignment{} // the old instance is gone
+	s1.owned = assign.Partitions{} // the old instance is gone
 	for i := 0; i < 4; i++ {
 		s2.beat(nil)
 		o.beat(nil)
 		noDoubleOwnership(t, s2, o)
 	}
-	if s2.owned.count() != 2 || o.owned.count() != 2 {
-		t.Fatalf("after the static member came back: %d and %d", s2.owned.count(), o.owned.count())
+	if s2.owned.Count() != 2 || o.owned.Count() != 2 {
+		t.Fatalf("after the static member came back: %d and %d", s2.owned.Count(), o.owned.Count())
 	}
 }
 
@@ -333,7 +335,7 @@ func TestConsumerGroupBounds(t *testing.T) {
 	ts := &topicSet{m: map[string]TopicMeta{"a": topicA}}
 	c := newConsumerCoordinator(t, newRecStore(), ts, func(cc *ConsumerConfig) { cc.MaxSize = 1 })
 	join(t, c, "A", nil)
-	m := &cmember{t: t, c: c, id: "B", owned: assignment{}}
+	m := &cmember{t: t, c: c, id: "B", owned: assign.Partitions{}}
 	if resp := m.beat([]string{"a"}); resp.ErrorCode != wire.ErrGroupMaxSizeReached {
 		t.Fatalf("member over the bound: %d", resp.ErrorCode)
 	}
@@ -345,7 +347,7 @@ func TestConsumerGroupBounds(t *testing.T) {
 	if resp := c.ConsumerHeartbeat(r, ConsumerHeartbeat{}); resp.ErrorCode != wire.ErrInvalidRegularExpression {
 		t.Fatalf("bad regex: %d", resp.ErrorCode)
 	}
-	long := string(make([]byte, MaxRegexLength+1))
+	long := string(make([]byte, validate.MaxRegexLength+1))
 	r.SubscribedTopicRegex = &long
 	if resp := c.ConsumerHeartbeat(r, ConsumerHeartbeat{}); resp.ErrorCode != wire.ErrInvalidRegularExpression {
 		t.Fatalf("long regex: %d", resp.ErrorCode)
@@ -375,57 +377,6 @@ func TestConsumerGroupBounds(t *testing.T) {
 	resp = c.ConsumerHeartbeat(r, ConsumerHeartbeat{Allowed: func(string) bool { return false }})
 	if resp.ErrorCode != 0 || resp.Assignment == nil || len(resp.Assignment.Topics) != 0 {
 		t.Fatalf("regex member who may not see the topic: %+v", resp)
-	}
-}
-
-// TestUniformAssignorBalancedAndSticky and TestRangeAssignorContiguous pin the assignors.
-func TestUniformAssignorBalancedAndSticky(t *testing.T) {
-	x, y := topicID{1}, topicID{2}
-	in := assignInput{members: []string{"m1", "m2", "m3"},
-		subscribed: map[string][]topicID{"m1": {x, y}, "m2": {x, y}, "m3": {x, y}},
-		partitions: map[topicID]int32{x: 5, y: 5}}
-	out := assignUniform(in)
-	total := 0
-	for _, m := range in.members {
-		n := out[m].count()
-		if n < 3 || n > 4 {
-			t.Fatalf("%s has %d of 10", m, n)
-		}
-		total += n
-	}
-	if total != 10 {
-		t.Fatalf("assigned %d of 10", total)
-	}
-	// A fourth member: everyone keeps what they can, the newcomer gets a fair share.
-	in.members = append(in.members, "m4")
-	in.subscribed["m4"] = []topicID{x, y}
-	in.previous = out
-	out2 := assignUniform(in)
-	moved := 0
-	for _, m := range []string{"m1", "m2", "m3"} {
-		moved += out[m].minus(out2[m]).count()
-	}
-	if n := out2["m4"].count(); n < 2 || n > 3 || moved != n {
-		t.Fatalf("newcomer got %d, %d moved", n, moved)
-	}
-	// Heterogeneous: only m1 subscribes to y.
-	in = assignInput{members: []string{"m1", "m2"}, subscribed: map[string][]topicID{"m1": {x, y}, "m2": {x}},
-		partitions: map[topicID]int32{x: 4, y: 2}}
-	out = assignUniform(in)
-	if len(out["m2"][y]) != 0 || out["m1"].count() != 3 || out["m2"].count() != 3 {
-		t.Fatalf("heterogeneous: %v", out)
-	}
-}
-
-func TestRangeAssignorContiguous(t *testing.T) {
-	x := topicID{1}
-	in := assignInput{members: []string{"b", "a"}, subscribed: map[string][]topicID{"a": {x}, "b": {x}}, partitions: map[topicID]int32{x: 5}}
-	out := assignRange(in)
-	if got := out["a"][x]; len(got) != 3 || got[0] != 0 || got[2] != 2 {
-		t.Fatalf("a: %v", got)
-	}
-	if got := out["b"][x]; len(got) != 2 || got[0] != 3 {
-		t.Fatalf("b: %v", got)
 	}
 }
 

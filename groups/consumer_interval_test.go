@@ -3,6 +3,8 @@ package groups
 import (
 	"testing"
 	"time"
+
+	"inlet/groups/assign"
 )
 
 // TestConsumerHeartbeatIntervalWhileReconciling: a member waiting for partitions others still
@@ -28,22 +30,22 @@ func TestConsumerHeartbeatIntervalWhileReconciling(t *testing.T) {
 	}
 	a := join(t, c, "A", nil)
 	interval("A alone, holding everything", a, stable)
-	b := &cmember{t: t, c: c, id: "B", owned: assignment{}}
-	if resp := b.beat([]string{"a"}); resp.HeartbeatIntervalMillis != reconciling || b.owned.count() != 0 {
+	b := &cmember{t: t, c: c, id: "B", owned: assign.Partitions{}}
+	if resp := b.beat([]string{"a"}); resp.HeartbeatIntervalMillis != reconciling || b.owned.Count() != 0 {
 		t.Fatalf("B joining while A holds its share: interval %d ms, %d partitions; want %d ms, none",
-			resp.HeartbeatIntervalMillis, b.owned.count(), reconciling)
+			resp.HeartbeatIntervalMillis, b.owned.Count(), reconciling)
 	}
 	interval("B still waiting for A", b, reconciling)
 	interval("A told to revoke", a, reconciling)
 	interval("A confirming its revocation", a, stable)
 	interval("B getting what A released", b, stable)
-	if b.owned.count() != 2 || a.owned.count() != 2 {
-		t.Fatalf("after reconciliation: A %d, B %d partitions; want 2 each", a.owned.count(), b.owned.count())
+	if b.owned.Count() != 2 || a.owned.Count() != 2 {
+		t.Fatalf("after reconciliation: A %d, B %d partitions; want 2 each", a.owned.Count(), b.owned.Count())
 	}
 
 	fast := newConsumerCoordinator(t, newRecStore(), ts, func(cc *ConsumerConfig) { cc.HeartbeatInterval = 200 * time.Millisecond })
 	a = join(t, fast, "A", nil)
-	b = &cmember{t: t, c: fast, id: "B", owned: assignment{}}
+	b = &cmember{t: t, c: fast, id: "B", owned: assign.Partitions{}}
 	if resp := b.beat([]string{"a"}); resp.HeartbeatIntervalMillis != 200 {
 		t.Fatalf("a configured 200 ms interval while waiting: %d ms", resp.HeartbeatIntervalMillis)
 	}

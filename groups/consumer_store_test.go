@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/groups/assign"
+	"inlet/groups/validate"
 	"inlet/meta"
 	"inlet/wire"
 )
@@ -50,7 +52,7 @@ func TestConsumerGroupChangeWritesOnlyItsMembersRecords(t *testing.T) {
 	subscription := func(i int) []string {
 		out := []string{"a"}
 		for j := 1; j < names; j++ {
-			out = append(out, fmt.Sprintf("%s-%04d-%04d", strings.Repeat("t", maxTopicNameLength-10), i, j))
+			out = append(out, fmt.Sprintf("%s-%04d-%04d", strings.Repeat("t", validate.MaxTopicNameLength-10), i, j))
 		}
 		return out
 	}
@@ -62,7 +64,7 @@ func TestConsumerGroupChangeWritesOnlyItsMembersRecords(t *testing.T) {
 		return n
 	}
 	joinWith := func(id string, subs []string) *cmember {
-		m := &cmember{t: t, c: c, id: id, owned: assignment{}}
+		m := &cmember{t: t, c: c, id: id, owned: assign.Partitions{}}
 		if resp := m.beat(subs); resp.ErrorCode != wire.ErrNone {
 			t.Fatalf("%s joins: %d", id, resp.ErrorCode)
 		}
@@ -161,7 +163,7 @@ func TestConsumerGroupSingleRecordFormatConverts(t *testing.T) {
 		t.Fatalf("B restored as %+v (holding 3 and revoking 2)", b)
 	}
 	// A heartbeat that changes nothing leaves the record as it is.
-	a := &cmember{t: t, c: c, id: "A", epoch: 3, owned: assignment{topicA.ID: {0, 1}}}
+	a := &cmember{t: t, c: c, id: "A", epoch: 3, owned: assign.Partitions{topicA.ID: {0, 1}}}
 	before := walBytes(store)
 	if resp := a.beat(nil); resp.ErrorCode != wire.ErrNone {
 		t.Fatalf("A's heartbeat: %d", resp.ErrorCode)
@@ -170,7 +172,7 @@ func TestConsumerGroupSingleRecordFormatConverts(t *testing.T) {
 		t.Errorf("a heartbeat that changes nothing wrote %d bytes", n)
 	}
 	// B confirms its revocation: the group's first write converts it.
-	b := &cmember{t: t, c: c, id: "B", epoch: 2, owned: assignment{topicA.ID: {3}}}
+	b := &cmember{t: t, c: c, id: "B", epoch: 2, owned: assign.Partitions{topicA.ID: {3}}}
 	if resp := b.beat(nil); resp.ErrorCode != wire.ErrNone || b.epoch != 3 {
 		t.Fatalf("B's heartbeat: error %d, epoch %d", resp.ErrorCode, b.epoch)
 	}
@@ -190,7 +192,7 @@ func TestConsumerGroupSingleRecordFormatConverts(t *testing.T) {
 	}
 	for id, m := range sg.ConsumerMembers {
 		if m.Subscription == nil || m.Assignment == nil {
-			t.Errorf("member %s: subscription %q, assignment %q", id, m.Subscription, m.Assignment)
+			t.Errorf("member %s: subscription %q, assign.Partitions %q", id, m.Subscription, m.Assignment)
 		}
 	}
 	store.Close()

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"inlet/groups/assign"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -37,19 +39,19 @@ func TestConsumerStableHeartbeatsShareTick(t *testing.T) {
 		}
 		return resp
 	}
-	a := &cmember{t: t, c: c, id: "A", owned: assignment{}}
+	a := &cmember{t: t, c: c, id: "A", owned: assign.Partitions{}}
 	beat("A joins alone and holds everything", a, []string{"a"}, 0, 5*time.Second)
-	b := &cmember{t: t, c: c, id: "B", owned: assignment{}}
+	b := &cmember{t: t, c: c, id: "B", owned: assign.Partitions{}}
 	beat("B joins while A holds its share", b, []string{"a"}, 1300*time.Millisecond, 1800*time.Millisecond)
 	beat("B waiting", b, nil, 1800*time.Millisecond, 2300*time.Millisecond)
 	beat("A on the tick, told to revoke", a, nil, 5*time.Second, 5500*time.Millisecond)
-	if a.owned.count() != 2 {
-		t.Fatalf("A told to keep %d partitions; want 2", a.owned.count())
+	if a.owned.Count() != 2 {
+		t.Fatalf("A told to keep %d partitions; want 2", a.owned.Count())
 	}
 	beat("A confirming its revocation", a, nil, 5500*time.Millisecond, 10*time.Second)
 	beat("B getting what A released", b, nil, 5800*time.Millisecond, 10*time.Second)
-	if b.owned.count() != 2 {
-		t.Fatalf("B holds %d partitions; want 2", b.owned.count())
+	if b.owned.Count() != 2 {
+		t.Fatalf("B holds %d partitions; want 2", b.owned.Count())
 	}
 	// Late on the tick by a few milliseconds (a round trip): the next tick, not one more.
 	beat("A just after the tick", a, nil, 10*time.Second+3*time.Millisecond, 15*time.Second)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/groups/validate"
 	"inlet/meta"
 	"inlet/wire"
 )
@@ -361,21 +362,6 @@ func newMemberID(clientID string) string {
 	return clientID + "-" + u[0:8] + "-" + u[8:12] + "-" + u[12:16] + "-" + u[16:20] + "-" + u[20:]
 }
 
-// validJoinNames checks the strings of a JoinGroup that the group's record keeps (the group
-// id is checked apart, for its own error code): INVALID_REQUEST otherwise, as Kafka closes a
-// connection whose request holds a string it cannot read (wire.ValidName).
-func validJoinNames(req *kmsg.JoinGroupRequest) bool {
-	if !wire.ValidName(req.MemberID) || !wire.ValidName(req.ProtocolType) || req.InstanceID != nil && !wire.ValidName(*req.InstanceID) {
-		return false
-	}
-	for _, p := range req.Protocols {
-		if !wire.ValidName(p.Name) {
-			return false
-		}
-	}
-	return true
-}
-
 // ---- JoinGroup ----
 
 // Join handles a JoinGroup (GroupCoordinator.handleJoinGroup). It blocks until the rebalance
@@ -391,7 +377,7 @@ func (c *Coordinator) Join(req *kmsg.JoinGroupRequest, clientID, clientHost stri
 	if req.Group == "" || !wire.ValidName(req.Group) {
 		return fail(wire.ErrInvalidGroupID)
 	}
-	if !validJoinNames(req) {
+	if !validate.JoinNames(req) {
 		return fail(wire.ErrInvalidRequest)
 	}
 	// The client id comes from the request header (at most MaxStringLength bytes, any bytes):
