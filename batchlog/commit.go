@@ -225,15 +225,15 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 		}
 		return
 	}
-	if a.Marker != NoMarker {
-		l.commitMarker(g, pg, a)
-		return
-	}
 	if p.diskless && l.opts.Diskless != nil && r.Completion != nil { // Done only (a restore's): local
 		if pg.dl == nil {
 			pg.dl = &DisklessGroup{}
 		}
-		r.held = true // answered by Diskless, after its Publish
+		r.held = true // answered by Diskless, after its Publish (a marker's too)
+	}
+	if a.Marker != NoMarker {
+		l.commitMarker(g, pg, a)
+		return
 	}
 	a.LogStartOffset = p.logStart.Load()
 	a.AppendTime = -1

@@ -233,9 +233,10 @@ func (l *Log) commitMarker(g Group, pg *pendingGroup, a *Append) {
 	binary.BigEndian.PutUint64(a.Batch[0:8], uint64(base))
 	wire.SetPartitionLeaderEpoch(a.Batch, p.LeaderEpoch())
 	g.SetData(p.ID, base, a.Batch, false)
-	a.BaseOffset = base
-	pg.records++
-	pg.bytes += len(a.Batch)
+	if a.BaseOffset = base; pg.dl != nil && p.diskless {
+		pg.dl.Appends = append(pg.dl.Appends, a) // in the bucket before its group is published
+	}
+	pg.records, pg.bytes = pg.records+1, pg.bytes+len(a.Batch)
 	if a.Marker == AbortMarker {
 		ab := AbortedTxn{ProducerID: a.ProducerID, FirstOffset: first, LastOffset: base, LastStable: p.stableOffset()}
 		g.Set(abortedKey(p.ID, base), abortedValue(ab))

@@ -105,7 +105,9 @@ type Committer struct {
 
 	pending atomic.Int64 // bytes of batches not yet in the bucket
 	fenced  atomic.Bool
-	stats   Stats
+	// replaying: Recover is replaying the commit log into the log (TxnVerifier).
+	replaying atomic.Bool
+	stats     Stats
 
 	descMu    sync.Mutex // held across Describe's PUT (a leaf: taken alone)
 	described map[string]description
@@ -188,12 +190,9 @@ func (c *Committer) Stats() *Stats { return &c.stats }
 func (c *Committer) PendingBytes() int64 { return c.pending.Load() }
 
 // Admit is asked by the produce path for each batch to a diskless partition before it is
-// submitted: 0 takes it, else the error (and its message) that refuses it. Transactions are
-// not carried in the bucket yet, so transactional batches are refused.
-func (c *Committer) Admit(transactional bool) (int16, string) {
+// submitted: 0 takes it, else the error (and its message) that refuses it.
+func (c *Committer) Admit() (int16, string) {
 	switch {
-	case transactional:
-		return wire.ErrInvalidTxnState, "transactions are not supported on diskless topics"
 	case c.fenced.Load():
 		return wire.ErrNotLeaderOrFollower, "this node was fenced: another writer took the bucket prefix"
 	case c.pending.Load() >= c.cfg.MaxPendingBytes:

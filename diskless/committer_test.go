@@ -141,7 +141,7 @@ func TestBacklogBoundRefusesBeforeOffsets(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		code, _ := n.c.Admit(false)
+		code, _ := n.c.Admit()
 		if code == wire.ErrKafkaStorageError {
 			break
 		}
@@ -149,9 +149,6 @@ func TestBacklogBoundRefusesBeforeOffsets(t *testing.T) {
 			t.Fatalf("Admit still takes batches with %d bytes pending", n.c.pending.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if code, _ := n.c.Admit(true); code != wire.ErrInvalidTxnState {
-		t.Fatalf("transactional batch: %d", code)
 	}
 }
 
@@ -171,7 +168,7 @@ func TestFencedByAnotherWritersObject(t *testing.T) {
 	if a.Err != wire.ErrNotLeaderOrFollower || d.Partitions[0].HighWatermark() != 0 {
 		t.Fatalf("err %d hw %d", a.Err, d.Partitions[0].HighWatermark())
 	}
-	if code, _ := n.c.Admit(false); code != wire.ErrNotLeaderOrFollower || !n.c.Stats().Fenced.Load() {
+	if code, _ := n.c.Admit(); code != wire.ErrNotLeaderOrFollower || !n.c.Stats().Fenced.Load() {
 		t.Fatalf("admit after fencing: %d", code)
 	}
 	if got, _ := m.Object(LogKey(1)); !bytes.Equal(got, other) {

@@ -50,6 +50,7 @@ func (c *Committer) KeepBrokerConfigs(level meta.BrokerLevel, configs map[string
 // the last tenants state and broker configs of each level (nil: none in the log).
 type stateFold struct {
 	groups  groupsFold
+	txns    txnFold
 	tenants *tenants.State
 	brokers [2]map[string]string
 	set     [2]bool
@@ -61,6 +62,8 @@ func (f *stateFold) add(kind int32, payload []byte) error {
 	switch kind {
 	case StateGroupOffsets:
 		return f.groups.add(payload)
+	case StateTxn:
+		return f.txns.add(payload)
 	case StateTenants:
 		var st tenants.State
 		if err := json.Unmarshal(payload, &st); err != nil {

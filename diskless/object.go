@@ -16,7 +16,7 @@ import (
 //	         entry count u32, after u64 (the object this one follows)     48 bytes
 //	entries  topic id [16], partition i32, base offset i64, length u32,   32 bytes each
 //	         then the record batch as the log stores it (its base offset and leader epoch set);
-//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets),
+//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets..StateTxn),
 //	         base offset 0, length u32, then the entry's payload (state.go)
 //	trailer  CRC-32C (Castagnoli) of every byte before it, u32
 //
@@ -63,11 +63,13 @@ type Entry struct {
 // The kinds of state entry; an entry's partition field is -kind. StateGroupOffsets: a
 // consumer group's offset commit, offset deletion or group deletion (state.go);
 // StateTenants: the run-time users, ACLs and quotas (tenants.json), whole; StateBrokerConfigs:
-// one level's dynamic broker configs, whole (node_state.go).
+// one level's dynamic broker configs, whole (node_state.go); StateTxn: a transactional id's
+// record, whole, or its removal (txn_state.go).
 const (
 	StateGroupOffsets  = 1
 	StateTenants       = 2
 	StateBrokerConfigs = 3
+	StateTxn           = 4
 )
 
 // appendState adds a state entry of kind to an object begun by newObject.
@@ -179,7 +181,7 @@ func Decode(b []byte) (Header, []Entry, error) {
 			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
 		}
 		if e.Partition < 0 && v >= 2 {
-			if e.Partition < -StateBrokerConfigs || e.TopicID != ([16]byte{}) || e.Base != 0 {
+			if e.Partition < -StateTxn || e.TopicID != ([16]byte{}) || e.Base != 0 {
 				return h, nil, fmt.Errorf("diskless: commit object entry %d is not a known state entry", i)
 			}
 			e.State = body[pos : pos+n : pos+n]

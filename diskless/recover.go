@@ -18,6 +18,7 @@ type RecoverStats struct {
 	Replayed int // batches appended to the local log from them
 	Uploaded int // local batches never in the bucket, PUT now
 	Offsets  int // consumer group offsets written to the catalog from state entries (state.go)
+	Txns     int // transactional ids' records written to the catalog (txn_state.go)
 	Duration time.Duration
 }
 
@@ -30,7 +31,9 @@ type RecoverStats struct {
 //     offset (through the committer, as a produce: the producer windows are rebuilt from the
 //     batches as replay rebuilds them); a batch that does not continue the partition exactly
 //     stops the start with an error. After a restore on an empty disk that is every batch;
-//     on the node's own disk, none, unless the disk lost synced data.
+//     on the node's own disk, none, unless the disk lost synced data. Transactional batches
+//     and markers are replayed too: the committer rebuilds the partitions' open
+//     transactions, aborted index and last stable offsets from them (txn_state.go).
 //   - each diskless partition's local batches above what the bucket holds (written and synced
 //     here, but never PUT before the node stopped: never acknowledged either, or answered
 //     REQUEST_TIMED_OUT) are PUT in new commit objects before anything is served, so that what
@@ -93,15 +96,18 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	}
 	ends := map[*batchlog.Partition]int64{}
 	maxPID := int64(-1)
-	fold := &stateFold{groups: groupsFold{}}
+	fold := &stateFold{groups: groupsFold{}, txns: txnFold{}}
+	c.replaying.Store(true)
 	for _, o := range log {
 		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, byID, ends, &maxPID, fold)
 		if err != nil {
+			c.replaying.Store(false)
 			return st, err
 		}
 		st.Objects++
 		st.Replayed += n
 	}
+	c.replaying.Store(false)
 	// The group changes of the log, folded, go to the catalog before the group coordinator
 	// loads it (state.go); the last tenants state and broker configs over the node's, before
 	// the admin APIs load them (node_state.go).
@@ -111,6 +117,13 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	if err := fold.apply(l); err != nil {
 		return st, err
 	}
+	// The transactional ids' records, before the transaction coordinator loads them; an
+	// Ongoing one the node did not hold is aborted when the coordinator starts.
+	txnPID := int64(-1)
+	if st.Txns, txnPID, err = fold.txns.apply(l.Meta()); err != nil {
+		return st, fmt.Errorf("diskless: transactional ids: %w", err)
+	}
+	maxPID = max(maxPID, txnPID)
 	// The producer ids of the replayed windows were handed out by the node that wrote them:
 	// none may be handed out again (a new producer would meet an old one's window).
 	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
@@ -178,9 +191,22 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 		}
 		switch {
 		case end <= exp: // held locally already
-		case e.Base == exp && !bh.IsTransactional() && !bh.IsControl() && int64(bh.NumRecords) == end-e.Base:
-			req.Appends = append(req.Appends, batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: bh.ProducerID,
-				ProducerEpoch: bh.ProducerEpoch, BaseSequence: bh.BaseSequence, NumRecords: bh.NumRecords})
+		case e.Base == exp && int64(bh.NumRecords) == end-e.Base:
+			a := batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: bh.ProducerID, ProducerEpoch: bh.ProducerEpoch,
+				BaseSequence: bh.BaseSequence, NumRecords: bh.NumRecords, Transactional: bh.IsTransactional()}
+			if bh.IsControl() {
+				// A transaction marker: appended as the coordinator's was, closing the
+				// producer's transaction here (an abort's range into the aborted index).
+				kind, err := wire.ControlBatchType(e.Batch)
+				if err != nil || end-e.Base != 1 {
+					return 0, fmt.Errorf("diskless: %s: %s partition %d: control batch at %d: %v", key, t.Name, e.Partition, e.Base, err)
+				}
+				a.Marker, a.Transactional = batchlog.AbortMarker, false
+				if kind == wire.ControlCommit {
+					a.Marker = batchlog.CommitMarker
+				}
+			}
+			req.Appends = append(req.Appends, a)
 			next[p] = end
 			*maxPID = max(*maxPID, bh.ProducerID)
 		default:

@@ -56,7 +56,7 @@ func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	blog, err := batchlog.Open(batchlog.Options{Dir: dir, Logger: testLogger(), Meta: cat, Txns: srv.Txns(), Diskless: n.c})
+	blog, err := batchlog.Open(batchlog.Options{Dir: dir, Logger: testLogger(), Meta: cat, Txns: n.c.TxnVerifier(srv.Txns()), Diskless: n.c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,7 @@ func (s *Server) checkBatch(r *request, op *wire.ProduceRespPartition, topic *ba
 		vcode, msg = s.validateRecords(&r.produce, op, bound, rp.Records)
 	}
 	if vcode == wire.ErrNone && topic.Settings.Diskless && s.cfg.Diskless != nil {
-		vcode, msg = s.cfg.Diskless.Admit(h.IsTransactional())
+		vcode, msg = s.cfg.Diskless.Admit()
 	}
 	if vcode == wire.ErrNone && topic.Settings.Compact {
 		vcode, msg = s.validateKeys(&r.produce, op, name, rp.Index, rp.Records)

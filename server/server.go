@@ -74,6 +74,9 @@ type Config struct {
 	// with diskless topics: diskless.Committer.GroupStore, which puts every offset change in
 	// the bucket before the catalog); nil: the catalog itself.
 	GroupStore func(*meta.Store) groups.Store
+	// TxnStore, likewise, makes the transaction coordinator's store (diskless.Committer.TxnStore:
+	// every transactional id's record in the bucket before the catalog); nil: the catalog.
+	TxnStore func(*meta.Store) txn.Store
 	// Writable says whether this node holds its bucket prefix's lease now (package lease;
 	// nil without a bucket: always); Fenced whether another node has taken the prefix, for
 	// good. While the lease is not held, produce to a topic kept in the bucket
@@ -282,7 +285,7 @@ type RemoteTier = read.RemoteTier
 // Admit answers 0 to take a batch for a diskless topic, or the error refusing it.
 type Diskless interface {
 	admin.Diskless
-	Admit(transactional bool) (int16, string)
+	Admit() (int16, string)
 }
 
 // Txns is the transaction coordinator, for batchlog.Options.Txns.
@@ -327,7 +330,10 @@ func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
 		s.closeCoordinators()
 		return fmt.Errorf("server: %w", err)
 	}
-	s.startTxns()
+	if err := s.startTxns(); err != nil {
+		s.closeCoordinators()
+		return fmt.Errorf("server: load transactions: %w", err)
+	}
 	if err := s.net.Start(); err != nil {
 		s.closeCoordinators()
 		return err

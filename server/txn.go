@@ -22,11 +22,16 @@ import (
 const transactionMaxTimeout = 15 * time.Minute
 
 // loadTxns builds the transaction coordinator on the catalog, before the log opens (the log
-// takes it: Txns). Its markers go to the log, and its offsets to the group coordinator, once
-// startTxns has started it.
+// takes it: Txns). It reads its records, and its markers go to the log and its offsets to the
+// group coordinator, once startTxns has started it: after a node restored from the bucket has
+// written the records the bucket holds into the catalog (package diskless).
 func (s *Server) loadTxns() error {
+	var store txn.Store = s.meta
+	if s.cfg.TxnStore != nil {
+		store = s.cfg.TxnStore(s.meta)
+	}
 	c, err := txn.New(txn.Config{
-		Store:        s.meta,
+		Store:        store,
 		MaxTimeout:   transactionMaxTimeout,
 		IDExpiration: s.cfg.TransactionalIDExpiration,
 		WriteMarkers: s.writeMarkers,
@@ -50,11 +55,15 @@ func (s *Server) loadTxns() error {
 	return nil
 }
 
-// startTxns starts the transaction coordinator on the log (Start has set s.blog), then the
-// groups' offset expiry, which asks it about pending offsets.
-func (s *Server) startTxns() {
+// startTxns loads and starts the transaction coordinator on the log (Start has set s.blog),
+// then the groups' offset expiry, which asks it about pending offsets.
+func (s *Server) startTxns() error {
+	if err := s.txns.Load(); err != nil {
+		return err
+	}
 	s.txns.Start()
 	s.groups.Start()
+	return nil
 }
 
 // writeMarkers appends a marker to each partition in one request and waits until they are
@@ -76,8 +85,10 @@ func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16
 	if len(req.Appends) == 0 {
 		return nil
 	}
-	done := make(chan struct{})
-	req.Done = func(*batchlog.Request) { close(done) }
+	// A Completion, not Done: on a diskless partition the log hands the markers to the
+	// diskless commit log, and the request is answered once they are in the bucket.
+	done := make(markersDone)
+	req.Completion = done
 	s.blog.Submit(req)
 	select {
 	case <-done:
@@ -91,6 +102,12 @@ func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16
 	}
 	return nil
 }
+
+// markersDone is writeMarkers' batchlog.Completion: closed once the markers are durable
+// (in the bucket, on a diskless partition) or refused.
+type markersDone chan struct{}
+
+func (d markersDone) Completed(*batchlog.Request) { close(d) }
 
 // principal is the connection's restricted principal, or nil when it may use everything.
 func principal(r *request) *auth.Principal {

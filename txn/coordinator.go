@@ -13,7 +13,8 @@
 // after a crash, or a failed marker write, the completion is retried until it succeeds
 // (markers for a partition whose transaction already ended write nothing, so a retry is
 // harmless). An Ongoing transaction survives a crash as it was; its producer can go on, end
-// it, or be fenced by a new InitProducerId, and its timeout aborts it otherwise.
+// it, or be fenced by a new InitProducerId, and its timeout aborts it otherwise. A node
+// restored from the bucket aborts it at start instead (Restored).
 //
 // The batch log asks Verify before it opens a transaction on a partition: only a partition
 // the current epoch added while the transaction is Ongoing may be written transactionally.
@@ -194,8 +195,8 @@ type txn struct {
 	gone bool
 }
 
-// New loads the stored transactions and completes those a crash left half-ended; Run starts
-// the timeouts.
+// New makes the coordinator; Load reads the stored transactions and Start completes those a
+// crash left half-ended and starts the timeouts.
 func New(cfg Config) (*Coordinator, error) {
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = 15 * time.Minute
@@ -215,12 +216,21 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, txns: map[string]*txn{},
-		pending: map[string]map[*txn]bool{}, stop: make(chan struct{})}
-	stored, err := cfg.Store.LoadTxns()
+	return &Coordinator{cfg: cfg, log: cfg.Logger, txns: map[string]*txn{},
+		pending: map[string]map[*txn]bool{}, stop: make(chan struct{})}, nil
+}
+
+// Load reads the stored transactions, once, before Start and before any request: after the
+// catalog is complete, which on a node restored from the bucket is after the log opened
+// (package diskless writes the records the bucket holds into it then), as Kafka's coordinator
+// loads its partition of __transaction_state when it takes it over.
+func (c *Coordinator) Load() error {
+	stored, err := c.cfg.Store.LoadTxns()
 	if err != nil {
-		return nil, err
+		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for id, v := range stored {
 		r := new(record)
 		if err := json.Unmarshal(v, r); err != nil {
@@ -233,7 +243,30 @@ func New(cfg Config) (*Coordinator, error) {
 		c.txns[id] = t
 		c.indexPending(t, nil, r)
 	}
-	return c, nil
+	return nil
+}
+
+// Restored is the stored record v as a node restored from elsewhere (package diskless: a
+// node rebuilt from the bucket) keeps it, where held is the node's own record of the id (nil:
+// none). An Ongoing transaction the node does not hold open itself (the same producer id,
+// epoch and start) becomes PrepareAbort at a bumped epoch, so that Start aborts it, writing
+// its markers, and its producer is fenced, as when it times out: the node holds its batches
+// only as far as they came back, which for a partition that is not diskless is not all of
+// them. Other states are kept, a prepared one to be completed by Start. It returns the record
+// and its producer id.
+func Restored(v, held []byte) ([]byte, int64, error) {
+	r := new(record)
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, -1, err
+	}
+	h := new(record)
+	if r.State != Ongoing || held != nil && json.Unmarshal(held, h) == nil &&
+		h.State == Ongoing && h.ProducerID == r.ProducerID && h.Epoch == r.Epoch && h.StartMs == r.StartMs {
+		return v, r.ProducerID, nil
+	}
+	r.State, r.Epoch = PrepareAbort, bumpable(r.Epoch)
+	out, err := json.Marshal(r)
+	return out, r.ProducerID, err
 }
 
 // Start completes the transactions a crash left prepared and starts the loop that aborts

@@ -104,6 +104,9 @@ func newHarness(t *testing.T, store *memStore) *harness {
 		},
 		Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now },
 	})
+	if err == nil {
+		err = c.Load()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -304,6 +304,9 @@ func openNode(logger *slog.Logger, opts batchlog.Options, rs *remoteSettings, cf
 		os.Exit(1)
 	}
 	opts.Meta, opts.Txns = cat, srv.Txns()
+	if rs != nil { // the transactional batches a start replays from the bucket are taken
+		opts.Txns = rs.committer.TxnVerifier(opts.Txns)
+	}
 	blog, err := batchlog.Open(opts)
 	if err != nil {
 		logger.Error("open log", "err", err)

@@ -12,6 +12,7 @@ import (
 	"inlet/objstore"
 	"inlet/server"
 	"inlet/tier"
+	"inlet/txn"
 )
 
 // remoteSettings are the remote tier's flags (--s3-*, --restore-from-remote, --remote-*);
@@ -90,6 +91,8 @@ func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, o
 	cfg.Diskless, cfg.DisklessDefault, opts.Diskless = rs.committer, rs.disklessDefault, rs.committer
 	// Every group's offset changes go to the bucket before they are answered (diskless/state.go).
 	cfg.GroupStore = func(m *meta.Store) groups.Store { return rs.committer.GroupStore(m) }
+	// And every transactional id's record (diskless/txn_state.go).
+	cfg.TxnStore = func(m *meta.Store) txn.Store { return rs.committer.TxnStore(m) }
 }
 
 // openTier opens the remote tier on the log (nil, nil without one), after rebuilding the
