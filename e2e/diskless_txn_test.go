@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -184,4 +185,125 @@ func TestDisklessTransactionsComeBackFromTheBucket(t *testing.T) {
 		want[string(rec.Key)] = txnSeen{partition: rec.Partition, offset: rec.Offset, value: string(rec.Value)}
 	}
 	txnCheckExactly(t, "read_committed after the new producer's commit", txnDrainKgo(ctx, t, r.addr, topic, parts, kgo.ReadCommitted()), want)
+}
+
+// TestDisklessConsumeTransformProduceAcrossARestore: a franz-go GroupTransactSession reads a
+// diskless topic and writes each record, transformed, to another in transactions that commit
+// the group's offsets with the output; with one transaction open (output acknowledged,
+// offsets not committed) the node is closed and its data directory deleted; a session on the
+// node restored from the bucket goes on from the committed offsets. read_committed reads every
+// input's output exactly once.
+func TestDisklessConsumeTransformProduceAcrossARestore(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	n := startDisklessNode(t, bucket, dir, "127.0.0.1:0", false, withBucketGroups, withBucketTxns)
+	addr := n.addr
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tierClient(t, &broker{addr: addr}))
+	for _, topic := range []string{"ctp-in", "ctp-out"} {
+		if r, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"diskless.enable": kadm.StringPtr("true")}, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	const inputs = 40
+	pc := tierClient(t, &broker{addr: addr}, kgo.DefaultProduceTopic("ctp-in"))
+	for i := range inputs {
+		if err := pc.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce input: %v", err)
+		}
+	}
+	session := func() *kgo.GroupTransactSession {
+		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("ctp"),
+			kgo.ConsumerGroup("ctp-g"), kgo.ConsumeTopics("ctp-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("ctp-out"),
+			kgo.TransactionTimeout(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	done := map[string]bool{} // inputs whose output committed
+	// step runs one transaction over at most max inputs; end false leaves it open.
+	step := func(s *kgo.GroupTransactSession, max int, end bool) []string {
+		t.Helper()
+		if err := s.Begin(); err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := s.PollRecords(pctx, max)
+		pcancel()
+		var in []string
+		fs.EachRecord(func(r *kgo.Record) {
+			in = append(in, string(r.Value))
+			if err := s.ProduceSync(ctx, &kgo.Record{Key: r.Value, Value: []byte("out-" + string(r.Value))}).FirstErr(); err != nil {
+				t.Fatalf("produce output: %v", err)
+			}
+		})
+		if !end {
+			return in
+		}
+		committed, err := s.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("end: %v", err)
+		}
+		if committed {
+			for _, v := range in {
+				done[v] = true
+			}
+		}
+		return in
+	}
+
+	s1 := session()
+	for len(done) < inputs/2 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d inputs committed before the loss", len(done))
+		}
+		step(s1, 5, true)
+	}
+	var open []string
+	for len(open) == 0 && ctx.Err() == nil {
+		open = step(s1, 5, false)
+	}
+
+	n.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := startDisklessNode(t, bucket, t.TempDir(), addr, true, withBucketGroups, withBucketTxns)
+	s1.Close()
+	for _, v := range open {
+		if done[v] {
+			t.Fatalf("input %s of the open transaction was committed before the loss", v)
+		}
+	}
+
+	s2 := session()
+	defer s2.Close()
+	for len(done) < inputs {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d inputs committed after the restore", len(done), inputs)
+		}
+		step(s2, 10, true)
+	}
+
+	seen := txnDrainKgo(ctx, t, r.addr, "ctp-out", 2, kgo.ReadCommitted())
+	for i := range inputs {
+		k := strconv.Itoa(i)
+		if got := seen[k]; len(got) != 1 || got[0].value != "out-"+k {
+			t.Errorf("input %s: read_committed output %+v, want out-%s once", k, got, k)
+		}
+	}
+	if len(seen) != inputs {
+		t.Errorf("read_committed reads %d outputs, want %d", len(seen), inputs)
+	}
+	// The open transaction's output was in the bucket, and aborted: read_uncommitted reads
+	// it beside the output written again after the restore.
+	all := txnDrainKgo(ctx, t, r.addr, "ctp-out", 2, kgo.ReadUncommitted())
+	for _, v := range open {
+		if len(all[v]) < 2 {
+			t.Errorf("input %s of the open transaction: read_uncommitted output %+v, want its aborted copy too", v, all[v])
+		}
+	}
 }
