@@ -114,6 +114,7 @@ type Committer struct {
 
 	mu      sync.Mutex
 	objects []*object // oldest first; the last one takes new groups unless sealed
+	free    [][]byte  // a landed object's buffer, kept for the next (recycle)
 	ids     map[*batchlog.Partition][16]byte
 	// undescribed: topics whose description must be checked before the next PUT (a
 	// partition of theirs seen for the first time), so that no commit object names a topic
@@ -211,13 +212,11 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 		g.Answer(wire.ErrNotLeaderOrFollower)
 		return
 	}
-	var o *object
-	if n := len(c.objects); n > 0 && !c.objects[n-1].sealed && len(c.objects[n-1].buf) < c.cfg.CommitBytes {
-		o = c.objects[n-1]
-	} else {
-		o = &object{buf: newObject(make([]byte, 0, 64<<10))}
-		c.objects = append(c.objects, o)
+	need := 0
+	for _, a := range g.Appends {
+		need += entryOverhead + len(a.Batch)
 	}
+	o := c.openObject(need)
 	before := len(o.buf)
 	for _, a := range g.Appends {
 		o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
@@ -231,6 +230,41 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// entryOverhead is what appendEntry adds to a batch: topic id, partition, base offset, length.
+const entryOverhead = 16 + 4 + 8 + 4
+
+// openObject is the object that takes need more bytes of entries: the open one while they fit
+// in CommitBytes (or it is empty), else a new one. A new object's buffer is one a landed
+// object left (recycle) or is made at CommitBytes, so that filling it never grows it: the
+// copies into growing buffers were most of a diskless node's CPU. Called holding mu.
+func (c *Committer) openObject(need int) *object {
+	if n := len(c.objects); n > 0 {
+		if o := c.objects[n-1]; !o.sealed && (len(o.buf) == headerLen || len(o.buf)+need <= c.cfg.CommitBytes) {
+			return o
+		}
+	}
+	size := max(c.cfg.CommitBytes, headerLen+need) + trailerLen
+	var buf []byte
+	if k := len(c.free); k > 0 && cap(c.free[k-1]) >= size {
+		buf, c.free = c.free[k-1], c.free[:k-1]
+	} else {
+		buf = make([]byte, 0, size)
+	}
+	o := &object{buf: newObject(buf)}
+	c.objects = append(c.objects, o)
+	return o
+}
+
+// recycle keeps a landed object's buffer for the next object (one at most: with one PUT in
+// flight, the object filling and the one being written are all that is ever needed).
+// Called holding mu.
+func (c *Committer) recycle(o *object) {
+	if len(c.free) == 0 && cap(o.buf) >= c.cfg.CommitBytes+trailerLen {
+		c.free = append(c.free, o.buf[:0])
+	}
+	o.buf = nil
 }
 
 // topicID is p's topic's id (the zero id for a topic deleted meanwhile: a restore skips it).
@@ -325,6 +359,7 @@ func (c *Committer) run() {
 		}
 		c.mu.Lock()
 		c.objects = c.objects[1:]
+		c.recycle(o)
 		var answer []*heldGroup
 		for _, h := range o.groups {
 			if !h.answered {

@@ -177,13 +177,7 @@ func (c *Committer) commitState(kind int32, payload []byte) <-chan int16 {
 		done <- wire.ErrNotLeaderOrFollower
 		return done
 	}
-	var o *object
-	if n := len(c.objects); n > 0 && !c.objects[n-1].sealed && len(c.objects[n-1].buf) < c.cfg.CommitBytes {
-		o = c.objects[n-1]
-	} else {
-		o = &object{buf: newObject(make([]byte, 0, 4<<10))}
-		c.objects = append(c.objects, o)
-	}
+	o := c.openObject(entryOverhead + len(payload))
 	before := len(o.buf)
 	o.buf = appendState(o.buf, kind, payload)
 	o.entries++
