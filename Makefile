@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./server/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/ ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/...
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./server/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/... ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/... ./diskless/ ./lease/
 	scripts/franz-go-suite.sh
 	KILL_EVERY=2 KILLS=5 scripts/franz-go-suite.sh -test.run '^TestTxnEtl$$' -test.count 2
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000
@@ -56,6 +56,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCleanString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzOffsetKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./meta/
 	$(GO) test -run '^$$' -fuzz '^FuzzCommittedOffset$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./meta/
+	$(GO) test -run '^$$' -fuzz '^FuzzConsumerKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./meta/
+	$(GO) test -run '^$$' -fuzz '^FuzzConsumerHeartbeats$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./groups/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
+	$(GO) test -run '^$$' -fuzz '^FuzzGroupOp$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
+	$(GO) test -run '^$$' -fuzz '^FuzzTxnOp$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorize$$' -fuzztime $(FUZZTIME) ./acl/
