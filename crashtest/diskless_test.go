@@ -2,10 +2,8 @@ package crashtest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,45 +44,7 @@ func TestKill9AndLostDiskKeepEveryAcknowledgedDisklessRecord(t *testing.T) {
 	}
 	admin.Close()
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(n.addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(150*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	var mu sync.Mutex
-	acked := make([]map[int]bool, partitions)
-	for p := range acked {
-		acked[p] = map[int]bool{}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for p := int32(0); p < partitions; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pad := make([]byte, 200)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v := append([]byte(fmt.Sprintf("%09d:", i)), pad...)
-				prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: v}, func(r *kgo.Record, err error) {
-					if err == nil {
-						mu.Lock()
-						acked[p][i] = true
-						mu.Unlock()
-					}
-				})
-				if i%200 == 199 {
-					time.Sleep(20 * time.Millisecond) // about 10,000 records/s a partition
-				}
-			}
-		}()
-	}
+	np := startNumberedProducers(t, ctx, n.addr(), topic, partitions, 150*time.Second)
 	for k := 1; k <= 3; k++ {
 		time.Sleep(1500 * time.Millisecond)
 		n.kill()
@@ -94,11 +54,7 @@ func TestKill9AndLostDiskKeepEveryAcknowledgedDisklessRecord(t *testing.T) {
 		n.restart()
 	}
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
+	np.finish(t, ctx)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr()))
 	if err != nil {
@@ -108,21 +64,7 @@ func TestKill9AndLostDiskKeepEveryAcknowledgedDisklessRecord(t *testing.T) {
 	for p := int32(0); p < partitions; p++ {
 		hw, _ := listOffsets(t, ctx, cl, topic, p)
 		got := readPartition(t, ctx, n.addr(), topic, p, hw)
-		mu.Lock()
-		want := len(acked[p])
-		for i, num := range got {
-			if num != i {
-				mu.Unlock()
-				t.Fatalf("partition %d: record %d is number %d (a record lost, or stored twice)", p, i, num)
-			}
-		}
-		for num := range acked[p] {
-			if num >= len(got) {
-				mu.Unlock()
-				t.Fatalf("partition %d: acknowledged record %d missing after the lost disks (read %d)", p, num, len(got))
-			}
-		}
-		mu.Unlock()
+		want := np.check(t, p, got)
 		if want == 0 {
 			t.Fatalf("partition %d: nothing acknowledged", p)
 		}

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,47 +50,7 @@ func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}
 
-	// Producers: each record is numbered per partition; acked[p] collects the numbers
-	// acknowledged, in the order the acknowledgements came.
-	prod, err := kgo.NewClient(kgo.SeedBrokers(n.addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(100*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	var mu sync.Mutex
-	acked := make([]map[int]bool, partitions)
-	for p := range acked {
-		acked[p] = map[int]bool{}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for p := int32(0); p < partitions; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pad := make([]byte, 200)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v := append([]byte(fmt.Sprintf("%09d:", i)), pad...)
-				prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: v}, func(r *kgo.Record, err error) {
-					if err == nil {
-						mu.Lock()
-						acked[p][i] = true
-						mu.Unlock()
-					}
-				})
-				if i%200 == 199 {
-					time.Sleep(20 * time.Millisecond) // about 10,000 records/s a partition
-				}
-			}
-		}()
-	}
+	np := startNumberedProducers(t, ctx, n.addr(), topic, partitions, 100*time.Second)
 	for k := 1; k <= 4; k++ {
 		time.Sleep(1500 * time.Millisecond)
 		n.kill()
@@ -99,11 +58,7 @@ func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
 		n.restart()
 	}
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatalf("flush: %v", err)
-	}
+	np.finish(t, ctx)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr()))
 	if err != nil {
@@ -117,21 +72,7 @@ func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
 			return local > hw/4
 		})
 		got := readPartition(t, ctx, n.addr(), topic, p, hw)
-		mu.Lock()
-		want := len(acked[p])
-		for i, num := range got {
-			if num != i {
-				mu.Unlock()
-				t.Fatalf("partition %d: record %d is number %d (a record lost, or read twice)", p, i, num)
-			}
-		}
-		for num := range acked[p] {
-			if num >= len(got) {
-				mu.Unlock()
-				t.Fatalf("partition %d: acknowledged record %d missing (read %d)", p, num, len(got))
-			}
-		}
-		mu.Unlock()
+		want := np.check(t, p, got)
 		t.Logf("partition %d: %d acknowledged, %d read from 0 to %d, local start %d", p, want, len(got), hw, local)
 	}
 
