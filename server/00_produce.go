@@ -173,7 +173,7 @@ func (s *Server) checkBatch(r *request, op *wire.ProduceRespPartition, topic *ba
 	if vcode == wire.ErrNone {
 		// LogValidator's walk of the records (validate.go): a header that claims more
 		// records, or other offsets, than the batch holds never reaches the log.
-		vcode, msg = validateBatchRecords(rp.Records, &h)
+		vcode, msg = wire.ValidateBatchRecords(rp.Records, &h)
 	}
 	if vcode == wire.ErrNone && bound != nil {
 		// Decompresses and decodes every record, here on the connection's worker (off

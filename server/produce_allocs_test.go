@@ -109,7 +109,7 @@ func TestProducePathCompressedAllocatesNothing(t *testing.T) {
 			batch := compressedTestBatch(t, codec, 150, 100)
 			if h, code, msg := wire.ValidateProduceBatch(batch, 1<<20); code != wire.ErrNone {
 				t.Fatalf("test batch refused: %d %s", code, msg)
-			} else if code, msg := validateBatchRecords(batch, &h); code != wire.ErrNone {
+			} else if code, msg := wire.ValidateBatchRecords(batch, &h); code != wire.ErrNone {
 				t.Fatalf("test batch's records refused: %d %s", code, msg)
 			}
 			frame := produceFrame("allocs-compressed", 16, batch)

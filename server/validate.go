@@ -2,65 +2,11 @@ package server
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 
 	"inlet/schema"
 	"inlet/wire"
 )
-
-// maxPooledScratch drops a decompression buffer that grew past this, so one large compressed
-// batch does not pin memory in the pool.
-const maxPooledScratch = 4 << 20
-
-// Decompression slots. Every compressed batch is checked as it inflates on the connection's
-// worker (validateBatchRecords, and validateKeys for a compacted topic: wire/inflate.go), through
-// a window of 64 KiB, and decompressed whole only for a schema (its records are decoded). The
-// window comes from a fixed set of slots and goes back at once: what decompression holds is
-// the slots' windows (slots x 64 KiB; a snappy batch's buffer, kept up to maxPooledScratch) plus
-// what wire's decompression budget lets decompressors and whole batches hold, node-wide
-// (wire.InflateBudgetBytes, 64 MiB), whatever the number of connections or requests in flight.
-// Decompression is CPU work, so twice GOMAXPROCS slots (at least 4) keep every core busy; a
-// worker that finds none free waits (it is not an event loop, and a slot holder waits only on
-// the budget, which no slot holder holds while it waits).
-var decompressSlots = sync.OnceValue(func() chan *[]byte {
-	n := max(4, 2*runtime.GOMAXPROCS(0))
-	ch := make(chan *[]byte, n)
-	for range n {
-		ch <- new([]byte)
-	}
-	return ch
-})
-
-// withScratch runs fn with a decompression buffer from a slot and stores back what fn returns
-// (the buffer, possibly grown), dropping it if it grew past maxPooledScratch.
-func withScratch(fn func(scratch []byte) []byte) {
-	slots := decompressSlots()
-	sp := <-slots
-	out := fn((*sp)[:0])
-	if cap(out) > maxPooledScratch {
-		out = nil
-	}
-	*sp = out
-	slots <- sp
-}
-
-// validateBatchRecords walks the records of a batch that passed wire.ValidateProduceBatch and
-// checks them against its header (wire.ValidateRecords: the count, offset deltas 0..n-1, each
-// record's length and fields, nothing left over), as Kafka's LogValidator does by iterating
-// them. An uncompressed batch needs no buffer and takes no slot.
-func validateBatchRecords(batch []byte, h *wire.BatchHeader) (code int16, msg string) {
-	if h.Compression() == wire.CompressionNone {
-		_, code, msg = wire.ValidateRecords(batch, h, nil)
-		return code, msg
-	}
-	withScratch(func(scratch []byte) []byte {
-		scratch, code, msg = wire.ValidateRecords(batch, h, scratch)
-		return scratch
-	})
-	return code, msg
-}
 
 // validateRecords validates every record of a batch bound to a schema. A batch with any bad
 // record is rejected whole: INVALID_RECORD, one RecordErrors entry per failing record (KIP-467,
@@ -69,7 +15,7 @@ func validateBatchRecords(batch []byte, h *wire.BatchHeader) (code int16, msg st
 func (s *Server) validateRecords(ps *produceState, op *wire.ProduceRespPartition, bound *schema.Topic, batch []byte) (int16, string) {
 	var code int16
 	ps.recErrs = ps.recErrs[:0]
-	withScratch(func(scratch []byte) []byte {
+	wire.WithScratch(func(scratch []byte) []byte {
 		scratch, ps.recErrs, code = bound.ValidateBatch(batch, scratch, ps.recErrs)
 		return scratch
 	})
@@ -113,7 +59,7 @@ func (s *Server) validateKeys(ps *produceState, op *wire.ProduceRespPartition, t
 		}
 		bad = append(bad, i)
 	}
-	withScratch(func(scratch []byte) []byte {
+	wire.WithScratch(func(scratch []byte) []byte {
 		scratch, code, msg = wire.KeylessRecords(batch, &h, scratch, keyless)
 		return scratch
 	})
