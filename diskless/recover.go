@@ -287,7 +287,11 @@ func (c *Committer) Describe(ctx context.Context, t *batchlog.Topic) error {
 	if last.fp == fp {
 		return nil
 	}
-	key, err := tier.DescribeTopic(ctx, c.cfg.Bucket, t, last.key)
+	var epoch uint64
+	if c.cfg.Epoch != nil {
+		epoch = c.cfg.Epoch()
+	}
+	key, err := tier.DescribeTopic(ctx, c.cfg.Bucket, t, last.key, epoch)
 	if err != nil {
 		return fmt.Errorf("diskless: describe topic %s: %w", t.Name, err)
 	}

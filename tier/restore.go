@@ -87,13 +87,15 @@ func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstor
 // under a new key, deletes prev (the key written last for it; "" for none), and returns the
 // new key. Package diskless keeps its topics' descriptions so, before CreateTopics,
 // CreatePartitions or AlterConfigs is answered; Restore then recreates them empty, for their
-// batches to be replayed from the commit objects.
-func DescribeTopic(ctx context.Context, bucket objstore.Bucket, tp *batchlog.Topic, prev string) (string, error) {
+// batches to be replayed from the commit objects. The key carries epoch, the writer's lease
+// epoch, so that a description a fenced writer PUT late never outranks one of the writer that
+// took the prefix (which describes every diskless topic again as it starts).
+func DescribeTopic(ctx context.Context, bucket objstore.Bucket, tp *batchlog.Topic, prev string, epoch uint64) (string, error) {
 	js, err := json.Marshal(topicDescription{Name: tp.Name, ID: fmt.Sprintf("%x", tp.ID), Partitions: len(tp.Partitions), Configs: tp.Configs})
 	if err != nil {
 		return "", err
 	}
-	key := descriptionKey(tp.Name, tp.ID, time.Now().UnixNano())
+	key := descriptionKeyEpoch(tp.Name, tp.ID, time.Now().UnixNano(), epoch)
 	if err := bucket.Put(ctx, key, bytes.NewReader(js), int64(len(js))); err != nil {
 		return "", err
 	}
