@@ -301,11 +301,15 @@ func (m *mortal) Get(ctx context.Context, key string) ([]byte, string, error) {
 }
 
 // TestRecoverRidesOutAFailedDescription: a restart whose topic description PUT fails once, or
-// lands with its reply lost, still starts (the description is tried again), and serves.
+// lands with its reply lost, or whose listing of the commit log or reads of its objects fail
+// twice, still starts (each call is tried again), and serves.
 func TestRecoverRidesOutAFailedDescription(t *testing.T) {
 	for _, fault := range []func(*objstore.Memory){
 		func(m *objstore.Memory) { m.FailNext(objstore.OpPut, 1, errors.New("injected: 503")) },
 		func(m *objstore.Memory) { m.LoseNextReply(objstore.OpPut, 1, errors.New("injected: reply lost")) },
+		// The commit log's listing and its objects' reads at start fail too, then answer.
+		func(m *objstore.Memory) { m.FailNext(objstore.OpList, 2, errors.New("injected: 503 on list")) },
+		func(m *objstore.Memory) { m.FailNext(objstore.OpReadAt, 2, errors.New("injected: connection cut")) },
 	} {
 		m := objstore.NewMemory()
 		dir := t.TempDir()

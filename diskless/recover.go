@@ -3,11 +3,13 @@ package diskless
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"inlet/batchlog"
+	"inlet/objstore"
 	"inlet/tier"
 	"inlet/wire"
 )
@@ -48,17 +50,29 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		size int64
 	}
 	var objs []listed
-	err := c.cfg.Bucket.List(ctx, LogPrefix, func(key string, size int64) error {
-		n, ok := parseLogKey(key)
-		if !ok {
+	var gap error
+	err := c.retrying(ctx, "listing the commit log", func() error {
+		objs, gap = objs[:0], nil
+		err := c.cfg.Bucket.List(ctx, LogPrefix, func(key string, size int64) error {
+			n, ok := parseLogKey(key)
+			if !ok {
+				return nil
+			}
+			if n != uint64(len(objs))+1 {
+				gap = fmt.Errorf("diskless: the commit log has no object %d before %s", len(objs)+1, key)
+				return gap
+			}
+			objs = append(objs, listed{key, size})
 			return nil
+		})
+		if gap != nil {
+			return nil // the log itself is broken: no retry mends it
 		}
-		if n != uint64(len(objs))+1 {
-			return fmt.Errorf("diskless: the commit log has no object %d before %s", len(objs)+1, key)
-		}
-		objs = append(objs, listed{key, size})
-		return nil
+		return err
 	})
+	if gap != nil {
+		return st, gap
+	}
 	if err != nil {
 		return st, err
 	}
@@ -79,7 +93,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	var epoch uint64
 	for i, o := range objs {
 		var hb [headerLen]byte
-		if err := c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]); err != nil {
+		if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
 			return st, fmt.Errorf("diskless: %s: %w", o.key, err)
 		}
 		after, e := binary.BigEndian.Uint64(hb[40:]), binary.BigEndian.Uint64(hb[8:])
@@ -158,7 +172,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64,
 	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64, fold *stateFold) (int, error) {
 	buf := make([]byte, size)
-	if err := c.cfg.Bucket.ReadAt(ctx, key, 0, buf); err != nil {
+	if err := c.retrying(ctx, "reading "+key, func() error { return c.cfg.Bucket.ReadAt(ctx, key, 0, buf) }); err != nil {
 		return 0, err
 	}
 	h, entries, err := Decode(buf)
@@ -306,13 +320,21 @@ type description struct{ key, fp string }
 // does not stop the commit loop. Writing a description again is harmless: each try takes a
 // new key, and the newest is in force.
 func (c *Committer) describeRetrying(ctx context.Context, t *batchlog.Topic) error {
+	return c.retrying(ctx, "writing the description of "+t.Name, func() error { return c.Describe(ctx, t) })
+}
+
+// retrying runs call until it succeeds or ctx ends, with a backoff from 50 ms doubling to 5 s:
+// Recover's calls to the bucket, so that a 5xx, a cut connection or a bucket that is down for a
+// while delays the node's start (logged at each failure) rather than failing it. An object
+// that is not in the bucket (ErrNotFound, ErrOutOfRange) will not come by waiting: returned.
+func (c *Committer) retrying(ctx context.Context, what string, call func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
-		err := c.Describe(ctx, t)
-		if err == nil {
-			return nil
+		err := call()
+		if err == nil || errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutOfRange) {
+			return err
 		}
-		c.cfg.Logger.Warn("diskless: topic description not written; retrying", "topic", t.Name, "err", err)
+		c.cfg.Logger.Warn("diskless: recovery: "+what+" failed; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return err
