@@ -3,14 +3,11 @@ package crashtest
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"inlet/objstore/objtest"
 )
 
 // TestKill9AndLostDiskKeepEveryAcknowledgedDisklessRecord: a node on versitygw whose every
@@ -22,11 +19,7 @@ import (
 // with the disk, and the producers' retries across the losses stored nothing twice (their
 // windows came back from the commit objects).
 func TestKill9AndLostDiskKeepEveryAcknowledgedDisklessRecord(t *testing.T) {
-	s3 := objtest.StartVersity(t)
-	for _, kv := range s3.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	s3 := versityEnv(t)
 	n := startInlet(t, "--s3-bucket", s3.Bucket, "--s3-endpoint", s3.Endpoint, "--s3-path-style", "--s3-prefix", "diskless/",
 		"--restore-from-remote", "--bucket-lease-ms", "1000") // a restart after a SIGKILL waits one lease for the old one
 

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/objstore"
-	"inlet/objstore/objtest"
 )
 
 // TestKill9DuringUploadAndReclaimLosesNothing: a node with a remote tier on versitygw is
@@ -27,11 +26,7 @@ import (
 // clean after the restart has run. Then the disk is lost, and a node rebuilt from the bucket
 // serves every record that was uploaded.
 func TestKill9DuringUploadAndReclaimLosesNothing(t *testing.T) {
-	s3 := objtest.StartVersity(t)
-	for _, kv := range s3.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	s3 := versityEnv(t)
 	n := startInlet(t, "--s3-bucket", s3.Bucket, "--s3-endpoint", s3.Endpoint, "--s3-path-style", "--s3-prefix", "crash/",
 		"--remote-object-bytes", "128KiB", "--remote-upload-interval-ms", "200", "--log-retention-check-interval-ms", "200",
 		"--bucket-lease-ms", "1000") // each restart after a SIGKILL waits one lease for its own old one

@@ -420,9 +420,9 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 			c.stats.PutBytes.Add(int64(len(body)))
 			// Landed; still the writer? Otherwise the node that took the prefix may have
 			// restored without this object: nothing of it is published or answered.
-			for c.writer() != nil {
-				if errors.Is(c.writer(), errFenced) {
-					c.fence(c.writer())
+			for err := c.writer(); err != nil; err = c.writer() {
+				if errors.Is(err, errFenced) {
+					c.fence(err)
 					return false
 				}
 				select {
