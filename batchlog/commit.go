@@ -162,8 +162,7 @@ func (l *Log) addMetadata(g Group) {
 		s.key = make([]byte, producerKeyLen)
 	}
 	for _, p := range s.partitions {
-		k := s.key[:highKeyLen]
-		putHighKey(k, p.ID)
+		k := partKey(s.key[:0], kindHigh, p.ID)
 		s.kv = binary.BigEndian.AppendUint64(s.kv[:0], uint64(p.next))
 		s.kv = binary.BigEndian.AppendUint64(s.kv, uint64(p.logStart.Load()))
 		g.Set(k, s.kv)
@@ -219,9 +218,7 @@ func (l *Log) commitAppend(g Group, pg *pendingGroup, r *Request, a *Append) {
 		g.SetData(p.ID, a.BaseOffset, a.Batch, true)
 		if end > p.relocatedBelow.Load() {
 			p.relocatedBelow.Store(end)
-			var k [highKeyLen]byte
-			putRelocateKey(k[:], p.ID)
-			g.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(end)))
+			g.Set(partKey(nil, kindRelocate, p.ID), binary.BigEndian.AppendUint64(nil, uint64(end)))
 		}
 		return
 	}

@@ -50,19 +50,9 @@ func dataKeyOffset(k []byte) int64 { return segments.DataKeyOffset(k) }
 
 const highKeyLen = 1 + 4
 
-func putHighKey(dst []byte, partition uint32) {
-	dst[0] = kindHigh
-	binary.BigEndian.PutUint32(dst[1:], partition)
-}
-
-func putCleanedKey(dst []byte, partition uint32) {
-	dst[0] = kindCleaned
-	binary.BigEndian.PutUint32(dst[1:], partition)
-}
-
-func putRelocateKey(dst []byte, partition uint32) {
-	dst[0] = kindRelocate
-	binary.BigEndian.PutUint32(dst[1:], partition)
+// partKey appends to dst a partition's key of kind (h, l, r, c, L): the kind, the partition.
+func partKey(dst []byte, kind byte, partition uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(dst, kind), partition)
 }
 
 const producerKeyLen = 1 + 8 + 4

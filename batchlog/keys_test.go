@@ -38,8 +38,7 @@ func TestBadMetadataKeysAreSkippedAtStartup(t *testing.T) {
 	if _, err := l.CreateTopic("t", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	var cleaned [highKeyLen + 1]byte
-	putCleanedKey(cleaned[:], 7)
+	cleaned := append(partKey(nil, kindCleaned, 7), 0)
 	for _, kv := range [][2][]byte{
 		{cleaned[:], []byte{1}},
 	} {
@@ -68,8 +67,7 @@ func TestBadMetadataKeysAreSkippedAtStartup(t *testing.T) {
 		t.Errorf("%d errors logged, want 1:\n%s", n, out)
 	}
 	// Log state is record data: a bad high watermark key still stops start-up.
-	var h [highKeyLen + 1]byte
-	putHighKey(h[:], 3)
+	h := append(partKey(nil, kindHigh, 3), 0)
 	if err := l.db.Set(h[:], []byte{1}, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}

@@ -617,6 +617,20 @@ func (l *Log) recover() error {
 	return nil
 }
 
+// raiseStarts raises each partition's log start or local log start (at) to what its key of
+// kind holds, where that is later.
+func (l *Log) raiseStarts(byID map[uint32]*Partition, kind byte, at func(*Partition) *atomic.Int64) error {
+	return l.scan([]byte{kind}, func(k, v []byte) error {
+		if len(k) != highKeyLen || len(v) != 8 {
+			return fmt.Errorf("batchlog: corrupt %c start key %x", kind, k)
+		}
+		if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil && int64(binary.BigEndian.Uint64(v)) > at(p).Load() {
+			at(p).Store(int64(binary.BigEndian.Uint64(v)))
+		}
+		return nil
+	})
+}
+
 // loadLogState sets every partition's next offset and relocated key, and the producer windows,
 // from Pebble: as of the last group that carried metadata, for replay to go on from. At
 // start-up it also publishes high watermarks and log starts; after a full disk (rebuild) the
@@ -649,18 +663,7 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 	// writes high-watermark keys concurrently); the later of the two wins. After start-up the
 	// ones in memory are right.
 	if startup {
-		err = l.scan([]byte{kindLogStart}, func(k, v []byte) error {
-			if len(k) != highKeyLen || len(v) != 8 {
-				return fmt.Errorf("batchlog: corrupt log start key %x", k)
-			}
-			if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
-				if ls := int64(binary.BigEndian.Uint64(v)); ls > p.logStart.Load() {
-					p.logStart.Store(ls)
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := l.raiseStarts(byID, kindLogStart, func(p *Partition) *atomic.Int64 { return &p.logStart }); err != nil {
 			return err
 		}
 		// Local starts moved by Pass.AdvanceLocalStart; one below the log start (the log start
@@ -669,18 +672,7 @@ func (l *Log) loadLogState(byID map[uint32]*Partition, startup bool) error {
 		for _, p := range byID {
 			p.localStart.Store(p.logStart.Load())
 		}
-		err = l.scan([]byte{kindLocal}, func(k, v []byte) error {
-			if len(k) != highKeyLen || len(v) != 8 {
-				return fmt.Errorf("batchlog: corrupt local log start key %x", k)
-			}
-			if p := byID[binary.BigEndian.Uint32(k[1:])]; p != nil {
-				if ls := int64(binary.BigEndian.Uint64(v)); ls > p.localStart.Load() {
-					p.localStart.Store(ls)
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := l.raiseStarts(byID, kindLocal, func(p *Partition) *atomic.Int64 { return &p.localStart }); err != nil {
 			return err
 		}
 	}
@@ -820,16 +812,11 @@ func (l *Log) replaySegments(ss *segments.Store, byID map[uint32]*Partition) err
 		return nil
 	}
 	for p := range touched {
-		var k [highKeyLen]byte
-		putHighKey(k[:], p.ID)
 		v := binary.BigEndian.AppendUint64(nil, uint64(p.next))
-		v = binary.BigEndian.AppendUint64(v, uint64(p.logStart.Load()))
-		_ = b.Set(k[:], v, nil)
+		_ = b.Set(partKey(nil, kindHigh, p.ID), binary.BigEndian.AppendUint64(v, uint64(p.logStart.Load())), nil)
 	}
 	for p := range relocated {
-		var k [highKeyLen]byte
-		putRelocateKey(k[:], p.ID)
-		_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(p.relocatedBelow.Load())), nil)
+		_ = b.Set(partKey(nil, kindRelocate, p.ID), binary.BigEndian.AppendUint64(nil, uint64(p.relocatedBelow.Load())), nil)
 	}
 	for key := range touchedProducers {
 		var k [producerKeyLen]byte

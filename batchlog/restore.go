@@ -4,8 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"inlet/idem"
 )
 
 // RestoredStart is where a partition of a topic rebuilt from the remote tier begins: its log
@@ -42,20 +46,13 @@ func (l *Log) RestoreTopic(name string, id [16]byte, configs map[string]string, 
 	for i, s := range starts {
 		p := &Partition{ID: seq, Topic: name, Index: int32(i), diskless: t.Settings.Diskless}
 		// The partition is not published yet: nothing else reads these.
-		p.next = s.Next
+		p.next, t.Partitions = s.Next, append(t.Partitions, p)
 		p.hw.Store(s.Next)
 		p.logStart.Store(s.LogStart)
 		p.localStart.Store(s.Next)
-		t.Partitions = append(t.Partitions, p)
-		var k [highKeyLen]byte
-		putHighKey(k[:], p.ID)
 		v := binary.BigEndian.AppendUint64(nil, uint64(s.Next))
-		v = binary.BigEndian.AppendUint64(v, uint64(s.LogStart))
-		_ = b.Set(k[:], v, nil)
-		var lk [highKeyLen]byte
-		lk[0] = kindLocal
-		binary.BigEndian.PutUint32(lk[1:], p.ID)
-		_ = b.Set(lk[:], binary.BigEndian.AppendUint64(nil, uint64(s.Next)), nil)
+		_ = b.Set(partKey(nil, kindHigh, p.ID), binary.BigEndian.AppendUint64(v, uint64(s.LogStart)), nil)
+		_ = b.Set(partKey(nil, kindLocal, p.ID), binary.BigEndian.AppendUint64(nil, uint64(s.Next)), nil)
 		seq++
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -68,4 +65,52 @@ func (l *Log) RestoreTopic(name string, id [16]byte, configs map[string]string, 
 	l.topics[name] = t
 	l.countPartitions(t.Creator, len(t.Partitions))
 	return t, nil
+}
+
+// RestoreProducers gives p, a partition rebuilt from the bucket (package diskless's Recover),
+// the producer state its batches do not carry: its windows (by producer id) and aborted
+// transactions (by marker offset) replace p's, and its open transactions and last stable
+// offset follow from the windows. A next above p's next offset restarts p, which must hold
+// no batch, empty there (its log start too). Synced before it returns; only before the node
+// serves, with nothing appending to p.
+func (l *Log) RestoreProducers(p *Partition, next int64, windows map[int64]idem.State, aborted []AbortedTxn) error {
+	var err error
+	done := make(chan struct{})
+	l.Submit(&Request{Inspect: func() {
+		if s := &l.scratch; next > p.next {
+			if p.next != p.localStart.Load() {
+				err = fmt.Errorf("batchlog: restart %s/%d at %d: it holds batches up to %d", p.Topic, p.Index, next, p.next)
+				return
+			}
+			p.next, p.metaGen, s.partitions = next, s.gen, append(s.partitions, p)
+			p.hw.Store(next)
+			p.localStart.Store(next) // first: localStart >= logStart at every moment
+			p.logStart.Store(next)
+		}
+		l.forgetWindows(func(k producerKey) bool { return k.partition == p.ID })
+		p.txn.ongoing = nil
+		for id, st := range windows {
+			l.newWindow(producerKey{id, p.ID}, "").State = st
+			l.touchProducer(producerKey{id, p.ID})
+			if st.TxnFirstOffset >= 0 { // openTxn, from a state that had none
+				openTxn(p, &idem.State{TxnFirstOffset: -1}, id, st.TxnFirstOffset)
+			}
+		}
+		l.scratch.forceMeta = true
+		p.txn.lso.Store(p.stableOffset())
+	}, Done: func(*Request) { close(done) }})
+	if <-done; err != nil || l.db == nil {
+		return err
+	}
+	p.txn.abortedMu.Lock()
+	list := slices.Clone(aborted)
+	p.txn.aborted.Store(&list)
+	p.txn.abortedMu.Unlock()
+	b := l.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID, math.MaxInt64), nil)
+	for _, a := range list {
+		_ = b.Set(abortedKey(p.ID, a.LastOffset), abortedValue(a), nil)
+	}
+	return b.Commit(pebble.Sync)
 }

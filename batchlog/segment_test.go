@@ -279,9 +279,7 @@ func TestCloseWritesFinalCheckpoint(t *testing.T) {
 	}
 	defer db.Close()
 	for _, p := range topic.Partitions {
-		var k [highKeyLen]byte
-		putHighKey(k[:], p.ID)
-		v, c, err := db.Get(k[:])
+		v, c, err := db.Get(partKey(nil, kindHigh, p.ID))
 		if err != nil {
 			t.Fatalf("partition %d: no high watermark in Pebble after Close: %v", p.Index, err)
 		}

@@ -171,17 +171,9 @@ func (l *Log) deleteTopic(name string) (map[uint32]bool, error) {
 		defer b.Close()
 		for _, p := range t.Partitions {
 			_ = b.DeleteRange(dataKey(p.ID, 0), dataKey(p.ID+1, 0), nil)
-			var k [highKeyLen]byte
-			putHighKey(k[:], p.ID)
-			_ = b.Delete(k[:], nil)
-			k[0] = kindLogStart
-			_ = b.Delete(k[:], nil)
-			k[0] = kindRelocate
-			_ = b.Delete(k[:], nil)
-			k[0] = kindCleaned
-			_ = b.Delete(k[:], nil)
-			k[0] = kindLocal
-			_ = b.Delete(k[:], nil)
+			for _, kind := range []byte{kindHigh, kindLogStart, kindRelocate, kindCleaned, kindLocal} {
+				_ = b.Delete(partKey(nil, kind, p.ID), nil)
+			}
 			_ = b.DeleteRange(abortedKey(p.ID, 0), abortedKey(p.ID+1, 0), nil)
 		}
 		err := l.scan([]byte{kindProducer}, func(k, _ []byte) error {
@@ -252,10 +244,7 @@ func (l *Log) advanceLogStart(p *Partition, start int64, opts *pebble.WriteOptio
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
-	var k [highKeyLen]byte
-	k[0] = kindLogStart
-	binary.BigEndian.PutUint32(k[1:], p.ID)
-	_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
+	_ = b.Set(partKey(nil, kindLogStart, p.ID), binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
 	if err := l.deleteIndexBelow(b, p, local); err != nil {
 		return err
 	}
@@ -291,10 +280,7 @@ func (l *Log) advanceLocalStart(p *Partition, start int64, opts *pebble.WriteOpt
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
-	var k [highKeyLen]byte
-	k[0] = kindLocal
-	binary.BigEndian.PutUint32(k[1:], p.ID)
-	_ = b.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
+	_ = b.Set(partKey(nil, kindLocal, p.ID), binary.BigEndian.AppendUint64(nil, uint64(start)), nil)
 	if err := l.deleteIndexBelow(b, p, start); err != nil {
 		return err
 	}

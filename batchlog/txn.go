@@ -156,11 +156,7 @@ func MarkerAppend(p *Partition, producerID int64, epoch int16, kind Marker, coor
 const abortedKeyLen = 1 + 4 + 8
 
 func abortedKey(partition uint32, lastOffset int64) []byte {
-	k := make([]byte, abortedKeyLen)
-	k[0] = kindAborted
-	binary.BigEndian.PutUint32(k[1:], partition)
-	binary.BigEndian.PutUint64(k[5:], uint64(lastOffset))
-	return k
+	return binary.BigEndian.AppendUint64(partKey(make([]byte, 0, abortedKeyLen), kindAborted, partition), uint64(lastOffset))
 }
 
 func abortedValue(a AbortedTxn) []byte {

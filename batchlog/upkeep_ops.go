@@ -148,9 +148,7 @@ func (p *Partition) CompactedTo() int64 { return p.cleanedTo.Load() }
 // MarkCompacted records that p is compacted up to end.
 func (ps *Pass) MarkCompacted(p *Partition, end int64) error {
 	p.cleanedTo.Store(end)
-	var k [highKeyLen]byte
-	putCleanedKey(k[:], p.ID)
-	return ps.l.db.Set(k[:], binary.BigEndian.AppendUint64(nil, uint64(end)), pebble.NoSync)
+	return ps.l.db.Set(partKey(nil, kindCleaned, p.ID), binary.BigEndian.AppendUint64(nil, uint64(end)), pebble.NoSync)
 }
 
 // CountCompaction adds one compaction pass and what it did to Stats.

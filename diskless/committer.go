@@ -88,6 +88,13 @@ type Config struct {
 	Logger       *slog.Logger
 	// Observer, when set, is told each group's commit latency (metrics.Diskless).
 	Observer Observer
+
+	// UploadedEnd, when set, is the remote tier's uploaded end of a partition
+	// (tier.Tier.UploadedEnd): the commit objects it covers are folded into a checkpoint and
+	// deleted, at most once per CheckpointInterval (0: DefaultCheckpointInterval; negative:
+	// never). See checkpoint.go.
+	UploadedEnd        func(*batchlog.Partition) int64
+	CheckpointInterval time.Duration
 }
 
 // Observer is told of each group held for the bucket once its commit object has landed:
@@ -130,6 +137,8 @@ type Committer struct {
 	done    chan struct{}
 	started bool
 	reaped  chan struct{}
+
+	ck checkpointer // the fold of the landed objects and the checkpoints (checkpoint.go)
 }
 
 // Stats are the committer's counters.
@@ -289,6 +298,7 @@ func (c *Committer) start() {
 	c.started = true
 	go c.run()
 	go c.reap()
+	c.startCheckpoints() // checkpoint.go
 }
 
 // Close PUTs what is queued (for at most CloseTimeout while the bucket fails), answers what
@@ -306,6 +316,7 @@ func (c *Committer) Close() {
 	if c.started {
 		<-c.done
 		<-c.reaped
+		c.ck.wg.Wait() // checkpoint.go
 	}
 	c.failQueued(wire.ErrKafkaStorageError)
 }
@@ -356,6 +367,7 @@ func (c *Committer) run() {
 			if !c.put(o, closeBy) {
 				return // fenced, or closing with the bucket down: Close answers the rest
 			}
+			c.landed(c.after, o.buf) // checkpoint.go: folded before its groups are published
 		}
 		c.mu.Lock()
 		c.objects = c.objects[1:]

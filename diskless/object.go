@@ -16,8 +16,9 @@ import (
 //	         entry count u32, after u64 (the object this one follows)     48 bytes
 //	entries  topic id [16], partition i32, base offset i64, length u32,   32 bytes each
 //	         then the record batch as the log stores it (its base offset and leader epoch set);
-//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets..StateTxn),
-//	         base offset 0, length u32, then the entry's payload (state.go)
+//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets..StateTxn;
+//	         in a checkpoint also StatePartition, StateCheckpoint), base offset 0, length u32,
+//	         then the entry's payload (state.go, checkpoint.go)
 //	trailer  CRC-32C (Castagnoli) of every byte before it, u32
 //
 // Integers are big-endian. An entry's batch is the producer's bytes with the offsets the log
@@ -181,7 +182,7 @@ func Decode(b []byte) (Header, []Entry, error) {
 			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
 		}
 		if e.Partition < 0 && v >= 2 {
-			if e.Partition < -StateTxn || e.TopicID != ([16]byte{}) || e.Base != 0 {
+			if e.Partition < -StateCheckpoint || e.TopicID != ([16]byte{}) || e.Base != 0 {
 				return h, nil, fmt.Errorf("diskless: commit object entry %d is not a known state entry", i)
 			}
 			e.State = body[pos : pos+n : pos+n]

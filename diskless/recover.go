@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
 	"inlet/batchlog"
+	"inlet/idem"
 	"inlet/objstore"
 	"inlet/tier"
 	"inlet/wire"
@@ -21,7 +24,9 @@ type RecoverStats struct {
 	Uploaded int // local batches never in the bucket, PUT now
 	Offsets  int // consumer group offsets written to the catalog from state entries (state.go)
 	Txns     int // transactional ids' records written to the catalog (txn_state.go)
-	Duration time.Duration
+	// Checkpoint is the n of the checkpoint the fold began from (0: none; checkpoint.go).
+	Checkpoint uint64
+	Duration   time.Duration
 }
 
 // Recover brings the local log and the bucket's commit log together, then starts the commit
@@ -45,34 +50,11 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	var st RecoverStats
 	began := time.Now()
 	c.log = l
-	type listed struct {
-		key  string
-		size int64
+	objs, err := c.listNumbered(ctx, LogPrefix)
+	if err != nil {
+		return st, err
 	}
-	var objs []listed
-	var gap error
-	err := c.retrying(ctx, "listing the commit log", func() error {
-		objs, gap = objs[:0], nil
-		err := c.cfg.Bucket.List(ctx, LogPrefix, func(key string, size int64) error {
-			n, ok := parseLogKey(key)
-			if !ok {
-				return nil
-			}
-			if n != uint64(len(objs))+1 {
-				gap = fmt.Errorf("diskless: the commit log has no object %d before %s", len(objs)+1, key)
-				return gap
-			}
-			objs = append(objs, listed{key, size})
-			return nil
-		})
-		if gap != nil {
-			return nil // the log itself is broken: no retry mends it
-		}
-		return err
-	})
-	if gap != nil {
-		return st, gap
-	}
+	cks, err := c.listNumbered(ctx, CheckpointPrefix)
 	if err != nil {
 		return st, err
 	}
@@ -82,38 +64,59 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 			byID[t.ID] = t
 		}
 	}
-	// The log: each object follows the one its header names (After), so that an object a
-	// writer that had lost the prefix landed late is void (a stale object, skipped by the
-	// next writer), and so is one of an older epoch than an object before it.
-	type valid struct {
-		listed
-		n uint64
+	hdrs := map[uint64]Header{}
+	ck, log, err := c.chooseCheckpoint(ctx, objs, cks, hdrs)
+	if err != nil {
+		return st, err
 	}
-	var log []valid
-	var epoch uint64
-	for i, o := range objs {
-		var hb [headerLen]byte
-		if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
-			return st, fmt.Errorf("diskless: %s: %w", o.key, err)
-		}
-		after, e := binary.BigEndian.Uint64(hb[40:]), binary.BigEndian.Uint64(hb[8:])
-		if string(hb[:4]) != magic || e < epoch {
-			c.cfg.Logger.Warn("diskless: commit object skipped: not of the log's writers", "key", o.key, "epoch", e)
-			continue
-		}
-		for len(log) > 0 && log[len(log)-1].n > after {
-			c.cfg.Logger.Warn("diskless: commit object void: a stale writer's", "key", log[len(log)-1].key)
-			log = log[:len(log)-1]
-		}
-		epoch = e
-		log = append(log, valid{o, uint64(i + 1)})
-	}
+	// A partition rebuilt from the bucket (no batch of its own, no window) takes its producer
+	// windows and aborted transactions from the fold, once its batches are replayed; one on
+	// the node's own disk keeps its own. Its batches are appended as they are, not checked
+	// against windows it does not have yet (an append of producer id -1).
+	restored := map[*batchlog.Partition]bool{}
 	ends := map[*batchlog.Partition]int64{}
+	through := uint64(0)
+	if ck != nil {
+		through = ck.through
+		c.ck.seed(ck)
+		st.Checkpoint = ck.h.Sequence
+	}
+	c.ck.mu.Lock()
+	c.ck.init()
+	c.ck.mu.Unlock()
+	for _, t := range byID {
+		for _, p := range t.Partitions {
+			if p.LocalLogStartOffset() != p.HighWatermark() {
+				continue
+			}
+			if ws, err := l.Producers(p); err != nil || len(ws) > 0 {
+				continue
+			}
+			restored[p] = true
+			var f *partFold
+			if ck != nil {
+				f = ck.parts[partRef{t.ID, p.Index}]
+			}
+			if f != nil && f.endN > p.HighWatermark() {
+				// The tier lacks the partition's batches below the checkpoint's objects
+				// (retention deleted them): it restarts empty where those objects ended.
+				if err := l.RestoreProducers(p, f.endN, nil, nil); err != nil {
+					return st, err
+				}
+			}
+		}
+	}
+	if ck != nil {
+		for r, f := range ck.parts {
+			if t := byID[r.topic]; t != nil && int(r.index) < len(t.Partitions) {
+				ends[t.Partitions[r.index]] = f.end
+			}
+		}
+	}
 	maxPID := int64(-1)
-	fold := &stateFold{groups: groupsFold{}, txns: txnFold{}}
 	c.replaying.Store(true)
 	for _, o := range log {
-		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, byID, ends, &maxPID, fold)
+		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, o.n > through, byID, ends, restored, &maxPID)
 		if err != nil {
 			c.replaying.Store(false)
 			return st, err
@@ -122,6 +125,12 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		st.Replayed += n
 	}
 	c.replaying.Store(false)
+	for p := range restored {
+		if err := c.restoreProducers(l, p, &maxPID); err != nil {
+			return st, err
+		}
+	}
+	fold := c.ck.state
 	// The group changes of the log, folded, go to the catalog before the group coordinator
 	// loads it (state.go); the last tenants state and broker configs over the node's, before
 	// the admin APIs load them (node_state.go).
@@ -143,10 +152,22 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
 		return st, err
 	}
-	c.next = uint64(len(objs)) + 1
-	if len(log) > 0 {
-		c.after = log[len(log)-1].n
+	c.next, c.after = 1, 0
+	if len(objs) > 0 {
+		c.next = objs[len(objs)-1].n + 1
 	}
+	if ck != nil {
+		c.next, c.after = max(c.next, ck.through+1), ck.through
+	}
+	if len(log) > 0 {
+		c.after = max(c.after, log[len(log)-1].n)
+	}
+	c.ck.mu.Lock()
+	c.ck.first = c.next
+	if len(objs) > 0 {
+		c.ck.first = objs[0].n // those <= the checkpoint go with the next one
+	}
+	c.ck.mu.Unlock()
 	for _, t := range byID {
 		for _, p := range t.Partitions {
 			n, err := c.uploadLocal(ctx, l, t, p, ends[p])
@@ -168,9 +189,153 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	return st, nil
 }
 
-// replayObject appends the batches of commit object seq that the local log lacks.
-func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64,
-	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, maxPID *int64, fold *stateFold) (int, error) {
+type listed struct {
+	key  string
+	size int64
+	n    uint64
+}
+
+// listNumbered lists the commit objects or checkpoints under prefix, by number.
+func (c *Committer) listNumbered(ctx context.Context, prefix string) ([]listed, error) {
+	var out []listed
+	err := c.retrying(ctx, "listing "+prefix, func() error {
+		out = out[:0]
+		return c.cfg.Bucket.List(ctx, prefix, func(key string, size int64) error {
+			if n, ok := parseNumbered(prefix, key); ok {
+				out = append(out, listed{key, size, n})
+			}
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out, err
+}
+
+// chooseCheckpoint picks the newest checkpoint that reads and that the commit objects after it
+// continue (checkpoint.go), and returns it with the log to replay after it: the objects past
+// its n, each following the one its header names (After), so that an object a writer that had
+// lost the prefix landed late is void (a stale object, skipped by the next writer), and so is
+// one of an older epoch than an object before it. With no checkpoint (or none valid) the log
+// must start at object 1. The objects after the checkpoint (or from 1) must be numbered
+// without a gap.
+func (c *Committer) chooseCheckpoint(ctx context.Context, objs, cks []listed, hdrs map[uint64]Header) (*checkpointFold, []listed, error) {
+	for i := len(cks) - 1; i >= 0; i-- {
+		k := cks[i]
+		buf := make([]byte, k.size)
+		if err := c.retrying(ctx, "reading "+k.key, func() error { return c.cfg.Bucket.ReadAt(ctx, k.key, 0, buf) }); err != nil {
+			return nil, nil, fmt.Errorf("diskless: %s: %w", k.key, err)
+		}
+		ck, err := decodeCheckpoint(k.key, k.n, buf)
+		if err != nil {
+			c.cfg.Logger.Warn("diskless: checkpoint skipped: it does not read", "key", k.key, "err", err)
+			continue
+		}
+		log, ok, err := c.chain(ctx, objs, k.n, ck.through, ck.h.Epoch, hdrs)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			return ck, log, nil
+		}
+		c.cfg.Logger.Warn("diskless: checkpoint skipped: the commit log after it does not continue it (a stale writer's, or objects missing)", "key", k.key)
+	}
+	if len(objs) > 0 && objs[0].n != 1 {
+		return nil, nil, fmt.Errorf("diskless: the commit log has no object 1 before %s, and no checkpoint of the objects before it", objs[0].key)
+	}
+	log, _, err := c.chain(ctx, objs, 0, 0, 0, hdrs)
+	return nil, log, err
+}
+
+// chain is the log of the objects past n (objs by number; their headers read once into
+// hdrs), and whether it continues a checkpoint at n that folded objects up to through at
+// epoch: no object names one before n as the one it follows, and object through, if past n,
+// is in the log and of an epoch no newer than the checkpoint's.
+func (c *Committer) chain(ctx context.Context, objs []listed, n, through, epoch uint64, hdrs map[uint64]Header) ([]listed, bool, error) {
+	i := sort.Search(len(objs), func(i int) bool { return objs[i].n > n })
+	objs = objs[i:]
+	for j, o := range objs {
+		if o.n != n+uint64(j)+1 {
+			if n > 0 {
+				return nil, false, nil // a gap after a checkpoint: maybe a newer one's deletions
+			}
+			return nil, false, fmt.Errorf("diskless: the commit log has no object %d before %s", n+uint64(j)+1, o.key)
+		}
+	}
+	var log []listed
+	floor, valid := uint64(0), true
+	for _, o := range objs {
+		h, ok := hdrs[o.n]
+		if !ok {
+			var hb [headerLen]byte
+			if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
+				return nil, false, fmt.Errorf("diskless: %s: %w", o.key, err)
+			}
+			h = Header{Epoch: binary.BigEndian.Uint64(hb[8:]), After: binary.BigEndian.Uint64(hb[40:])}
+			if string(hb[:4]) != magic {
+				h.Epoch = 0 // never of the log: below every floor but the first
+				h.After = ^uint64(0)
+			}
+			hdrs[o.n] = h
+		}
+		if h.After == ^uint64(0) || h.Epoch < floor {
+			c.cfg.Logger.Warn("diskless: commit object skipped: not of the log's writers", "key", o.key, "epoch", h.Epoch)
+			continue
+		}
+		for len(log) > 0 && log[len(log)-1].n > h.After {
+			c.cfg.Logger.Warn("diskless: commit object void: a stale writer's", "key", log[len(log)-1].key)
+			log = log[:len(log)-1]
+		}
+		if len(log) == 0 && h.After < n {
+			valid = false // it voids objects the checkpoint folded
+		}
+		floor = h.Epoch
+		log = append(log, o)
+	}
+	if through > n {
+		j := sort.Search(len(log), func(j int) bool { return log[j].n >= through })
+		valid = valid && j < len(log) && log[j].n == through && hdrs[through].Epoch <= epoch
+	}
+	return log, valid, nil
+}
+
+// restoreProducers gives a restored partition the fold's windows and aborted transactions, and
+// the fold's log start (a DeleteRecords, or retention, before the checkpoint).
+func (c *Committer) restoreProducers(l *batchlog.Log, p *batchlog.Partition, maxPID *int64) error {
+	t, ok := l.Topic(p.Topic)
+	if !ok {
+		return nil
+	}
+	c.ck.mu.Lock()
+	f := c.ck.parts[partRef{t.ID, p.Index}]
+	var windows map[int64]idem.State
+	var aborted []batchlog.AbortedTxn
+	logStart := int64(0)
+	if f != nil {
+		windows = make(map[int64]idem.State, len(f.windows))
+		for pid, w := range f.windows {
+			windows[pid] = *w
+			*maxPID = max(*maxPID, pid)
+		}
+		aborted, logStart = slices.Clone(f.aborted), f.logStart
+	}
+	c.ck.mu.Unlock()
+	if err := l.RestoreProducers(p, 0, windows, aborted); err != nil {
+		return err
+	}
+	if logStart > p.LogStartOffset() {
+		if _, err := l.DeleteRecords(p, min(logStart, p.HighWatermark())); err != nil {
+			return fmt.Errorf("diskless: restore the log start of %s/%d: %w", p.Topic, p.Index, err)
+		}
+	}
+	return nil
+}
+
+// replayObject appends the batches of commit object seq that the local log lacks, and folds
+// the object (when fold: it is past the checkpoint's L) or notes its ends (checkpoint.go).
+// A restored partition's batches are appended as they are (producer id -1 to the log: no
+// window is checked or built; restoreProducers gives it the fold's after the replay).
+func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64, fold bool,
+	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, restored map[*batchlog.Partition]bool, maxPID *int64) (int, error) {
 	buf := make([]byte, size)
 	if err := c.retrying(ctx, "reading "+key, func() error { return c.cfg.Bucket.ReadAt(ctx, key, 0, buf) }); err != nil {
 		return 0, err
@@ -182,14 +347,14 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 	if h.Sequence != seq {
 		return 0, fmt.Errorf("diskless: %s says it is object %d", key, h.Sequence)
 	}
+	if err := c.fold(seq, entries, fold, time.Now().UnixMilli()); err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
 	var wg sync.WaitGroup
 	req := &batchlog.Request{Done: func(*batchlog.Request) { wg.Done() }}
 	next := map[*batchlog.Partition]int64{}
 	for _, e := range entries {
 		if e.State != nil {
-			if err := fold.add(-e.Partition, e.State); err != nil {
-				return 0, fmt.Errorf("%s: %w", key, err)
-			}
 			continue
 		}
 		t := byID[e.TopicID]
@@ -199,12 +364,16 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 		p := t.Partitions[e.Partition]
 		bh, _ := wire.ParseBatchHeader(e.Batch) // Decode checked it
 		end := e.Base + int64(bh.LastOffsetDelta) + 1
+		*maxPID = max(*maxPID, bh.ProducerID)
 		exp, ok := next[p]
 		if !ok {
 			exp = p.HighWatermark()
 		}
 		switch {
-		case end <= exp: // held locally already
+		case end <= exp: // held locally already, or in the remote tier
+		case e.Base == exp && int64(bh.NumRecords) == end-e.Base && restored[p]:
+			req.Appends = append(req.Appends, batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: -1, BaseSequence: -1, NumRecords: bh.NumRecords})
+			next[p] = end
 		case e.Base == exp && int64(bh.NumRecords) == end-e.Base:
 			a := batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: bh.ProducerID, ProducerEpoch: bh.ProducerEpoch,
 				BaseSequence: bh.BaseSequence, NumRecords: bh.NumRecords, Transactional: bh.IsTransactional()}
@@ -222,7 +391,6 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 			}
 			req.Appends = append(req.Appends, a)
 			next[p] = end
-			*maxPID = max(*maxPID, bh.ProducerID)
 		default:
 			return 0, fmt.Errorf("diskless: %s: %s partition %d: batch %d..%d does not continue the log at %d", key, t.Name, e.Partition, e.Base, end, exp)
 		}
@@ -282,6 +450,7 @@ func (c *Committer) uploadLocal(ctx context.Context, l *batchlog.Log, t *batchlo
 		if !c.put(o, deadline) {
 			return n, fmt.Errorf("diskless: upload of %s partition %d's unsent batches failed", t.Name, p.Index)
 		}
+		c.landed(c.after, o.buf)
 		n += int(o.entries)
 	}
 	return n, nil

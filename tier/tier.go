@@ -438,11 +438,14 @@ func (t *Tier) Stats() Stats {
 	return s
 }
 
-// tiered is every partition of every topic with remote.storage.enable, with its topic.
+// tiered is every partition of every topic with remote.storage.enable or diskless.enable, with
+// its topic. A diskless partition is uploaded as a tiered one: its high watermark moves only
+// once its batches are in a commit object (package diskless), so the tier holds a prefix of
+// what the commit log holds, and the commit objects it covers can go (diskless checkpoints).
 func (t *Tier) tiered() []tieredPartition {
 	var out []tieredPartition
 	for _, tp := range t.log.Topics() {
-		if !tp.Settings.RemoteStorage {
+		if !tp.Settings.RemoteStorage && !tp.Settings.Diskless {
 			continue
 		}
 		for _, p := range tp.Partitions {

@@ -42,7 +42,7 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !described[tp.topic.Name] {
+		if !described[tp.topic.Name] && !tp.topic.Settings.Diskless { // package diskless describes those
 			described[tp.topic.Name] = true
 			if err := t.describe(ctx, tp.topic); err != nil {
 				errs = append(errs, err) // its batches are uploaded whatever: a restore needs both

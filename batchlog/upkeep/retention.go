@@ -65,7 +65,7 @@ func (u *Upkeep) retain(ps *batchlog.Pass, now time.Time) error {
 		if !st.Delete {
 			continue
 		}
-		tiered := st.RemoteStorage && u.cfg.Tier != nil
+		tiered := (st.RemoteStorage || st.Diskless) && u.cfg.Tier != nil // diskless implies tiered
 		if !tiered && st.RetentionMs < 0 && st.RetentionBytes < 0 {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"inlet/diskless"
 )
 
 // options are inlet's flags. Every flag but --config and --version is also a config file key (its name
@@ -52,6 +54,7 @@ type options struct {
 	logDisklessEnable                                  *bool
 	disklessCommitBytes, disklessMaxPendingBytes       *string
 	disklessCommitIntervalMs, disklessRequestTimeoutMs *int
+	disklessCheckpointIntervalMs                       *int
 
 	memoryLimit *string // --memory-limit (memory.go)
 
@@ -134,11 +137,12 @@ func newFlags() (*flag.FlagSet, *options) {
 		remoteReadCache:        fs.String("remote-read-cache", "64MiB", "memory for remote reads: object footers and chunks of batches read from the bucket, and the chunks read ahead"),
 		bucketLeaseMs:          fs.Int("bucket-lease-ms", 10000, "the lease that makes this node the one writer of its bucket prefix: renewed every third of it; a node that stops renewing stops acknowledging produce within it, and another node takes the prefix once the lease has stayed unrenewed this long (a node that finds it renewed refuses to start)"),
 
-		logDisklessEnable:        fs.Bool("log-diskless-enable", false, "new topics are diskless (diskless.enable=true) unless created otherwise, compacted or tiered: a produce is acknowledged once its batches are in the bucket (needs --s3-bucket)"),
-		disklessCommitIntervalMs: fs.Int("diskless-commit-interval-ms", 100, "at most one commit object is PUT per interval; the batches of every diskless partition that arrive meanwhile go in the next one"),
-		disklessCommitBytes:      fs.String("diskless-commit-bytes", "8MiB", "batch data after which a commit object takes no more groups (the next ones go in the following object)"),
-		disklessMaxPendingBytes:  fs.String("diskless-max-pending-bytes", "64MiB", "batch data of diskless topics waiting for the bucket, past which their produce is refused KAFKA_STORAGE_ERROR until it drains"),
-		disklessRequestTimeoutMs: fs.Int("diskless-request-timeout-ms", 30000, "a produce to a diskless topic still waiting for the bucket after this long is answered REQUEST_TIMED_OUT (its batches stay queued for the bucket)"),
+		logDisklessEnable:            fs.Bool("log-diskless-enable", false, "new topics are diskless (diskless.enable=true) unless created otherwise, compacted or tiered: a produce is acknowledged once its batches are in the bucket (needs --s3-bucket)"),
+		disklessCommitIntervalMs:     fs.Int("diskless-commit-interval-ms", 100, "at most one commit object is PUT per interval; the batches of every diskless partition that arrive meanwhile go in the next one"),
+		disklessCommitBytes:          fs.String("diskless-commit-bytes", "8MiB", "batch data after which a commit object takes no more groups (the next ones go in the following object)"),
+		disklessMaxPendingBytes:      fs.String("diskless-max-pending-bytes", "64MiB", "batch data of diskless topics waiting for the bucket, past which their produce is refused KAFKA_STORAGE_ERROR until it drains"),
+		disklessCheckpointIntervalMs: fs.Int("diskless-checkpoint-interval-ms", int(diskless.DefaultCheckpointInterval/time.Millisecond), "at most one checkpoint of the diskless commit log per interval: the state of the commit objects the remote tier covers, after which those objects are deleted (0: no checkpoints; the commit log then keeps every object)"),
+		disklessRequestTimeoutMs:     fs.Int("diskless-request-timeout-ms", 30000, "a produce to a diskless topic still waiting for the bucket after this long is answered REQUEST_TIMED_OUT (its batches stay queued for the bucket)"),
 	}
 	fs.SetOutput(io.Discard) // parse errors are reported by parseFlags' caller
 	return fs, o

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"inlet/batchlog"
@@ -30,6 +31,7 @@ type remoteSettings struct {
 	disklessDefault bool
 	diskless        diskless.Config
 	committer       *diskless.Committer
+	tier            atomic.Pointer[tier.Tier] // once openTier has opened it: the checkpoints' UploadedEnd
 
 	// The prefix's lease (lease.go): --bucket-lease-ms, this node's name in it, and the
 	// lease once openTier has taken it.
@@ -61,7 +63,8 @@ func (o *options) remote() *remoteSettings {
 
 		disklessDefault: *o.logDisklessEnable,
 		diskless: diskless.Config{CommitInterval: msFlag(*o.disklessCommitIntervalMs), CommitBytes: int(mustSize("diskless-commit-bytes", *o.disklessCommitBytes)),
-			MaxPendingBytes: mustSize("diskless-max-pending-bytes", *o.disklessMaxPendingBytes), RequestTimeout: msFlag(*o.disklessRequestTimeoutMs)},
+			MaxPendingBytes: mustSize("diskless-max-pending-bytes", *o.disklessMaxPendingBytes), RequestTimeout: msFlag(*o.disklessRequestTimeoutMs),
+			CheckpointInterval: msFlag(*o.disklessCheckpointIntervalMs)},
 	}
 }
 
@@ -84,6 +87,13 @@ func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, o
 	dc.Epoch = func() uint64 {
 		if l := rs.lease.p.Load(); l != nil {
 			return l.Epoch()
+		}
+		return 0
+	}
+	// The tier, opened after Recover, covers commit objects: those go into checkpoints.
+	dc.UploadedEnd = func(p *batchlog.Partition) int64 {
+		if t := rs.tier.Load(); t != nil {
+			return t.UploadedEnd(p)
 		}
 		return 0
 	}
@@ -130,8 +140,10 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 		return nil, err
 	}
 	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "group_offsets", st.Offsets, "took", st.Duration)
-	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
+	t, err := tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
 		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Logger: logger})
+	rs.tier.Store(t)
+	return t, err
 }
 
 // leaseFlag is --bucket-lease-ms (at least 1 s: a renewal every third of it must fit in a

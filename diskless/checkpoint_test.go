@@ -1,0 +1,389 @@
+package diskless
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/idem"
+	"inlet/meta"
+	"inlet/objstore"
+	"inlet/tier"
+	"inlet/wire"
+)
+
+// tiered is a node with the remote tier on the same bucket, as cmd/inlet wires them: the
+// committer's checkpoints cover what the tier has uploaded.
+type tiered struct {
+	*node
+	tr *tier.Tier
+}
+
+type allowTxns struct{}
+
+func (allowTxns) Verify(string, int64, int16, string, int32) bool { return true }
+
+func openTiered(t *testing.T, dir string, bucket objstore.Bucket, epoch uint64, restore bool) *tiered {
+	t.Helper()
+	var tr atomic.Pointer[tier.Tier]
+	cfg := Config{Bucket: bucket, Logger: quiet, CommitInterval: 10 * time.Millisecond, CheckpointInterval: -1,
+		Epoch: func() uint64 { return epoch },
+		UploadedEnd: func(p *batchlog.Partition) int64 {
+			if t := tr.Load(); t != nil {
+				return t.UploadedEnd(p)
+			}
+			return 0
+		}}
+	c := New(cfg)
+	l, err := batchlog.Open(batchlog.Options{Dir: dir, MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, Diskless: c, Logger: quiet,
+		Txns: c.TxnVerifier(allowTxns{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if restore {
+		if _, _, err := tier.Restore(ctx, l, l.Meta(), bucket, quiet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Recover(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	ti, err := tier.Open(l, l.Meta(), tier.Config{Bucket: bucket, ObjectBytes: 1, RetentionInterval: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Store(ti)
+	return &tiered{node: &node{t: t, dir: dir, l: l, c: c}, tr: ti}
+}
+
+func (n *tiered) close() {
+	n.tr.Close()
+	n.node.close()
+}
+
+// upload runs the tier's pass now: everything below the high watermarks goes up.
+func (n *tiered) upload() {
+	n.t.Helper()
+	if err := n.tr.RunOnce(context.Background(), time.Now()); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *tiered) checkpoint() uint64 {
+	n.t.Helper()
+	k, err := n.c.Checkpoint(context.Background())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return k
+}
+
+// put sends one batch and waits for its answer.
+func (n *tiered) put(a batchlog.Append) *batchlog.Append {
+	n.t.Helper()
+	r := n.send(a).wait(n.t, 10*time.Second)
+	if r.Err != wire.ErrNone {
+		n.t.Fatalf("append: error %d", r.Err)
+	}
+	return r
+}
+
+// readAll reads p from its log start to its high watermark, from the tier below the local
+// start, and returns each batch's tag by base offset.
+func (n *tiered) readAll(p *batchlog.Partition) map[int64]byte {
+	n.t.Helper()
+	out := map[int64]byte{}
+	for off := p.LogStartOffset(); off < p.HighWatermark(); {
+		var plan batchlog.ReadPlan
+		var err error
+		if off < p.LocalLogStartOffset() {
+			err = n.tr.PlanRead(p, off, p.HighWatermark(), 1<<20, true, &plan)
+		} else {
+			err = n.l.PlanRead(p, off, p.HighWatermark(), 1<<20, true, &plan)
+		}
+		if err != nil {
+			n.t.Fatalf("read %s/%d at %d: %v", p.Topic, p.Index, off, err)
+		}
+		b, err := n.l.AppendPlanned(nil, &plan)
+		if err != nil || len(b) == 0 {
+			n.t.Fatalf("read %s/%d at %d: %d bytes, %v", p.Topic, p.Index, off, len(b), err)
+		}
+		for len(b) > 0 {
+			h, err := wire.ParseBatchHeader(b)
+			if err != nil {
+				n.t.Fatal(err)
+			}
+			size := int(h.BatchLength) + 12
+			if !h.IsControl() {
+				out[h.BaseOffset] = tagOf(b[:size])
+			}
+			off = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+			b = b[size:]
+		}
+	}
+	return out
+}
+
+func logKeys(m *objstore.Memory, prefix string) []uint64 {
+	var out []uint64
+	for _, k := range m.Keys() {
+		if n, ok := parseNumbered(prefix, k); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func txnAppend(p *batchlog.Partition, pid int64, seq, records int32, tag byte) batchlog.Append {
+	a := appendOf(p, pid, seq, records, tag)
+	binary.BigEndian.PutUint16(a.Batch[21:], 1<<4) // attributes: transactional
+	binary.BigEndian.PutUint32(a.Batch[17:], crc32.Checksum(a.Batch[21:], crc32.MakeTable(crc32.Castagnoli)))
+	a.Transactional = true
+	return a
+}
+
+// history is what checkpointHistory wrote, for the restored node to be checked against.
+type history struct {
+	tags      [2]map[int64]byte
+	hw        [2]int64
+	last7     int64 // the base offset of producer 7's last batch (after the checkpoint)
+	last8     int64 // of producer 8's (before it: its window comes from the checkpoint)
+	abortedAt int64
+	n         uint64
+}
+
+// checkpointHistory produces to a diskless topic with a tier: idempotent producers 7 and 8,
+// an aborted transaction of producer 9, a group offset and a transactional id's record, a
+// DeleteRecords on partition 1; uploads, checkpoints, then produces past the checkpoint.
+func checkpointHistory(t *testing.T, n *tiered) history {
+	var h history
+	tp := n.topic("d", true)
+	p0, p1 := tp.Partitions[0], tp.Partitions[1]
+	for i := int32(0); i < 4; i++ {
+		n.put(appendOf(p0, 7, i*2, 2, byte('a'+i)))
+		n.put(appendOf(p1, 8, i, 1, byte('A'+i)))
+	}
+	h.last8 = n.put(appendOf(p1, 8, 4, 1, 'E')).BaseOffset
+	n.put(txnAppend(p0, 9, 0, 1, 'x'))
+	n.put(txnAppend(p0, 9, 1, 1, 'y'))
+	marker := batchlog.MarkerAppend(p0, 9, 0, batchlog.AbortMarker, 0, time.Now().UnixMilli())
+	h.abortedAt = n.put(marker).BaseOffset
+	gs := n.c.GroupStore(n.l.Meta())
+	if err := gs.CommitOffsets("g", map[meta.OffsetKey]meta.CommittedOffset{{Topic: "d", Partition: 0}: {Offset: 5, LeaderEpoch: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.TxnStore(n.l.Meta()).SaveTxn("tx", []byte("record")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.l.DeleteRecords(p1, 2); err != nil {
+		t.Fatal(err)
+	}
+	n.upload()
+	if h.n = n.checkpoint(); h.n == 0 {
+		t.Fatal("no checkpoint written once the tier covered the commit log")
+	}
+	// Past the checkpoint: in commit objects only.
+	h.last7 = n.put(appendOf(p0, 7, 8, 2, 'z')).BaseOffset
+	for i, p := range []*batchlog.Partition{p0, p1} {
+		h.tags[i], h.hw[i] = n.readAll(p), p.HighWatermark()
+	}
+	return h
+}
+
+// checkRestored checks a node rebuilt from the bucket against h.
+func checkRestored(t *testing.T, n *tiered, h history) {
+	t.Helper()
+	tp, ok := n.l.Topic("d")
+	if !ok {
+		t.Fatal("topic d not restored")
+	}
+	for i, p := range tp.Partitions {
+		if p.HighWatermark() != h.hw[i] {
+			t.Fatalf("partition %d: high watermark %d, want %d", i, p.HighWatermark(), h.hw[i])
+		}
+		got := n.readAll(p)
+		if len(got) != len(h.tags[i]) {
+			t.Fatalf("partition %d: %d batches restored, want %d (%v, want %v)", i, len(got), len(h.tags[i]), got, h.tags[i])
+		}
+		for off, tag := range h.tags[i] {
+			if got[off] != tag {
+				t.Fatalf("partition %d at %d: batch %q, want %q", i, off, got[off], tag)
+			}
+		}
+	}
+	p0, p1 := tp.Partitions[0], tp.Partitions[1]
+	if ls := p1.LogStartOffset(); ls != 2 {
+		t.Fatalf("partition 1's log start %d after the restore, want 2 (DeleteRecords)", ls)
+	}
+	// A retry of each producer's last acknowledged batch is a duplicate, with its offsets.
+	if r := n.send(appendOf(p0, 7, 8, 2, 'z')).wait(t, 10*time.Second); r.Err != wire.ErrNone || r.BaseOffset != h.last7 {
+		t.Fatalf("retry of producer 7's last batch: error %d at %d, want the duplicate at %d", r.Err, r.BaseOffset, h.last7)
+	}
+	if r := n.send(appendOf(p1, 8, 4, 1, 'E')).wait(t, 10*time.Second); r.Err != wire.ErrNone || r.BaseOffset != h.last8 {
+		t.Fatalf("retry of producer 8's last batch: error %d at %d, want the duplicate at %d", r.Err, r.BaseOffset, h.last8)
+	}
+	if p0.HighWatermark() != h.hw[0] || p1.HighWatermark() != h.hw[1] {
+		t.Fatal("a retried batch was appended again")
+	}
+	// A sequence gap is still refused: the windows are the producers', not empty ones.
+	if r := n.send(appendOf(p0, 7, 20, 1, 'q')).wait(t, 10*time.Second); r.Err != wire.ErrOutOfOrderSequenceNumber {
+		t.Fatalf("a batch past a gap in producer 7's sequence: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", r.Err)
+	}
+	if ab := p0.AbortedTxns(0, p0.HighWatermark()); len(ab) != 1 || ab[0].ProducerID != 9 || ab[0].LastOffset != h.abortedAt {
+		t.Fatalf("aborted transactions %+v, want producer 9's ending at %d", ab, h.abortedAt)
+	}
+	groups, err := n.l.Meta().LoadGroups()
+	if err != nil || groups["g"] == nil || groups["g"].Offsets[meta.OffsetKey{Topic: "d", Partition: 0}].Offset != 5 {
+		t.Fatalf("group g's offset not restored: %+v, %v", groups["g"], err)
+	}
+	txns, err := n.l.Meta().LoadTxns()
+	if err != nil || string(txns["tx"]) == "" {
+		t.Fatalf("transactional id tx not restored: %v", err)
+	}
+}
+
+// TestCheckpointDeletesCoveredObjectsAndRestores: once the tier has uploaded what the commit
+// objects hold, a checkpoint folds them and they are deleted; a node rebuilt on an empty disk
+// from the checkpoint, the tier and the objects after it has every record, the group offsets,
+// the transactional ids, the aborted transactions, the log starts and the producer windows.
+func TestCheckpointDeletesCoveredObjectsAndRestores(t *testing.T) {
+	bucket := objstore.NewMemory()
+	n := openTiered(t, t.TempDir(), bucket, 0, false)
+	h := checkpointHistory(t, n)
+	n.close()
+	for _, k := range logKeys(bucket, LogPrefix) {
+		if k <= h.n {
+			t.Fatalf("commit object %d still in the bucket after checkpoint %d", k, h.n)
+		}
+	}
+	if ks := logKeys(bucket, CheckpointPrefix); len(ks) != 1 || ks[0] != h.n {
+		t.Fatalf("checkpoints %v in the bucket, want [%d]", ks, h.n)
+	}
+	r := openTiered(t, t.TempDir(), bucket, 0, true)
+	defer r.close()
+	checkRestored(t, r, h)
+	if st := r.c.Stats(); st.RecoverObjects.Load() >= int64(h.n) {
+		t.Fatalf("the restore read %d commit objects, the checkpoint covered %d", st.RecoverObjects.Load(), h.n)
+	}
+}
+
+// TestCheckpointWithoutItsDeletionsRestores: a crash between the checkpoint's PUT and the
+// deletions leaves the objects it covers; a restore ignores them, and the next checkpoint
+// deletes them.
+func TestCheckpointWithoutItsDeletionsRestores(t *testing.T) {
+	bucket := objstore.NewMemory()
+	n := openTiered(t, t.TempDir(), bucket, 0, false)
+	tp := n.topic("e", true)
+	n.put(appendOf(tp.Partitions[0], 7, 0, 1, 'a'))
+	n.upload()
+	bucket.FailNext(objstore.OpDelete, 1000, errDown)
+	if _, err := n.c.Checkpoint(context.Background()); err == nil {
+		t.Fatal("checkpoint's deletions failed, and it said nothing")
+	}
+	bucket.FailNext(objstore.OpDelete, 0, nil)
+	if len(logKeys(bucket, LogPrefix)) == 0 || len(logKeys(bucket, CheckpointPrefix)) != 1 {
+		t.Fatal("the test wants the checkpoint and the objects it covers in the bucket")
+	}
+	n.close()
+	bucket.FailNext(objstore.OpDelete, 0, nil)
+	n = openTiered(t, t.TempDir(), bucket, 0, true)
+	h := checkpointHistory(t, n)
+	n.close()
+	r := openTiered(t, t.TempDir(), bucket, 0, true)
+	defer r.close()
+	checkRestored(t, r, h)
+	for _, k := range logKeys(bucket, LogPrefix) {
+		if k <= h.n {
+			t.Fatalf("commit object %d, left by the cut checkpoint, was not deleted by the next one (%d)", k, h.n)
+		}
+	}
+}
+
+// TestStaleWritersCheckpointIsIgnored: a checkpoint PUT by a writer that lost the prefix,
+// folding an object of its own that the next writer voided, is not used: the restore reads the
+// log as the next writer left it.
+func TestStaleWritersCheckpointIsIgnored(t *testing.T) {
+	bucket := objstore.NewMemory()
+	a := openTiered(t, t.TempDir(), bucket, 1, false)
+	tp := a.topic("d", true)
+	p := tp.Partitions[0]
+	for i := int32(0); i < 3; i++ {
+		a.put(appendOf(p, 7, i, 1, byte('a'+i)))
+	}
+	a.close()
+	b := openTiered(t, t.TempDir(), bucket, 2, true)
+	btp, _ := b.l.Topic("d")
+	bp := btp.Partitions[0]
+	last := logKeys(bucket, LogPrefix)
+	after := last[len(last)-1]
+	// The old writer lands an object late, then a checkpoint folding it and a group offset.
+	stale := newObject(nil)
+	sb := batch(7, 3, 1, 'X')
+	binary.BigEndian.PutUint64(sb[0:], uint64(bp.HighWatermark()))
+	stale = appendEntry(stale, tp.ID, 0, bp.HighWatermark(), sb)
+	body := seal(stale, Header{Epoch: 1, Sequence: after + 1, After: after, Entries: 1})
+	if err := bucket.Put(context.Background(), LogKey(after+1), strings.NewReader(string(body)), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	b.put(appendOf(bp, 7, 3, 1, 'd')) // voids it: the object after names `after`
+	ck := appendState(newObject(nil), StateCheckpoint, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, after+1), 0))
+	ck = appendState(ck, StateGroupOffsets, encodeGroupOp(nil, groupOp{Op: opCommit, Group: "stale", Offsets: []groupOffset{{Topic: "d", Offset: 9}}}))
+	body = seal(ck, Header{Epoch: 1, Sequence: after + 1, After: after, Entries: 2})
+	if err := bucket.Put(context.Background(), CheckpointKey(after+1), strings.NewReader(string(body)), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	want := b.readAll(bp)
+	b.close()
+	r := openTiered(t, t.TempDir(), bucket, 3, true)
+	defer r.close()
+	rtp, _ := r.l.Topic("d")
+	rp := rtp.Partitions[0]
+	got := r.readAll(rp)
+	if len(got) != len(want) || got[3] != 'd' {
+		t.Fatalf("restored %v, want %v (the stale writer's checkpoint or object was used)", got, want)
+	}
+	if groups, _ := r.l.Meta().LoadGroups(); groups["stale"] != nil {
+		t.Fatal("the stale writer's checkpoint's group offset was restored")
+	}
+}
+
+// FuzzCheckpoint: decodeCheckpoint never panics on any bytes, and a partition entry it accepts
+// re-encodes (encodePart) to bytes that decode to the same fold.
+func FuzzCheckpoint(f *testing.F) {
+	w := idem.NewState()
+	w.Push(0, 0, 3, 10)
+	w.TxnFirstOffset = 12
+	part := encodePart(nil, partRef{[16]byte{7}, 1}, &partFold{logStart: 2, endN: 13, end: 20, windows: map[int64]*idem.State{5: &w},
+		aborted: []batchlog.AbortedTxn{{ProducerID: 5, FirstOffset: 3, LastOffset: 4}}})
+	obj := appendState(newObject(nil), StateCheckpoint, make([]byte, 16))
+	obj = appendState(obj, StateGroupOffsets, encodeGroupOp(nil, groupOp{Op: opDeleteGroup, Group: "g"}))
+	obj = appendState(obj, StatePartition, part)
+	f.Add(seal(obj, Header{Sequence: 1, Entries: 3}))
+	f.Add(part)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = decodeCheckpoint("k", 1, b)
+		r, pf, err := decodePart(b)
+		if err != nil {
+			return
+		}
+		r2, pf2, err := decodePart(encodePart(nil, r, pf))
+		if err != nil || r2 != r || pf2.logStart != pf.logStart || pf2.end != pf.end || pf2.endN != pf.endN ||
+			len(pf2.windows) != len(pf.windows) || !slices.Equal(pf2.aborted, pf.aborted) {
+			t.Fatalf("a partition entry does not re-encode to itself: %v", err)
+		}
+		for pid, w := range pf.windows {
+			if w2 := pf2.windows[pid]; w2 == nil || !bytes.Equal(w2.AppendBinary(nil), w.AppendBinary(nil)) {
+				t.Fatalf("producer %d's window does not re-encode to itself", pid)
+			}
+		}
+	})
+}
