@@ -125,6 +125,7 @@ type checkpointer struct {
 	landed  []landedObject  // objects folded and not yet in a checkpoint's 1..n, in order
 	last    uint64          // n of the last checkpoint (written or read); 0: none
 	first   uint64          // the lowest commit object that may still be in the bucket
+	on      bool            // checkpoints are written: the commit loop folds what lands
 	wg      sync.WaitGroup  // the loop
 	stats   CheckpointStats // under mu
 }
@@ -170,7 +171,10 @@ func (c *Committer) CheckpointStats() CheckpointStats {
 // landed folds commit object seq (obj, as PUT) in: the commit loop calls it once the object
 // has landed, before its groups are published; Recover for the objects it uploads.
 func (c *Committer) landed(seq uint64, obj []byte) {
-	_, entries, err := Decode(obj)
+	if !c.ck.on {
+		return
+	}
+	_, entries, err := decodeChecked(obj)
 	if err == nil {
 		err = c.fold(seq, entries, true, time.Now().UnixMilli())
 	}
@@ -510,7 +514,7 @@ func liveParts(l *batchlog.Log) map[partRef]*batchlog.Partition {
 // then deletes the commit objects up to n and the older checkpoints. It returns n (0: none
 // written). The loop calls it every CheckpointInterval; tests call it directly.
 func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
-	if c.cfg.UploadedEnd == nil || c.log == nil {
+	if !c.ck.on || c.log == nil {
 		return 0, nil
 	}
 	if err := c.writer(); err != nil {
@@ -683,13 +687,25 @@ func (c *Committer) checkpointLoop() {
 	}
 }
 
-// startCheckpoints starts the checkpoint loop (with the commit loop) unless checkpoints are off.
-func (c *Committer) startCheckpoints() {
+// checkpointsOn says whether checkpoints are written (Recover asks first): a tier to cover
+// objects, and an interval (the default for 0, none for a negative one). With none, the fold
+// Recover made is dropped once it is applied, and landed folds nothing.
+func (c *Committer) checkpointsOn() bool {
 	if c.cfg.CheckpointInterval == 0 {
 		c.cfg.CheckpointInterval = DefaultCheckpointInterval
 	}
-	if c.cfg.CheckpointInterval > 0 && c.cfg.UploadedEnd != nil {
+	c.ck.on = c.cfg.UploadedEnd != nil && c.cfg.CheckpointInterval > 0
+	return c.ck.on
+}
+
+// startCheckpoints starts the checkpoint loop (with the commit loop) unless checkpoints are off.
+func (c *Committer) startCheckpoints() {
+	if c.ck.on {
 		c.ck.wg.Add(1)
 		go c.checkpointLoop()
+	} else {
+		c.ck.mu.Lock()
+		c.ck.state, c.ck.parts, c.ck.landed = nil, nil, nil
+		c.ck.mu.Unlock()
 	}
 }

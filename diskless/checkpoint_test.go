@@ -30,10 +30,10 @@ type allowTxns struct{}
 
 func (allowTxns) Verify(string, int64, int16, string, int32) bool { return true }
 
-func openTiered(t *testing.T, dir string, bucket objstore.Bucket, epoch uint64, restore bool) *tiered {
+func openTiered(t *testing.T, dir string, bucket objstore.Bucket, epoch uint64, restore bool, mods ...func(*tier.Config)) *tiered {
 	t.Helper()
 	var tr atomic.Pointer[tier.Tier]
-	cfg := Config{Bucket: bucket, Logger: quiet, CommitInterval: 10 * time.Millisecond, CheckpointInterval: -1,
+	cfg := Config{Bucket: bucket, Logger: quiet, CommitInterval: 10 * time.Millisecond, CheckpointInterval: time.Hour, // Checkpoint is called by the tests
 		Epoch: func() uint64 { return epoch },
 		UploadedEnd: func(p *batchlog.Partition) int64 {
 			if t := tr.Load(); t != nil {
@@ -57,7 +57,11 @@ func openTiered(t *testing.T, dir string, bucket objstore.Bucket, epoch uint64, 
 	if _, err := c.Recover(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	ti, err := tier.Open(l, l.Meta(), tier.Config{Bucket: bucket, ObjectBytes: 1, RetentionInterval: -1, Logger: quiet})
+	tc := tier.Config{Bucket: bucket, ObjectBytes: 1, RetentionInterval: -1, Logger: quiet}
+	for _, mod := range mods {
+		mod(&tc)
+	}
+	ti, err := tier.Open(l, l.Meta(), tc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,4 +390,43 @@ func FuzzCheckpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRetentionBeforeARestoreStaysDone: total retention deletes a diskless partition's
+// batches from the tier (and the checkpoint then deletes their commit objects); a restore
+// starts the partition where they ended, with the later batches, and brings none back.
+func TestRetentionBeforeARestoreStaysDone(t *testing.T) {
+	bucket := objstore.NewMemory()
+	retain := func(c *tier.Config) { c.RetentionInterval = time.Hour }
+	n := openTiered(t, t.TempDir(), bucket, 0, false, retain)
+	tp, err := n.l.CreateTopicBy("r", 1, map[string]string{"diskless.enable": "true", "retention.ms": "60000"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.Describe(context.Background(), tp); err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partitions[0]
+	for i := range 3 {
+		n.put(appendOf(p, -1, 0, 1, byte('a'+i))) // timestamps 0: past retention.ms
+	}
+	n.upload() // uploads, then retention deletes the objects and moves the log start
+	if p.LogStartOffset() != 3 {
+		t.Fatalf("log start %d after retention, want 3", p.LogStartOffset())
+	}
+	if n.checkpoint() == 0 {
+		t.Fatal("no checkpoint")
+	}
+	n.put(appendOf(p, -1, 0, 1, 'd'))
+	n.close()
+	r := openTiered(t, t.TempDir(), bucket, 0, true)
+	defer r.close()
+	rtp, _ := r.l.Topic("r")
+	rp := rtp.Partitions[0]
+	if rp.LogStartOffset() != 3 || rp.HighWatermark() != 4 {
+		t.Fatalf("restored log start %d, high watermark %d; want 3, 4", rp.LogStartOffset(), rp.HighWatermark())
+	}
+	if got := r.readAll(rp); len(got) != 1 || got[3] != 'd' {
+		t.Fatalf("restored %v, want only the batch after retention", got)
+	}
 }

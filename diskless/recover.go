@@ -50,6 +50,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	var st RecoverStats
 	began := time.Now()
 	c.log = l
+	c.checkpointsOn()
 	objs, err := c.listNumbered(ctx, LogPrefix)
 	if err != nil {
 		return st, err

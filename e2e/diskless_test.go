@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,7 +47,15 @@ func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.c = diskless.New(diskless.Config{Bucket: bucket, NodeID: 1, Logger: testLogger(), CommitInterval: 50 * time.Millisecond})
+	// Checkpoints as cmd/inlet wires them: the tier, opened after Recover, covers commit objects.
+	var covered atomic.Pointer[tier.Tier]
+	n.c = diskless.New(diskless.Config{Bucket: bucket, NodeID: 1, Logger: testLogger(), CommitInterval: 50 * time.Millisecond,
+		CheckpointInterval: 200 * time.Millisecond, UploadedEnd: func(p *batchlog.Partition) int64 {
+			if tr := covered.Load(); tr != nil {
+				return tr.UploadedEnd(p)
+			}
+			return 0
+		}})
 	cfg := testServerConfig()
 	cfg.Listen, cfg.Diskless = listen, n.c
 	for _, mod := range mods {
@@ -75,6 +84,7 @@ func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string,
 	if n.tier, err = tier.Open(blog, cat, tc); err != nil {
 		t.Fatal(err)
 	}
+	covered.Store(n.tier)
 	n.tier.Start()
 	if err := srv.Start(blog, n.tier); err != nil {
 		t.Fatal(err)
@@ -214,12 +224,28 @@ func TestDisklessRestoreFromTheBucketAlone(t *testing.T) {
 	}
 	rawBase := got.BaseOffset
 	rc.c.Close()
+	// The tier uploads, a checkpoint folds what it covers, the commit objects go: the restore
+	// below takes the raw producer's window from the checkpoint.
+	var landed uint64
+	for _, k := range bucket.Keys() {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(k, diskless.LogPrefix), 10, 64); err == nil && strings.HasPrefix(k, diskless.LogPrefix) {
+			landed = max(landed, n)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); n.c.CheckpointStats().Last < landed; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of the %d commit objects: %+v", landed, n.c.CheckpointStats())
+		}
+	}
 
 	n.stop()
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	r := startDisklessNode(t, bucket, t.TempDir(), addr, true)
+	if read := r.c.Stats().RecoverObjects.Load(); read >= int64(landed) {
+		t.Fatalf("the restore read %d commit objects: the checkpoint of %d was not used", read, landed)
+	}
 
 	rc = dialRaw(t, r.addr)
 	if again := rc.produceOne(9, "d", 0, batch); again.ErrorCode != 0 || again.BaseOffset != rawBase {
