@@ -22,8 +22,9 @@ import (
 // recorded; the partition then starts at its first object's base offset and continues after
 // its last object's end, its local log empty, so that every uploaded batch is read from the
 // remote tier at once and new writes follow the last uploaded offset. A diskless topic's
-// description (DescribeTopic) recreates it the same way, with no uploaded objects: empty,
-// for package diskless to replay its commit objects into (diskless.Committer.Recover).
+// description (DescribeTopic) recreates it the same way, with its uploaded objects (the tier
+// uploads diskless partitions too), for package diskless to replay the commit objects after
+// them into (diskless.Committer.Recover).
 //
 // What is not in the bucket is not brought back: batches not uploaded yet (the untiered tail:
 // up to --remote-object-bytes or --remote-upload-interval-ms of each partition, and anything

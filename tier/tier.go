@@ -1,6 +1,7 @@
-// Package tier is the remote tier of the log: topics with remote.storage.enable have their
-// older batches copied to objects in an S3-compatible bucket, which then hold them past the
-// node's disk (Kafka's tiered storage, KIP-405, on one node).
+// Package tier is the remote tier of the log: topics with remote.storage.enable (and diskless
+// topics, whose commit log it lets shrink: package diskless's checkpoints) have their older
+// batches copied to objects in an S3-compatible bucket, which then hold them past the node's
+// disk (Kafka's tiered storage, KIP-405, on one node).
 //
 // The path that runs: one goroutine (Start) loops every Config.PassInterval:
 //
