@@ -116,15 +116,26 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	}
 	maxPID := int64(-1)
 	c.replaying.Store(true)
-	for _, o := range log {
-		n, err := c.replayObject(ctx, l, o.key, o.size, o.n, o.n > through, byID, ends, restored, &maxPID)
+	rctx, stopReads := context.WithCancel(ctx)
+	bodies, taken := c.readAhead(rctx, log)
+	for i, o := range log {
+		r := <-bodies[i]
+		if r.slot {
+			taken()
+		}
+		n, err := 0, r.err
+		if err == nil {
+			n, err = c.replayObject(l, o.key, r.body, o.n, o.n > through, byID, ends, restored, &maxPID)
+		}
 		if err != nil {
+			stopReads()
 			c.replaying.Store(false)
 			return st, err
 		}
 		st.Objects++
 		st.Replayed += n
 	}
+	stopReads()
 	c.replaying.Store(false)
 	for p := range restored {
 		if err := c.restoreProducers(l, p, &maxPID); err != nil {
@@ -335,12 +346,8 @@ func (c *Committer) restoreProducers(l *batchlog.Log, p *batchlog.Partition, max
 // the object (when fold: it is past the checkpoint's L) or notes its ends (checkpoint.go).
 // A restored partition's batches are appended as they are (producer id -1 to the log: no
 // window is checked or built; restoreProducers gives it the fold's after the replay).
-func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key string, size int64, seq uint64, fold bool,
+func (c *Committer) replayObject(l *batchlog.Log, key string, buf []byte, seq uint64, fold bool,
 	byID map[[16]byte]*batchlog.Topic, ends map[*batchlog.Partition]int64, restored map[*batchlog.Partition]bool, maxPID *int64) (int, error) {
-	buf := make([]byte, size)
-	if err := c.retrying(ctx, "reading "+key, func() error { return c.cfg.Bucket.ReadAt(ctx, key, 0, buf) }); err != nil {
-		return 0, err
-	}
 	h, entries, err := Decode(buf)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", key, err)
@@ -412,6 +419,46 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 		}
 	}
 	return len(req.Appends), nil
+}
+
+// readAhead reads the objects of log, at most recoverReaders ahead of the replay (which calls
+// taken as it takes each), and sends each one's bytes (or its error) on its channel: the
+// replay takes them in order while the next are read, so a restore waits for about one round
+// trip of the bucket, not one per object.
+func (c *Committer) readAhead(ctx context.Context, log []listed) ([]chan objectBody, func()) {
+	out := make([]chan objectBody, len(log))
+	for i := range out {
+		out[i] = make(chan objectBody, 1)
+	}
+	sem := make(chan struct{}, recoverReaders)
+	go func() {
+		for i, o := range log {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				for _, ch := range out[i:] {
+					ch <- objectBody{err: ctx.Err()}
+				}
+				return
+			}
+			go func() {
+				buf := make([]byte, o.size)
+				err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, buf) })
+				out[i] <- objectBody{body: buf, err: err, slot: true}
+			}()
+		}
+	}()
+	return out, func() { <-sem }
+}
+
+// recoverReaders bounds the commit objects read ahead of the replay (at most 8 MiB each at
+// the default --diskless-commit-bytes: 64 MiB).
+const recoverReaders = 8
+
+type objectBody struct {
+	body []byte
+	err  error
+	slot bool // read under a slot of readAhead's, which the replay gives back
 }
 
 // uploadLocal PUTs p's local batches from offset from (what the bucket holds of p ends there)

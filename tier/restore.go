@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"inlet/batchlog"
@@ -125,6 +126,7 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 	}
 	starts := make([]batchlog.RestoredStart, d.Partitions)
 	records := make([][]meta.RemoteObject, d.Partitions)
+	read := readRecords(ctx, bucket, tk, d.Partitions, parts)
 	for i := range starts {
 		objs := parts[fmt.Sprintf("%s/%d", tk, i)]
 		// By base offset, then the newest epoch, then the longest first where two begin
@@ -151,7 +153,7 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 				logger.Warn("tier: restore skips an object of an older epoch after a newer one", "key", ko.key, "epoch", ko.parsed.epoch, "after", epoch)
 				continue
 			}
-			o, err := readRecord(ctx, bucket, ko)
+			o, err := read[ko.key].o, read[ko.key].err
 			if err != nil {
 				logger.Warn("tier: restore skips an object that does not read", "key", ko.key, "err", err)
 				continue
@@ -178,6 +180,42 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 		}
 	}
 	return n, nil
+}
+
+type readResult struct {
+	o   meta.RemoteObject
+	err error
+}
+
+// restoreReaders is how many objects' footers a restore reads at once: one round trip each
+// (two: trailer, then footer), so a topic's hundreds of objects take a few round trips'
+// time rather than hundreds.
+const restoreReaders = 32
+
+// readRecords reads the record of every object of the topic's partitions (readRecord),
+// restoreReaders at a time, by key.
+func readRecords(ctx context.Context, bucket objstore.Bucket, tk string, partitions int, parts map[string][]keyedObject) map[string]readResult {
+	var objs []keyedObject
+	for i := range partitions {
+		objs = append(objs, parts[fmt.Sprintf("%s/%d", tk, i)]...)
+	}
+	out := make(map[string]readResult, len(objs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, restoreReaders)
+	for _, ko := range objs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			o, err := readRecord(ctx, bucket, ko)
+			mu.Lock()
+			out[ko.key] = readResult{o, err}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // readDescription reads a topic's description.

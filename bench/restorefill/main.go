@@ -113,7 +113,8 @@ func fill(endpoint, bucketName, dir string, partitions int, size, tail int64, pr
 	if _, err := c.Recover(ctx, l); err != nil {
 		return err
 	}
-	t, err := tier.Open(l, l.Meta(), tier.Config{Bucket: bucket, UploadInterval: time.Second, PassInterval: 200 * time.Millisecond, Logger: logger})
+	// The tier's defaults (64 MiB objects, or what waited 60 s), as a node's.
+	t, err := tier.Open(l, l.Meta(), tier.Config{Bucket: bucket, PassInterval: 200 * time.Millisecond, Logger: logger})
 	if err != nil {
 		return err
 	}
