@@ -229,7 +229,6 @@ func wait(addr string, t0 int64, partitions int) error {
 	return fmt.Errorf("no Metadata answer naming topic restore from %s", addr)
 }
 
-
 type completion func(*batchlog.Request)
 
 func (c completion) Completed(r *batchlog.Request) { c(r) }
