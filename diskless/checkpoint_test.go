@@ -430,3 +430,27 @@ func TestRetentionBeforeARestoreStaysDone(t *testing.T) {
 		t.Fatalf("restored %v, want only the batch after retention", got)
 	}
 }
+
+// TestCheckpointThenRestartOnTheNodesDisk: a restart on the node's own disk after a
+// checkpoint starts from it (the objects it covers are gone), keeps the node's windows, and
+// checkpoints on: the next one deletes the objects written since.
+func TestCheckpointThenRestartOnTheNodesDisk(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	n := openTiered(t, dir, bucket, 0, false)
+	h := checkpointHistory(t, n)
+	n.close()
+	r := openTiered(t, dir, bucket, 0, false)
+	defer r.close()
+	checkRestored(t, r, h)
+	tp, _ := r.l.Topic("d")
+	r.put(appendOf(tp.Partitions[0], 7, 10, 1, 'w'))
+	r.upload()
+	m := r.checkpoint()
+	if m <= h.n {
+		t.Fatalf("checkpoint at %d after the restart, the last one was at %d", m, h.n)
+	}
+	if ks := logKeys(bucket, LogPrefix); len(ks) > 0 && ks[0] <= m {
+		t.Fatalf("commit objects %v left after checkpoint %d", ks, m)
+	}
+}
