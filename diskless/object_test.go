@@ -3,6 +3,8 @@ package diskless
 import (
 	"bytes"
 	"testing"
+
+	"inlet/idem"
 )
 
 func TestObjectRoundTrip(t *testing.T) {
@@ -80,6 +82,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(seal(appendState(appendEntry(newObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), StateGroupOffsets,
 		encodeGroupOp(nil, groupOp{Op: opCommit, Group: "g", Offsets: []groupOffset{{Topic: "t", Offset: 5}}})), Header{Sequence: 3, Entries: 2}))
 	f.Add(seal(appendEntry(newObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), Header{Version: 1, Sequence: 1, Entries: 1}))
+	// A checkpoint (checkpoint.go): its own kinds of state entry.
+	f.Add(seal(appendState(appendState(newObject(nil), StateCheckpoint, make([]byte, 16)), StatePartition,
+		encodePart(nil, partRef{[16]byte{9}, 0}, &partFold{windows: map[int64]*idem.State{}})), Header{Sequence: 4, After: 3, Entries: 2}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, es, err := Decode(b)
 		if err != nil {
