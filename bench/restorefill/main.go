@@ -179,7 +179,8 @@ func fill(endpoint, bucketName, dir string, partitions int, size, tail int64, pr
 		for _, p := range tp.Partitions {
 			uploaded = uploaded && t.UploadedEnd(p) == p.HighWatermark()
 		}
-		if st := c.CheckpointStats(); uploaded && st.Last >= landed {
+		// A fresh bucket: the checkpoints' deletions are done once they count every object.
+		if st := c.CheckpointStats(); uploaded && st.Last >= landed && st.DeletedObjects >= int(st.Last) {
 			fmt.Printf("tier uploaded and checkpoint %d written after %.1fs: %d bytes, %d windows, %d commit objects deleted\n",
 				st.Last, time.Since(began).Seconds(), st.LastBytes, st.Windows, st.DeletedObjects)
 			break
