@@ -64,12 +64,15 @@ type Entry struct {
 // consumer group's offset commit, offset deletion or group deletion (state.go);
 // StateTenants: the run-time users, ACLs and quotas (tenants.json), whole; StateBrokerConfigs:
 // one level's dynamic broker configs, whole (node_state.go); StateTxn: a transactional id's
-// record, whole, or its removal (txn_state.go).
+// record, whole, or its removal (txn_state.go); StateProducerIDs: the end of a block of
+// producer ids reserved before any id of it is handed out (node_state.go).
 const (
 	StateGroupOffsets  = 1
 	StateTenants       = 2
 	StateBrokerConfigs = 3
 	StateTxn           = 4
+	StateProducerIDs   = 5
+	lastStateKind      = StateProducerIDs
 )
 
 // appendState adds a state entry of kind to an object begun by newObject.
@@ -181,7 +184,7 @@ func Decode(b []byte) (Header, []Entry, error) {
 			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
 		}
 		if e.Partition < 0 && v >= 2 {
-			if e.Partition < -StateTxn || e.TopicID != ([16]byte{}) || e.Base != 0 {
+			if e.Partition < -lastStateKind || e.TopicID != ([16]byte{}) || e.Base != 0 {
 				return h, nil, fmt.Errorf("diskless: commit object entry %d is not a known state entry", i)
 			}
 			e.State = body[pos : pos+n : pos+n]

@@ -50,7 +50,7 @@ func TestVersion1ObjectsStillDecode(t *testing.T) {
 	if _, es, err := Decode(st); err != nil || len(es) != 1 || !bytes.Equal(es[0].State, []byte{1}) || es[0].Partition != -StateGroupOffsets {
 		t.Fatal(es, err)
 	}
-	unknown := seal(appendState(newObject(nil), StateTxn+1, nil), Header{Sequence: 1, Entries: 1})
+	unknown := seal(appendState(newObject(nil), lastStateKind+1, nil), Header{Sequence: 1, Entries: 1})
 	if _, _, err := Decode(unknown); err == nil {
 		t.Fatal("a state entry of an unknown kind decoded")
 	}

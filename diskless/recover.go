@@ -137,9 +137,10 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	if st.Txns, txnPID, err = fold.txns.apply(l.Meta()); err != nil {
 		return st, fmt.Errorf("diskless: transactional ids: %w", err)
 	}
-	maxPID = max(maxPID, txnPID)
-	// The producer ids of the replayed windows were handed out by the node that wrote them:
-	// none may be handed out again (a new producer would meet an old one's window).
+	maxPID = max(maxPID, txnPID, fold.pidEnd-1)
+	// The producer ids of the replayed windows were handed out by the node that wrote them, and
+	// so may every id of the blocks it reserved: none may be handed out again (a new producer
+	// would meet an old one's window, or share its id with a live one).
 	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
 		return st, err
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"inlet/conn"
@@ -220,5 +222,55 @@ func TestDisklessTenantsAndBrokerConfigsComeBackFromTheBucket(t *testing.T) {
 	}
 	if got := r.blog.BrokerConfigs(meta.BrokerClusterDefault); got["log.retention.ms"] != "3600000" {
 		t.Fatalf("a broker config change the bucket does not hold is in force: %v", got)
+	}
+}
+
+// TestDisklessProducerIDsNeverHandedOutTwice: an idempotent producer given an id by a node that
+// is then lost with its disk, before it wrote anything, must not share that id with a producer
+// of the node restored from the bucket (the id is in no batch and no transaction: only the
+// block of ids reserved in the bucket says it was handed out). With the bucket down, no id is
+// handed out, and the refusal is retriable (COORDINATOR_LOAD_IN_PROGRESS).
+func TestDisklessProducerIDsNeverHandedOutTwice(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	initPID := func(n *disklessNode) (int64, int16) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ProducerID, resp.ErrorCode
+	}
+	n := startDisklessNode(t, bucket, dir, "127.0.0.1:0", false)
+	first, code := initPID(n)
+	if code != 0 {
+		t.Fatalf("InitProducerId: error %d", code)
+	}
+	n.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := startDisklessNode(t, bucket, t.TempDir(), "127.0.0.1:0", true)
+	if again, code := initPID(r); code != 0 || again <= first {
+		t.Fatalf("after the restore: producer id %d (error %d); the lost node had handed out %d", again, code, first)
+	}
+	// Down: the ids left in the block are handed out; past it, nothing until the bucket is back.
+	bucket.SetDown(errors.New("injected: bucket down"))
+	var code2 int16
+	for i := 0; i < 2000 && code2 == 0; i++ {
+		_, code2 = initPID(r)
+	}
+	if code2 != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("InitProducerId past the block with the bucket down: error %d", code2)
+	}
+	bucket.SetDown(nil)
+	if _, code := initPID(r); code != 0 {
+		t.Fatalf("InitProducerId with the bucket back: error %d", code)
 	}
 }

@@ -130,6 +130,8 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 		return nil, err
 	}
 	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "group_offsets", st.Offsets, "took", st.Duration)
+	// Each block of producer ids goes to the bucket before an id of it is handed out.
+	cat.SetProducerIDReserver(rs.committer.KeepProducerIDs)
 	return tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
 		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Logger: logger})
 }
