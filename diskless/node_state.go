@@ -78,6 +78,8 @@ func (f *stateFold) add(kind int32, payload []byte) error {
 		return f.groups.add(payload)
 	case StateTxn:
 		return f.txns.add(payload)
+	case StateGroupRecords:
+		return f.groups.addRecords(payload)
 	case StateTenants:
 		var st tenants.State
 		if err := json.Unmarshal(payload, &st); err != nil {
