@@ -329,11 +329,14 @@ func (l *Lease) renewLoop() {
 		}
 	}()
 	clock := l.cfg.Clock
+	var tried time.Duration // when the last renewal began
 	for {
 		wait := time.Duration(l.validFrom.Load()) + l.cfg.Duration/3 - clock.Now()
 		l.mu.Lock()
 		if l.pending {
-			wait = min(wait, l.cfg.Duration/10)
+			// The last renewal failed, past its due time: the next one Duration/10 after
+			// it began, not at once (a bucket that is down would be called back to back).
+			wait = tried + l.cfg.Duration/10 - clock.Now()
 		}
 		l.mu.Unlock()
 		if wait > 0 {
@@ -341,6 +344,7 @@ func (l *Lease) renewLoop() {
 				return
 			}
 		}
+		tried = clock.Now()
 		if l.renew(ctx) == errFenced {
 			return
 		}

@@ -347,3 +347,33 @@ func TestTakeRetriesAFailingBucket(t *testing.T) {
 		t.Fatalf("take with its context done: %v", err)
 	}
 }
+
+// TestFailingRenewalsAreRetriedAtATenthOfTheDuration: with the bucket down, the renewal loop
+// tries again every Duration/10, not back to back (each try past the due time would
+// otherwise start the next at once, a call storm on a bucket that fails fast), and the first
+// renewal that lands after it is back makes the holder the writer again.
+func TestFailingRenewalsAreRetriedAtATenthOfTheDuration(t *testing.T) {
+	m := objstore.NewMemory()
+	const short = 200 * time.Millisecond
+	l, err := Take(context.Background(), Config{Bucket: m, Node: "a", Duration: short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	m.SetDown(errInjected)
+	before := m.Calls(objstore.OpPutIf)
+	time.Sleep(5 * short)
+	// 1 s down: the due renewal and then one every 20 ms at most, 51 tries; a loop with
+	// no wait makes thousands.
+	if tries := m.Calls(objstore.OpPutIf) - before; tries > 5*10+5 {
+		t.Fatalf("%d renewals tried in five durations with the bucket down, want one per tenth of the duration at most", tries)
+	}
+	m.SetDown(nil)
+	deadline := time.Now().Add(5 * short)
+	for !l.Writable() {
+		if time.Now().After(deadline) {
+			t.Fatal("not the writer again within five durations of the bucket coming back")
+		}
+		time.Sleep(short / 20)
+	}
+}
