@@ -184,6 +184,7 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 		return 0, fmt.Errorf("diskless: %s says it is object %d", key, h.Sequence)
 	}
 	var wg sync.WaitGroup
+	var scratch []byte
 	req := &batchlog.Request{Done: func(*batchlog.Request) { wg.Done() }}
 	next := map[*batchlog.Partition]int64{}
 	for _, e := range entries {
@@ -205,7 +206,11 @@ func (c *Committer) replayObject(ctx context.Context, l *batchlog.Log, key strin
 			exp = p.HighWatermark()
 		}
 		switch {
-		case end <= exp: // held locally already
+		case end <= exp: // held locally already: the same batch, or this disk diverged (lineage.go)
+			var err error
+			if scratch, err = checkHeld(l, p, e.Base, e.Batch, scratch); err != nil {
+				return 0, err
+			}
 		case e.Base == exp && int64(bh.NumRecords) == end-e.Base:
 			a := batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: bh.ProducerID, ProducerEpoch: bh.ProducerEpoch,
 				BaseSequence: bh.BaseSequence, NumRecords: bh.NumRecords, Transactional: bh.IsTransactional()}
