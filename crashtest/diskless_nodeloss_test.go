@@ -7,11 +7,15 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"inlet/objstore/objtest"
 )
 
 // TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets: a node on versitygw whose every start,
@@ -22,20 +26,32 @@ import (
 // GroupTransactSession in a consumer group, reads them with read_committed and writes each,
 // tagged with its partition and number, to the same partition of the output topic, committing
 // the group's offsets in the transaction. Six times the node is SIGKILLed, its data directory
-// deleted, and a new node restored from the bucket alone on the same address; the clients ride
-// through (the sink starts a new session when its transaction was fenced by the abort the
-// restore makes). After each restore the group's committed offsets are at least those of every
-// transaction the sink was told committed before the loss. At the end:
+// deleted, and a new node restored from the bucket alone on the same address: three times with
+// a sink transaction held open, its output acknowledged; three times with commit objects
+// landing in the bucket after the node froze, unacknowledged. The clients ride through (the
+// sink starts a new session when its transaction was fenced by the abort the restore makes).
+// After each restore the group's committed offsets are at least those of every transaction
+// the sink was told committed before the loss, and the sink never consumes an input below
+// them. At the end:
 //   - every input partition holds 0, 1, 2, ... without a gap or a repeat, every acknowledged
 //     number among them (the producers' windows came back, so their retries stored nothing twice);
 //   - the group's committed offsets reach the input's end offsets (the sink drained);
 //   - read_committed reads each output partition as exactly the numbers of its input partition,
 //     in order, each once: no committed transaction lost, none applied twice (offsets that went
-//     back would consume again and write twice), no aborted transaction visible.
+//     back would consume again and write twice), no aborted transaction visible; the
+//     transactions held open at a loss are there for read_uncommitted, aborted.
+//
+// It fails with the group offsets, the transactional ids or the producers' windows left out of
+// the restore (diskless/recover.go): the first two at every run, the third whenever a frozen
+// node's commit object held a producer's batch (each run here).
 func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 	s3 := versityEnv(t)
-	// A restart after a SIGKILL waits one lease (1 s) for the killed node's.
-	n := startInlet(t, "--s3-bucket", s3.Bucket, "--s3-endpoint", s3.Endpoint, "--s3-path-style", "--s3-prefix", "nodeloss/",
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	// The node reaches the bucket through a proxy that can hold its PUTs back (see the even
+	// losses below). A restart after a SIGKILL waits one lease (1 s) for the killed node's.
+	px := objtest.StartFaultProxy(t, s3.Endpoint, seed)
+	n := startInlet(t, "--s3-bucket", s3.Bucket, "--s3-endpoint", px.URL, "--s3-path-style", "--s3-prefix", "nodeloss/",
 		"--restore-from-remote", "--bucket-lease-ms", "1000")
 	if !n.logged("restored from the remote tier") {
 		t.Fatal("the first start, on an empty data directory, did not restore from the (empty) bucket")
@@ -68,13 +84,14 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 	np := startNumberedProducersPaced(t, ctx, n.addr(), in, partitions, 120*time.Second,
 		numberedPace{burst: 10, pause: 40 * time.Millisecond, clientEach: true})
 	sk := &txnSink{t: t, addr: n.addr(), in: in, out: out, group: group, stop: make(chan struct{}), done: make(chan struct{}),
-		known: map[int32]int64{}}
+		held: make(chan int, 1), release: make(chan struct{}), known: map[int32]int64{}}
 	go sk.run(ctx)
 	stopSink := sync.OnceFunc(func() { close(sk.stop); <-sk.done })
 	defer stopSink()
 
 	began := time.Now()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	rng := rand.New(rand.NewPCG(seed, 7))
+	heldOut := 0 // output records of the transactions held open at a loss
 	for k := 1; k <= losses; k++ {
 		// Each loss lands on a node that has acknowledged records and committed transactions
 		// since it started: the state a restore must bring back.
@@ -87,9 +104,44 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
-		n.kill()
+		// The odd losses land in a transaction whose output is acknowledged (in the bucket) and
+		// whose offsets are not committed: the restore must abort it. The even ones land at a
+		// random moment, with commit objects on their way: the proxy holds each PUT back
+		// 150 ms, the node is frozen (SIGSTOP) while it waits for them, and SIGKILLed once they
+		// have landed. Their batches are in the bucket and were never acknowledged: the
+		// producers send them again to the restored node, which must know them for retries
+		// (their windows came back) and store nothing twice.
+		held := k%2 == 1
+		landed := int64(0)
+		if held {
+			sk.hold.Store(true)
+			select {
+			case c := <-sk.held:
+				heldOut += c
+			case <-time.After(30 * time.Second):
+				t.Fatalf("loss %d: the sink held no transaction open in 30 s", k)
+			}
+			n.kill()
+		} else {
+			time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+			px.Set(objtest.Faults{Latency: 150 * time.Millisecond})
+			time.Sleep(200 * time.Millisecond)
+			if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			frozen := px.Stats().Forwarded.Load()
+			time.Sleep(400 * time.Millisecond)
+			landed = px.Stats().Forwarded.Load() - frozen
+			n.kill()
+			px.Set(objtest.Faults{})
+		}
 		before := sk.knownOffsets() // every commit the sink was told of, all by the node just killed
+		if held {
+			select {
+			case sk.release <- struct{}{}:
+			case <-sk.done:
+			}
+		}
 		if err := os.RemoveAll(n.dir); err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +157,8 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 				t.Errorf("loss %d: partition %d: the group's committed offset is %d after the restore, but a transaction committing %d was acknowledged before the loss", k, p, after[p], o)
 			}
 		}
-		t.Logf("loss %d at %v: %d records acknowledged, %d sink transactions committed; group offsets of %d partitions checked after the restore, %d behind",
-			k, time.Since(began).Round(time.Millisecond), np.ackedCount(), sk.commitCount(), len(before), behind)
+		t.Logf("loss %d at %v (a transaction held open: %v; bucket requests that landed after the freeze: %d): %d records acknowledged, %d sink transactions committed; group offsets of %d partitions checked after the restore, %d behind",
+			k, time.Since(began).Round(time.Millisecond), held, landed, np.ackedCount(), sk.commitCount(), len(before), behind)
 	}
 
 	np.finish(t, ctx)
@@ -160,7 +212,7 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 			t.Fatalf("the end record of output partition %d: %v", p, err)
 		}
 	}
-	outs := readUntilEnd(t, ctx, n.addr(), out, partitions)
+	outs := readUntilEnd(t, ctx, n.addr(), out, partitions, kgo.ReadCommitted())
 	for p := int32(0); p < partitions; p++ {
 		vs := outs[p]
 		for i, v := range vs {
@@ -172,7 +224,17 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 			t.Fatalf("output partition %d: %d records, the input partition %d", p, len(vs), hws[p])
 		}
 	}
-	t.Logf("output: read_committed reads each of the %d inputs exactly once, after %d node losses", total, losses)
+	// What read_committed hid: the output of the transactions that aborted, those held open at
+	// a loss (acknowledged, so in the bucket, and aborted by the restore) among them.
+	aborted := -total
+	for _, vs := range readUntilEnd(t, ctx, n.addr(), out, partitions, kgo.ReadUncommitted()) {
+		aborted += len(vs)
+	}
+	if aborted < heldOut {
+		t.Fatalf("read_uncommitted reads %d output records beyond the committed ones, but the transactions held open at the losses had %d acknowledged", aborted, heldOut)
+	}
+	t.Logf("output: read_committed reads each of the %d inputs exactly once, after %d node losses; read_uncommitted reads %d records more, of aborted transactions (%d of those held open at a loss)",
+		total, losses, aborted, heldOut)
 }
 
 // groupOffsets is the group's committed offset of every partition of topic (0 where none),
@@ -199,15 +261,15 @@ func groupOffsets(t *testing.T, ctx context.Context, adm *kadm.Client, group, to
 	}
 }
 
-// readUntilEnd reads every partition of topic with read_committed from offset 0 until its
+// readUntilEnd reads every partition of topic at the isolation level from offset 0 until its
 // record "end", and returns the values before it.
-func readUntilEnd(t *testing.T, ctx context.Context, addr, topic string, partitions int32) map[int32][]string {
+func readUntilEnd(t *testing.T, ctx context.Context, addr, topic string, partitions int32, isolation kgo.IsolationLevel) map[int32][]string {
 	t.Helper()
 	assign := map[int32]kgo.Offset{}
 	for p := range partitions {
 		assign[p] = kgo.NewOffset().At(0)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchIsolationLevel(isolation),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}))
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +282,7 @@ func readUntilEnd(t *testing.T, ctx context.Context, addr, topic string, partiti
 	for len(ended) < int(partitions) {
 		fs := cl.PollFetches(rctx)
 		if rctx.Err() != nil {
-			t.Fatalf("%s: read_committed reached the end record of %d partitions of %d in 30 s (a transaction left open?)", topic, len(ended), partitions)
+			t.Fatalf("%s: the end record read in %d partitions of %d in 30 s (a transaction left open?)", topic, len(ended), partitions)
 		}
 		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("%s/%d: fetch: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
@@ -242,15 +304,21 @@ func readUntilEnd(t *testing.T, ctx context.Context, addr, topic string, partiti
 // same partition of the output topic, committing the group's offsets in each transaction. On
 // an error that ends a session (its producer fenced by the abort a restore makes, retries
 // exhausted) it starts a new one, as a restarted process would: the new session's
-// InitProducerId aborts anything the old one left open and it goes on from the committed
-// offsets.
+// InitProducerId aborts anything the old one left open, its static member takes the old one's
+// place in the group (no wait for the old session to time out), and it goes on from the
+// committed offsets.
 type txnSink struct {
-	t                     *testing.T
-	addr, in, out, group  string
-	stop, done            chan struct{}
+	t                    *testing.T
+	addr, in, out, group string
+	stop, done           chan struct{}
+	// hold asks for the next transaction with records to be held open once its output is
+	// acknowledged: the sink sends its output's count on held and waits for release.
+	hold                  atomic.Bool
+	held                  chan int
+	release               chan struct{}
 	mu                    sync.Mutex
 	known                 map[int32]int64 // by input partition: the offset after the last record of a transaction End reported committed
-	sessions, commits, ab int             // ab: transactions with records that ended aborted
+	sessions, commits, ab int             // of transactions with records: committed, aborted
 	logged                int
 }
 
@@ -266,10 +334,11 @@ func (s *txnSink) run(ctx context.Context) {
 			return
 		}
 		sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(s.addr), kgo.TransactionalID("nodeloss-sink"),
-			kgo.ConsumerGroup(s.group), kgo.ConsumeTopics(s.in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumerGroup(s.group), kgo.InstanceID("nodeloss-sink-0"), kgo.ConsumeTopics(s.in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.TransactionTimeout(20*time.Second), kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(10*time.Second),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+			kgo.MetadataMinAge(200*time.Millisecond)) // a new session finds the input at once (5 s by default)
 		if err != nil {
 			s.note("new session: %v", err)
 			time.Sleep(100 * time.Millisecond)
@@ -302,6 +371,7 @@ func (s *txnSink) transactions(ctx context.Context, sess *kgo.GroupTransactSessi
 		fs := sess.PollRecords(pctx, 20000)
 		cancel()
 		polled := map[int32]int64{}
+		produced := 0
 		known := s.knownOffsets()
 		fs.EachRecord(func(r *kgo.Record) {
 			// A session starts at the group's committed offsets, and an aborted transaction
@@ -317,7 +387,19 @@ func (s *txnSink) transactions(ctx context.Context, sess *kgo.GroupTransactSessi
 			}
 			sess.Produce(ctx, &kgo.Record{Topic: s.out, Partition: r.Partition, Value: fmt.Appendf(nil, "%02d/%09d", r.Partition, num)}, nil)
 			polled[r.Partition] = r.Offset + 1
+			produced++
 		})
+		if len(polled) > 0 && s.hold.CompareAndSwap(true, false) {
+			if err := sess.Client().Flush(ctx); err != nil {
+				s.hold.Store(true)
+				return err
+			}
+			s.held <- produced
+			select {
+			case <-s.release:
+			case <-s.stop:
+			}
+		}
 		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		committed, err := sess.End(ectx, kgo.TryCommit)
 		cancel()
@@ -325,7 +407,7 @@ func (s *txnSink) transactions(ctx context.Context, sess *kgo.GroupTransactSessi
 			return err
 		}
 		s.mu.Lock()
-		if committed {
+		if committed && len(polled) > 0 {
 			s.commits++
 			for p, o := range polled {
 				s.known[p] = max(s.known[p], o)
