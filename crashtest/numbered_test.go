@@ -3,6 +3,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ type numberedPace struct {
 // fullPace is about 10,000 records a second a partition, through one client.
 var fullPace = numberedPace{burst: 200, pause: 20 * time.Millisecond}
 
+// startNumberedProducers: addr is one address, or several separated by commas (the clients'
+// seed brokers).
 func startNumberedProducers(t *testing.T, ctx context.Context, addr, topic string, partitions int32, deliveryTimeout time.Duration) *numberedProducers {
 	t.Helper()
 	return startNumberedProducersPaced(t, ctx, addr, topic, partitions, deliveryTimeout, fullPace)
@@ -48,7 +51,7 @@ func startNumberedProducersPaced(t *testing.T, ctx context.Context, addr, topic 
 		clients = partitions
 	}
 	for range clients {
-		prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(5*time.Millisecond),
 			kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(deliveryTimeout))
 		if err != nil {

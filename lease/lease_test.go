@@ -377,3 +377,60 @@ func TestFailingRenewalsAreRetriedAtATenthOfTheDuration(t *testing.T) {
 		time.Sleep(short / 20)
 	}
 }
+
+// TestStandbyWaitsForALiveHolder: with Wait, a taker beside a holder that renews waits, for
+// as long as the holder renews, and takes the prefix once the holder releases it (at its next
+// poll, within a second), or once the holder has stopped renewing for a whole duration.
+func TestStandbyWaitsForALiveHolder(t *testing.T) {
+	m := objstore.NewMemory()
+	const short = 300 * time.Millisecond
+	for _, stop := range []string{"release", "die"} {
+		t.Run(stop, func(t *testing.T) {
+			a, err := Take(context.Background(), Config{Bucket: m, Node: "node a", Duration: short})
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := make(chan *Lease, 1)
+			go func() {
+				b, err := Take(context.Background(), Config{Bucket: m, Node: "node b", Duration: short, Wait: true})
+				if err != nil {
+					t.Error(err)
+				}
+				taken <- b
+			}()
+			select {
+			case <-taken:
+				t.Fatal("the standby took the prefix from a live holder")
+			case <-time.After(4 * short): // a renews every short/3 meanwhile
+			}
+			if !a.Writable() {
+				t.Fatal("the holder lost its lease beside a standby")
+			}
+			stopped := time.Now()
+			if stop == "release" {
+				if err := a.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				close(a.stop) // renewals stop: as a SIGKILL
+				<-a.done
+			}
+			b := <-taken
+			took := time.Since(stopped)
+			defer b.Close(context.Background())
+			if b.Epoch() != a.Epoch()+1 || !b.Writable() {
+				t.Fatalf("standby took epoch %d (holder's %d), writable %v", b.Epoch(), a.Epoch(), b.Writable())
+			}
+			if stop == "die" && took < short-short/3 {
+				t.Fatalf("took the prefix %v after the holder's last renewal could have landed, before a duration (%v)", took, short)
+			}
+			if limit := short + time.Second; took > limit {
+				t.Fatalf("took the prefix %v after the holder stopped (%s), want at most %v", took, stop, limit)
+			}
+			if err := b.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// the next subtest's holder takes the released prefix at once
+		})
+	}
+}
