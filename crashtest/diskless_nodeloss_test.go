@@ -42,8 +42,8 @@ import (
 //     transactions held open at a loss are there for read_uncommitted, aborted.
 //
 // It fails with the group offsets, the transactional ids or the producers' windows left out of
-// the restore (diskless/recover.go): the first two at every run, the third whenever a frozen
-// node's commit object held a producer's batch (each run here).
+// the restore (diskless/recover.go): each in every run tried (3 runs of each), the third because
+// a frozen node's last commit object holds producers' batches that they send again.
 func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 	s3 := versityEnv(t)
 	seed := uint64(time.Now().UnixNano())
