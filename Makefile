@@ -61,6 +61,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
 	$(GO) test -run '^$$' -fuzz '^FuzzGroupOp$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
 	$(GO) test -run '^$$' -fuzz '^FuzzTxnOp$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
+	$(GO) test -run '^$$' -fuzz '^FuzzGroupWrite$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./diskless/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePlain$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzScramExchange$$' -fuzztime $(FUZZTIME) ./auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorize$$' -fuzztime $(FUZZTIME) ./acl/

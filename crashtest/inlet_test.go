@@ -149,6 +149,15 @@ func (n *inlet) start() {
 }
 
 func (n *inlet) tryStart() error {
+	if err := n.launch(); err != nil {
+		return err
+	}
+	return n.waitReady(readyTimeout)
+}
+
+// launch starts the binary on n's directory and port without waiting for it to listen (a
+// --standby node listens only once it has taken its bucket prefix).
+func (n *inlet) launch() error {
 	n.starts++
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -179,9 +188,15 @@ func (n *inlet) tryStart() error {
 		n.state = cmd.ProcessState
 		close(exited)
 	}()
+	return nil
+}
 
+// waitReady waits up to timeout for the running process to accept connections on its port
+// and log its listener; the process is killed if it does not.
+func (n *inlet) waitReady(timeout time.Duration) error {
+	cmd, exited := n.cmd, n.exited
 	began := time.Now()
-	for time.Since(began) < readyTimeout {
+	for time.Since(began) < timeout {
 		select {
 		case <-exited:
 			return fmt.Errorf("exited before ready: %v", n.state)
@@ -200,7 +215,7 @@ func (n *inlet) tryStart() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	n.kill()
-	return fmt.Errorf("not ready within %v", readyTimeout)
+	return fmt.Errorf("not ready within %v", timeout)
 }
 
 // listeningLogged reports whether the current start has logged its bound listener.

@@ -3,6 +3,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,32 +12,59 @@ import (
 )
 
 // numberedProducers writes records numbered 0, 1, 2, ... to each partition of a topic from one
-// goroutine a partition (about 10,000 records a second a partition, 210 bytes each), through
-// one idempotent franz-go client that retries until deliveryTimeout, and remembers which
-// numbers were acknowledged: what a node that is killed, restored or fenced meanwhile must
-// still serve, once each, in order.
+// goroutine a partition (210 bytes each, at the pace below), through idempotent franz-go
+// clients that retry until deliveryTimeout, and remembers which numbers were acknowledged:
+// what a node that is killed, restored or fenced meanwhile must still serve, once each, in
+// order.
 type numberedProducers struct {
-	prod  *kgo.Client
+	prods []*kgo.Client // one for every partition, or one for all
 	mu    sync.Mutex
 	acked []map[int]bool // by partition: the numbers acknowledged
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }
 
+// numberedPace is how each partition's goroutine writes: burst records, then a pause; with
+// clientEach, through a client of its own (a producer id, and its sequence window, per
+// partition) rather than one client for all.
+type numberedPace struct {
+	burst      int
+	pause      time.Duration
+	clientEach bool
+}
+
+// fullPace is about 10,000 records a second a partition, through one client.
+var fullPace = numberedPace{burst: 200, pause: 20 * time.Millisecond}
+
+// startNumberedProducers: addr is one address, or several separated by commas (the clients'
+// seed brokers).
 func startNumberedProducers(t *testing.T, ctx context.Context, addr, topic string, partitions int32, deliveryTimeout time.Duration) *numberedProducers {
 	t.Helper()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(deliveryTimeout))
-	if err != nil {
-		t.Fatal(err)
+	return startNumberedProducersPaced(t, ctx, addr, topic, partitions, deliveryTimeout, fullPace)
+}
+
+func startNumberedProducersPaced(t *testing.T, ctx context.Context, addr, topic string, partitions int32, deliveryTimeout time.Duration, pace numberedPace) *numberedProducers {
+	t.Helper()
+	np := &numberedProducers{acked: make([]map[int]bool, partitions), stop: make(chan struct{})}
+	clients := int32(1)
+	if pace.clientEach {
+		clients = partitions
 	}
-	t.Cleanup(prod.Close)
-	np := &numberedProducers{prod: prod, acked: make([]map[int]bool, partitions), stop: make(chan struct{})}
+	for range clients {
+		prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(5*time.Millisecond),
+			kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(deliveryTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(prod.Close)
+		np.prods = append(np.prods, prod)
+	}
 	for p := range np.acked {
 		np.acked[p] = map[int]bool{}
 	}
 	for p := int32(0); p < partitions; p++ {
+		prod := np.prods[p%clients]
 		np.wg.Add(1)
 		go func() {
 			defer np.wg.Done()
@@ -55,8 +83,8 @@ func startNumberedProducers(t *testing.T, ctx context.Context, addr, topic strin
 						np.mu.Unlock()
 					}
 				})
-				if i%200 == 199 {
-					time.Sleep(20 * time.Millisecond)
+				if i%pace.burst == pace.burst-1 {
+					time.Sleep(pace.pause)
 				}
 			}
 		}()
@@ -69,9 +97,22 @@ func (np *numberedProducers) finish(t *testing.T, ctx context.Context) {
 	t.Helper()
 	close(np.stop)
 	np.wg.Wait()
-	if err := np.prod.Flush(ctx); err != nil {
-		t.Fatalf("flush: %v", err)
+	for _, prod := range np.prods {
+		if err := prod.Flush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
 	}
+}
+
+// ackedCount is how many records have been acknowledged so far, over every partition.
+func (np *numberedProducers) ackedCount() int {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	n := 0
+	for _, a := range np.acked {
+		n += len(a)
+	}
+	return n
 }
 
 // check fails the test unless got, partition p's numbers as read from offset 0, is 0, 1, 2, ...

@@ -43,10 +43,11 @@ import (
 // names n (Sequence; After is n-1) and the writer's epoch, holding:
 //
 //	StateCheckpoint  L u64 (the last object folded in), written unix ms i64
-//	StateGroupOffsets..StateTxn  the state fold re-emitted as the entries a log holds: per group
-//	                 a deletion if it was deleted, one commit of its live offsets, one deletion
-//	                 of those deleted; per transactional id its record or its deletion; the last
-//	                 tenants state; each level's broker configs
+//	StateGroupOffsets..StateGroupRecords  the state fold re-emitted as the entries a log
+//	                 holds: per group a deletion if it was deleted, one commit of its live
+//	                 offsets, one deletion of those deleted, its records' writes merged into one;
+//	                 the end of the last block of producer ids; per transactional id its record
+//	                 or its deletion; the last tenants state; each level's broker configs
 //	StatePartition   per diskless partition: topic id [16], partition i32, log start i64, end as
 //	                 of n i64, end as of L i64, window count u32, then per window producer id
 //	                 i64, length u16, idem.State encoding; aborted count u32, then per aborted
@@ -75,10 +76,10 @@ const DefaultCheckpointInterval = 10 * time.Second
 // that long is dropped from the next checkpoint.
 const ProducerIDExpiration = 24 * time.Hour
 
-// The kinds of entry only a checkpoint holds.
+// The kinds of entry only a checkpoint holds (after the commit log's, object.go).
 const (
-	StatePartition  = 5
-	StateCheckpoint = 6
+	StatePartition  = lastStateKind + 1
+	StateCheckpoint = lastStateKind + 2
 )
 
 // CheckpointPrefix holds the checkpoints: CheckpointKey(n), n the last commit object folded.
@@ -200,7 +201,7 @@ func (c *Committer) fold(seq uint64, entries []Entry, apply bool, nowMs int64) e
 			continue
 		}
 		if e.State != nil {
-			if kind := -e.Partition; kind > StateTxn {
+			if kind := -e.Partition; kind > lastStateKind {
 				return fmt.Errorf("diskless: object %d: state entry of kind %d in a commit object", seq, kind)
 			} else if err := k.state.add(kind, e.State); err != nil {
 				return fmt.Errorf("diskless: object %d: %w", seq, err)
@@ -400,6 +401,16 @@ func (f *stateFold) entries(obj []byte) ([]byte, uint32, error) {
 				add(StateGroupOffsets, encodeGroupOp(nil, op))
 			}
 		}
+		if g.records != nil { // after the deletion, which drops the records before it
+			v, err := json.Marshal(g.records)
+			if err != nil {
+				return obj, n, err
+			}
+			add(StateGroupRecords, append(appendString16(nil, name), v...))
+		}
+	}
+	if f.pidEnd > 0 {
+		add(StateProducerIDs, binary.BigEndian.AppendUint64(nil, uint64(f.pidEnd)))
 	}
 	ids := make([]string, 0, len(f.txns))
 	for id := range f.txns {

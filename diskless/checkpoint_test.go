@@ -185,7 +185,13 @@ func checkpointHistory(t *testing.T, n *tiered) history {
 	if err := gs.CommitOffsets("g", map[meta.OffsetKey]meta.CommittedOffset{{Topic: "d", Partition: 0}: {Offset: 5, LeaderEpoch: -1}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := gs.SaveGroup("g", meta.GroupRecord{ProtocolType: "consumer", Generation: 7}); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.c.TxnStore(n.l.Meta()).SaveTxn("tx", []byte("record")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.KeepProducerIDs(50000); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.l.DeleteRecords(p1, 2); err != nil {
@@ -248,6 +254,12 @@ func checkRestored(t *testing.T, n *tiered, h history) {
 	groups, err := n.l.Meta().LoadGroups()
 	if err != nil || groups["g"] == nil || groups["g"].Offsets[meta.OffsetKey{Topic: "d", Partition: 0}].Offset != 5 {
 		t.Fatalf("group g's offset not restored: %+v, %v", groups["g"], err)
+	}
+	if g := groups["g"].Record; g.Generation != 7 {
+		t.Fatalf("group g's record not restored: %+v", g)
+	}
+	if id, err := n.l.Meta().AllocateProducerID(); err != nil || id < 50000 {
+		t.Fatalf("a producer id of the reserved block handed out again after the restore: %d, %v", id, err)
 	}
 	txns, err := n.l.Meta().LoadTxns()
 	if err != nil || string(txns["tx"]) == "" {

@@ -2,6 +2,7 @@ package diskless
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,12 @@ import (
 //
 //	StateTenants        payload: tenants.State as JSON (tenants.json's content)
 //	StateBrokerConfigs  payload: level u8 (meta.BrokerLevel), then the configs as a JSON object
+//	StateProducerIDs    payload: the end of a reserved block of producer ids, u64
+//
+// Producer ids are handed out from blocks (meta.Store.AllocateProducerID): each block's end is
+// put in the bucket before the first id of it is handed out (KeepProducerIDs), so that a node
+// restored from the bucket starts past every id an earlier node may have handed out, also to a
+// producer that had not written a batch yet (whose id no replayed batch or transaction names).
 
 // KeepTenants puts the tenants state st in the bucket (admin.Diskless): called with the state
 // a change makes, before it is written to tenants.json and answered.
@@ -46,6 +53,12 @@ func (c *Committer) KeepBrokerConfigs(level meta.BrokerLevel, configs map[string
 	return c.putState(StateBrokerConfigs, append([]byte{byte(level)}, b...))
 }
 
+// KeepProducerIDs puts the end of a block of producer ids in the bucket
+// (meta.Store.SetProducerIDReserver): called before the block's first id is handed out.
+func (c *Committer) KeepProducerIDs(end int64) error {
+	return c.putState(StateProducerIDs, binary.BigEndian.AppendUint64(nil, uint64(end)))
+}
+
 // stateFold is what a start keeps of the log's state entries: the group changes folded, and
 // the last tenants state and broker configs of each level (nil: none in the log).
 type stateFold struct {
@@ -54,6 +67,7 @@ type stateFold struct {
 	tenants *tenants.State
 	brokers [2]map[string]string
 	set     [2]bool
+	pidEnd  int64 // the end of the last block of producer ids reserved; 0: none
 }
 
 var errBadState = errors.New("diskless: a state entry does not decode")
@@ -64,6 +78,8 @@ func (f *stateFold) add(kind int32, payload []byte) error {
 		return f.groups.add(payload)
 	case StateTxn:
 		return f.txns.add(payload)
+	case StateGroupRecords:
+		return f.groups.addRecords(payload)
 	case StateTenants:
 		var st tenants.State
 		if err := json.Unmarshal(payload, &st); err != nil {
@@ -79,6 +95,11 @@ func (f *stateFold) add(kind int32, payload []byte) error {
 			return fmt.Errorf("%w: broker configs: %v", errBadState, err)
 		}
 		f.brokers[payload[0]], f.set[payload[0]] = m, true
+	case StateProducerIDs:
+		if len(payload) != 8 || int64(binary.BigEndian.Uint64(payload)) < 0 {
+			return fmt.Errorf("%w: producer id block", errBadState)
+		}
+		f.pidEnd = max(f.pidEnd, int64(binary.BigEndian.Uint64(payload)))
 	default:
 		return fmt.Errorf("%w: kind %d", errBadState, kind)
 	}

@@ -65,12 +65,17 @@ type Entry struct {
 // consumer group's offset commit, offset deletion or group deletion (state.go);
 // StateTenants: the run-time users, ACLs and quotas (tenants.json), whole; StateBrokerConfigs:
 // one level's dynamic broker configs, whole (node_state.go); StateTxn: a transactional id's
-// record, whole, or its removal (txn_state.go).
+// record, whole, or its removal (txn_state.go); StateProducerIDs: the end of a block of
+// producer ids reserved before any id of it is handed out (node_state.go); StateGroupRecords:
+// a change of a group's records (group_records.go).
 const (
 	StateGroupOffsets  = 1
 	StateTenants       = 2
 	StateBrokerConfigs = 3
 	StateTxn           = 4
+	StateProducerIDs   = 5
+	StateGroupRecords  = 6
+	lastStateKind      = StateGroupRecords
 )
 
 // appendState adds a state entry of kind to an object begun by newObject.

@@ -158,9 +158,10 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	if st.Txns, txnPID, err = fold.txns.apply(l.Meta()); err != nil {
 		return st, fmt.Errorf("diskless: transactional ids: %w", err)
 	}
-	maxPID = max(maxPID, txnPID)
-	// The producer ids of the replayed windows were handed out by the node that wrote them:
-	// none may be handed out again (a new producer would meet an old one's window).
+	maxPID = max(maxPID, txnPID, fold.pidEnd-1)
+	// The producer ids of the replayed windows were handed out by the node that wrote them, and
+	// so may every id of the blocks it reserved: none may be handed out again (a new producer
+	// would meet an old one's window, or share its id with a live one).
 	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
 		return st, err
 	}
@@ -359,6 +360,7 @@ func (c *Committer) replayObject(l *batchlog.Log, key string, buf []byte, seq ui
 		return 0, fmt.Errorf("%s: %w", key, err)
 	}
 	var wg sync.WaitGroup
+	var scratch []byte
 	req := &batchlog.Request{Done: func(*batchlog.Request) { wg.Done() }}
 	next := map[*batchlog.Partition]int64{}
 	for _, e := range entries {
@@ -378,7 +380,11 @@ func (c *Committer) replayObject(l *batchlog.Log, key string, buf []byte, seq ui
 			exp = p.HighWatermark()
 		}
 		switch {
-		case end <= exp: // held locally already, or in the remote tier
+		case end <= exp: // held locally already (the same batch, or this disk diverged: lineage.go), or in the remote tier
+			var err error
+			if scratch, err = checkHeld(l, p, e.Base, e.Batch, scratch); err != nil {
+				return 0, err
+			}
 		case e.Base == exp && int64(bh.NumRecords) == end-e.Base && restored[p]:
 			req.Appends = append(req.Appends, batchlog.Append{Partition: p, Batch: e.Batch, ProducerID: -1, BaseSequence: -1, NumRecords: bh.NumRecords})
 			next[p] = end

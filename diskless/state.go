@@ -304,13 +304,24 @@ func sortOffsets(os []groupOffset) {
 }
 
 // groupsFold is the result of a log's group changes, replayed in order: per group, the last
-// word on each offset (nil: deleted) and whether the group was deleted since the log began
-// (then every offset the catalog holds that the fold does not name goes too).
+// word on each offset (nil: deleted), its record writes merged into one (group_records.go),
+// and whether the group was deleted since the log began (then the catalog's copy of the group
+// goes, whole, before the rest is written).
 type groupsFold map[string]*foldedGroup
 
 type foldedGroup struct {
 	cleared bool
 	offsets map[meta.OffsetKey]*meta.CommittedOffset
+	records *meta.ConsumerGroupWrite // nil: none written since the log began or the deletion
+}
+
+func (f groupsFold) group(name string) *foldedGroup {
+	g := f[name]
+	if g == nil {
+		g = &foldedGroup{offsets: map[meta.OffsetKey]*meta.CommittedOffset{}}
+		f[name] = g
+	}
+	return g
 }
 
 func (f groupsFold) add(payload []byte) error {
@@ -318,14 +329,10 @@ func (f groupsFold) add(payload []byte) error {
 	if err != nil {
 		return err
 	}
-	g := f[op.Group]
-	if g == nil {
-		g = &foldedGroup{offsets: map[meta.OffsetKey]*meta.CommittedOffset{}}
-		f[op.Group] = g
-	}
+	g := f.group(op.Group)
 	switch op.Op {
 	case opDeleteGroup:
-		g.cleared = true
+		g.cleared, g.records = true, nil
 		clear(g.offsets)
 	case opDeleteOffsets:
 		for _, o := range op.Offsets {
@@ -340,27 +347,19 @@ func (f groupsFold) add(payload []byte) error {
 	return nil
 }
 
-// apply writes the fold to the catalog: offsets of topics the node has (exists) are set,
-// those deleted are removed. It returns how many offsets it set.
+// apply writes the fold to the catalog: a group deleted in the log is deleted first, then
+// offsets of topics the node has (exists) are set, those deleted removed, and the records
+// written. It returns how many offsets it set.
 func (f groupsFold) apply(m *meta.Store, exists func(topic string) bool) (int, error) {
-	if len(f) == 0 {
-		return 0, nil
-	}
-	stored, err := m.LoadGroups()
-	if err != nil {
-		return 0, err
-	}
 	set := 0
 	for name, g := range f {
-		commit := map[meta.OffsetKey]meta.CommittedOffset{}
-		var del []meta.OffsetKey
-		if sg := stored[name]; sg != nil && g.cleared {
-			for k := range sg.Offsets {
-				if g.offsets[k] == nil {
-					del = append(del, k)
-				}
+		if g.cleared {
+			if err := m.DeleteGroup(name); err != nil {
+				return set, err
 			}
 		}
+		commit := map[meta.OffsetKey]meta.CommittedOffset{}
+		var del []meta.OffsetKey
 		for k, o := range g.offsets {
 			switch {
 			case o == nil:
@@ -376,6 +375,11 @@ func (f groupsFold) apply(m *meta.Store, exists func(topic string) bool) (int, e
 			return set, err
 		}
 		set += len(commit)
+		if g.records != nil {
+			if err := m.SaveConsumerGroup(name, *g.records); err != nil {
+				return set, err
+			}
+		}
 	}
 	return set, nil
 }

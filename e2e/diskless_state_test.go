@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"inlet/conn"
@@ -220,5 +222,135 @@ func TestDisklessTenantsAndBrokerConfigsComeBackFromTheBucket(t *testing.T) {
 	}
 	if got := r.blog.BrokerConfigs(meta.BrokerClusterDefault); got["log.retention.ms"] != "3600000" {
 		t.Fatalf("a broker config change the bucket does not hold is in force: %v", got)
+	}
+}
+
+// TestDisklessProducerIDsNeverHandedOutTwice: an idempotent producer given an id by a node that
+// is then lost with its disk, before it wrote anything, must not share that id with a producer
+// of the node restored from the bucket (the id is in no batch and no transaction: only the
+// block of ids reserved in the bucket says it was handed out). With the bucket down, no id is
+// handed out, and the refusal is retriable (COORDINATOR_LOAD_IN_PROGRESS).
+func TestDisklessProducerIDsNeverHandedOutTwice(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	initPID := func(n *disklessNode) (int64, int16) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ProducerID, resp.ErrorCode
+	}
+	n := startDisklessNode(t, bucket, dir, "127.0.0.1:0", false)
+	first, code := initPID(n)
+	if code != 0 {
+		t.Fatalf("InitProducerId: error %d", code)
+	}
+	n.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := startDisklessNode(t, bucket, t.TempDir(), "127.0.0.1:0", true)
+	if again, code := initPID(r); code != 0 || again <= first {
+		t.Fatalf("after the restore: producer id %d (error %d); the lost node had handed out %d", again, code, first)
+	}
+	// Down: the ids left in the block are handed out; past it, nothing until the bucket is back.
+	bucket.SetDown(errors.New("injected: bucket down"))
+	var code2 int16
+	for i := 0; i < 2000 && code2 == 0; i++ {
+		_, code2 = initPID(r)
+	}
+	if code2 != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("InitProducerId past the block with the bucket down: error %d", code2)
+	}
+	bucket.SetDown(nil)
+	if _, code := initPID(r); code != 0 {
+		t.Fatalf("InitProducerId with the bucket back: error %d", code)
+	}
+}
+
+// TestDisklessGroupRecordsComeBackFromTheBucket: a classic group's generation and member, and
+// a KIP-848 group's member with its epoch and assignment, as they were answered before the
+// loss of the node and its disk, are the restored node's: the classic member's heartbeat in
+// its generation is answered, and the consumer member's heartbeat in its epoch keeps its
+// assignment (no UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH, no rebalance).
+func TestDisklessGroupRecordsComeBackFromTheBucket(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	n := startDisklessNode(t, bucket, dir, "127.0.0.1:0", false, withBucketGroups)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tierClient(t, &broker{addr: n.addr}))
+	if r, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"diskless.enable": kadm.StringPtr("true")}, "d"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+
+	// A classic group of one member, stable in generation 1.
+	rc := dialRaw(t, n.addr)
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = 5, "classic", 30000, 30000, "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}}
+	jr := rc.roundTrip(join).(*kmsg.JoinGroupResponse)
+	if jr.ErrorCode == kerr.MemberIDRequired.Code {
+		join.MemberID = jr.MemberID
+		jr = rc.roundTrip(join).(*kmsg.JoinGroupResponse)
+	}
+	if jr.ErrorCode != 0 {
+		t.Fatalf("join: error %d", jr.ErrorCode)
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Version, sync.Group, sync.Generation, sync.MemberID = 3, "classic", jr.Generation, jr.MemberID
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: []byte("mine")}}
+	if sr := rc.roundTrip(sync).(*kmsg.SyncGroupResponse); sr.ErrorCode != 0 {
+		t.Fatalf("sync: error %d", sr.ErrorCode)
+	}
+	// A KIP-848 group of one member, which owns both partitions once it acknowledges them.
+	cgh := func(rc *rawConn, id string, epoch int32, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *kmsg.ConsumerGroupHeartbeatResponse {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.MemberEpoch, r.RebalanceTimeoutMillis = 1, "next", id, epoch, 30000
+		r.SubscribedTopicNames, r.Topics = []string{"d"}, owned
+		if epoch > 0 {
+			r.SubscribedTopicNames, r.RebalanceTimeoutMillis = nil, -1
+		}
+		return rc.roundTrip(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	hb := cgh(rc, "m-848", 0, []kmsg.ConsumerGroupHeartbeatRequestTopic{})
+	if hb.ErrorCode != 0 || hb.Assignment == nil || len(hb.Assignment.Topics) != 1 || len(hb.Assignment.Topics[0].Partitions) != 2 {
+		t.Fatalf("consumer group join: error %d, assignment %+v", hb.ErrorCode, hb.Assignment)
+	}
+	owned := []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: hb.Assignment.Topics[0].TopicID, Partitions: hb.Assignment.Topics[0].Partitions}}
+	epoch := hb.MemberEpoch
+	if hb = cgh(rc, "m-848", epoch, owned); hb.ErrorCode != 0 {
+		t.Fatalf("consumer group heartbeat: error %d", hb.ErrorCode)
+	}
+	epoch = hb.MemberEpoch
+
+	n.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := startDisklessNode(t, bucket, t.TempDir(), "127.0.0.1:0", true, withBucketGroups)
+	rc = dialRaw(t, r.addr)
+	heartbeat := kmsg.NewPtrHeartbeatRequest()
+	heartbeat.Version, heartbeat.Group, heartbeat.Generation, heartbeat.MemberID = 3, "classic", jr.Generation, jr.MemberID
+	if hr := rc.roundTrip(heartbeat).(*kmsg.HeartbeatResponse); hr.ErrorCode != 0 {
+		t.Fatalf("the classic member's heartbeat in generation %d after the restore: error %d", jr.Generation, hr.ErrorCode)
+	}
+	hb = cgh(rc, "m-848", epoch, owned)
+	if hb.ErrorCode != 0 || hb.MemberEpoch != epoch {
+		t.Fatalf("the consumer member's heartbeat in epoch %d after the restore: error %d, epoch %d", epoch, hb.ErrorCode, hb.MemberEpoch)
+	}
+	dg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	dg.Groups = []string{"next"}
+	dr := rc.roundTrip(dg).(*kmsg.ConsumerGroupDescribeResponse)
+	if len(dr.Groups) != 1 || len(dr.Groups[0].Members) != 1 || dr.Groups[0].Members[0].Assignment.TopicPartitions == nil ||
+		len(dr.Groups[0].Members[0].Assignment.TopicPartitions[0].Partitions) != 2 {
+		t.Fatalf("the consumer group after the restore: %+v", dr.Groups)
 	}
 }

@@ -79,6 +79,7 @@ func startDisklessNode(t *testing.T, bucket objstore.Bucket, dir, listen string,
 	if _, err := n.c.Recover(ctx, blog); err != nil {
 		t.Fatal(err)
 	}
+	cat.SetProducerIDReserver(n.c.KeepProducerIDs)
 	tc := *tierConfig(bucket)
 	tc.Logger = testLogger()
 	if n.tier, err = tier.Open(blog, cat, tc); err != nil {

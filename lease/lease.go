@@ -14,7 +14,8 @@
 // monotonic clocks run at about the same rate over one duration, and the safety margin below
 // absorbs what they do not. If the version changes while it is watched, its holder is alive
 // (or another node took it first): Take returns a *HeldError naming the holder and the caller
-// refuses to start. A node restarted after a crash thus waits one duration for its own old
+// refuses to start, or, with Config.Wait (a standby), watches the new version the same way,
+// for as long as it takes. A node restarted after a crash thus waits one duration for its own old
 // lease; two nodes started at once get one writer and one refusal.
 //
 // Renew: every duration/3, PutIf on the ETag the holder last wrote. The holder is the writer
@@ -118,6 +119,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Clock is nil for the process's monotonic clock (tests set a fake one).
 	Clock Clock
+	// Wait makes Take wait for as long as a live holder renews the lease (a standby), rather
+	// than return a *HeldError: it takes the prefix once the holder releases it or stops
+	// renewing it for a duration.
+	Wait bool
 }
 
 func (c *Config) fill() {
@@ -258,10 +263,16 @@ func take(ctx context.Context, cfg Config) (*Lease, error) {
 					cfg.Logger.Info("lease: took the bucket prefix, released by its last writer", "epoch", r.Epoch, "previous", cur.Node)
 					return l, nil
 				}
+			case watched == "" && cfg.Wait:
+				watched, seenAt = etag, now
+				cfg.Logger.Info("lease: the bucket prefix is held; standing by until its holder releases it or stops renewing it",
+					"holder", cur.Node, "epoch", cur.Epoch, "duration", cur.duration())
 			case watched == "":
 				watched, seenAt = etag, now
 				cfg.Logger.Warn("lease: the bucket prefix is held; waiting one lease duration for it to expire (a holder that renews it meanwhile is alive, and this node refuses to start)",
 					"holder", cur.Node, "epoch", cur.Epoch, "duration", cur.duration())
+			case etag != watched && cfg.Wait:
+				watched, seenAt = etag, now // renewed: alive; watched again from now
 			case etag != watched:
 				return nil, &HeldError{Holder: cur}
 			case now-seenAt >= cur.duration():
@@ -329,11 +340,14 @@ func (l *Lease) renewLoop() {
 		}
 	}()
 	clock := l.cfg.Clock
+	var tried time.Duration // when the last renewal began
 	for {
 		wait := time.Duration(l.validFrom.Load()) + l.cfg.Duration/3 - clock.Now()
 		l.mu.Lock()
 		if l.pending {
-			wait = min(wait, l.cfg.Duration/10)
+			// The last renewal failed, past its due time: the next one Duration/10 after
+			// it began, not at once (a bucket that is down would be called back to back).
+			wait = tried + l.cfg.Duration/10 - clock.Now()
 		}
 		l.mu.Unlock()
 		if wait > 0 {
@@ -341,6 +355,7 @@ func (l *Lease) renewLoop() {
 				return
 			}
 		}
+		tried = clock.Now()
 		if l.renew(ctx) == errFenced {
 			return
 		}

@@ -347,3 +347,90 @@ func TestTakeRetriesAFailingBucket(t *testing.T) {
 		t.Fatalf("take with its context done: %v", err)
 	}
 }
+
+// TestFailingRenewalsAreRetriedAtATenthOfTheDuration: with the bucket down, the renewal loop
+// tries again every Duration/10, not back to back (each try past the due time would
+// otherwise start the next at once, a call storm on a bucket that fails fast), and the first
+// renewal that lands after it is back makes the holder the writer again.
+func TestFailingRenewalsAreRetriedAtATenthOfTheDuration(t *testing.T) {
+	m := objstore.NewMemory()
+	const short = 200 * time.Millisecond
+	l, err := Take(context.Background(), Config{Bucket: m, Node: "a", Duration: short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	m.SetDown(errInjected)
+	before := m.Calls(objstore.OpPutIf)
+	time.Sleep(5 * short)
+	// 1 s down: the due renewal and then one every 20 ms at most, 51 tries; a loop with
+	// no wait makes thousands.
+	if tries := m.Calls(objstore.OpPutIf) - before; tries > 5*10+5 {
+		t.Fatalf("%d renewals tried in five durations with the bucket down, want one per tenth of the duration at most", tries)
+	}
+	m.SetDown(nil)
+	deadline := time.Now().Add(5 * short)
+	for !l.Writable() {
+		if time.Now().After(deadline) {
+			t.Fatal("not the writer again within five durations of the bucket coming back")
+		}
+		time.Sleep(short / 20)
+	}
+}
+
+// TestStandbyWaitsForALiveHolder: with Wait, a taker beside a holder that renews waits, for
+// as long as the holder renews, and takes the prefix once the holder releases it (at its next
+// poll, within a second), or once the holder has stopped renewing for a whole duration.
+func TestStandbyWaitsForALiveHolder(t *testing.T) {
+	m := objstore.NewMemory()
+	const short = 300 * time.Millisecond
+	for _, stop := range []string{"release", "die"} {
+		t.Run(stop, func(t *testing.T) {
+			a, err := Take(context.Background(), Config{Bucket: m, Node: "node a", Duration: short})
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := make(chan *Lease, 1)
+			go func() {
+				b, err := Take(context.Background(), Config{Bucket: m, Node: "node b", Duration: short, Wait: true})
+				if err != nil {
+					t.Error(err)
+				}
+				taken <- b
+			}()
+			select {
+			case <-taken:
+				t.Fatal("the standby took the prefix from a live holder")
+			case <-time.After(4 * short): // a renews every short/3 meanwhile
+			}
+			if !a.Writable() {
+				t.Fatal("the holder lost its lease beside a standby")
+			}
+			stopped := time.Now()
+			if stop == "release" {
+				if err := a.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				close(a.stop) // renewals stop: as a SIGKILL
+				<-a.done
+			}
+			b := <-taken
+			took := time.Since(stopped)
+			defer b.Close(context.Background())
+			if b.Epoch() != a.Epoch()+1 || !b.Writable() {
+				t.Fatalf("standby took epoch %d (holder's %d), writable %v", b.Epoch(), a.Epoch(), b.Writable())
+			}
+			if stop == "die" && took < short-short/3 {
+				t.Fatalf("took the prefix %v after the holder's last renewal could have landed, before a duration (%v)", took, short)
+			}
+			if limit := short + time.Second; took > limit {
+				t.Fatalf("took the prefix %v after the holder stopped (%s), want at most %v", took, stop, limit)
+			}
+			if err := b.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// the next subtest's holder takes the released prefix at once
+		})
+	}
+}

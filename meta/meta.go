@@ -27,8 +27,9 @@
 // KIP-848 consumer group's records per member), broker_configs.go,
 // remote.go (the remote tier's manifest of uploaded objects).
 //
-// Lock order: Store.pidMu is a leaf; it is held only across the synced write that reserves a
-// block of producer ids.
+// Lock order: Store.pidMu is held only across the reservation of a block of producer ids: the
+// reserver's call (SetProducerIDReserver; package diskless takes only its own leaf lock) and
+// the synced write.
 package meta
 
 import (
@@ -89,6 +90,24 @@ type Store struct {
 	pidMu       sync.Mutex
 	nextPID     int64
 	pidBlockEnd int64
+	reservePIDs func(end int64) error // SetProducerIDReserver
+}
+
+// ErrProducerIDsUnavailable wraps a failure of the reserver that SetProducerIDReserver set: no
+// id is handed out until a block is reserved (Kafka answers COORDINATOR_LOAD_IN_PROGRESS while
+// its broker waits for a block, KIP-730).
+var ErrProducerIDsUnavailable = errors.New("meta: no producer id block could be reserved")
+
+// SetProducerIDReserver makes each block of producer ids durable through reserve (called with
+// the block's end) before any id of it is handed out, beside the node's own synced record of
+// it. A node with diskless topics keeps the block in the bucket
+// (diskless.Committer.KeepProducerIDs), so that a node restored from there never hands out an
+// id twice, not even one an earlier node handed to a producer that has not written yet. Set it
+// before the node serves.
+func (s *Store) SetProducerIDReserver(reserve func(end int64) error) {
+	s.pidMu.Lock()
+	defer s.pidMu.Unlock()
+	s.reservePIDs = reserve
 }
 
 // Discard returns a Store that stores nothing (the log's discard layout): a fresh cluster id,
@@ -162,6 +181,11 @@ func (s *Store) AllocateProducerID() (int64, error) {
 	defer s.pidMu.Unlock()
 	if s.nextPID >= s.pidBlockEnd {
 		end := s.nextPID + producerIDBlock
+		if s.reservePIDs != nil {
+			if err := s.reservePIDs(end); err != nil {
+				return -1, fmt.Errorf("%w: %v", ErrProducerIDsUnavailable, err)
+			}
+		}
 		if s.db != nil {
 			if err := s.db.Set(metaProducerIDBlock, binary.BigEndian.AppendUint64(nil, uint64(end)), pebble.Sync); err != nil {
 				return -1, fmt.Errorf("meta: reserve producer ids: %w", err)

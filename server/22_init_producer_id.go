@@ -1,9 +1,12 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/meta"
 	"inlet/server/authz"
 	"inlet/wire"
 )
@@ -40,6 +43,9 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 	if err != nil {
 		s.log.Error("allocate producer id", "err", err)
 		resp.ErrorCode = wire.ErrUnknownServerError
+		if errors.Is(err, meta.ErrProducerIDsUnavailable) { // the bucket refused a block: retriable (KIP-730)
+			resp.ErrorCode = wire.ErrCoordinatorLoadInProgress
+		}
 		return resp, nil
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0

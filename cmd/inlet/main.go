@@ -73,6 +73,10 @@ func main() {
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
 	memoryLimit(logger, o, rs, conn.AnySASL(listeners))
+	if rs != nil && rs.standby && !standBy(logger, rs, *o.dataDir) {
+		mon.stop(context.Background())
+		os.Exit(0)
+	}
 	blog, srv, remote := openNode(logger, opts, rs, server.Config{
 		Listen:            *o.listen,
 		Advertise:         *o.advertise,

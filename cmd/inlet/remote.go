@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 type remoteSettings struct {
 	s3             objstore.S3Config
 	restore        bool
+	standby        bool // standby.go
 	objectBytes    int64
 	readCache      int64
 	uploadRate     int64
@@ -48,12 +50,16 @@ func (o *options) remote() *remoteSettings {
 		if *o.logDisklessEnable {
 			usage("--log-diskless-enable needs --s3-bucket")
 		}
+		if *o.standby {
+			usage("--standby needs --s3-bucket")
+		}
 		return nil
 	}
 	return &remoteSettings{
 		s3: objstore.S3Config{Bucket: *o.s3Bucket, Endpoint: *o.s3Endpoint, Region: *o.s3Region,
 			Prefix: *o.s3Prefix, PathStyle: *o.s3PathStyle},
 		restore:        *o.restoreFromRemote,
+		standby:        *o.standby,
 		objectBytes:    mustSize("remote-object-bytes", *o.remoteObjectBytes),
 		readCache:      mustSize("remote-read-cache", *o.remoteReadCache),
 		uploadRate:     mustSizeOrZero("remote-upload-max-bytes-per-sec", *o.remoteUploadRate),
@@ -117,10 +123,16 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	if err != nil {
 		return nil, err
 	}
-	// Before anything is read to restore or written: the prefix is this node's alone.
-	writer, err := takeLease(ctx, logger, bucket, rs)
-	if err != nil {
-		return nil, err
+	// Before anything is read to restore or written: the prefix is this node's alone (a
+	// --standby node took it before it opened anything).
+	writer := rs.lease.p.Load()
+	if writer == nil {
+		if writer, err = takeLease(ctx, logger, bucket, rs); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeWriterEpoch(blog.Dir(), writer.Epoch()); err != nil {
+		return nil, fmt.Errorf("recording the lease epoch in the data directory: %w", err)
 	}
 	if rs.restore && len(blog.Topics()) > 0 {
 		// A restart of a node that was restored (the flag left in its unit or config file):
@@ -140,6 +152,8 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 		return nil, err
 	}
 	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "group_offsets", st.Offsets, "took", st.Duration)
+	// Each block of producer ids goes to the bucket before an id of it is handed out.
+	cat.SetProducerIDReserver(rs.committer.KeepProducerIDs)
 	t, err := tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
 		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Logger: logger})
 	rs.tier.Store(t)

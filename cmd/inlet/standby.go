@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"inlet/lease"
+	"inlet/objstore"
+)
+
+// --standby: a node that stands by beside the writer of its bucket prefix, and takes over when
+// the writer stops (SIGTERM: at the standby's next look at the lease, within a second) or dies
+// or is cut off (once the writer's lease has gone unrenewed for --bucket-lease-ms). Two nodes
+// run with the same flags but their --node-id (and addresses, data directories); whichever
+// starts first writes, and a writer that is restarted comes back as the standby.
+//
+// The path that runs (standBy, before anything is opened): the prefix's lease is taken with
+// lease.Config.Wait, which waits for as long as a live writer renews it; the node listens on
+// nothing meanwhile (/readyz, with --metrics-listen, answers 503), and SIGTERM or SIGINT end
+// the wait and the process. Once it holds the prefix the node starts as any node with a
+// bucket does (openTier uses the lease taken here). If another writer held the prefix since
+// this data directory last did (each writer keeps its epoch in writerEpochFile), the
+// directory may hold batches that writer has since given other offsets (diskless.ErrDiverged):
+// it is emptied, and the node restores from the bucket, as with --restore-from-remote.
+//
+// What a standby does not do yet: follow the writer's commit objects while it waits (a
+// takeover restores from the bucket then: diskless and tiered topics, and every state the
+// bucket holds), answer Kafka requests as a second broker, or serve reads.
+
+// writerEpochFile, in the data directory, holds the lease epoch this directory was last
+// written under (8 bytes, big-endian), synced with its directory.
+const writerEpochFile = "writer.epoch"
+
+// standBy takes the prefix's lease for a --standby node, waiting for it; false when a signal
+// ended the wait.
+func standBy(logger *slog.Logger, rs *remoteSettings, dataDir string) bool {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	bucket, err := objstore.OpenS3(ctx, rs.s3)
+	if err != nil {
+		logger.Error("open bucket", "err", err)
+		os.Exit(1)
+	}
+	logger.Info("standby: waiting for the bucket prefix", "prefix", rs.s3.Prefix)
+	l, err := lease.Take(ctx, lease.Config{Bucket: bucket, Node: rs.leaseNode, Duration: rs.leaseDuration, Logger: logger, Wait: true})
+	if ctx.Err() != nil {
+		if l != nil {
+			_ = l.Close(context.Background())
+		}
+		logger.Info("standby: stopped while standing by")
+		return false
+	}
+	if err != nil {
+		logger.Error("standby: taking the bucket prefix's lease", "err", err)
+		os.Exit(1)
+	}
+	rs.lease.p.Store(l)
+	last, err := readWriterEpoch(dataDir)
+	if err != nil {
+		logger.Error("standby", "err", err)
+		os.Exit(1)
+	}
+	if l.Epoch() > 1 && last != l.Epoch()-1 {
+		// Another writer had the prefix after this directory's last write (or the directory
+		// never wrote it): what it holds is not to be trusted over the bucket.
+		if err := emptyDir(dataDir); err != nil {
+			logger.Error("standby: emptying the data directory", "err", err)
+			os.Exit(1)
+		}
+		rs.restore = true
+		logger.Info("standby: took the bucket prefix from another writer; restoring from the bucket", "epoch", l.Epoch(), "directory_epoch", last)
+	}
+	return true
+}
+
+// readWriterEpoch is the epoch in dir's writerEpochFile; 0 without one.
+func readWriterEpoch(dir string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, writerEpochFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%s: %d bytes, want 8", filepath.Join(dir, writerEpochFile), len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// writeWriterEpoch records that dir is written under epoch: the file through a synced
+// temporary file, renamed, and the directory synced.
+func writeWriterEpoch(dir string, epoch uint64) error {
+	tmp := filepath.Join(dir, writerEpochFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(binary.BigEndian.AppendUint64(nil, epoch))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, writerEpochFile))
+	}
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// emptyDir removes everything in dir (not dir itself, which may be a mount point), and syncs
+// it.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
