@@ -13,6 +13,7 @@ import (
 type Diskless interface {
 	Stats() *diskless.Stats
 	PendingBytes() int64
+	CheckpointStats() diskless.CheckpointStats
 }
 
 // commitBuckets are the upper bounds, in seconds, of the diskless commit latency: 5 ms (a
@@ -58,11 +59,17 @@ var (
 	disklessRecoverObjDesc  = desc("diskless_recover_objects", "Commit objects read whole (GET) by the recovery at start-up.")
 	disklessReplayedDesc    = desc("diskless_recover_replayed_batches", "Batches the recovery at start-up appended to the local log from commit objects (all of them after a restore on an empty disk).")
 	disklessUploadedDesc    = desc("diskless_recover_uploaded_batches", "Local batches the recovery at start-up wrote to the bucket (synced locally, never written there before the node stopped).")
+	disklessCheckpointsDesc = desc("diskless_checkpoints_total", "Checkpoints of the commit log written to the bucket (each folds the state of the commit objects the remote tier covers, which are then deleted).")
+	disklessCkObjectDesc    = desc("diskless_checkpoint_last_object", "Number of the last commit object the newest checkpoint covers (0: none written by this run).")
+	disklessCkBytesDesc     = desc("diskless_checkpoint_bytes", "Size of the newest checkpoint written.")
+	disklessCkWindowsDesc   = desc("diskless_checkpoint_producer_windows", "Producer windows held in the newest checkpoint written.")
+	disklessDeletedDesc     = desc("diskless_deleted_objects_total", "Commit objects deleted from the bucket once a checkpoint covered them.")
 )
 
 func (c disklessCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{disklessPutsDesc, disklessPutBytesDesc, disklessPutFailuresDesc, disklessTimedOutDesc,
-		disklessFencedDesc, disklessPendingDesc, disklessRecoverDurDesc, disklessRecoverObjDesc, disklessReplayedDesc, disklessUploadedDesc} {
+		disklessFencedDesc, disklessPendingDesc, disklessRecoverDurDesc, disklessRecoverObjDesc, disklessReplayedDesc, disklessUploadedDesc,
+		disklessCheckpointsDesc, disklessCkObjectDesc, disklessCkBytesDesc, disklessCkWindowsDesc, disklessDeletedDesc} {
 		ch <- d
 	}
 }
@@ -89,4 +96,10 @@ func (c disklessCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(disklessRecoverObjDesc, float64(s.RecoverObjects.Load()))
 	gauge(disklessReplayedDesc, float64(s.RecoverReplayed.Load()))
 	gauge(disklessUploadedDesc, float64(s.RecoverUploaded.Load()))
+	ck := c.d.CheckpointStats()
+	counter(disklessCheckpointsDesc, int64(ck.Written))
+	gauge(disklessCkObjectDesc, float64(ck.Last))
+	gauge(disklessCkBytesDesc, float64(ck.LastBytes))
+	gauge(disklessCkWindowsDesc, float64(ck.Windows))
+	counter(disklessDeletedDesc, int64(ck.DeletedObjects))
 }

@@ -18,10 +18,14 @@ import (
 )
 
 // disklessNode is a log with a diskless committer on bucket, its metrics on m.
-func disklessNode(t *testing.T, m *Metrics, bucket objstore.Bucket, restore bool) (*batchlog.Log, *diskless.Committer) {
+func disklessNode(t *testing.T, m *Metrics, bucket objstore.Bucket, restore bool, mods ...func(*diskless.Config)) (*batchlog.Log, *diskless.Committer) {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	c := diskless.New(diskless.Config{Bucket: bucket, CommitInterval: 10 * time.Millisecond, Logger: quiet, Observer: m.DisklessObserver()})
+	cfg := diskless.Config{Bucket: bucket, CommitInterval: 10 * time.Millisecond, Logger: quiet, Observer: m.DisklessObserver()}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	c := diskless.New(cfg)
 	l, err := batchlog.Open(batchlog.Options{Dir: t.TempDir(), MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, Diskless: c, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -126,3 +130,40 @@ func recordBatch(n int32) []byte {
 type completion chan struct{}
 
 func (c completion) Completed(*batchlog.Request) { close(c) }
+
+// TestDisklessCheckpointMetrics: a checkpoint of a commit log whose batches the tier covers
+// (here: every batch, as if uploaded) counts one checkpoint, names its last object and counts
+// the objects it deleted.
+func TestDisklessCheckpointMetrics(t *testing.T) {
+	m := New([]int16{0}, "test", "")
+	l, c := disklessNode(t, m, objstore.NewMemory(), false, func(cfg *diskless.Config) {
+		cfg.UploadedEnd = func(p *batchlog.Partition) int64 { return p.HighWatermark() }
+		cfg.CheckpointInterval = time.Hour // written here by hand
+	})
+	tp, err := l.CreateTopic("d", 1, map[string]string{"diskless.enable": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Describe(ctx, tp); err != nil {
+		t.Fatal(err)
+	}
+	done := completion(make(chan struct{}))
+	l.Submit(&batchlog.Request{Appends: []batchlog.Append{{Partition: tp.Partitions[0], Batch: recordBatch(3), ProducerID: -1, NumRecords: 3}},
+		Completion: done})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("produce not answered")
+	}
+	n, err := c.Checkpoint(ctx)
+	if err != nil || n == 0 {
+		t.Fatalf("checkpoint: %d, %v", n, err)
+	}
+	got := scrape(t, m, "inlet_diskless_checkpoints_total", "inlet_diskless_checkpoint_last_object", "inlet_diskless_checkpoint_bytes",
+		"inlet_diskless_deleted_objects_total", "inlet_diskless_checkpoint_producer_windows")
+	if got["inlet_diskless_checkpoints_total"] != 1 || got["inlet_diskless_checkpoint_last_object"] != float64(n) ||
+		got["inlet_diskless_checkpoint_bytes"] <= 0 || got["inlet_diskless_deleted_objects_total"] != float64(n) {
+		t.Fatalf("after a checkpoint at %d: %v", n, got)
+	}
+}
