@@ -28,8 +28,10 @@ type RecoverStats struct {
 // loop. Run it after the log has opened (and after tier.Restore, which recreates the diskless
 // topics from their descriptions, empty) and before the node serves:
 //
-//   - every commit object is read in number order (they must be numbered 1..n without a gap),
-//     and each batch of a diskless partition past the local high watermark is appended at its
+//   - every commit object of the log is read in number order (the chain of objects each
+//     naming the one it follows, from 1; the objects off it are void: a stale writer's, and
+//     those past a gap that a writer stopped with PUTs in flight left, see the package
+//     comment), and each batch of a diskless partition past the local high watermark is appended at its
 //     offset (through the committer, as a produce: the producer windows are rebuilt from the
 //     batches as replay rebuilds them); a batch that does not continue the partition exactly
 //     stops the start with an error. After a restore on an empty disk that is every batch;
@@ -48,31 +50,18 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	type listed struct {
 		key  string
 		size int64
+		n    uint64
 	}
 	var objs []listed
-	var gap error
 	err := c.retrying(ctx, "listing the commit log", func() error {
-		objs, gap = objs[:0], nil
-		err := c.cfg.Bucket.List(ctx, LogPrefix, func(key string, size int64) error {
-			n, ok := parseLogKey(key)
-			if !ok {
-				return nil
+		objs = objs[:0]
+		return c.cfg.Bucket.List(ctx, LogPrefix, func(key string, size int64) error {
+			if n, ok := parseLogKey(key); ok {
+				objs = append(objs, listed{key, size, n}) // in number order: the keys sort so
 			}
-			if n != uint64(len(objs))+1 {
-				gap = fmt.Errorf("diskless: the commit log has no object %d before %s", len(objs)+1, key)
-				return gap
-			}
-			objs = append(objs, listed{key, size})
 			return nil
 		})
-		if gap != nil {
-			return nil // the log itself is broken: no retry mends it
-		}
-		return err
 	})
-	if gap != nil {
-		return st, gap
-	}
 	if err != nil {
 		return st, err
 	}
@@ -84,14 +73,17 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	}
 	// The log: each object follows the one its header names (After), so that an object a
 	// writer that had lost the prefix landed late is void (a stale object, skipped by the
-	// next writer), and so is one of an older epoch than an object before it.
-	type valid struct {
-		listed
-		n uint64
-	}
-	var log []valid
+	// next writer), and so is one of an older epoch than an object before it, and one that
+	// follows an object not in the log (a gap: its PUT never landed, or it is void).
+	var log []listed
 	var epoch uint64
-	for i, o := range objs {
+	lastOf := func() uint64 {
+		if len(log) == 0 {
+			return 0
+		}
+		return log[len(log)-1].n
+	}
+	for _, o := range objs {
 		var hb [headerLen]byte
 		if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
 			return st, fmt.Errorf("diskless: %s: %w", o.key, err)
@@ -105,8 +97,22 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 			c.cfg.Logger.Warn("diskless: commit object void: a stale writer's", "key", log[len(log)-1].key)
 			log = log[:len(log)-1]
 		}
+		if lastOf() != after {
+			c.cfg.Logger.Warn("diskless: commit object void: it follows an object not in the log", "key", o.key, "after", LogKey(after))
+			continue
+		}
 		epoch = e
-		log = append(log, valid{o, uint64(i + 1)})
+		log = append(log, o)
+	}
+	// Past the log's last object, only the objects of PUTs that were in flight when a
+	// writer stopped (never answered: they wait for the missing one) may lie; more than a
+	// writer can have in flight, twice over (a renumbering), is a log that lost objects.
+	tail, last := lastOf(), uint64(0)
+	if len(objs) > 0 {
+		last = objs[len(objs)-1].n
+	}
+	if last-tail > 2*MaxPutsInFlightLimit {
+		return st, fmt.Errorf("diskless: the commit log has no object %d that %s follows", tail+1, LogKey(last))
 	}
 	ends := map[*batchlog.Partition]int64{}
 	maxPID := int64(-1)
@@ -143,9 +149,17 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
 		return st, err
 	}
-	c.next = uint64(len(objs)) + 1
-	if len(log) > 0 {
-		c.after = log[len(log)-1].n
+	c.next, c.after = last+1, tail
+	if last > tail {
+		// Objects past the log's end: an empty object naming its last one voids them before
+		// anything is served, so they stay void if a late PUT fills the gap before them.
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(time.Minute)
+		}
+		if !c.put(&object{buf: newObject(nil)}, deadline) {
+			return st, fmt.Errorf("diskless: writing the object that voids %s..%s failed", LogKey(tail+1), LogKey(last))
+		}
 	}
 	for _, t := range byID {
 		for _, p := range t.Partitions {
