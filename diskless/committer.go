@@ -86,17 +86,23 @@ import (
 	"inlet/wire"
 )
 
-// Defaults, after Inkless's inkless.produce.commit.interval.ms (250 ms there; 100 ms here, the
-// group commit of the seed this design follows) and inkless.produce.buffer.max.bytes (8 MiB).
-// DefaultMaxPutsInFlight: four PUTs of a full object in flight cover a PUT four intervals long
-// (versitygw on loopback took about 170 ms for 10 MiB); MaxPutsInFlightLimit bounds the
-// setting, and with it the objects a stopped node can leave past a gap (Recover).
+// Defaults. CommitInterval after Inkless's inkless.produce.commit.interval.ms (250 ms there;
+// 100 ms here, the group commit of the seed this design follows). With at most one PUT
+// started per interval, CommitBytes x 10/s is the diskless throughput's ceiling: Inkless's
+// 8 MiB (inkless.produce.buffer.max.bytes) held a node to about 60 MB/s, in objects of
+// 6.4 MiB on average (a group of up to --max-group-bytes is never split), against 320 MB/s
+// for local-acked topics on the same node; 32 MiB objects reached about twice that, more than
+// 16 MiB did (BENCHMARKS.md, "Diskless topics"). MaxPendingBytes: the objects in flight, the
+// one filling, and as many again queued behind a slow bucket (8 x CommitBytes).
+// DefaultMaxPutsInFlight: four PUTs in flight cover a bucket whose PUT of a full object takes
+// up to four intervals; MaxPutsInFlightLimit bounds the setting, and with it the objects a
+// stopped node can leave past a gap (Recover).
 const (
 	DefaultCommitInterval  = 100 * time.Millisecond
-	DefaultCommitBytes     = 8 << 20
+	DefaultCommitBytes     = 32 << 20
 	DefaultMaxPutsInFlight = 4
 	MaxPutsInFlightLimit   = 16
-	DefaultMaxPendingBytes = 64 << 20
+	DefaultMaxPendingBytes = 8 * DefaultCommitBytes
 	DefaultRequestTimeout  = 30 * time.Second // Kafka's request.timeout.ms
 )
 
@@ -311,8 +317,8 @@ func (c *Committer) openObject(need int) *object {
 }
 
 // recycle keeps a landed object's buffer for a next object: MaxPutsInFlight+1 at most, the
-// objects being written and the one filling being all that a bucket that keeps up needs.
-// Called holding mu.
+// objects being written and the one filling being all that a bucket that keeps up needs (and
+// one once the loop is idle). Called holding mu.
 func (c *Committer) recycle(o *object) {
 	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) >= c.cfg.CommitBytes+trailerLen {
 		c.free = append(c.free, o.buf[:0])
@@ -465,6 +471,11 @@ func (c *Committer) run() {
 		c.mu.Lock()
 		for _, o := range objs {
 			open = open || !o.sealed
+		}
+		if len(objs) == 0 && inflight == 0 && len(c.free) > 1 {
+			// Idle: one buffer kept for the next object, the rest left to the collector.
+			clear(c.free[1:])
+			c.free = c.free[:1]
 		}
 		c.mu.Unlock()
 

@@ -389,3 +389,37 @@ func TestRecoverVoidsObjectsPastAGap(t *testing.T) {
 	}
 	restore()
 }
+
+// logOf decodes the commit objects of the log in order: from object 1, each one that names
+// the last one taken (After), an object naming an earlier one voiding those after it (a
+// renumbering past a stale writer's object, or Recover's empty object past a gap); one that
+// names an object not taken is void (it followed a PUT that never landed). One writer's
+// objects only: epochs are not compared.
+func logOf(t *testing.T, m *objstore.Memory) (out [][]Entry) {
+	t.Helper()
+	var nums []uint64
+	for _, k := range m.Keys() {
+		n, ok := parseLogKey(k)
+		if !ok {
+			continue
+		}
+		b, _ := m.Object(k)
+		h, es, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		for len(nums) > 0 && nums[len(nums)-1] > h.After {
+			nums, out = nums[:len(nums)-1], out[:len(out)-1]
+		}
+		if last := uint64(0); len(nums) > 0 {
+			last = nums[len(nums)-1]
+			if last != h.After {
+				continue
+			}
+		} else if h.After != 0 {
+			continue
+		}
+		nums, out = append(nums, n), append(out, es)
+	}
+	return out
+}

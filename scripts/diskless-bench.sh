@@ -5,7 +5,9 @@
 #   scripts/diskless-bench.sh produce [bench compare flags]
 #       two inlets of the same build, both started with the bucket: inlet-local's topic is
 #       created with diskless.enable=false (acknowledged after the local fsync), inlet-diskless's
-#       with diskless.enable=true (acknowledged from the bucket); alternated round by round.
+#       with diskless.enable=true (acknowledged from the bucket); with KLITE set (the path of a
+#       klite binary), klite in its S3 mode on the same versitygw as a third; alternated round
+#       by round.
 #   scripts/diskless-bench.sh latency [bench latency flags]
 #       bench latency on inlet-diskless (default --of flat --rates 0.5: the diskless flat-out
 #       rate, then half of it, open loop).
@@ -22,8 +24,8 @@
 # Record with scripts/record.sh NAME scripts/diskless-bench.sh ....
 #
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
-# COMMIT_BYTES (--diskless-commit-bytes, default 8MiB), DISKLESS_ARGS (further inlet flags of
-# both nodes).
+# COMMIT_BYTES (--diskless-commit-bytes, default 32MiB), DISKLESS_ARGS (further inlet flags of
+# both nodes), KLITE (produce: klite's binary, a third target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -62,15 +64,19 @@ echo "# versitygw ${VERSITYGW:-$(go env GOPATH)/bin/versitygw} on $endpoint, pid
 
 # A run's prefix is the name of its fresh directory, the parent of {dir}.
 prefix='"$(basename "$(dirname {dir})")/"'
-window="--diskless-commit-interval-ms ${COMMIT_INTERVAL_MS:-100} --diskless-commit-bytes ${COMMIT_BYTES:-8MiB}"
+window="--diskless-commit-interval-ms ${COMMIT_INTERVAL_MS:-100} --diskless-commit-bytes ${COMMIT_BYTES:-32MiB}"
 node_cmd="$root/bin/inlet --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --s3-bucket $bucket --s3-endpoint $endpoint --s3-path-style --s3-prefix $prefix $window ${DISKLESS_ARGS:-}"
 
 set +e
 case $mode in
 produce)
+  peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd" --peer "inlet-diskless[diskless.enable=true]=$node_cmd")
+  if [ -n "${KLITE:-}" ]; then
+    # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
+    peers+=(--peer "klite-s3=$KLITE --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --auto-create-topics --log-level warn --wal-max-disk-size 17179869184 --s3-bucket $bucket --s3-endpoint $endpoint --s3-region us-east-1 --s3-prefix $prefix")
+  fi
   bin/bench compare --inlet-bin bin/inlet --targets '' --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
-    --peer "inlet-local[diskless.enable=false]=$node_cmd" \
-    --peer "inlet-diskless[diskless.enable=true]=$node_cmd" "$@"
+    "${peers[@]}" "$@"
   rc=$?
   ;;
 latency)
