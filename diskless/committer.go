@@ -191,8 +191,12 @@ type object struct {
 	buf     []byte
 	entries uint32
 	payload int64 // the entries' bytes
-	groups  []*heldGroup
-	sealed  bool // takes no more groups (set under mu)
+	// sum is the CRC-32C of buf[headerLen:] while summed (entrySum; an object Recover
+	// uploads is not: seal reads it whole).
+	sum    uint32
+	summed bool
+	groups []*heldGroup
+	sealed bool // takes no more groups (set under mu)
 
 	// The loop's, once sealed: the object's number, the one it follows, the epoch in its
 	// header; a PUT in flight, landed; the PUTs failed in a row and when to try again;
@@ -278,7 +282,9 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 	o := c.openObject(need)
 	before := len(o.buf)
 	for _, a := range g.Appends {
+		at := len(o.buf)
 		o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
+		o.sum = entrySum(o.sum, o.buf[at:])
 		o.entries++
 	}
 	o.payload += int64(len(o.buf) - before)
@@ -311,7 +317,7 @@ func (c *Committer) openObject(need int) *object {
 	} else {
 		buf = make([]byte, 0, size)
 	}
-	o := &object{buf: newObject(buf)}
+	o := &object{buf: newObject(buf), summed: true}
 	c.objects = append(c.objects, o)
 	return o
 }
@@ -587,7 +593,12 @@ func (c *Committer) number(o *object) {
 	o.seq, o.after = c.next, c.after
 	c.next++
 	c.after = o.seq
-	o.buf = seal(o.buf, Header{Epoch: o.epoch, Incarnation: c.incarnation, Sequence: o.seq, Node: c.cfg.NodeID, Entries: o.entries, After: o.after})
+	h := Header{Epoch: o.epoch, Incarnation: c.incarnation, Sequence: o.seq, Node: c.cfg.NodeID, Entries: o.entries, After: o.after}
+	if o.summed {
+		o.buf = sealSum(o.buf, h, o.sum)
+	} else {
+		o.buf = seal(o.buf, h)
+	}
 }
 
 // renumber numbers again, past every number used, the first object whose number was taken by
