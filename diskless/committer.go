@@ -395,7 +395,7 @@ func (c *Committer) run() {
 			<-results
 		}
 	}
-	var lastPut, closeBy time.Time
+	var lastPut, closeBy, idleSince time.Time
 	renumber := false
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -478,8 +478,16 @@ func (c *Committer) run() {
 		for _, o := range objs {
 			open = open || !o.sealed
 		}
-		if len(objs) == 0 && inflight == 0 && len(c.free) > 1 {
-			// Idle: one buffer kept for the next object, the rest left to the collector.
+		switch {
+		case len(objs) > 0 || inflight > 0 || len(c.free) <= 1:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = now
+			wake = earliest(wake, now.Add(idleTrim))
+		case now.Sub(idleSince) >= idleTrim:
+			// Idle a while: one buffer kept for the next object, the rest left to the
+			// collector. (Not at every empty queue: flat out, the queue empties between
+			// two groups, and new buffers of CommitBytes cost their zeroing.)
 			clear(c.free[1:])
 			c.free = c.free[:1]
 		}
@@ -523,6 +531,9 @@ func (c *Committer) run() {
 		}
 	}
 }
+
+// idleTrim: the loop idle this long keeps one free object buffer.
+const idleTrim = time.Second
 
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
