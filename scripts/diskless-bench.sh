@@ -133,7 +133,7 @@ wait "$gw" 2>/dev/null || true
 # Requests per node: access log lines are `- BUCKET [DD/Month/YYYY:HH:MM:SS +0000] IP - ID s3_OP KEY ...`;
 # a node's keys start with its prefix. Rates are over the node's span in the log (first to last
 # request, whole seconds), so they include its start and stop.
-echo "# requests per node (versitygw access log): node span_s PUT GET other PUT/s GET/s"
+echo "# requests per node (versitygw access log): node span_s PUT GET other PUT/s GET/s; commit object PUTs, a second, most in one second"
 awk '$8 ~ /^s3_/ {
   split($9, k, "/"); p = k[1]
   if (p !~ /^inlet-bench-/) { unk[$8]++; next }
@@ -141,10 +141,11 @@ awk '$8 ~ /^s3_/ {
   if (!(p in first)) first[p] = s
   last[p] = s
   if ($8 == "s3_PutObject") put[p]++; else if ($8 == "s3_GetObject") get[p]++; else other[p]++
+  if ($8 == "s3_PutObject" && $9 ~ /\/diskless\/log\//) { logput[p]++; if (++persec[p, s] > most[p]) most[p] = persec[p, s] }
 } END {
   for (p in first) {
     span = last[p] - first[p] + 1
-    printf "# node %s %d %d %d %d %.2f %.2f\n", p, span, put[p], get[p], other[p], put[p] / span, get[p] / span
+    printf "# node %s %d %d %d %d %.2f %.2f; %d %.2f %d\n", p, span, put[p], get[p], other[p], put[p] / span, get[p] / span, logput[p], logput[p] / span, most[p]
   }
   for (o in unk) printf "# not by a node key prefix (bucket-level calls): %s %d\n", o, unk[o]
 }' "$work/access.log" | sort
