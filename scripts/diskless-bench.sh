@@ -15,7 +15,8 @@
 #       one inlet-diskless with its topic created and nothing produced, for SECONDS (60).
 #   scripts/diskless-bench.sh profile OUT.pprof [local]
 #       one node under loadgen's 16 idempotent producers flat out for 25 s, its topic diskless
-#       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof.
+#       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof; its
+#       diskless, fsync and group commit metrics are printed after.
 #
 # Every node has a fresh data directory and a key prefix of its own in the bucket. After the
 # runs, the requests each node made (versitygw's access log, by key prefix) are printed per
@@ -111,7 +112,7 @@ idle | profile)
     wait "$prof"
     echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
   fi
-  curl -s "http://127.0.0.1:$mport/metrics" | grep -i '^inlet_diskless' | sed 's/^/# metrics: /' || true
+  curl -s "http://127.0.0.1:$mport/metrics" | grep -iE '^inlet_(diskless|fsync_duration|group_commit_duration)' | sed 's/^/# metrics: /' || true
   kill -TERM "$node"
   wait "$node"
   rc=$?
