@@ -133,7 +133,9 @@ wait "$gw" 2>/dev/null || true
 [ -z "${KEEP_ACCESS_LOG:-}" ] || cp "$work/access.log" "$KEEP_ACCESS_LOG"
 # Requests per node: access log lines are `- BUCKET [DD/Month/YYYY:HH:MM:SS +0000] IP - ID s3_OP KEY ...`;
 # a node's keys start with its prefix. Rates are over the node's span in the log (first to last
-# request, whole seconds), so they include its start and stop.
+# request, whole seconds), so they include its start and stop. The log stamps a request when it
+# ends: PUTs started at least 100 ms apart (the node's bound) but of different lengths can end
+# more than ten to a second.
 echo "# requests per node (versitygw access log): node span_s PUT GET other PUT/s GET/s; commit object PUTs, a second, most in one second"
 awk '$8 ~ /^s3_/ {
   split($9, k, "/"); p = k[1]
