@@ -322,11 +322,12 @@ func TestPutRateBoundWithPutsInFlight(t *testing.T) {
 	if puts := len(g.starts); puts > int(elapsed/interval)+1 {
 		t.Fatalf("%d PUTs in %v: more than one per %v", puts, elapsed, interval)
 	}
-	// Each start is one interval after the one before, less the scheduling of the PUT's
-	// goroutine (the loop takes its time before it starts one).
-	for i := 1; i < len(g.starts); i++ {
-		if d := g.starts[i].Sub(g.starts[i-1]); d < interval/2 {
-			t.Fatalf("PUT %d started %v after the one before", i+1, d)
+	// Each start is at least one interval after the one before; seen here, a PUT's start
+	// also carries the scheduling of its goroutine (up to an interval on a loaded machine),
+	// so six starts span five intervals less one.
+	for i := 5; i < len(g.starts); i++ {
+		if d := g.starts[i].Sub(g.starts[i-5]); d < 4*interval {
+			t.Fatalf("PUTs %d to %d started within %v", i-4, i+1, d)
 		}
 	}
 	seen := 0
