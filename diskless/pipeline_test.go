@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"inlet/batchlog"
 	"inlet/objstore"
+	"inlet/tier"
 	"inlet/wire"
 )
 
@@ -423,4 +425,40 @@ func logOf(t *testing.T, m *objstore.Memory) (out [][]Entry) {
 		nums, out = append(nums, n), append(out, es)
 	}
 	return out
+}
+
+// TestRecoverRefusesALogThatLostObjects: past the last object of the log, no more than a
+// writer with PUTs in flight can leave; a gap followed by more objects than that is a log that
+// lost objects, and the start stops, as before several PUTs were in flight.
+func TestRecoverRefusesALogThatLostObjects(t *testing.T) {
+	m := objstore.NewMemory()
+	n := openNode(t, t.TempDir(), m, Config{}, false)
+	d := n.topic("d", true)
+	n.close()
+	put := func(seq, after uint64) {
+		b := batch(-1, 0, 1, byte(seq))
+		binary.BigEndian.PutUint64(b, seq-1)
+		o := seal(appendEntry(newObject(nil), d.ID, 0, int64(seq-1), b), Header{Sequence: seq, After: after, Entries: 1})
+		if err := m.Put(context.Background(), LogKey(seq), bytes.NewReader(o), int64(len(o))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, 0)
+	for seq := uint64(3); seq <= 3+2*MaxPutsInFlightLimit; seq++ { // object 2 lost
+		put(seq, seq-1)
+	}
+	c := New(Config{Bucket: m, Logger: quiet})
+	l, err := batchlog.Open(batchlog.Options{Dir: t.TempDir(), MaxGroupBytes: 1 << 20, MemTableSize: 8 << 20, Diskless: c, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := tier.Restore(ctx, l, l.Meta(), m, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx, l); err == nil || !strings.Contains(err.Error(), "lost objects") {
+		t.Fatalf("recover: %v, want the lost objects refused", err)
+	}
 }

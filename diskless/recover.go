@@ -112,7 +112,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		last = objs[len(objs)-1].n
 	}
 	if last-tail > 2*MaxPutsInFlightLimit {
-		return st, fmt.Errorf("diskless: the commit log has no object %d that %s follows", tail+1, LogKey(last))
+		return st, fmt.Errorf("diskless: %d objects past the log's last (%s), more than a writer stopped with PUTs in flight leaves: the commit log lost objects", last-tail, LogKey(tail))
 	}
 	ends := map[*batchlog.Partition]int64{}
 	maxPID := int64(-1)
