@@ -26,7 +26,8 @@
 #
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
 # COMMIT_BYTES (--diskless-commit-bytes, default 32MiB), DISKLESS_ARGS (further inlet flags of
-# both nodes), KLITE (produce: klite's binary, a third target).
+# both nodes), KLITE (produce: klite's binary, a third target), LOADGEN_ARGS (profile: further
+# loadgen flags, --rate N to profile an offered load rather than flat out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -108,7 +109,7 @@ idle | profile)
     out=${1:?usage: scripts/diskless-bench.sh profile OUT.pprof [local]}
     (sleep 5 && curl -s -o "$out" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=15") &
     prof=$!
-    bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration 25s | tail -8
+    bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration 25s ${LOADGEN_ARGS:-} | tail -8
     wait "$prof"
     echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
   fi
