@@ -2,6 +2,7 @@ package diskless
 
 import (
 	"testing"
+	"time"
 
 	"inlet/batchlog"
 	"inlet/objstore"
@@ -56,5 +57,39 @@ func TestObjectsFillWithoutGrowing(t *testing.T) {
 	c.Commit(group(1))
 	if len(c.objects) != 2 || &c.objects[1].buf[:1][0] != &landed[0] {
 		t.Fatal("the next object did not take the landed object's buffer")
+	}
+}
+
+// TestIdleKeepsOneBuffer: the buffers of objects landed together are kept for the next
+// objects while groups keep coming, and all but one are let go once the loop has been idle
+// for idleTrim.
+func TestIdleKeepsOneBuffer(t *testing.T) {
+	g := newGated()
+	n := openNode(t, t.TempDir(), g, Config{CommitBytes: 1 << 20}, false)
+	defer n.close()
+	p := n.topic("d", true).Partitions[0]
+	release := g.holdPut(1)
+	first := n.send(appendOf(p, -1, 0, 1, 1))
+	eventually(t, "object 1's PUT started", func() bool { return g.tries(1) == 1 })
+	var rest []*produce
+	for i := range 3 {
+		rest = append(rest, n.send(appendOf(p, -1, 0, 1, byte(2+i))))
+		eventually(t, "the next object landed", func() bool { return g.has(uint64(2 + i)) })
+	}
+	release()
+	for _, pr := range append(rest, first) {
+		pr.wait(t, 5*time.Second)
+	}
+	free := func() int {
+		n.c.mu.Lock()
+		defer n.c.mu.Unlock()
+		return len(n.c.free)
+	}
+	if k := free(); k < 3 {
+		t.Fatalf("%d free buffers after 4 objects landed together, want them kept", k)
+	}
+	time.Sleep(idleTrim + 200*time.Millisecond)
+	if k := free(); k != 1 {
+		t.Fatalf("%d free buffers after %v idle, want 1", k, idleTrim)
 	}
 }

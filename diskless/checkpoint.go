@@ -32,7 +32,7 @@ import (
 // producer windows and aborted transactions. A checkpoint, CheckpointKey(n), holds that state,
 // folded; once it has landed, objects 1..n and older checkpoints are deleted.
 //
-// The fold is kept by the committer as objects land, in order (landed, from the commit loop;
+// The fold is kept by the committer as objects land, in order (foldLanded, from the commit loop;
 // Recover folds what it replays and uploads), so a checkpoint costs no read of the bucket. It is
 // always as of the last landed object, L, which is n or later: a checkpoint written at n says
 // "objects 1..n are folded here, and so are n+1..L". A restore seeds its fold from it, replays
@@ -169,9 +169,10 @@ func (c *Committer) CheckpointStats() CheckpointStats {
 	return c.ck.stats
 }
 
-// landed folds commit object seq (obj, as PUT) in: the commit loop calls it once the object
-// has landed, before its groups are published; Recover for the objects it uploads.
-func (c *Committer) landed(seq uint64, obj []byte) {
+// foldLanded folds commit object seq (obj, as PUT) in: the commit loop calls it once the
+// object has landed, in number order, before its groups are published; Recover for the
+// objects it writes.
+func (c *Committer) foldLanded(seq uint64, obj []byte) {
 	if !c.ck.on {
 		return
 	}

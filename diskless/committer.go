@@ -7,34 +7,66 @@
 // Committer (batchlog.DisklessCommitter) in place of publishing them. The Committer:
 //
 //	Commit (completer goroutine)   copy the group's batches into the open commit object
-//	run (one goroutine)            at most once per CommitInterval: seal the oldest object,
-//	                               PUT it (If-None-Match) under the next number, retried with
-//	                               backoff until it lands; then, in order, publish its groups'
-//	                               high watermarks and answer their requests
+//	run (one goroutine)            at most once per CommitInterval: seal the oldest open
+//	                               object, number it (the next number; its header names the
+//	                               object sealed before it) and start its PUT (If-None-Match)
+//	                               on a goroutine of its own, up to MaxPutsInFlight at once;
+//	                               retry a failed PUT with backoff; as objects land, in number
+//	                               order, publish their groups' high watermarks and answer
+//	                               their requests
 //	reap (one goroutine)           answer REQUEST_TIMED_OUT to requests held past
 //	                               RequestTimeout (their batches stay queued for the bucket)
+//
+// In pseudo-code, one turn of run (it alone starts PUTs, numbers objects and publishes):
+//
+//	for each result of a PUT:     landed; or failed (backoff); or a stale writer's object
+//	                              under its number (renumber, below); or another writer's
+//	                              (fence: stop, answer everything NOT_LEADER_OR_FOLLOWER)
+//	while the oldest object has landed (and the lease is held): publish it, answer it
+//	if a renumber is due and no PUT is in flight: renumber
+//	if fewer than MaxPutsInFlight PUTs are in flight and CommitInterval has passed since the
+//	last PUT started: retry the oldest failed object whose backoff is over, or else, if no
+//	object is failing, seal the oldest open one and PUT it
+//
+// One PUT in flight at a time was the first design: a PUT of an 8-10 MiB object took about
+// 170 ms on a loopback versitygw, longer than the interval, so the PUT's latency and not the
+// window set the pace (about 60 MB/s). Several in flight keep the window's bound (CommitBytes
+// per interval) as the only ceiling.
 //
 // Invariants:
 //   - Nothing of a diskless partition is readable (its high watermark) or acknowledged before
 //     the commit object holding it, and every object before that, is in the bucket: groups are
-//     published in the order the completer handed them over, one PUT in flight at a time.
+//     published in the order the completer handed them over, and objects in number order
+//     whatever order their PUTs land in (object n's groups wait for objects 1..n).
 //   - A batch, once given offsets, is never dropped: a failed PUT is retried until it lands
 //     (or the writer is fenced), since a retry of an unanswered batch is answered from the
 //     producer's window with the offsets already given.
-//   - Objects are numbered 1, 2, ... with no gap, each created only if its key is free. A PUT
-//     answered ErrExists is read back: the same bytes are this writer's own earlier attempt
-//     (a reply lost), anything else another writer's object, and this one is fenced: it stops
-//     writing and answers NOT_LEADER_OR_FOLLOWER.
-//   - The PUT rate is at most one per CommitInterval (10/s at the default) at any load; the
-//     objects waiting behind a slow or failing bucket are bounded by MaxPendingBytes, past which
-//     diskless appends are refused KAFKA_STORAGE_ERROR before they take offsets (Admit).
+//   - Objects are numbered when sealed, 1, 2, ..., each header naming the object it follows
+//     (After: the one sealed before it), each created only if its key is free. A PUT answered
+//     ErrExists is read back: the same bytes are this writer's own earlier attempt (a reply
+//     lost); an object of an older epoch is a stale writer's late PUT, and its number is void:
+//     once no PUT is in flight, that object and every one sealed after it, landed or not
+//     (theirs follow the void number), are numbered again past every number used, the first
+//     naming the object the void one followed; anything else is another writer's object, and
+//     this one is fenced: it stops writing and answers NOT_LEADER_OR_FOLLOWER.
+//   - A node that stops with PUTs in flight can leave a gap: object n missing, objects after
+//     it landed. None of those was answered (they wait for n). Recover treats an object that
+//     follows one not in the log as void, and writes an empty object naming the last object
+//     of the log before the node serves, so that they stay void if a late PUT fills the gap.
+//   - The PUT rate is at most one PUT (a first try or a retry) started per CommitInterval (10/s
+//     at the default) at any load, at most MaxPutsInFlight at once; a Close drains without
+//     the interval. While a PUT is failing no new object is sealed: a down bucket sees only
+//     the retries, with backoff. The objects waiting behind a slow or failing bucket are
+//     bounded by MaxPendingBytes, past which diskless appends are refused KAFKA_STORAGE_ERROR
+//     before they take offsets (Admit).
 //
 // Recover (recover.go) runs before the node serves: it replays the commit objects the local
 // log lacks (all of them after a restore on an empty disk) and uploads the local batches that
 // never reached the bucket, then starts the loop.
 //
 // Lock order: Committer.mu is a leaf; no call to the bucket, the log or a request's completion
-// is made holding it.
+// is made holding it. An object's number, header and PUT state are the loop's alone (and
+// Recover's, before the loop starts); its buffer is written under mu until it is sealed.
 package diskless
 
 import (
@@ -54,12 +86,23 @@ import (
 	"inlet/wire"
 )
 
-// Defaults, after Inkless's inkless.produce.commit.interval.ms (250 ms there; 100 ms here, the
-// group commit of the seed this design follows) and inkless.produce.buffer.max.bytes (8 MiB).
+// Defaults. CommitInterval after Inkless's inkless.produce.commit.interval.ms (250 ms there;
+// 100 ms here, the group commit of the seed this design follows). With at most one PUT
+// started per interval, CommitBytes x 10/s is the diskless throughput's ceiling: Inkless's
+// 8 MiB (inkless.produce.buffer.max.bytes) held a node to about 60 MB/s, in objects of
+// 6.4 MiB on average (a group of up to --max-group-bytes is never split), against 320 MB/s
+// for local-acked topics on the same node; 32 MiB objects reached about twice that, more than
+// 16 MiB did (BENCHMARKS.md, "Diskless topics"). MaxPendingBytes: the objects in flight, the
+// one filling, and as many again queued behind a slow bucket (8 x CommitBytes).
+// DefaultMaxPutsInFlight: four PUTs in flight cover a bucket whose PUT of a full object takes
+// up to four intervals; MaxPutsInFlightLimit bounds the setting, and with it the objects a
+// stopped node can leave past a gap (Recover).
 const (
 	DefaultCommitInterval  = 100 * time.Millisecond
-	DefaultCommitBytes     = 8 << 20
-	DefaultMaxPendingBytes = 64 << 20
+	DefaultCommitBytes     = 32 << 20
+	DefaultMaxPutsInFlight = 4
+	MaxPutsInFlightLimit   = 16
+	DefaultMaxPendingBytes = 8 * DefaultCommitBytes
 	DefaultRequestTimeout  = 30 * time.Second // Kafka's request.timeout.ms
 )
 
@@ -77,10 +120,14 @@ type Config struct {
 	Fenced   <-chan struct{}
 	// CommitInterval: at most one PUT starts per interval. CommitBytes: an object is closed
 	// once its batches reach this many bytes (a group is never split, so one may pass it by a
-	// group). MaxPendingBytes bounds the batches not yet in the bucket. RequestTimeout: a
-	// request held this long is answered REQUEST_TIMED_OUT. Zero values take the defaults.
+	// group). MaxPutsInFlight: PUTs of commit objects in flight at once (1 to
+	// MaxPutsInFlightLimit), as Kafka's producer bounds its requests in flight per connection
+	// (max.in.flight.requests.per.connection); they are answered in order all the same.
+	// MaxPendingBytes bounds the batches not yet in the bucket. RequestTimeout: a request held
+	// this long is answered REQUEST_TIMED_OUT. Zero values take the defaults.
 	CommitInterval  time.Duration
 	CommitBytes     int
+	MaxPutsInFlight int
 	MaxPendingBytes int64
 	RequestTimeout  time.Duration
 	// CloseTimeout bounds how long Close keeps trying to PUT what is queued; 0: 10 s.
@@ -121,7 +168,7 @@ type Committer struct {
 
 	mu      sync.Mutex
 	objects []*object // oldest first; the last one takes new groups unless sealed
-	free    [][]byte  // a landed object's buffer, kept for the next (recycle)
+	free    [][]byte  // landed objects' buffers, kept for the next ones (recycle)
 	ids     map[*batchlog.Partition][16]byte
 	// undescribed: topics whose description must be checked before the next PUT (a
 	// partition of theirs seen for the first time), so that no commit object names a topic
@@ -130,8 +177,7 @@ type Committer struct {
 	closing     bool
 
 	next    uint64 // the number of the next object; owned by the loop (and Recover before it)
-	after   uint64 // the number of the last object of the log (Header.After of the next)
-	lastPut time.Time
+	after   uint64 // the number of the last object sealed in the log (Header.After of the next)
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -154,8 +200,21 @@ type object struct {
 	buf     []byte
 	entries uint32
 	payload int64 // the entries' bytes
-	groups  []*heldGroup
-	sealed  bool
+	// sum is the CRC-32C of buf[headerLen:] while summed (entrySum; an object Recover
+	// uploads is not: seal reads it whole).
+	sum    uint32
+	summed bool
+	groups []*heldGroup
+	sealed bool // takes no more groups (set under mu)
+
+	// The loop's, once sealed: the object's number, the one it follows, the epoch in its
+	// header; a PUT in flight, landed; the PUTs failed in a row and when to try again;
+	// stale: its number holds a stale writer's object (renumbered).
+	seq, after, epoch uint64
+	putting, landed   bool
+	stale             bool
+	failures          int
+	retryAt           time.Time
 }
 
 type heldGroup struct {
@@ -173,6 +232,10 @@ func New(cfg Config) *Committer {
 	if cfg.CommitBytes <= 0 {
 		cfg.CommitBytes = DefaultCommitBytes
 	}
+	if cfg.MaxPutsInFlight <= 0 {
+		cfg.MaxPutsInFlight = DefaultMaxPutsInFlight
+	}
+	cfg.MaxPutsInFlight = min(cfg.MaxPutsInFlight, MaxPutsInFlightLimit)
 	if cfg.MaxPendingBytes <= 0 {
 		cfg.MaxPendingBytes = DefaultMaxPendingBytes
 	}
@@ -228,7 +291,9 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 	o := c.openObject(need)
 	before := len(o.buf)
 	for _, a := range g.Appends {
+		at := len(o.buf)
 		o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
+		o.sum = entrySum(o.sum, o.buf[at:])
 		o.entries++
 	}
 	o.payload += int64(len(o.buf) - before)
@@ -261,16 +326,16 @@ func (c *Committer) openObject(need int) *object {
 	} else {
 		buf = make([]byte, 0, size)
 	}
-	o := &object{buf: newObject(buf)}
+	o := &object{buf: newObject(buf), summed: true}
 	c.objects = append(c.objects, o)
 	return o
 }
 
-// recycle keeps a landed object's buffer for the next object (one at most: with one PUT in
-// flight, the object filling and the one being written are all that is ever needed).
-// Called holding mu.
+// recycle keeps a landed object's buffer for a next object: MaxPutsInFlight+1 at most, the
+// objects being written and the one filling being all that a bucket that keeps up needs (and
+// one once the loop is idle). Called holding mu.
 func (c *Committer) recycle(o *object) {
-	if len(c.free) == 0 && cap(o.buf) >= c.cfg.CommitBytes+trailerLen {
+	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) >= c.cfg.CommitBytes+trailerLen {
 		c.free = append(c.free, o.buf[:0])
 	}
 	o.buf = nil
@@ -321,117 +386,353 @@ func (c *Committer) Close() {
 	c.failQueued(wire.ErrKafkaStorageError)
 }
 
-// run is the commit loop.
+// putResult is what a PUT's goroutine hands back to the loop.
+type putResult struct {
+	o   *object
+	err error
+}
+
+// run is the commit loop (see the package comment).
 func (c *Committer) run() {
 	defer close(c.done)
-	var timer *time.Timer
-	closeBy := time.Time{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make(chan putResult, c.cfg.MaxPutsInFlight)
+	inflight := 0
+	// halt ends the loop's PUTs in flight (cut short) and waits for their goroutines.
+	halt := func() {
+		cancel()
+		for ; inflight > 0; inflight-- {
+			<-results
+		}
+	}
+	var lastPut, closeBy, idleSince time.Time
+	renumber := false
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
+		now := time.Now()
 		c.mu.Lock()
-		var o *object
-		if len(c.objects) > 0 && len(c.objects[0].groups) > 0 {
-			o = c.objects[0]
-		}
 		closing := c.closing
-		wait := c.cfg.CommitInterval - time.Since(c.lastPut)
-		if o != nil && (wait <= 0 || closing) {
-			o.sealed = true
-		}
+		objs := c.objects // the loop alone takes objects off the front
 		c.mu.Unlock()
 		if closing && closeBy.IsZero() {
-			closeBy = time.Now().Add(c.cfg.CloseTimeout)
+			closeBy = now.Add(c.cfg.CloseTimeout)
 		}
+
+		// Publish and answer the landed objects at the front, in number order.
+		var wake time.Time
+		for len(objs) > 0 && objs[0].landed {
+			if err := c.writer(); err != nil {
+				// Landed; still the writer? Otherwise the node that took the prefix may have
+				// restored without this object: nothing of it is published or answered.
+				if errors.Is(err, errFenced) {
+					c.fence(err)
+					halt()
+					return
+				}
+				wake = now.Add(50 * time.Millisecond)
+				break
+			}
+			if objs[0].entries > 0 {
+				c.foldLanded(objs[0].seq, objs[0].buf) // checkpoint.go: before its groups are published
+			}
+			c.publish(objs[0])
+			objs = objs[1:]
+		}
+
 		switch {
-		case o == nil && closing:
+		case closing && len(objs) == 0 && inflight == 0:
 			return
-		case o == nil:
-			select {
-			case <-c.kick:
-			case <-c.stop:
-			}
-			continue
-		case !o.sealed:
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			select {
-			case <-timer.C:
-			case <-c.stop:
-			}
-			continue
+		case closing && now.After(closeBy):
+			halt()
+			return // closing with the bucket down: Close answers the rest
 		}
-		if o.entries > 0 {
-			c.lastPut = time.Now()
-			if !c.put(o, closeBy) {
-				return // fenced, or closing with the bucket down: Close answers the rest
+
+		if renumber && inflight == 0 {
+			c.renumber(objs)
+			renumber = false
+		}
+		open := false // an object not sealed yet: a kick brings nothing new
+		if !renumber {
+			notBefore := lastPut.Add(c.cfg.CommitInterval)
+			if closing {
+				notBefore = time.Time{}
 			}
-			c.landed(c.after, o.buf) // checkpoint.go: folded before its groups are published
+			for inflight < c.cfg.MaxPutsInFlight {
+				o, at := c.nextPut(objs, now, notBefore)
+				if o == nil {
+					wake = earliest(wake, at)
+					break
+				}
+				if err := c.startable(); err != nil {
+					if errors.Is(err, errFenced) {
+						c.fence(err)
+						halt()
+						return
+					}
+					c.failed(o, err, now)
+					continue
+				}
+				o.putting = true
+				inflight++
+				lastPut = now
+				if !closing {
+					notBefore = now.Add(c.cfg.CommitInterval)
+				}
+				go func(o *object, key string) {
+					results <- putResult{o, c.putOnce(ctx, key, o.buf, o.epoch)}
+				}(o, LogKey(o.seq))
+			}
+			if len(objs) > 0 && objs[0].landed {
+				wake = now // an object with no entries landed at once: publish it
+			}
 		}
 		c.mu.Lock()
-		c.objects = c.objects[1:]
-		c.recycle(o)
-		var answer []*heldGroup
-		for _, h := range o.groups {
-			if !h.answered {
-				h.answered = true
-				answer = append(answer, h)
-			}
+		for _, o := range objs {
+			open = open || !o.sealed
+		}
+		switch {
+		case len(objs) > 0 || inflight > 0 || len(c.free) <= 1:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = now
+			wake = earliest(wake, now.Add(idleTrim))
+		case now.Sub(idleSince) >= idleTrim:
+			// Idle a while: one buffer kept for the next object, the rest left to the
+			// collector. (Not at every empty queue: flat out, the queue empties between
+			// two groups, and new buffers of CommitBytes cost their zeroing.)
+			clear(c.free[1:])
+			c.free = c.free[:1]
 		}
 		c.mu.Unlock()
-		c.pending.Add(-o.payload)
-		for _, h := range o.groups {
-			h.publish()
-			if c.cfg.Observer != nil && h.g != nil {
-				c.cfg.Observer.Committed(time.Since(h.at))
-			}
+
+		if closing {
+			wake = earliest(wake, closeBy)
 		}
-		for _, h := range answer {
-			h.answer(0)
-			c.stats.LastCommitNanos.Store(int64(time.Since(h.at)))
+		var tc <-chan time.Time
+		if !wake.IsZero() {
+			timer.Reset(time.Until(wake))
+			tc = timer.C
+		}
+		var kick <-chan struct{}
+		if !open {
+			kick = c.kick
+		}
+		var stop <-chan struct{}
+		if !closing {
+			stop = c.stop
+		}
+		select {
+		case r := <-results:
+			inflight--
+			if c.landed(r, time.Now()) {
+				renumber = true
+			}
+			if c.fenced.Load() {
+				halt()
+				return
+			}
+		case <-kick:
+		case <-tc:
+		case <-stop:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 	}
 }
 
-// put writes o under the next number, retrying until it lands; false when the writer was
-// fenced, or when closing and closeBy passed.
-func (c *Committer) put(o *object, closeBy time.Time) bool {
-	epoch := uint64(0)
-	if c.cfg.Epoch != nil {
-		epoch = c.cfg.Epoch()
+// idleTrim: the loop idle this long keeps one free object buffer.
+const idleTrim = time.Second
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
 	}
-	h := Header{Epoch: epoch, Incarnation: c.incarnation, Sequence: c.next, Node: c.cfg.NodeID, Entries: o.entries, After: c.after}
-	body := seal(o.buf, h)
-	o.buf = body
-	key := LogKey(c.next)
+	return a
+}
+
+// nextPut is the object whose PUT starts now: the oldest sealed one not landed whose backoff
+// is over, or else, while none is failing, the oldest open one, sealed and numbered here; none
+// before notBefore (the interval since the last PUT started). An object with no entries (a
+// group of duplicates only) is sealed and lands at once, with no PUT. Nil if none; then at is
+// when one may start (zero: when a group arrives or a PUT ends).
+func (c *Committer) nextPut(objs []*object, now, notBefore time.Time) (o *object, at time.Time) {
+	failing := false
+	for _, o := range objs {
+		if !o.sealed {
+			if failing {
+				return nil, at
+			}
+			c.mu.Lock()
+			empty := o.entries == 0
+			if !empty && now.Before(notBefore) {
+				c.mu.Unlock()
+				return nil, notBefore
+			}
+			o.sealed = true
+			c.mu.Unlock()
+			if empty {
+				o.landed = true
+				continue
+			}
+			c.number(o)
+			return o, time.Time{}
+		}
+		switch {
+		case o.landed || o.putting:
+		case o.retryAt.After(now):
+			failing = true
+			at = earliest(at, o.retryAt)
+		case now.Before(notBefore):
+			return nil, notBefore
+		default:
+			return o, time.Time{}
+		}
+	}
+	return nil, at
+}
+
+// startable is nil when a PUT may start: this node is the writer, and every topic the
+// objects name has its description in the bucket (so that no commit object names a topic the
+// bucket has no description of; on the loop, before any PUT starts, so none overtakes it).
+func (c *Committer) startable() error {
+	err := c.writer()
+	if err == nil {
+		err = c.describeNew()
+	}
+	return err
+}
+
+// number gives a sealed object the next number, following the last object sealed, and
+// writes its header and trailer (the loop's, or Recover's before the loop starts).
+func (c *Committer) number(o *object) {
+	o.epoch = 0
+	if c.cfg.Epoch != nil {
+		o.epoch = c.cfg.Epoch()
+	}
+	o.seq, o.after = c.next, c.after
+	c.next++
+	c.after = o.seq
+	h := Header{Epoch: o.epoch, Incarnation: c.incarnation, Sequence: o.seq, Node: c.cfg.NodeID, Entries: o.entries, After: o.after}
+	if o.summed {
+		o.buf = sealSum(o.buf, h, o.sum)
+	} else {
+		o.buf = seal(o.buf, h)
+	}
+}
+
+// renumber numbers again, past every number used, the first object whose number was taken by
+// a stale writer's object and every object sealed after it (landed or not: each follows the
+// one before it, and so the void number). The first names the object the void one followed,
+// so that a restore skips the void number and every object numbered after it. Called with no
+// PUT in flight.
+func (c *Committer) renumber(objs []*object) {
+	first := true
+	for _, o := range objs {
+		if !o.sealed {
+			break
+		}
+		if first && !o.stale || o.entries == 0 {
+			continue
+		}
+		if first {
+			c.after = o.after
+			first = false
+		}
+		c.cfg.Logger.Warn("diskless: commit object renumbered past a stale writer's object", "was", LogKey(o.seq), "after", LogKey(o.after))
+		o.buf = o.buf[:len(o.buf)-trailerLen]
+		c.number(o)
+		o.landed, o.stale, o.failures, o.retryAt = false, false, 0, time.Time{}
+	}
+}
+
+// landed takes a PUT's result; true when a renumber is due (a stale writer's object took
+// the number).
+func (c *Committer) landed(r putResult, now time.Time) bool {
+	o := r.o
+	o.putting = false
+	switch {
+	case r.err == nil:
+		o.landed, o.failures = true, 0
+		c.stats.Puts.Add(1)
+		c.stats.PutBytes.Add(int64(len(o.buf)))
+	case errors.Is(r.err, errStale):
+		// A writer that lost the prefix landed an object under this number after this node
+		// took it: void it, by naming the last object of the log in the next one.
+		c.cfg.Logger.Warn("diskless: a stale writer's object under the next number; skipped", "key", LogKey(o.seq), "err", r.err)
+		o.stale = true
+		return true
+	case errors.Is(r.err, errFenced):
+		c.fence(r.err)
+	default:
+		c.failed(o, r.err, now)
+	}
+	return false
+}
+
+// failed counts a failed PUT of o and sets its retry: 50 ms, doubling to 5 s.
+func (c *Committer) failed(o *object, err error, now time.Time) {
+	o.failures++
+	c.stats.PutFailures.Add(1)
+	if o.failures == 1 || o.failures%20 == 0 {
+		c.cfg.Logger.Warn("diskless: commit object not written; retrying", "key", LogKey(o.seq), "attempt", o.failures, "err", err)
+	}
+	o.retryAt = now.Add(min(50*time.Millisecond<<min(o.failures-1, 7), 5*time.Second))
+}
+
+// publish takes the landed object at the front off the queue, publishes its groups' high
+// watermarks in order and answers their requests.
+func (c *Committer) publish(o *object) {
+	c.mu.Lock()
+	c.objects = c.objects[1:]
+	c.recycle(o)
+	var answer []*heldGroup
+	for _, h := range o.groups {
+		if !h.answered {
+			h.answered = true
+			answer = append(answer, h)
+		}
+	}
+	c.mu.Unlock()
+	c.pending.Add(-o.payload)
+	for _, h := range o.groups {
+		h.publish()
+		if c.cfg.Observer != nil && h.g != nil {
+			c.cfg.Observer.Committed(time.Since(h.at))
+		}
+	}
+	for _, h := range answer {
+		h.answer(0)
+		c.stats.LastCommitNanos.Store(int64(time.Since(h.at)))
+	}
+}
+
+// put writes o under the next number now, retrying until it lands: Recover's uploads, one at
+// a time before the loop starts. False when the writer was fenced, or deadline passed.
+func (c *Committer) put(o *object, deadline time.Time) bool {
+	o.sealed = true
+	c.number(o)
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := c.writer()
+		err := c.startable()
 		if err == nil {
-			err = c.describeNew()
-		}
-		if err == nil {
-			err = c.putOnce(key, body, epoch)
+			err = c.putOnce(context.Background(), LogKey(o.seq), o.buf, o.epoch)
 		}
 		if errors.Is(err, errStale) {
-			// A writer that lost the prefix landed an object under this number after this
-			// node took it: void it, by naming the last object of the log in the next one.
-			c.cfg.Logger.Warn("diskless: a stale writer's object under the next number; skipped", "key", key, "err", err)
-			c.next++
-			h.Sequence = c.next
-			body = seal(body[:len(body)-trailerLen], h)
-			o.buf, key = body, LogKey(c.next)
+			c.cfg.Logger.Warn("diskless: a stale writer's object under the next number; skipped", "key", LogKey(o.seq), "err", err)
+			o.stale = true
+			c.renumber([]*object{o})
 			attempt = 0
 			continue
 		}
 		if err == nil {
-			c.after = c.next
-			c.next++
 			c.stats.Puts.Add(1)
-			c.stats.PutBytes.Add(int64(len(body)))
-			// Landed; still the writer? Otherwise the node that took the prefix may have
-			// restored without this object: nothing of it is published or answered.
+			c.stats.PutBytes.Add(int64(len(o.buf)))
 			for err := c.writer(); err != nil; err = c.writer() {
 				if errors.Is(err, errFenced) {
 					c.fence(err)
@@ -451,18 +752,15 @@ func (c *Committer) put(o *object, closeBy time.Time) bool {
 		}
 		c.stats.PutFailures.Add(1)
 		if attempt == 1 || attempt%20 == 0 {
-			c.cfg.Logger.Warn("diskless: commit object not written; retrying", "key", key, "attempt", attempt, "err", err)
+			c.cfg.Logger.Warn("diskless: commit object not written; retrying", "key", LogKey(o.seq), "attempt", attempt, "err", err)
 		}
-		if !closeBy.IsZero() && time.Now().After(closeBy) {
+		if time.Now().After(deadline) {
 			return false
 		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(min(backoff, time.Until(deadline))):
 		case <-c.stop:
-			if closeBy.IsZero() {
-				closeBy = time.Now().Add(c.cfg.CloseTimeout)
-			}
-			time.Sleep(min(backoff, time.Until(closeBy)))
+			return false
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
@@ -521,8 +819,8 @@ func (c *Committer) describeNew() error {
 // putOnce makes one attempt at writing body under key. An object already there is this
 // writer's own (a lost reply: nil), one of an older epoch than this writer's (errStale), or
 // another writer's (errFenced).
-func (c *Committer) putOnce(key string, body []byte, epoch uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+func (c *Committer) putOnce(ctx context.Context, key string, body []byte, epoch uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	err := c.cfg.Bucket.Put(ctx, key, bytes.NewReader(body), int64(len(body)))
 	if !errors.Is(err, objstore.ErrExists) {

@@ -2,9 +2,14 @@ package diskless
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math/rand/v2"
 	"testing"
 
+	"inlet/batchlog"
 	"inlet/idem"
+	"inlet/objstore"
 )
 
 func TestObjectRoundTrip(t *testing.T) {
@@ -102,4 +107,74 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted bytes do not re-encode the same")
 		}
 	})
+}
+
+// TestCRCCombine: the CRC-32C of a followed by b from the CRCs of each is the CRC of the
+// whole, for lengths around every power of two up to 1 MiB (crcCombine's loop walks len(b)'s
+// bits) and the empty b.
+func TestCRCCombine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 1<<20+3)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	for _, n := range []int{0, 1, 2, 3, 7, 8, 9, 255, 256, 4095, 4096, 4097, 65535, 65536, 1 << 20, 1<<20 + 3} {
+		a, b := data[:rng.IntN(100)], data[len(data)-n:]
+		whole := crc32.Checksum(append(append([]byte(nil), a...), b...), castagnoli)
+		if got := crcCombine(crc32.Checksum(a, castagnoli), crc32.Checksum(b, castagnoli), len(b)); got != whole {
+			t.Fatalf("len(a) %d, len(b) %d: combined %08x, want %08x", len(a), n, got, whole)
+		}
+	}
+}
+
+// TestSealSumIsTheObjectsCRC: an object filled by Commit (batches small and large, their
+// CRCs combined in, and state entries) and sealed from its running sum has the trailer a
+// CRC of all its bytes gives, and decodes; so does one renumbered.
+func TestSealSumIsTheObjectsCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	c := New(Config{Bucket: objstore.NewMemory(), CommitBytes: 4 << 20})
+	c.next = 1 // as Recover leaves it on an empty bucket
+	p := &batchlog.Partition{Topic: "d"}
+	base := int64(0)
+	for i := 0; i < 40; i++ {
+		g := &batchlog.DisklessGroup{}
+		for range 1 + rng.IntN(3) {
+			b := sizedBatch(61+rng.IntN(3)*rng.IntN(20000), base)
+			g.Appends = append(g.Appends, &batchlog.Append{Partition: p, Batch: b, BaseOffset: base})
+			base++
+		}
+		c.Commit(g)
+		if i%7 == 0 {
+			c.commitState(StateTenants, []byte("tenants state"))
+		}
+	}
+	o := c.objects[0]
+	o.sealed = true
+	for _, renumbered := range []bool{false, true} {
+		if renumbered {
+			o.buf = o.buf[:len(o.buf)-trailerLen]
+		}
+		c.number(o)
+		body := o.buf[:len(o.buf)-trailerLen]
+		if want, got := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(o.buf[len(body):]); got != want {
+			t.Fatalf("renumbered %v: trailer %08x, the object's CRC %08x", renumbered, got, want)
+		}
+		if _, es, err := Decode(o.buf); err != nil || len(es) != int(o.entries) {
+			t.Fatalf("renumbered %v: %d entries, %v", renumbered, len(es), err)
+		}
+	}
+}
+
+// sizedBatch is a record batch of size bytes (at least the 61-byte header) at base, with its
+// CRC right.
+func sizedBatch(size int, base int64) []byte {
+	b := make([]byte, size)
+	for i := 61; i < size; i++ {
+		b[i] = byte(i * 7)
+	}
+	binary.BigEndian.PutUint64(b, uint64(base))
+	binary.BigEndian.PutUint32(b[8:], uint32(size-12))
+	b[16] = 2
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
 }

@@ -33,8 +33,10 @@ type RecoverStats struct {
 // loop. Run it after the log has opened (and after tier.Restore, which recreates the diskless
 // topics from their descriptions, empty) and before the node serves:
 //
-//   - every commit object is read in number order (they must be numbered 1..n without a gap),
-//     and each batch of a diskless partition past the local high watermark is appended at its
+//   - every commit object of the log is read in number order (the chain of objects each
+//     naming the one it follows, from 1; the objects off it are void: a stale writer's, and
+//     those past a gap that a writer stopped with PUTs in flight left, see the package
+//     comment), and each batch of a diskless partition past the local high watermark is appended at its
 //     offset (through the committer, as a produce: the producer windows are rebuilt from the
 //     batches as replay rebuilds them); a batch that does not continue the partition exactly
 //     stops the start with an error. After a restore on an empty disk that is every batch;
@@ -165,15 +167,37 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	if err := l.Meta().ReserveProducerIDsPast(maxPID); err != nil {
 		return st, err
 	}
-	c.next, c.after = 1, 0
-	if len(objs) > 0 {
-		c.next = objs[len(objs)-1].n + 1
-	}
+	// The next object follows the log's last one; the numbers past it that objects hold (PUTs a
+	// writer stopped with in flight, past a gap: void) are skipped, and an empty object naming
+	// the log's last one is written first, before anything is served, so that they stay void if
+	// a late PUT fills the gap before them.
+	tail, last := uint64(0), uint64(0)
 	if ck != nil {
-		c.next, c.after = max(c.next, ck.through+1), ck.through
+		tail = ck.through
 	}
 	if len(log) > 0 {
-		c.after = max(c.after, log[len(log)-1].n)
+		tail = max(tail, log[len(log)-1].n)
+	}
+	if len(objs) > 0 {
+		last = objs[len(objs)-1].n
+	}
+	last = max(last, tail)
+	if last-tail > 2*MaxPutsInFlightLimit {
+		// More than a writer can leave in flight, twice over (a renumbering): a log that
+		// lost objects.
+		return st, fmt.Errorf("diskless: %d objects past the log's last (%s), more than a writer stopped with PUTs in flight leaves: the commit log lost objects", last-tail, LogKey(tail))
+	}
+	c.next, c.after = last+1, tail
+	if last > tail {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(time.Minute)
+		}
+		o := &object{buf: newObject(nil)}
+		if !c.put(o, deadline) {
+			return st, fmt.Errorf("diskless: writing the object that voids %s..%s failed", LogKey(tail+1), LogKey(last))
+		}
+		c.foldLanded(o.seq, o.buf)
 	}
 	c.ck.mu.Lock()
 	c.ck.first = c.next
@@ -261,20 +285,29 @@ func (c *Committer) chooseCheckpoint(ctx context.Context, objs, cks []listed, hd
 
 // chain is the log of the objects past n (objs by number; their headers read once into
 // hdrs), and whether it continues a checkpoint at n that folded objects up to through at
-// epoch: no object names one before n as the one it follows, and object through, if past n,
-// is in the log and of an epoch no newer than the checkpoint's.
+// epoch: the first object after n is n+1, no object names one before n as the one it follows,
+// and object through, if past n, is in the log and of an epoch no newer than the checkpoint's.
+// An object is in the log if it follows the log's last object (or n, first): one that
+// follows an object not in the log is void (past a gap a writer left when it stopped with
+// PUTs in flight, which were never answered), and so is one of an older epoch than an object
+// before it; one naming an earlier object than the log's last voids those after it (a stale
+// writer's objects, landed late).
 func (c *Committer) chain(ctx context.Context, objs []listed, n, through, epoch uint64, hdrs map[uint64]Header) ([]listed, bool, error) {
 	i := sort.Search(len(objs), func(i int) bool { return objs[i].n > n })
 	objs = objs[i:]
-	for j, o := range objs {
-		if o.n != n+uint64(j)+1 {
-			if n > 0 {
-				return nil, false, nil // a gap after a checkpoint: maybe a newer one's deletions
-			}
-			return nil, false, fmt.Errorf("diskless: the commit log has no object %d before %s", n+uint64(j)+1, o.key)
+	if len(objs) > 0 && objs[0].n != n+1 {
+		if n > 0 {
+			return nil, false, nil // a gap after a checkpoint: maybe a newer one's deletions
 		}
+		return nil, false, fmt.Errorf("diskless: the commit log has no object %d before %s", n+1, objs[0].key)
 	}
 	var log []listed
+	lastOf := func() uint64 {
+		if len(log) == 0 {
+			return n
+		}
+		return log[len(log)-1].n
+	}
 	floor, valid := uint64(0), true
 	for _, o := range objs {
 		h, ok := hdrs[o.n]
@@ -300,6 +333,10 @@ func (c *Committer) chain(ctx context.Context, objs []listed, n, through, epoch 
 		}
 		if len(log) == 0 && h.After < n {
 			valid = false // it voids objects the checkpoint folded
+		}
+		if lastOf() != h.After {
+			c.cfg.Logger.Warn("diskless: commit object void: it follows an object not in the log", "key", o.key, "after", LogKey(h.After))
+			continue
 		}
 		floor = h.Epoch
 		log = append(log, o)
@@ -504,7 +541,7 @@ func (c *Committer) uploadLocal(ctx context.Context, l *batchlog.Log, t *batchlo
 		if !c.put(o, deadline) {
 			return n, fmt.Errorf("diskless: upload of %s partition %d's unsent batches failed", t.Name, p.Index)
 		}
-		c.landed(c.after, o.buf)
+		c.foldLanded(o.seq, o.buf)
 		n += int(o.entries)
 	}
 	return n, nil

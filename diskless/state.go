@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"time"
@@ -180,6 +181,7 @@ func (c *Committer) commitState(kind int32, payload []byte) <-chan int16 {
 	o := c.openObject(entryOverhead + len(payload))
 	before := len(o.buf)
 	o.buf = appendState(o.buf, kind, payload)
+	o.sum = crc32.Update(o.sum, castagnoli, o.buf[before:])
 	o.entries++
 	o.payload += int64(len(o.buf) - before)
 	c.pending.Add(int64(len(o.buf) - before))

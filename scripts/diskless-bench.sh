@@ -5,7 +5,9 @@
 #   scripts/diskless-bench.sh produce [bench compare flags]
 #       two inlets of the same build, both started with the bucket: inlet-local's topic is
 #       created with diskless.enable=false (acknowledged after the local fsync), inlet-diskless's
-#       with diskless.enable=true (acknowledged from the bucket); alternated round by round.
+#       with diskless.enable=true (acknowledged from the bucket); with KLITE set (the path of a
+#       klite binary), klite in its S3 mode on the same versitygw as a third; alternated round
+#       by round.
 #   scripts/diskless-bench.sh latency [bench latency flags]
 #       bench latency on inlet-diskless (default --of flat --rates 0.5: the diskless flat-out
 #       rate, then half of it, open loop).
@@ -13,7 +15,8 @@
 #       one inlet-diskless with its topic created and nothing produced, for SECONDS (60).
 #   scripts/diskless-bench.sh profile OUT.pprof [local]
 #       one node under loadgen's 16 idempotent producers flat out for 25 s, its topic diskless
-#       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof.
+#       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof; its
+#       diskless, fsync and group commit metrics are printed after.
 #
 # Every node has a fresh data directory and a key prefix of its own in the bucket. After the
 # runs, the requests each node made (versitygw's access log, by key prefix) are printed per
@@ -22,8 +25,9 @@
 # Record with scripts/record.sh NAME scripts/diskless-bench.sh ....
 #
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
-# COMMIT_BYTES (--diskless-commit-bytes, default 8MiB), DISKLESS_ARGS (further inlet flags of
-# both nodes).
+# COMMIT_BYTES (--diskless-commit-bytes, default 32MiB), DISKLESS_ARGS (further inlet flags of
+# both nodes), KLITE (produce: klite's binary, a third target), LOADGEN_ARGS (profile: further
+# loadgen flags, --rate N to profile an offered load rather than flat out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -62,15 +66,19 @@ echo "# versitygw ${VERSITYGW:-$(go env GOPATH)/bin/versitygw} on $endpoint, pid
 
 # A run's prefix is the name of its fresh directory, the parent of {dir}.
 prefix='"$(basename "$(dirname {dir})")/"'
-window="--diskless-commit-interval-ms ${COMMIT_INTERVAL_MS:-100} --diskless-commit-bytes ${COMMIT_BYTES:-8MiB}"
+window="--diskless-commit-interval-ms ${COMMIT_INTERVAL_MS:-100} --diskless-commit-bytes ${COMMIT_BYTES:-32MiB}"
 node_cmd="$root/bin/inlet --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --s3-bucket $bucket --s3-endpoint $endpoint --s3-path-style --s3-prefix $prefix $window ${DISKLESS_ARGS:-}"
 
 set +e
 case $mode in
 produce)
+  peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd" --peer "inlet-diskless[diskless.enable=true]=$node_cmd")
+  if [ -n "${KLITE:-}" ]; then
+    # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
+    peers+=(--peer "klite-s3=$KLITE --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --auto-create-topics --log-level warn --wal-max-disk-size 17179869184 --s3-bucket $bucket --s3-endpoint $endpoint --s3-region us-east-1 --s3-prefix $prefix")
+  fi
   bin/bench compare --inlet-bin bin/inlet --targets '' --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
-    --peer "inlet-local[diskless.enable=false]=$node_cmd" \
-    --peer "inlet-diskless[diskless.enable=true]=$node_cmd" "$@"
+    "${peers[@]}" "$@"
   rc=$?
   ;;
 latency)
@@ -101,11 +109,11 @@ idle | profile)
     out=${1:?usage: scripts/diskless-bench.sh profile OUT.pprof [local]}
     (sleep 5 && curl -s -o "$out" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=15") &
     prof=$!
-    bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration 25s | tail -8
+    bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration 25s ${LOADGEN_ARGS:-} | tail -8
     wait "$prof"
     echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
   fi
-  curl -s "http://127.0.0.1:$mport/metrics" | grep -i '^inlet_diskless' | sed 's/^/# metrics: /' || true
+  curl -s "http://127.0.0.1:$mport/metrics" | grep -iE '^inlet_(diskless|fsync_duration|group_commit_duration)' | sed 's/^/# metrics: /' || true
   kill -TERM "$node"
   wait "$node"
   rc=$?
@@ -126,8 +134,10 @@ wait "$gw" 2>/dev/null || true
 [ -z "${KEEP_ACCESS_LOG:-}" ] || cp "$work/access.log" "$KEEP_ACCESS_LOG"
 # Requests per node: access log lines are `- BUCKET [DD/Month/YYYY:HH:MM:SS +0000] IP - ID s3_OP KEY ...`;
 # a node's keys start with its prefix. Rates are over the node's span in the log (first to last
-# request, whole seconds), so they include its start and stop.
-echo "# requests per node (versitygw access log): node span_s PUT GET other PUT/s GET/s"
+# request, whole seconds), so they include its start and stop. The log stamps a request when it
+# ends: PUTs started at least 100 ms apart (the node's bound) but of different lengths can end
+# more than ten to a second.
+echo "# requests per node (versitygw access log): node span_s PUT GET other PUT/s GET/s; commit object PUTs, a second, most in one second"
 awk '$8 ~ /^s3_/ {
   split($9, k, "/"); p = k[1]
   if (p !~ /^inlet-bench-/) { unk[$8]++; next }
@@ -135,10 +145,11 @@ awk '$8 ~ /^s3_/ {
   if (!(p in first)) first[p] = s
   last[p] = s
   if ($8 == "s3_PutObject") put[p]++; else if ($8 == "s3_GetObject") get[p]++; else other[p]++
+  if ($8 == "s3_PutObject" && $9 ~ /\/diskless\/log\//) { logput[p]++; if (++persec[p, s] > most[p]) most[p] = persec[p, s] }
 } END {
   for (p in first) {
     span = last[p] - first[p] + 1
-    printf "# node %s %d %d %d %d %.2f %.2f\n", p, span, put[p], get[p], other[p], put[p] / span, get[p] / span
+    printf "# node %s %d %d %d %d %.2f %.2f; %d %.2f %d\n", p, span, put[p], get[p], other[p], put[p] / span, get[p] / span, logput[p], logput[p] / span, most[p]
   }
   for (o in unk) printf "# not by a node key prefix (bucket-level calls): %s %d\n", o, unk[o]
 }' "$work/access.log" | sort

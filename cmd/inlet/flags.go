@@ -52,10 +52,10 @@ type options struct {
 	standby                                                                                        *bool // standby.go
 
 	// Diskless topics (diskless.enable; log.diskless.enable is the broker default).
-	logDisklessEnable                                  *bool
-	disklessCommitBytes, disklessMaxPendingBytes       *string
-	disklessCommitIntervalMs, disklessRequestTimeoutMs *int
-	disklessCheckpointIntervalMs                       *int
+	logDisklessEnable                                     *bool
+	disklessCommitBytes, disklessMaxPendingBytes          *string
+	disklessCommitIntervalMs, disklessRequestTimeoutMs    *int
+	disklessCheckpointIntervalMs, disklessMaxPutsInFlight *int
 
 	memoryLimit *string // --memory-limit (memory.go)
 
@@ -141,8 +141,9 @@ func newFlags() (*flag.FlagSet, *options) {
 
 		logDisklessEnable:            fs.Bool("log-diskless-enable", false, "new topics are diskless (diskless.enable=true) unless created otherwise, compacted or tiered: a produce is acknowledged once its batches are in the bucket (needs --s3-bucket)"),
 		disklessCommitIntervalMs:     fs.Int("diskless-commit-interval-ms", 100, "at most one commit object is PUT per interval; the batches of every diskless partition that arrive meanwhile go in the next one"),
-		disklessCommitBytes:          fs.String("diskless-commit-bytes", "8MiB", "batch data after which a commit object takes no more groups (the next ones go in the following object)"),
-		disklessMaxPendingBytes:      fs.String("diskless-max-pending-bytes", "64MiB", "batch data of diskless topics waiting for the bucket, past which their produce is refused KAFKA_STORAGE_ERROR until it drains"),
+		disklessCommitBytes:          fs.String("diskless-commit-bytes", "32MiB", "batch data after which a commit object takes no more groups (the next ones go in the following object)"),
+		disklessMaxPutsInFlight:      fs.Int("diskless-max-puts-in-flight", 4, "commit objects PUT at once (1 to 16), each started at least one commit interval after the one before; their produce requests are answered in object order all the same"),
+		disklessMaxPendingBytes:      fs.String("diskless-max-pending-bytes", "256MiB", "batch data of diskless topics waiting for the bucket, past which their produce is refused KAFKA_STORAGE_ERROR until it drains"),
 		disklessCheckpointIntervalMs: fs.Int("diskless-checkpoint-interval-ms", int(diskless.DefaultCheckpointInterval/time.Millisecond), "at most one checkpoint of the diskless commit log per interval: the state of the commit objects the remote tier covers, after which those objects are deleted (0: no checkpoints; the commit log then keeps every object)"),
 		disklessRequestTimeoutMs:     fs.Int("diskless-request-timeout-ms", 30000, "a produce to a diskless topic still waiting for the bucket after this long is answered REQUEST_TIMED_OUT (its batches stay queued for the bucket)"),
 	}

@@ -14,7 +14,7 @@ func TestAutoMemoryLimitCountsTheDisklessBacklog(t *testing.T) {
 		{nil, false, 320 << 20},
 		{nil, true, 320<<20 + 16<<20}, // --sasl-server-max-inflight-bytes
 		{[]string{"--diskless-max-pending-bytes", "1GiB"}, false, 320 << 20}, // no bucket: no diskless topic
-		{[]string{"--s3-bucket", "b"}, false, 320<<20 + 64<<20 + 64<<20},
+		{[]string{"--s3-bucket", "b"}, false, 320<<20 + 64<<20 + 256<<20},
 		{[]string{"--s3-bucket", "b", "--diskless-max-pending-bytes", "1GiB", "--remote-read-cache", "16MiB"}, false, 320<<20 + 16<<20 + 1<<30},
 	} {
 		_, o, err := parseFlags(tc.args)

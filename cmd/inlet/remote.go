@@ -55,6 +55,9 @@ func (o *options) remote() *remoteSettings {
 		}
 		return nil
 	}
+	if n := *o.disklessMaxPutsInFlight; n < 1 || n > diskless.MaxPutsInFlightLimit {
+		usage("--diskless-max-puts-in-flight %d: want 1 to %d", n, diskless.MaxPutsInFlightLimit)
+	}
 	return &remoteSettings{
 		s3: objstore.S3Config{Bucket: *o.s3Bucket, Endpoint: *o.s3Endpoint, Region: *o.s3Region,
 			Prefix: *o.s3Prefix, PathStyle: *o.s3PathStyle},
@@ -69,6 +72,7 @@ func (o *options) remote() *remoteSettings {
 
 		disklessDefault: *o.logDisklessEnable,
 		diskless: diskless.Config{CommitInterval: msFlag(*o.disklessCommitIntervalMs), CommitBytes: int(mustSize("diskless-commit-bytes", *o.disklessCommitBytes)),
+			MaxPutsInFlight: *o.disklessMaxPutsInFlight,
 			MaxPendingBytes: mustSize("diskless-max-pending-bytes", *o.disklessMaxPendingBytes), RequestTimeout: msFlag(*o.disklessRequestTimeoutMs),
 			CheckpointInterval: msFlag(*o.disklessCheckpointIntervalMs)},
 	}
