@@ -60,9 +60,12 @@
 //     bounded by MaxPendingBytes, past which diskless appends are refused KAFKA_STORAGE_ERROR
 //     before they take offsets (Admit).
 //
-// Recover (recover.go) runs before the node serves: it replays the commit objects the local
-// log lacks (all of them after a restore on an empty disk) and uploads the local batches that
-// never reached the bucket, then starts the loop.
+// Recover (recover.go) runs before the node serves: it starts from the newest valid checkpoint
+// (checkpoint.go), replays the commit objects after it that the local log lacks (all of them
+// after a restore on an empty disk, past what the remote tier holds) and uploads the local
+// batches that never reached the bucket, then starts the loop. The checkpoint loop
+// (checkpoint.go) folds each landed object's state, and once the tier covers a run of objects,
+// writes a checkpoint and deletes them.
 //
 // Lock order: Committer.mu is a leaf; no call to the bucket, the log or a request's completion
 // is made holding it. An object's number, header and PUT state are the loop's alone (and
