@@ -96,8 +96,15 @@ func readWriterEpoch(dir string) (uint64, error) {
 }
 
 // writeWriterEpoch records that dir is written under epoch: the file through a synced
-// temporary file, renamed, and the directory synced.
+// temporary file, renamed, and the directory synced (nothing without a directory: a log that
+// stores nothing).
 func writeWriterEpoch(dir string, epoch uint64) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	tmp := filepath.Join(dir, writerEpochFile+".tmp")
 	f, err := os.Create(tmp)
 	if err != nil {
