@@ -72,6 +72,12 @@ import (
 // a restore's replay to 100 objects at the default commit interval.
 const DefaultCheckpointInterval = 10 * time.Second
 
+// FoldMemoryBound is what the checkpoints hold in memory at most, beside the log (what
+// --memory-limit auto counts for them): the fold of batchlog.DefaultMaxProducerWindows windows
+// of five batches (about 180 bytes each) and a checkpoint of them being encoded (about 130
+// bytes a window): 31.5 MB measured by TestFoldFitsItsMemoryBound, which checks the bound.
+const FoldMemoryBound = 48 << 20
+
 // ProducerIDExpiration is Kafka's producer.id.expiration.ms default (one day): a window idle
 // that long is dropped from the next checkpoint.
 const ProducerIDExpiration = 24 * time.Hour

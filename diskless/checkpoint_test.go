@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -465,4 +466,29 @@ func TestCheckpointThenRestartOnTheNodesDisk(t *testing.T) {
 	if ks := logKeys(bucket, LogPrefix); len(ks) > 0 && ks[0] <= m {
 		t.Fatalf("commit objects %v left after checkpoint %d", ks, m)
 	}
+}
+
+// TestFoldFitsItsMemoryBound: the fold of batchlog.DefaultMaxProducerWindows producer windows
+// of five batches each, and its partition entry encoded as a checkpoint holds it, take less
+// heap than FoldMemoryBound.
+func TestFoldFitsItsMemoryBound(t *testing.T) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f := &partFold{windows: map[int64]*idem.State{}}
+	for pid := int64(0); pid < batchlog.DefaultMaxProducerWindows; pid++ {
+		for s := int32(0); s < idem.NumBatchesToRetain; s++ {
+			foldBatch(f, pid*10+int64(s), wire.BatchHeader{ProducerID: pid, BaseSequence: s, NumRecords: 1}, nil, 1)
+		}
+	}
+	enc := encodePart(nil, partRef{index: 0}, f)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d windows: fold and its encoding %d bytes (%d encoded)", len(f.windows), used, len(enc))
+	if used > FoldMemoryBound {
+		t.Fatalf("%d windows take %d bytes, past FoldMemoryBound (%d)", len(f.windows), used, FoldMemoryBound)
+	}
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(enc)
 }

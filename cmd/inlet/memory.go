@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"inlet/bytesize"
+	"inlet/diskless"
 )
 
 // memoryLimit is --memory-limit: the Go heap's soft limit. Without one, Go lets the heap grow
@@ -46,7 +47,8 @@ func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings, sasl b
 // autoMemoryLimit is --memory-limit auto: --inflight-budget + --fetch-cache, plus
 // --sasl-server-max-inflight-bytes with a SASL listener, plus, with a bucket,
 // --remote-read-cache and --diskless-max-pending-bytes (the copies of diskless batches in
-// commit objects not yet PUT: a slow bucket fills it while the budget's frames are answered).
+// commit objects not yet PUT: a slow bucket fills it while the budget's frames are answered),
+// and, unless checkpoints are off, diskless.FoldMemoryBound (the checkpoints' fold).
 func autoMemoryLimit(o *options, remote *remoteSettings, sasl bool) int64 {
 	limit := mustSize("inflight-budget", *o.budget) + mustSizeOrZero("fetch-cache", *o.fetchCache)
 	if sasl {
@@ -54,6 +56,9 @@ func autoMemoryLimit(o *options, remote *remoteSettings, sasl bool) int64 {
 	}
 	if remote != nil {
 		limit += remote.readCache + remote.diskless.MaxPendingBytes
+		if remote.diskless.CheckpointInterval >= 0 { // 0: the default interval; negative: none
+			limit += diskless.FoldMemoryBound
+		}
 	}
 	return limit
 }

@@ -4,7 +4,7 @@ import "testing"
 
 // TestAutoMemoryLimitCountsTheDisklessBacklog: --memory-limit auto adds
 // --diskless-max-pending-bytes where diskless topics are possible (a bucket is set), beside
-// --remote-read-cache, and neither without a bucket.
+// --remote-read-cache and the checkpoints' fold (unless they are off), and none without a bucket.
 func TestAutoMemoryLimitCountsTheDisklessBacklog(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -14,8 +14,9 @@ func TestAutoMemoryLimitCountsTheDisklessBacklog(t *testing.T) {
 		{nil, false, 320 << 20},
 		{nil, true, 320<<20 + 16<<20}, // --sasl-server-max-inflight-bytes
 		{[]string{"--diskless-max-pending-bytes", "1GiB"}, false, 320 << 20}, // no bucket: no diskless topic
-		{[]string{"--s3-bucket", "b"}, false, 320<<20 + 64<<20 + 256<<20},
-		{[]string{"--s3-bucket", "b", "--diskless-max-pending-bytes", "1GiB", "--remote-read-cache", "16MiB"}, false, 320<<20 + 16<<20 + 1<<30},
+		{[]string{"--s3-bucket", "b"}, false, 320<<20 + 64<<20 + 256<<20 + 48<<20},
+		{[]string{"--s3-bucket", "b", "--diskless-max-pending-bytes", "1GiB", "--remote-read-cache", "16MiB"}, false, 320<<20 + 16<<20 + 1<<30 + 48<<20},
+		{[]string{"--s3-bucket", "b", "--diskless-checkpoint-interval-ms", "0"}, false, 320<<20 + 64<<20 + 256<<20}, // no checkpoints
 	} {
 		_, o, err := parseFlags(tc.args)
 		if err != nil {
