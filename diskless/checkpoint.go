@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,20 +92,6 @@ const CheckpointPrefix = "diskless/checkpoint/"
 
 // CheckpointKey is the key of the checkpoint of objects 1..n.
 func CheckpointKey(n uint64) string { return fmt.Sprintf("%s%020d", CheckpointPrefix, n) }
-
-func parseNumbered(prefix, key string) (uint64, bool) {
-	if len(key) != len(prefix)+20 || !strings.HasPrefix(key, prefix) {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range key[len(prefix):] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, n > 0
-}
 
 // partRef names a partition in the bucket: its topic's id and its index.
 type partRef struct {

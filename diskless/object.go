@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 
 	"inlet/wire"
 )
@@ -94,12 +95,16 @@ const LogPrefix = "diskless/log/"
 func LogKey(n uint64) string { return fmt.Sprintf("%s%020d", LogPrefix, n) }
 
 // parseLogKey gives the number of a commit object's key.
-func parseLogKey(key string) (uint64, bool) {
-	if len(key) != len(LogPrefix)+20 || key[:len(LogPrefix)] != LogPrefix {
+func parseLogKey(key string) (uint64, bool) { return parseNumbered(LogPrefix, key) }
+
+// parseNumbered gives the number of a key of prefix followed by 20 digits (commit objects,
+// checkpoints); false for any other key, and for number 0.
+func parseNumbered(prefix, key string) (uint64, bool) {
+	if len(key) != len(prefix)+20 || !strings.HasPrefix(key, prefix) {
 		return 0, false
 	}
 	var n uint64
-	for _, c := range key[len(LogPrefix):] {
+	for _, c := range key[len(prefix):] {
 		if c < '0' || c > '9' {
 			return 0, false
 		}

@@ -13,6 +13,7 @@ import (
 
 	"inlet/lease"
 	"inlet/objstore"
+	"inlet/segfs"
 )
 
 // --standby: a node that stands by beside the writer of its bucket prefix, and takes over when
@@ -96,13 +97,13 @@ func readWriterEpoch(dir string) (uint64, error) {
 }
 
 // writeWriterEpoch records that dir is written under epoch: the file through a synced
-// temporary file, renamed, and the directory synced (nothing without a directory: a log that
-// stores nothing).
+// temporary file, renamed, and the directory made and synced as every directory Inlet writes
+// into (segfs); nothing without a directory (a log that stores nothing).
 func writeWriterEpoch(dir string, epoch uint64) error {
 	if dir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := segfs.MkdirAllSynced(segfs.OS, dir); err != nil {
 		return err
 	}
 	tmp := filepath.Join(dir, writerEpochFile+".tmp")
@@ -123,12 +124,7 @@ func writeWriterEpoch(dir string, epoch uint64) error {
 	if err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return segfs.OS.SyncDir(dir)
 }
 
 // emptyDir removes everything in dir (not dir itself, which may be a mount point), and syncs
@@ -146,10 +142,5 @@ func emptyDir(dir string) error {
 			return err
 		}
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return segfs.OS.SyncDir(dir)
 }
