@@ -40,29 +40,8 @@ go build -o bin/loadgen ./cmd/loadgen
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/diskless-bench-XXXXXX")
 bucket=disklessbench
-mkdir -p "$work/gw/$bucket" # versitygw's posix backend: a bucket is a directory
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export AWS_ACCESS_KEY_ID=disklessaccess AWS_SECRET_ACCESS_KEY=disklesssecret0123456789 AWS_REGION=us-east-1
-ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
-  ROOT_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID ROOT_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
-  "${VERSITYGW:-$(go env GOPATH)/bin/versitygw}" --port "127.0.0.1:$port" --quiet \
-  --access-log "$work/access.log" posix "$work/gw" >"$work/versitygw.log" 2>&1 &
-gw=$!
-node=
-cleanup() {
-  [ -z "$node" ] || kill "$node" 2>/dev/null || true
-  kill "$gw" 2>/dev/null || true
-  wait "$gw" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
-curl -s -o /dev/null "http://127.0.0.1:$port/" || { echo "versitygw did not answer:" >&2; cat "$work/versitygw.log" >&2; exit 1; }
-endpoint="http://127.0.0.1:$port"
-echo "# versitygw ${VERSITYGW:-$(go env GOPATH)/bin/versitygw} on $endpoint, pid $gw, posix backend in $work/gw, access log on"
+VERSITYGW_ACCESS_LOG="$work/access.log"
+source scripts/versitygw.sh # starts versitygw; sets gw, endpoint, node and the exit trap
 
 # A run's prefix is the name of its fresh directory, the parent of {dir}.
 prefix='"$(basename "$(dirname {dir})")/"'

@@ -28,28 +28,8 @@ go build -o bin/restorefill ./bench/restorefill
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/diskless-restore-XXXXXX")
 bucket=restorebench
-mkdir -p "$work/gw/$bucket"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source scripts/versitygw.sh # starts versitygw; sets gw, endpoint, node and the exit trap
 kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export AWS_ACCESS_KEY_ID=restoreaccess AWS_SECRET_ACCESS_KEY=restoresecret0123456789 AWS_REGION=us-east-1
-ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
-  ROOT_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID ROOT_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
-  "${VERSITYGW:-$(go env GOPATH)/bin/versitygw}" --port "127.0.0.1:$port" --quiet \
-  posix "$work/gw" >"$work/versitygw.log" 2>&1 &
-gw=$!
-node=
-cleanup() {
-  [ -z "$node" ] || kill "$node" 2>/dev/null || true
-  kill "$gw" 2>/dev/null || true
-  wait "$gw" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
-endpoint="http://127.0.0.1:$port"
 
 echo "== fill: $partitions partitions x $bytes, $producers producer ids, $tail per partition after the checkpoint"
 bin/restorefill fill --s3-endpoint "$endpoint" --s3-bucket "$bucket" --dir "$work/fill" \

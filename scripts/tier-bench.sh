@@ -30,26 +30,7 @@ go build -o bin/bench ./cmd/bench
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/tier-bench-XXXXXX")
 bucket=tierbench
-mkdir -p "$work/gw/$bucket" # versitygw's posix backend: a bucket is a directory
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export AWS_ACCESS_KEY_ID=tierbenchaccess AWS_SECRET_ACCESS_KEY=tierbenchsecret0123456789 AWS_REGION=us-east-1
-ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
-  ROOT_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID ROOT_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
-  "${VERSITYGW:-$(go env GOPATH)/bin/versitygw}" --port "127.0.0.1:$port" posix "$work/gw" >"$work/versitygw.log" 2>&1 &
-gw=$!
-cleanup() {
-  kill "$gw" 2>/dev/null || true
-  wait "$gw" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
-curl -s -o /dev/null "http://127.0.0.1:$port/" || { echo "versitygw did not answer:" >&2; cat "$work/versitygw.log" >&2; exit 1; }
-endpoint="http://127.0.0.1:$port"
-echo "# versitygw ${VERSITYGW:-$(go env GOPATH)/bin/versitygw} on $endpoint, pid $gw, posix backend in $work/gw"
+source scripts/versitygw.sh # starts versitygw; sets gw, endpoint, node and the exit trap
 
 # A run's prefix is the name of its fresh directory, the parent of {dir}.
 prefix='"$(basename "$(dirname {dir})")/"'
