@@ -88,6 +88,19 @@ type Config struct {
 	Writable func() bool
 	Fenced   func() bool
 
+	// Nodes is every node that may write this node's bucket prefix, this one (NodeID)
+	// included, each at the address its clients reach it at (--cluster-nodes): Metadata and
+	// DescribeCluster list them all, this node leading every partition and being the
+	// controller, so that a client that loses this node knows where the next writer will be.
+	// This node is listed at its advertised address on the request's listener, whatever its
+	// entry says. Nil: this node alone.
+	Nodes []Node
+	// LeaderEpoch is every partition's leader epoch (the held lease's epoch, which rises at
+	// every takeover of the prefix): Metadata, ListOffsets and OffsetForLeaderEpoch report
+	// it, and Fetch, ListOffsets and OffsetForLeaderEpoch check a request's current leader
+	// epoch against it (KIP-320). Nil: 0, this node the only leader there ever was.
+	LeaderEpoch func() int32
+
 	// MaxPartitions bounds the partitions of all topics together (max.partitions; creations
 	// past it are refused POLICY_VIOLATION: admin/limits.go); MaxGroups the consumer groups
 	// (groups.Config.MaxGroups). 0: the defaults (admin.DefaultMaxPartitions,
@@ -161,6 +174,13 @@ type Config struct {
 	// Metrics, when set, counts requests, their latency, errors and bytes (metrics.go); nil:
 	// nothing is counted and each hook costs one nil check.
 	Metrics *metrics.Requests
+}
+
+// Node is one broker of the cluster a client is shown (Config.Nodes).
+type Node struct {
+	ID   int32
+	Host string
+	Port int32
 }
 
 // Defaults, Kafka's where Kafka has the setting.
