@@ -106,6 +106,7 @@ type File struct {
 	RemoteUploadRate       yaml.Node `yaml:"remote_upload_max_bytes_per_sec"`
 	BucketLeaseMs          yaml.Node `yaml:"bucket_lease_ms"`
 	Standby                yaml.Node `yaml:"standby"`
+	ClusterNodes           yaml.Node `yaml:"cluster_nodes"`
 
 	LogDisklessEnable            yaml.Node `yaml:"log_diskless_enable"`
 	DisklessCommitIntervalMs     yaml.Node `yaml:"diskless_commit_interval_ms"`
@@ -170,7 +171,7 @@ var FlagKeys = map[string]Kind{
 	"metrics_listen": String, "pprof": Bool,
 	"offsets_retention_minutes": Int, "transactional_id_expiration_ms": Int,
 	"s3_bucket": String, "s3_endpoint": String, "s3_region": String, "s3_prefix": String, "s3_path_style": Bool,
-	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size, "remote_upload_max_bytes_per_sec": SizeOrZero, "bucket_lease_ms": Int, "standby": Bool, "memory_limit": String,
+	"restore_from_remote": Bool, "remote_object_bytes": Size, "remote_upload_interval_ms": Int, "remote_read_cache": Size, "remote_upload_max_bytes_per_sec": SizeOrZero, "bucket_lease_ms": Int, "standby": Bool, "cluster_nodes": String, "memory_limit": String,
 	"log_diskless_enable": Bool, "diskless_commit_interval_ms": Int, "diskless_commit_bytes": Size, "diskless_max_pending_bytes": Size, "diskless_request_timeout_ms": Int, "diskless_checkpoint_interval_ms": Int, "diskless_max_puts_in_flight": Int,
 	"max_concurrent_producer_ids": Int, "max_concurrent_producer_ids_per_principal": Int, "max_partitions": Int, "max_partitions_per_principal": Int, "max_groups": Int, "max_groups_per_principal": Int,
 }

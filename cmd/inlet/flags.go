@@ -49,7 +49,8 @@ type options struct {
 	s3Bucket, s3Endpoint, s3Region, s3Prefix, remoteObjectBytes, remoteReadCache, remoteUploadRate *string
 	s3PathStyle, restoreFromRemote                                                                 *bool
 	remoteUploadIntervalMs, bucketLeaseMs                                                          *int
-	standby                                                                                        *bool // standby.go
+	standby                                                                                        *bool   // standby.go
+	clusterNodes                                                                                   *string // cluster.go
 
 	// Diskless topics (diskless.enable; log.diskless.enable is the broker default).
 	logDisklessEnable                                     *bool
@@ -137,6 +138,7 @@ func newFlags() (*flag.FlagSet, *options) {
 		remoteUploadRate:       fs.String("remote-upload-max-bytes-per-sec", "0", "paces uploads to the bucket (a tier catching up after an outage reads the disk and the network at most this fast), e.g. 100MiB; 0: unpaced"),
 		remoteReadCache:        fs.String("remote-read-cache", "64MiB", "memory for remote reads: object footers and chunks of batches read from the bucket, and the chunks read ahead"),
 		standby:                fs.Bool("standby", false, "stand by beside the writer of the bucket prefix rather than refuse to start: wait, listening on nothing, until the writer releases the prefix (SIGTERM) or stops renewing its lease, then take it and serve, restored from the bucket if another writer held it since this data directory did (needs --s3-bucket)"),
+		clusterNodes:           fs.String("cluster-nodes", "", "every node that may write this bucket prefix, this one included, as id@host:port,... with the address clients reach each at (its first listener's advertised address): the same list on every node; the writer lists them all in Metadata, and a --standby node asks them which is the writer (needs --s3-bucket)"),
 		bucketLeaseMs:          fs.Int("bucket-lease-ms", 10000, "the lease that makes this node the one writer of its bucket prefix: renewed every third of it; a node that stops renewing stops acknowledging produce within it, and another node takes the prefix once the lease has stayed unrenewed this long (a node that finds it renewed refuses to start)"),
 
 		logDisklessEnable:            fs.Bool("log-diskless-enable", false, "new topics are diskless (diskless.enable=true) unless created otherwise, compacted or tiered: a produce is acknowledged once its batches are in the bucket (needs --s3-bucket)"),

@@ -69,6 +69,11 @@ func main() {
 		usage("%v", err)
 	}
 	rs := o.remote()
+	cluster, err := parseClusterNodes(*o.clusterNodes, *o.nodeID, rs != nil)
+	if err != nil {
+		usage("%v", err)
+	}
+	_ = cluster // the server's Config.Nodes once it takes them
 	mon.disklessObserver(rs)
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)

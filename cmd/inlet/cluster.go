@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// --cluster-nodes: every node that may write this node's bucket prefix, this one included,
+// each with the address clients reach it at (its first listener's advertised address), as
+// `id@host:port,...`: the same list on every node, like Kafka's controller.quorum.voters. The
+// writer lists them all in Metadata and DescribeCluster, so a client that knows one address
+// learns the others; a standby's front (server/standby) finds the writer by asking them.
+
+// clusterNode is one entry of --cluster-nodes.
+type clusterNode struct {
+	id   int32
+	host string
+	port int32
+}
+
+func (n clusterNode) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(int(n.port))) }
+
+// parseClusterNodes checks --cluster-nodes: entries id@host:port, ids distinct and not
+// negative (Kafka's node ids), addresses distinct, nodeID among them, and only with a bucket
+// (the nodes of a prefix share it). Empty: nil, this node alone.
+func parseClusterNodes(v string, nodeID int, haveBucket bool) ([]clusterNode, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil, nil
+	}
+	if !haveBucket {
+		return nil, fmt.Errorf("--cluster-nodes needs --s3-bucket: the nodes it lists share a bucket prefix")
+	}
+	var out []clusterNode
+	ids, addrs := map[int32]bool{}, map[string]bool{}
+	self := false
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		idText, hostPort, ok := strings.Cut(e, "@")
+		if !ok {
+			return nil, fmt.Errorf("--cluster-nodes: %q is not id@host:port", e)
+		}
+		id, err := strconv.ParseInt(idText, 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("--cluster-nodes: %q: the node id %q is not a non-negative integer", e, idText)
+		}
+		host, portText, err := net.SplitHostPort(hostPort)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-nodes: %q: %v", e, err)
+		}
+		port, err := strconv.Atoi(portText)
+		if err != nil || port < 1 || port > 65535 {
+			return nil, fmt.Errorf("--cluster-nodes: %q: the port %q is not 1 to 65535", e, portText)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("--cluster-nodes: %q: no host (clients need an address to reach the node at)", e)
+		}
+		n := clusterNode{id: int32(id), host: host, port: int32(port)}
+		if ids[n.id] {
+			return nil, fmt.Errorf("--cluster-nodes: node id %d is listed twice", n.id)
+		}
+		if addrs[n.addr()] {
+			return nil, fmt.Errorf("--cluster-nodes: the address %s is listed twice", n.addr())
+		}
+		ids[n.id], addrs[n.addr()] = true, true
+		self = self || int(n.id) == nodeID
+		out = append(out, n)
+	}
+	if !self {
+		return nil, fmt.Errorf("--cluster-nodes does not list this node's --node-id %d: every node of the prefix lists all of them, itself included", nodeID)
+	}
+	return out, nil
+}
