@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"inlet/server"
 )
 
 // --cluster-nodes: every node that may write this node's bucket prefix, this one included,
@@ -13,19 +15,13 @@ import (
 // writer lists them all in Metadata and DescribeCluster, so a client that knows one address
 // learns the others; a standby's front (server/standby) finds the writer by asking them.
 
-// clusterNode is one entry of --cluster-nodes.
-type clusterNode struct {
-	id   int32
-	host string
-	port int32
-}
-
-func (n clusterNode) addr() string { return net.JoinHostPort(n.host, strconv.Itoa(int(n.port))) }
+// nodeAddr is n's host:port.
+func nodeAddr(n server.Node) string { return net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port))) }
 
 // parseClusterNodes checks --cluster-nodes: entries id@host:port, ids distinct and not
 // negative (Kafka's node ids), addresses distinct, nodeID among them, and only with a bucket
 // (the nodes of a prefix share it). Empty: nil, this node alone.
-func parseClusterNodes(v string, nodeID int, haveBucket bool) ([]clusterNode, error) {
+func parseClusterNodes(v string, nodeID int, haveBucket bool) ([]server.Node, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return nil, nil
@@ -33,7 +29,7 @@ func parseClusterNodes(v string, nodeID int, haveBucket bool) ([]clusterNode, er
 	if !haveBucket {
 		return nil, fmt.Errorf("--cluster-nodes needs --s3-bucket: the nodes it lists share a bucket prefix")
 	}
-	var out []clusterNode
+	var out []server.Node
 	ids, addrs := map[int32]bool{}, map[string]bool{}
 	self := false
 	for _, e := range strings.Split(v, ",") {
@@ -57,15 +53,15 @@ func parseClusterNodes(v string, nodeID int, haveBucket bool) ([]clusterNode, er
 		if host == "" {
 			return nil, fmt.Errorf("--cluster-nodes: %q: no host (clients need an address to reach the node at)", e)
 		}
-		n := clusterNode{id: int32(id), host: host, port: int32(port)}
-		if ids[n.id] {
-			return nil, fmt.Errorf("--cluster-nodes: node id %d is listed twice", n.id)
+		n := server.Node{ID: int32(id), Host: host, Port: int32(port)}
+		if ids[n.ID] {
+			return nil, fmt.Errorf("--cluster-nodes: node id %d is listed twice", n.ID)
 		}
-		if addrs[n.addr()] {
-			return nil, fmt.Errorf("--cluster-nodes: the address %s is listed twice", n.addr())
+		if addrs[nodeAddr(n)] {
+			return nil, fmt.Errorf("--cluster-nodes: the address %s is listed twice", nodeAddr(n))
 		}
-		ids[n.id], addrs[n.addr()] = true, true
-		self = self || int(n.id) == nodeID
+		ids[n.ID], addrs[nodeAddr(n)] = true, true
+		self = self || int(n.ID) == nodeID
 		out = append(out, n)
 	}
 	if !self {

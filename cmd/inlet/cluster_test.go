@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"inlet/server"
 )
 
 // TestClusterNodesRefusesBadLists: --cluster-nodes is checked at start, each error naming
@@ -40,12 +42,12 @@ func TestClusterNodesParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []clusterNode{{2, "10.0.0.2", 9092}, {1, "::1", 9093}}
+	want := []server.Node{{ID: 2, Host: "10.0.0.2", Port: 9092}, {ID: 1, Host: "::1", Port: 9093}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if got[1].addr() != "[::1]:9093" {
-		t.Errorf("addr %q", got[1].addr())
+	if nodeAddr(got[1]) != "[::1]:9093" {
+		t.Errorf("addr %q", nodeAddr(got[1]))
 	}
 	if got, err := parseClusterNodes("", 1, false); got != nil || err != nil {
 		t.Errorf("empty: %v, %v", got, err)

@@ -66,6 +66,21 @@ func fencedGate(rs *remoteSettings) func() bool {
 	return rs.lease.fenced
 }
 
+// leaderEpochGate is the server's Config.LeaderEpoch: the held lease's epoch, which rises at
+// every takeover of the prefix (nil without a bucket: 0). An epoch past int32 would take two
+// billion takeovers.
+func leaderEpochGate(rs *remoteSettings) func() int32 {
+	if rs == nil {
+		return nil
+	}
+	return func() int32 {
+		if l := rs.lease.p.Load(); l != nil {
+			return int32(l.Epoch())
+		}
+		return 0
+	}
+}
+
 // leaseNode names this node in the lease, for another node's log and /readyz.
 func leaseNode(nodeID int) string {
 	host, _ := os.Hostname()

@@ -73,7 +73,6 @@ func main() {
 	if err != nil {
 		usage("%v", err)
 	}
-	_ = cluster // the server's Config.Nodes once it takes them
 	mon.disklessObserver(rs)
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
@@ -123,6 +122,8 @@ func main() {
 		ConsumerGroups:               consumerGroups,
 		Writable:                     writableGate(rs),
 		Fenced:                       fencedGate(rs),
+		Nodes:                        cluster,
+		LeaderEpoch:                  leaderEpochGate(rs),
 	})
 	if remote != nil {
 		upkeepCfg.Tier = remote
