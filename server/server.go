@@ -4,9 +4,9 @@
 // dispatch (handle.go), which also serves the admin APIs of package server/admin (registered
 // in admin_apis.go); and Start, which wires a node's Kafka server: the connections (package
 // conn), the batch log, the group and transaction coordinators and the admin APIs' state
-// (admin.New, which opens the tenants). This package is the protocol and the data-path,
-// group and transaction APIs; server/admin is the APIs that change or describe the catalog,
-// configs and tenants.
+// (admin.New, which opens the tenants). This package is the protocol and the data-path and
+// group APIs; server/admin is the APIs that change or describe the catalog, configs and
+// tenants; server/txnapi the transaction APIs (registered in txn.go).
 //
 // Hot path (DESIGN.md): a transport back-end frames a request and copies it once into a
 // pooled buffer (package transport) -> the connection's worker (package conn) hands it to
@@ -49,6 +49,7 @@ import (
 	"inlet/schema"
 	"inlet/server/admin"
 	"inlet/server/read"
+	"inlet/server/txnapi"
 	"inlet/txn"
 )
 
@@ -277,6 +278,7 @@ type Server struct {
 
 	groups *groups.Coordinator
 	txns   *txn.Coordinator // transactions (txn.go)
+	txnAPI txnapi.Server    // what the transaction APIs act on (package server/txnapi); set by Start
 }
 
 // New builds a server on the catalog m, before the log opens: the transaction coordinator

@@ -5,18 +5,44 @@ import (
 	"fmt"
 	"time"
 
-	"inlet/auth"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"inlet/batchlog"
 	"inlet/meta"
+	"inlet/server/authz"
+	"inlet/server/txnapi"
 	"inlet/txn"
-	"inlet/wire"
 )
 
 // The node is its own transaction coordinator (FindCoordinator with key type 1 names it).
 // Transaction state lives in package txn; this file wires it to the batch log (markers, the
 // check before a partition's first transactional batch) and to the group coordinator
-// (offsets committed in a transaction). The handlers are 22 (InitProducerId with a
-// transactional id), 24, 25, 26, 28, 65 and 66.
+// (offsets committed in a transaction). The handlers are package server/txnapi's (22
+// InitProducerId, 24, 25, 26, 28, 65 and 66), registered here at init like every API: their
+// versions, their declarations (a filter runs on the node's txnapi.Server) and a handler
+// that calls theirs with it. They are served by the same dispatch (handle.go) and counted by
+// the same metrics.
+func init() {
+	for _, a := range txnapi.APIs() {
+		register(api{key: a.Key, min: a.Min, max: a.Max,
+			handle: func(s *Server, r *request, req kmsg.Request) (kmsg.Response, error) {
+				return a.Handle(&s.txnAPI, s.txnRequest(r), req)
+			},
+			authz: authz.Adapt(a.Authz, txnAPIOf)})
+	}
+}
+
+// txnAPIOf is the parts s gives the transaction APIs, which their filters run on.
+func txnAPIOf(s *Server) *txnapi.Server { return &s.txnAPI }
+
+// txnRequest is r as a transaction API's handler sees it.
+func (s *Server) txnRequest(r *request) *txnapi.Request {
+	return &txnapi.Request{
+		Subject:    s.subjectOf(r),
+		AdmitGroup: func(group string, creates bool) (bool, bool) { return s.admitGroup(r, group, creates) },
+		OwnGroup:   func(group string, existed bool) { s.ownGroup(r, group, existed) },
+	}
+}
 
 // transactionMaxTimeout is transaction.max.timeout.ms's default.
 const transactionMaxTimeout = 15 * time.Minute
@@ -62,6 +88,7 @@ func (s *Server) startTxns() error {
 		return err
 	}
 	s.txns.Start()
+	s.txnAPI = txnapi.Server{Log: s.blog, Txns: s.txns, Groups: s.groups, Logger: s.log}
 	s.groups.Start()
 	return nil
 }
@@ -108,20 +135,6 @@ func (s *Server) writeMarkers(ctx context.Context, producerID int64, epoch int16
 type markersDone chan struct{}
 
 func (d markersDone) Completed(*batchlog.Request) { close(d) }
-
-// principal is the connection's restricted principal, or nil when it may use everything.
-func principal(r *request) *auth.Principal {
-	return r.c.Principal()
-}
-
-// fenced answers PRODUCER_FENCED to clients that know it and INVALID_PRODUCER_EPOCH to older
-// ones (KIP-588: the versions below since brings it).
-func fenced(code int16, version, since int16) int16 {
-	if code == wire.ErrProducerFenced && version < since {
-		return wire.ErrInvalidProducerEpoch
-	}
-	return code
-}
 
 // closeCoordinators stops the transaction coordinator's timeouts, then the groups.
 func (s *Server) closeCoordinators() {

@@ -1,9 +1,10 @@
-package server
+package txnapi
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"inlet/acl"
+	"inlet/groups"
 	"inlet/txn"
 	"inlet/wire"
 )
@@ -16,14 +17,14 @@ import (
 const txnOffsetCommitKey = 28
 
 func init() {
-	register(api{key: txnOffsetCommitKey, min: 0, max: 3, handle: handleTxnOffsetCommit,
-		authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read), onTopics(acl.Read))})
+	register(API{Key: txnOffsetCommitKey, Min: 0, Max: 3, Handle: handleTxnOffsetCommit,
+		Authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read), onTopics(acl.Read))})
 }
 
-func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleTxnOffsetCommit(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	p := s.subjectOf(r)
+	p := r.Subject
 	code := wire.ErrNone
 	switch {
 	case !p.TxnID(acl.Write, req.TransactionalID):
@@ -35,11 +36,11 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		if req.Version >= 3 {
 			generation, member = req.Generation, req.MemberID
 		}
-		if existed, ok := s.admitGroup(r, req.Group, true); !ok { // group_bounds.go
-			code = errGroupBound
+		if existed, ok := r.AdmitGroup(req.Group, true); !ok { // max.groups.per.principal
+			code = groups.ErrGroupBound
 		} else {
-			code = s.groups.CheckTxnCommit(req.Group, member, req.InstanceID, generation)
-			s.ownGroup(r, req.Group, existed)
+			code = s.Groups.CheckTxnCommit(req.Group, member, req.InstanceID, generation)
+			r.OwnGroup(req.Group, existed)
 		}
 	}
 	// KafkaApis.handleTxnOffsetCommitRequest: without WRITE on the transactional id or READ
@@ -53,7 +54,7 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		if denied {
 			break
 		}
-		t, ok := s.blog.Topic(rt.Topic)
+		t, ok := s.Log.Topic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			tp := txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			md := ""
@@ -65,7 +66,7 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 				codes[tp] = wire.ErrTopicAuthorizationFailed
 			case !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				codes[tp] = wire.ErrUnknownTopicOrPartition
-			case len(md) > s.groups.MaxMetadataBytes():
+			case len(md) > s.Groups.MaxMetadataBytes():
 				codes[tp] = wire.ErrOffsetMetadataTooLarge
 			default:
 				offsets = append(offsets, txn.PendingOffset{Topic: rt.Topic, Partition: rp.Partition,
@@ -74,7 +75,7 @@ func handleTxnOffsetCommit(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 		}
 	}
 	if code == wire.ErrNone && len(offsets) > 0 {
-		code = s.txns.CommitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
+		code = s.Txns.CommitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
 	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewTxnOffsetCommitResponseTopic()

@@ -1,4 +1,4 @@
-package server
+package txnapi
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,17 +13,17 @@ import (
 const endTxnKey = 26
 
 func init() {
-	register(api{key: endTxnKey, min: 0, max: 3, handle: handleEndTxn,
-		authz: inHandler(onTxnIDs(acl.Write))})
+	register(API{Key: endTxnKey, Min: 0, Max: 3, Handle: handleEndTxn,
+		Authz: inHandler(onTxnIDs(acl.Write))})
 }
 
-func handleEndTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleEndTxn(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	if !s.subjectOf(r).TxnID(acl.Write, req.TransactionalID) {
+	if !r.Subject.TxnID(acl.Write, req.TransactionalID) {
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
 		return resp, nil
 	}
-	resp.ErrorCode = fenced(s.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
+	resp.ErrorCode = fenced(s.Txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
 	return resp, nil
 }

@@ -1,4 +1,4 @@
-package server
+package txnapi
 
 import (
 	"errors"
@@ -21,11 +21,11 @@ import (
 const initProducerIDKey = 22
 
 func init() {
-	register(api{key: initProducerIDKey, min: 0, max: 4, handle: handleInitProducerID,
-		authz: before(authorizeInitProducerID, onTxnIDs(acl.Write), onCluster(acl.IdempotentWrite), onTopics(acl.Write))})
+	register(API{Key: initProducerIDKey, Min: 0, Max: 4, Handle: handleInitProducerID,
+		Authz: before(authorizeInitProducerID, onTxnIDs(acl.Write), onCluster(acl.IdempotentWrite), onTopics(acl.Write))})
 }
 
-func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleInitProducerID(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
@@ -35,13 +35,13 @@ func handleInitProducerID(s *Server, r *request, kreq kmsg.Request) (kmsg.Respon
 			resp.ErrorCode = wire.ErrInvalidRequest
 			return resp, nil
 		}
-		id, epoch, code := s.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch)
+		id, epoch, code := s.Txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch)
 		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = id, epoch, fenced(code, req.Version, 4)
 		return resp, nil
 	}
-	id, err := s.blog.Meta().AllocateProducerID()
+	id, err := s.Log.Meta().AllocateProducerID()
 	if err != nil {
-		s.log.Error("allocate producer id", "err", err)
+		s.Logger.Error("allocate producer id", "err", err)
 		resp.ErrorCode = wire.ErrUnknownServerError
 		if errors.Is(err, meta.ErrProducerIDsUnavailable) { // the bucket refused a block: retriable (KIP-730)
 			resp.ErrorCode = wire.ErrCoordinatorLoadInProgress

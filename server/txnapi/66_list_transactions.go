@@ -1,4 +1,4 @@
-package server
+package txnapi
 
 import (
 	"slices"
@@ -17,14 +17,14 @@ import (
 const listTransactionsKey = 66
 
 func init() {
-	register(api{key: listTransactionsKey, min: 0, max: 1, handle: handleListTransactions,
-		authz: inHandler(onTxnIDs(acl.Describe))})
+	register(API{Key: listTransactionsKey, Min: 0, Max: 1, Handle: handleListTransactions,
+		Authz: inHandler(onTxnIDs(acl.Describe))})
 }
 
-func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleListTransactions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
-	p := s.subjectOf(r)
+	p := r.Subject
 	states := map[string]bool{}
 	for _, f := range req.StateFilters {
 		if !slices.Contains(txn.StateNames, f) {
@@ -34,7 +34,7 @@ func handleListTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Resp
 		states[f] = true
 	}
 	now := time.Now().UnixMilli()
-	for _, d := range s.txns.List() {
+	for _, d := range s.Txns.List() {
 		switch {
 		case !p.TxnID(acl.Describe, d.ID):
 		case len(req.StateFilters) > 0 && !states[d.State.String()]:

@@ -1,4 +1,4 @@
-package server
+package txnapi
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,14 +13,14 @@ import (
 const addOffsetsToTxnKey = 25
 
 func init() {
-	register(api{key: addOffsetsToTxnKey, min: 0, max: 3, handle: handleAddOffsetsToTxn,
-		authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read))})
+	register(API{Key: addOffsetsToTxnKey, Min: 0, Max: 3, Handle: handleAddOffsetsToTxn,
+		Authz: inHandler(onTxnIDs(acl.Write), onGroups(acl.Read))})
 }
 
-func handleAddOffsetsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAddOffsetsToTxn(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	p := s.subjectOf(r)
+	p := r.Subject
 	switch {
 	case !p.TxnID(acl.Write, req.TransactionalID):
 		resp.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed
@@ -29,7 +29,7 @@ func handleAddOffsetsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	case req.Group == "":
 		resp.ErrorCode = wire.ErrInvalidGroupID
 	default:
-		resp.ErrorCode = fenced(s.txns.AddGroup(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group), req.Version, 2)
+		resp.ErrorCode = fenced(s.Txns.AddGroup(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group), req.Version, 2)
 	}
 	return resp, nil
 }

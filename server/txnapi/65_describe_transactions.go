@@ -1,4 +1,4 @@
-package server
+package txnapi
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,18 +14,18 @@ import (
 const describeTransactionsKey = 65
 
 func init() {
-	register(api{key: describeTransactionsKey, min: 0, max: 0, handle: handleDescribeTransactions,
-		authz: inHandler(onTxnIDs(acl.Describe), onTopics(acl.Describe))})
+	register(API{Key: describeTransactionsKey, Min: 0, Max: 0, Handle: handleDescribeTransactions,
+		Authz: inHandler(onTxnIDs(acl.Describe), onTopics(acl.Describe))})
 }
 
-func handleDescribeTransactions(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeTransactions(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-	p := s.subjectOf(r)
+	p := r.Subject
 	for _, id := range req.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
-		d, ok := s.txns.Describe(id)
+		d, ok := s.Txns.Describe(id)
 		switch {
 		case !p.TxnID(acl.Describe, id):
 			st.ErrorCode = wire.ErrTransactionalIDAuthorizationFailed

@@ -1,4 +1,4 @@
-package server
+package txnapi
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,19 +16,19 @@ import (
 const addPartitionsToTxnKey = 24
 
 func init() {
-	register(api{key: addPartitionsToTxnKey, min: 0, max: 3, handle: handleAddPartitionsToTxn,
-		authz: inHandler(onTxnIDs(acl.Write), onTopics(acl.Write))})
+	register(API{Key: addPartitionsToTxnKey, Min: 0, Max: 3, Handle: handleAddPartitionsToTxn,
+		Authz: inHandler(onTxnIDs(acl.Write), onTopics(acl.Write))})
 }
 
-func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAddPartitionsToTxn(s *Server, r *Request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	p := s.subjectOf(r)
+	p := r.Subject
 	var parts []txn.TopicPartition
 	codes := map[txn.TopicPartition]int16{}
 	bad := false
 	for _, rt := range req.Topics {
-		t, ok := s.blog.Topic(rt.Topic)
+		t, ok := s.Log.Topic(rt.Topic)
 		for _, i := range rt.Partitions {
 			tp := txn.TopicPartition{Topic: rt.Topic, Partition: i}
 			switch {
@@ -47,7 +47,7 @@ func handleAddPartitionsToTxn(s *Server, r *request, kreq kmsg.Request) (kmsg.Re
 	case bad:
 		code = wire.ErrOperationNotAttempted
 	default:
-		code = fenced(s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts), req.Version, 2)
+		code = fenced(s.Txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts), req.Version, 2)
 	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewAddPartitionsToTxnResponseTopic()
