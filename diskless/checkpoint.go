@@ -650,7 +650,7 @@ func (c *Committer) deleteCovered(ctx context.Context, first, n uint64) (int, er
 	var old []string
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	err := c.cfg.Bucket.List(lctx, CheckpointPrefix, func(key string, _ int64) error {
-		if m, ok := parseNumbered(CheckpointPrefix, key); ok && m < n {
+		if m, ok := ParseNumbered(CheckpointPrefix, key); ok && m < n {
 			old = append(old, key)
 		}
 		return nil

@@ -141,7 +141,7 @@ func (n *tiered) readAll(p *batchlog.Partition) map[int64]byte {
 func logKeys(m *objstore.Memory, prefix string) []uint64 {
 	var out []uint64
 	for _, k := range m.Keys() {
-		if n, ok := parseNumbered(prefix, k); ok {
+		if n, ok := ParseNumbered(prefix, k); ok {
 			out = append(out, n)
 		}
 	}

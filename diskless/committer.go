@@ -145,6 +145,9 @@ type Config struct {
 	// never). See checkpoint.go.
 	UploadedEnd        func(*batchlog.Partition) int64
 	CheckpointInterval time.Duration
+	// Cache, when set, is a local copy of commit objects (a standby's, diskless/follow) that
+	// Recover reads in place of the bucket where the copy passes the object's checks.
+	Cache ObjectCache
 }
 
 // Observer is told of each group held for the bucket once its commit object has landed:

@@ -95,11 +95,11 @@ const LogPrefix = "diskless/log/"
 func LogKey(n uint64) string { return fmt.Sprintf("%s%020d", LogPrefix, n) }
 
 // parseLogKey gives the number of a commit object's key.
-func parseLogKey(key string) (uint64, bool) { return parseNumbered(LogPrefix, key) }
+func parseLogKey(key string) (uint64, bool) { return ParseNumbered(LogPrefix, key) }
 
-// parseNumbered gives the number of a key of prefix followed by 20 digits (commit objects,
-// checkpoints); false for any other key, and for number 0.
-func parseNumbered(prefix, key string) (uint64, bool) {
+// ParseNumbered gives the number of a key of prefix (LogPrefix, CheckpointPrefix) followed by
+// 20 digits (commit objects, checkpoints); false for any other key, and for number 0.
+func ParseNumbered(prefix, key string) (uint64, bool) {
 	if len(key) != len(prefix)+20 || !strings.HasPrefix(key, prefix) {
 		return 0, false
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"sort"
 	"sync"
@@ -20,6 +21,7 @@ import (
 // RecoverStats says what Recover did.
 type RecoverStats struct {
 	Objects  int // commit objects read
+	Cached   int // of them, read from Config.Cache
 	Replayed int // batches appended to the local log from them
 	Uploaded int // local batches never in the bucket, PUT now
 	Offsets  int // consumer group offsets written to the catalog from state entries (state.go)
@@ -119,11 +121,14 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	maxPID := int64(-1)
 	c.replaying.Store(true)
 	rctx, stopReads := context.WithCancel(ctx)
-	bodies, taken := c.readAhead(rctx, log)
+	bodies, taken := c.readAhead(rctx, log, hdrs)
 	for i, o := range log {
 		r := <-bodies[i]
 		if r.slot {
 			taken()
+		}
+		if r.cached {
+			st.Cached++
 		}
 		n, err := 0, r.err
 		if err == nil {
@@ -217,6 +222,9 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 			return st, err
 		}
 	}
+	if c.cfg.Cache != nil {
+		c.cfg.Cache.Drop() // a writer now: the copy is not read again
+	}
 	st.Duration = time.Since(began)
 	c.stats.RecoverObjects.Store(int64(st.Objects))
 	c.stats.RecoverReplayed.Store(int64(st.Replayed))
@@ -224,6 +232,22 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	c.stats.RecoverNanos.Store(int64(st.Duration))
 	c.start()
 	return st, nil
+}
+
+// ObjectCache is a local copy of the commit log's objects (a standby's, kept while it follows
+// the writer: diskless/follow). Recover reads an object from it in place of a GET, but trusts
+// nothing it reads there: a copy is read only if it has the object's listed size; its header
+// only if its magic and number read right; its bytes only if their CRC checks and their header
+// is the one the log was chosen by (chain). Anything else is read from the bucket. A copy whose
+// header passed but whose bytes then did not, and whose bucket object's header differs (a copy
+// damaged in just those bytes), chose the log wrongly: Recover drops the copy and fails, and the
+// next start reads the bucket.
+type ObjectCache interface {
+	// ReadAt fills dst from off in the copy of commit object n; false without a copy of
+	// exactly size bytes, or if it does not read.
+	ReadAt(n uint64, size, off int64, dst []byte) bool
+	// Drop removes the copy: called once Recover is done with it.
+	Drop()
 }
 
 type listed struct {
@@ -238,7 +262,7 @@ func (c *Committer) listNumbered(ctx context.Context, prefix string) ([]listed, 
 	err := c.retrying(ctx, "listing "+prefix, func() error {
 		out = out[:0]
 		return c.cfg.Bucket.List(ctx, prefix, func(key string, size int64) error {
-			if n, ok := parseNumbered(prefix, key); ok {
+			if n, ok := ParseNumbered(prefix, key); ok {
 				out = append(out, listed{key, size, n})
 			}
 			return nil
@@ -313,8 +337,12 @@ func (c *Committer) chain(ctx context.Context, objs []listed, n, through, epoch 
 		h, ok := hdrs[o.n]
 		if !ok {
 			var hb [headerLen]byte
-			if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
-				return nil, false, fmt.Errorf("diskless: %s: %w", o.key, err)
+			cached := c.cfg.Cache != nil && c.cfg.Cache.ReadAt(o.n, o.size, 0, hb[:]) &&
+				string(hb[:4]) == magic && binary.BigEndian.Uint64(hb[24:]) == o.n
+			if !cached {
+				if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
+					return nil, false, fmt.Errorf("diskless: %s: %w", o.key, err)
+				}
 			}
 			h = Header{Epoch: binary.BigEndian.Uint64(hb[8:]), After: binary.BigEndian.Uint64(hb[40:])}
 			if string(hb[:4]) != magic {
@@ -468,7 +496,7 @@ func (c *Committer) replayObject(l *batchlog.Log, key string, buf []byte, seq ui
 // taken as it takes each), and sends each one's bytes (or its error) on its channel: the
 // replay takes them in order while the next are read, so a restore waits for about one round
 // trip of the bucket, not one per object.
-func (c *Committer) readAhead(ctx context.Context, log []listed) ([]chan objectBody, func()) {
+func (c *Committer) readAhead(ctx context.Context, log []listed, hdrs map[uint64]Header) ([]chan objectBody, func()) {
 	out := make([]chan objectBody, len(log))
 	for i := range out {
 		out[i] = make(chan objectBody, 1)
@@ -486,7 +514,17 @@ func (c *Committer) readAhead(ctx context.Context, log []listed) ([]chan objectB
 			}
 			go func() {
 				buf := make([]byte, o.size)
+				h := hdrs[o.n] // read only, once chain has filled it
+				if c.cfg.Cache != nil && c.cfg.Cache.ReadAt(o.n, o.size, 0, buf) && len(buf) >= headerLen+trailerLen &&
+					crc32.Checksum(buf[:len(buf)-trailerLen], castagnoli) == binary.BigEndian.Uint32(buf[len(buf)-trailerLen:]) && sameHeader(buf, o.n, h) {
+					out[i] <- objectBody{body: buf, slot: true, cached: true}
+					return
+				}
 				err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, buf) })
+				if err == nil && c.cfg.Cache != nil && !sameHeader(buf, o.n, h) {
+					c.cfg.Cache.Drop()
+					err = fmt.Errorf("diskless: %s: its header is not the one its local copy gave (the copy is dropped: start again)", o.key)
+				}
 				out[i] <- objectBody{body: buf, err: err, slot: true}
 			}()
 		}
@@ -499,9 +537,16 @@ func (c *Committer) readAhead(ctx context.Context, log []listed) ([]chan objectB
 const recoverReaders = 8
 
 type objectBody struct {
-	body []byte
-	err  error
-	slot bool // read under a slot of readAhead's, which the replay gives back
+	body   []byte
+	err    error
+	slot   bool // read under a slot of readAhead's, which the replay gives back
+	cached bool // read from Config.Cache
+}
+
+// sameHeader says whether obj is commit object n with the epoch and predecessor of h.
+func sameHeader(obj []byte, n uint64, h Header) bool {
+	return len(obj) >= headerLen && string(obj[:4]) == magic && binary.BigEndian.Uint64(obj[24:]) == n &&
+		binary.BigEndian.Uint64(obj[8:]) == h.Epoch && binary.BigEndian.Uint64(obj[40:]) == h.After
 }
 
 // uploadLocal PUTs p's local batches from offset from (what the bucket holds of p ends there)
