@@ -199,7 +199,7 @@ type Stats struct {
 	Fenced                                atomic.Bool
 	LastCommitNanos                       atomic.Int64 // the last group's time from handover to publication
 	// The last Recover's RecoverStats (set once it is done).
-	RecoverObjects, RecoverReplayed, RecoverUploaded, RecoverNanos atomic.Int64
+	RecoverObjects, RecoverCached, RecoverReplayed, RecoverUploaded, RecoverNanos atomic.Int64
 }
 
 type object struct {

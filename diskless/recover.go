@@ -227,6 +227,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 	}
 	st.Duration = time.Since(began)
 	c.stats.RecoverObjects.Store(int64(st.Objects))
+	c.stats.RecoverCached.Store(int64(st.Cached))
 	c.stats.RecoverReplayed.Store(int64(st.Replayed))
 	c.stats.RecoverUploaded.Store(int64(st.Uploaded))
 	c.stats.RecoverNanos.Store(int64(st.Duration))

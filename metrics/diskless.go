@@ -57,6 +57,7 @@ var (
 	disklessPendingDesc     = desc("diskless_pending_bytes", "Batch data of diskless topics held for the bucket and not in it yet; produce to them is refused KAFKA_STORAGE_ERROR past --diskless-max-pending-bytes.")
 	disklessRecoverDurDesc  = desc("diskless_recover_duration_seconds", "How long the commit log's recovery at start-up took (reading the commit objects, replaying what the local log lacked, uploading local batches never written to the bucket).")
 	disklessRecoverObjDesc  = desc("diskless_recover_objects", "Commit objects read whole (GET) by the recovery at start-up.")
+	disklessRecoverCachDesc = desc("diskless_recover_cached_objects", "Of the commit objects the recovery at start-up read, those read from the copy a standby kept while it followed the writer (the others were read from the bucket).")
 	disklessReplayedDesc    = desc("diskless_recover_replayed_batches", "Batches the recovery at start-up appended to the local log from commit objects (all of them after a restore on an empty disk).")
 	disklessUploadedDesc    = desc("diskless_recover_uploaded_batches", "Local batches the recovery at start-up wrote to the bucket (synced locally, never written there before the node stopped).")
 	disklessCheckpointsDesc = desc("diskless_checkpoints_total", "Checkpoints of the commit log written to the bucket (each folds the state of the commit objects the remote tier covers, which are then deleted).")
@@ -68,7 +69,7 @@ var (
 
 func (c disklessCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{disklessPutsDesc, disklessPutBytesDesc, disklessPutFailuresDesc, disklessTimedOutDesc,
-		disklessFencedDesc, disklessPendingDesc, disklessRecoverDurDesc, disklessRecoverObjDesc, disklessReplayedDesc, disklessUploadedDesc,
+		disklessFencedDesc, disklessPendingDesc, disklessRecoverDurDesc, disklessRecoverObjDesc, disklessRecoverCachDesc, disklessReplayedDesc, disklessUploadedDesc,
 		disklessCheckpointsDesc, disklessCkObjectDesc, disklessCkBytesDesc, disklessCkWindowsDesc, disklessDeletedDesc} {
 		ch <- d
 	}
@@ -94,6 +95,7 @@ func (c disklessCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(disklessPendingDesc, float64(c.d.PendingBytes()))
 	gauge(disklessRecoverDurDesc, time.Duration(s.RecoverNanos.Load()).Seconds())
 	gauge(disklessRecoverObjDesc, float64(s.RecoverObjects.Load()))
+	gauge(disklessRecoverCachDesc, float64(s.RecoverCached.Load()))
 	gauge(disklessReplayedDesc, float64(s.RecoverReplayed.Load()))
 	gauge(disklessUploadedDesc, float64(s.RecoverUploaded.Load()))
 	ck := c.d.CheckpointStats()

@@ -42,6 +42,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	m.Watch(log, fakeNode{offsets: []groups.CommittedOffset{{Group: "g", Topic: "t", Partition: 0, Offset: 0}}})
 	m.WatchRemote(fakeRemote{})
 	m.WatchLease(&stubLease{})
+	m.WatchFollower(&stubFollower{})
 	m.DisklessObserver()
 	m.WatchDiskless(diskless.New(diskless.Config{Bucket: objstore.NewMemory()}))
 	m.Requests.Error(0, 3) // error series appear with the first error

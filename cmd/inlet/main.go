@@ -74,6 +74,7 @@ func main() {
 		usage("%v", err)
 	}
 	mon.disklessObserver(rs)
+	mon.watchFollower(rs)
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
 	memoryLimit(logger, o, rs, conn.AnySASL(listeners))

@@ -34,6 +34,7 @@ type remoteSettings struct {
 	diskless        diskless.Config
 	committer       *diskless.Committer
 	tier            atomic.Pointer[tier.Tier] // once openTier has opened it: the checkpoints' UploadedEnd
+	following       following                 // a --standby node's follower of the commit log (follow.go)
 
 	// The prefix's lease (lease.go): --bucket-lease-ms, this node's name in it, and the
 	// lease once openTier has taken it.
@@ -107,6 +108,7 @@ func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, o
 		}
 		return 0
 	}
+	dc.Cache = followCache(rs, opts.Dir) // a standby's copy of the commit log (follow.go)
 	rs.committer = diskless.New(dc)
 	cfg.Diskless, cfg.DisklessDefault, opts.Diskless = rs.committer, rs.disklessDefault, rs.committer
 	// Every group's offset changes go to the bucket before they are answered (diskless/state.go).
@@ -155,7 +157,7 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("diskless commit log recovered", "objects", st.Objects, "replayed", st.Replayed, "uploaded", st.Uploaded, "group_offsets", st.Offsets, "took", st.Duration)
+	logger.Info("diskless commit log recovered", "objects", st.Objects, "from_copy", st.Cached, "replayed", st.Replayed, "uploaded", st.Uploaded, "group_offsets", st.Offsets, "took", st.Duration)
 	// Each block of producer ids goes to the bucket before an id of it is handed out.
 	cat.SetProducerIDReserver(rs.committer.KeepProducerIDs)
 	t, err := tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,

@@ -29,11 +29,11 @@ import (
 // bucket does (openTier uses the lease taken here). If another writer held the prefix since
 // this data directory last did (each writer keeps its epoch in writerEpochFile), the
 // directory may hold batches that writer has since given other offsets (diskless.ErrDiverged):
-// it is emptied, and the node restores from the bucket, as with --restore-from-remote.
+// it is emptied (but for the copy of the commit log the standby kept while it waited, which
+// the restore reads: follow.go), and the node restores from the bucket, as with
+// --restore-from-remote.
 //
-// What a standby does not do yet: follow the writer's commit objects while it waits (a
-// takeover restores from the bucket then: diskless and tiered topics, and every state the
-// bucket holds), answer Kafka requests as a second broker, or serve reads.
+// What a standby does not do yet: answer Kafka requests as a second broker, or serve reads.
 
 // writerEpochFile, in the data directory, holds the lease epoch this directory was last
 // written under (8 bytes, big-endian), synced with its directory.
@@ -50,7 +50,9 @@ func standBy(logger *slog.Logger, rs *remoteSettings, dataDir string) bool {
 		os.Exit(1)
 	}
 	logger.Info("standby: waiting for the bucket prefix", "prefix", rs.s3.Prefix)
+	stopFollowing := startFollowing(logger, rs, bucket, dataDir) // follow.go
 	l, err := lease.Take(ctx, lease.Config{Bucket: bucket, Node: rs.leaseNode, Duration: rs.leaseDuration, Logger: logger, Wait: true})
+	stopFollowing()
 	if ctx.Err() != nil {
 		if l != nil {
 			_ = l.Close(context.Background())
@@ -127,8 +129,8 @@ func writeWriterEpoch(dir string, epoch uint64) error {
 	return segfs.OS.SyncDir(dir)
 }
 
-// emptyDir removes everything in dir (not dir itself, which may be a mount point), and syncs
-// it.
+// emptyDir removes everything in dir but the standby's copy of the commit log (not dir itself,
+// which may be a mount point), and syncs it.
 func emptyDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -138,6 +140,9 @@ func emptyDir(dir string) error {
 		return err
 	}
 	for _, e := range entries {
+		if e.Name() == followDir {
+			continue // the standby's copy of the commit log, which Recover reads (follow.go)
+		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
