@@ -24,7 +24,8 @@ import (
 //	/readyz        200 once SetReady(true) (recovery done, listeners up), else 503; 503 also
 //	               while a listener is not accepting (listeners.go), with a line naming it;
 //	               while this node is not its bucket prefix's writer (lease.go), with a line
-//	               saying why ("fenced: prefix taken by ..."); while the remote tier's last
+//	               saying why ("fenced: prefix taken by ..."); while it stands by for the
+//	               prefix (role.go), "standby: " and who the writer is; while the remote tier's last
 //	               pass failed, a line that says so follows "ready"
 //	/debug/pprof/  net/http/pprof's handlers, only when withPprof (--pprof); 404 otherwise
 func (m *Metrics) Handler(withPprof bool) http.Handler {
@@ -34,6 +35,10 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := m.standingBy(); why != "" {
+			http.Error(w, "not ready\n"+why, http.StatusServiceUnavailable)
+			return
+		}
 		if !m.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return

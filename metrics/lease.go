@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"inlet/lease"
 )
 
@@ -11,40 +9,18 @@ type Lease interface {
 	State() lease.State
 }
 
-// WatchLease adds the bucket prefix's lease (inlet_bucket_*) to what is scraped, and to what
-// /readyz tells: 503 while this node is not the prefix's writer.
+// WatchLease adds the bucket prefix's lease (inlet_bucket_*, role.go) to what is scraped, and
+// to what /readyz tells: 503 while this node is not the prefix's writer.
 func (m *Metrics) WatchLease(l Lease) {
-	m.Registry.MustRegister(leaseCollector{l})
+	m.registerRole()
 	m.lease.Store(&l)
 }
-
-type leaseCollector struct{ l Lease }
 
 var (
 	leaseEpochDesc  = desc("bucket_lease_epoch", "Epoch of this node's lease of its bucket prefix: it rises by one at each take, and every object the node writes carries it.")
 	leaseWriterDesc = desc("bucket_writer", "1 while this node holds its bucket prefix's lease and may acknowledge produce, 0 while it does not (its last renewal too old, or fenced).")
 	leaseFencedDesc = desc("bucket_fenced_total", "Times this node learned that another node took its bucket prefix (it then acknowledges nothing more until restarted).")
 )
-
-func (c leaseCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- leaseEpochDesc
-	ch <- leaseWriterDesc
-	ch <- leaseFencedDesc
-}
-
-func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.l.State()
-	writer, fenced := 0.0, 0.0
-	if s.Writer {
-		writer = 1
-	}
-	if s.Fenced {
-		fenced = 1
-	}
-	ch <- prometheus.MustNewConstMetric(leaseEpochDesc, prometheus.GaugeValue, float64(s.Epoch))
-	ch <- prometheus.MustNewConstMetric(leaseWriterDesc, prometheus.GaugeValue, writer)
-	ch <- prometheus.MustNewConstMetric(leaseFencedDesc, prometheus.CounterValue, fenced)
-}
 
 // leaseNotHeld is why /readyz fails for the lease ("" while this node is the writer, or has
 // no bucket).

@@ -36,6 +36,7 @@ package metrics
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +56,11 @@ type Metrics struct {
 	remote atomic.Pointer[Remote]
 	// lease is the bucket prefix's lease, once WatchLease names it.
 	lease atomic.Pointer[Lease]
+	// The node's role (role.go): standby tells of the writer while the node stands by.
+	roleOnce      sync.Once
+	standby       atomic.Pointer[func() string]
+	takeovers     atomic.Uint64
+	takeoverNanos atomic.Int64
 }
 
 // New builds the registry: the request and commit metrics for the API keys served (the
