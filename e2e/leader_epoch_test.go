@@ -16,8 +16,8 @@ import (
 // stamps the partition's leader epoch into every batch it appends (bytes 12..15, outside the
 // CRC), and a consumer that validates epochs stops at a batch whose epoch disagrees with
 // Metadata. Every stored batch carries the epoch that Metadata, ListOffsets and
-// OffsetForLeaderEpoch report (0: one node has always led every partition), and the CRC
-// still holds.
+// OffsetForLeaderEpoch report on a node without a lease epoch (0; with one, the batches' 0 is
+// below it: cluster_view_test.go), and the CRC still holds.
 func TestBatchesCarryTheLeaderEpoch(t *testing.T) {
 	b := startBroker(t, nil)
 	b.createTopic("epochs", 1)

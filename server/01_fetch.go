@@ -12,8 +12,9 @@ import (
 
 // Fetch v4-v12. v4 brings isolation levels and the last stable offset, v5 the log start
 // offset, v7 fetch sessions (KIP-227: refused cleanly by always answering session id 0, which
-// clients take as "no session" and keep sending full requests), v11 rack ids (ignored: one
-// broker), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
+// clients take as "no session" and keep sending full requests), v9 the current leader epoch (KIP-320,
+// checked against Config.LeaderEpoch: read.CheckLeaderEpoch), v11 rack ids (ignored: one
+// node serves every partition, no follower fetching), v12 the flexible encoding. v13+ addresses topics by id and is not advertised.
 //
 // A fetch returns whole stored batches from the fetch offset, from both tiers, bounded by the
 // high watermark (or the last stable offset for read_committed), and waits up to

@@ -14,8 +14,10 @@ import (
 // earliest-local (-4, KIP-405: the local log start of a tiered partition), with
 // read_committed bounded by the last stable offset. Earliest and by timestamp span both
 // tiers: a tiered partition's batches below its local log start are searched in the remote
-// tier first (package read: read.Reader.OffsetForTimestamp, OffsetOfMaxTimestamp). v9's
-// latest-tiered (-5) is not advertised.
+// tier first (package read: read.Reader.OffsetForTimestamp, OffsetOfMaxTimestamp). v4+ names
+// the partition's current leader epoch, checked against Config.LeaderEpoch
+// (read.CheckLeaderEpoch, KIP-320), which every answer carries. v9's latest-tiered (-5) is not
+// advertised.
 const listOffsetsKey = 2
 
 func init() {
@@ -33,6 +35,7 @@ const (
 func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	epoch := s.leaderEpoch()
 	for _, rt := range req.Topics {
 		ot := kmsg.NewListOffsetsResponseTopic()
 		ot.Topic = rt.Topic
@@ -46,8 +49,13 @@ func handleListOffsets(s *Server, r *request, kreq kmsg.Request) (kmsg.Response,
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
+			if code := read.CheckLeaderEpoch(rp.CurrentLeaderEpoch, epoch); req.Version >= 4 && code != 0 {
+				op.ErrorCode, op.LeaderEpoch = code, -1
+				ot.Partitions = append(ot.Partitions, op)
+				continue
+			}
 			p := t.Partitions[rp.Partition]
-			op.LeaderEpoch = p.LeaderEpoch()
+			op.LeaderEpoch = epoch
 			stable := read.Stable(p, req.IsolationLevel)
 			switch rp.Timestamp {
 			case listLatest:

@@ -9,8 +9,9 @@ import (
 	"inlet/wire"
 )
 
-// Metadata v0-v12. The node presents itself as a one-broker cluster that leads every
-// partition (leader epoch 0, replicas and ISR = itself). v10+ carries topic ids; requests by
+// Metadata v0-v12. The node presents itself as the controller and the leader of every
+// partition (replicas and ISR = itself) at the leader epoch Config.LeaderEpoch gives, and
+// lists the other nodes of its bucket prefix (Config.Nodes) as brokers (cluster.go). v10+ carries topic ids; requests by
 // topic id alone (v12) are answered UNKNOWN_TOPIC_ID for ids that are not known. v8+ answers
 // KIP-430's authorized operations when asked.
 const metadataKey = 3
@@ -30,6 +31,12 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 	b.NodeID = s.cfg.NodeID
 	b.Host, b.Port = r.c.Advertised()
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	for _, n := range s.otherNodes() {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = n.ID, n.Host, n.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	epoch := s.leaderEpoch()
 	cid := s.blog.Meta().ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.cfg.NodeID
@@ -39,7 +46,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.blog.Topics() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t))
+			resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t, epoch))
 		}
 		metadataAuthorizedOperations(s.subjectOf(r), req, resp)
 		return resp, nil
@@ -53,7 +60,7 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 			mt.ErrorCode = wire.ErrUnknownTopicID
 			for _, t := range s.blog.Topics() {
 				if t.ID == rt.TopicID {
-					mt = s.metadataTopic(t.Name, 0, t)
+					mt = s.metadataTopic(t.Name, 0, t, epoch)
 				}
 			}
 			resp.Topics = append(resp.Topics, mt)
@@ -67,10 +74,10 @@ func handleMetadata(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, er
 			code, t = wire.ErrLeaderNotAvailable, nil
 		}
 		if t == nil {
-			resp.Topics = append(resp.Topics, s.metadataTopic(*rt.Topic, code, nil))
+			resp.Topics = append(resp.Topics, s.metadataTopic(*rt.Topic, code, nil, epoch))
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t))
+		resp.Topics = append(resp.Topics, s.metadataTopic(t.Name, 0, t, epoch))
 	}
 	metadataAuthorizedOperations(s.subjectOf(r), req, resp)
 	return resp, nil
@@ -97,8 +104,9 @@ func metadataAuthorizedOperations(sub authz.Subject, req *kmsg.MetadataRequest, 
 	}
 }
 
-// metadataTopic describes t, or reports code for a topic that could not be found or made.
-func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes t, its partitions led by this node at epoch, or reports code for a
+// topic that could not be found or made.
+func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic, epoch int32) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	n := name
 	mt.Topic = &n
@@ -113,7 +121,7 @@ func (s *Server) metadataTopic(name string, code int16, t *batchlog.Topic) kmsg.
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
 		mp.Leader = s.cfg.NodeID
-		mp.LeaderEpoch = p.LeaderEpoch()
+		mp.LeaderEpoch = epoch
 		mp.Replicas = []int32{s.cfg.NodeID}
 		mp.ISR = []int32{s.cfg.NodeID}
 		mt.Partitions = append(mt.Partitions, mp)

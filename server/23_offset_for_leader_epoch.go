@@ -5,13 +5,30 @@ import (
 
 	"inlet/acl"
 	"inlet/server/authz"
+	"inlet/server/read"
 	"inlet/wire"
 )
 
-// OffsetForLeaderEpoch v0-v4. Every partition has had one leader, this node, at epoch 0, so
-// the end offset of epoch 0 is the high watermark and any later epoch is unknown
-// (LeaderEpochFileCache.endOffsetFor answers UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET). A
-// current leader epoch above 0 is one this node never had: UNKNOWN_LEADER_EPOCH.
+// OffsetForLeaderEpoch v0-v4: the end offset of a leader epoch, which a consumer asks for
+// the epoch of the last record it read, to learn whether the log it read from was truncated
+// below its position (KIP-320). v2+ names the current leader epoch, checked against
+// Config.LeaderEpoch (read.CheckLeaderEpoch). With e the current epoch, a requested epoch:
+//   - above e is one this node never knew: UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET (-1,
+//     -1), as LeaderEpochFileCache.endOffsetFor answers;
+//   - e, or below e: the requested epoch and the high watermark. No history of epochs is
+//     kept, so the end of an earlier epoch is not known; the high watermark stands for it
+//     because nothing a consumer can have read is missing from the log: a takeover
+//     truncates nothing below the old writer's last high watermark. A diskless partition's
+//     high watermark is published only once the commit object holding its batches, and
+//     every object before it, is in the bucket and the node still holds the lease
+//     (diskless/committer.go), and the node that takes the prefix over restores every
+//     object in the bucket, so its log ends at or past every offset a consumer of the old
+//     writer read. (A local or tiered topic's tail that was not yet in the bucket is lost at
+//     a takeover: then the log end falls below the position of a consumer that read it, and
+//     the answer, below that position, tells it of the truncation as Kafka's would;
+//     docs/standby.md asks for diskless topics only.) A consumer is thus told of a
+//     truncation only where one happened, though later than Kafka would tell it (Kafka
+//     answers the end of the requested epoch itself).
 const offsetForLeaderEpochKey = 23
 
 func init() {
@@ -22,6 +39,7 @@ func init() {
 func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	epoch := s.leaderEpoch()
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		ot.Topic = rt.Topic
@@ -33,11 +51,10 @@ func handleOffsetForLeaderEpoch(s *Server, r *request, kreq kmsg.Request) (kmsg.
 			switch {
 			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				op.ErrorCode = wire.ErrUnknownTopicOrPartition
-			case req.Version >= 2 && rp.CurrentLeaderEpoch > t.Partitions[rp.Partition].LeaderEpoch():
-				op.ErrorCode = wire.ErrUnknownLeaderEpoch
-			case rp.LeaderEpoch == t.Partitions[rp.Partition].LeaderEpoch():
-				p := t.Partitions[rp.Partition]
-				op.LeaderEpoch, op.EndOffset = p.LeaderEpoch(), p.HighWatermark()
+			case req.Version >= 2 && read.CheckLeaderEpoch(rp.CurrentLeaderEpoch, epoch) != 0:
+				op.ErrorCode = read.CheckLeaderEpoch(rp.CurrentLeaderEpoch, epoch)
+			case rp.LeaderEpoch >= 0 && rp.LeaderEpoch <= epoch:
+				op.LeaderEpoch, op.EndOffset = rp.LeaderEpoch, t.Partitions[rp.Partition].HighWatermark()
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}

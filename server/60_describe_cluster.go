@@ -7,13 +7,14 @@ import (
 	"inlet/wire"
 )
 
-// DescribeCluster v0-v1 (KIP-700): the one broker, which is also the controller. v2 (fenced
-// brokers) is not advertised.
+// DescribeCluster v0-v1 (KIP-700): this node, the controller, and the other nodes of its
+// bucket prefix (Config.Nodes), as Metadata lists them. v2 (fenced brokers) is not
+// advertised.
 const describeClusterKey = 60
 
 func init() {
 	register(api{key: describeClusterKey, min: 0, max: 1, handle: handleDescribeCluster,
-		authz: unchecked("the one broker is no secret; KIP-430's operations are the principal's own")})
+		authz: unchecked("the brokers are no secret (Metadata lists them); KIP-430's operations are the principal's own")})
 }
 
 func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Response, error) {
@@ -41,5 +42,10 @@ func handleDescribeCluster(s *Server, r *request, kreq kmsg.Request) (kmsg.Respo
 	b.Host, b.Port = r.c.Advertised() // the request's listener's, as Metadata
 	b.NodeID = s.cfg.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	for _, n := range s.otherNodes() {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = n.ID, n.Host, n.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	return resp, nil
 }

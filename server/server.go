@@ -332,7 +332,8 @@ func (s *Server) Start(blog *batchlog.Log, remote RemoteTier) error {
 		return err
 	}
 	s.net = n
-	s.reader = read.Reader{Log: blog, Remote: remote, Logger: s.log, FetchMaxBytes: s.cfg.FetchMaxBytes, Node: n}
+	s.reader = read.Reader{Log: blog, Remote: remote, Logger: s.log, FetchMaxBytes: s.cfg.FetchMaxBytes, Node: n,
+		LeaderEpoch: s.cfg.LeaderEpoch}
 	if m := s.m; m != nil {
 		s.reader.Woken = m.FetchWoken
 		m.WatchLimits(s.LimitCounts)

@@ -70,6 +70,7 @@ const (
 	ErrSaslAuthenticationFailed  int16 = 58
 	ErrNonEmptyGroup             int16 = 68
 	ErrGroupIDNotFound           int16 = 69
+	ErrFencedLeaderEpoch         int16 = 74
 	ErrUnknownLeaderEpoch        int16 = 75
 	ErrMemberIDRequired          int16 = 79
 	ErrGroupMaxSizeReached       int16 = 81

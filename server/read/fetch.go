@@ -136,6 +136,10 @@ func (rd *Reader) fetchOnce(req *kmsg.FetchRequest, r Poll) (resp *Reply, total 
 		maxBytes = int(^uint32(0) >> 1)
 	}
 	maxBytes = min(maxBytes, rd.FetchMaxBytes, max(1, int(r.ReplyRoom())))
+	epoch := int32(0)
+	if rd.LeaderEpoch != nil {
+		epoch = rd.LeaderEpoch()
+	}
 	for ti, rt := range req.Topics {
 		ot := kmsg.NewFetchResponseTopic()
 		ot.Topic = rt.Topic
@@ -154,6 +158,13 @@ func (rd *Reader) fetchOnce(req *kmsg.FetchRequest, r Poll) (resp *Reply, total 
 				ot.Partitions = append(ot.Partitions, op)
 				stop = true
 				continue
+			}
+			if req.Version >= 9 { // KIP-320: CurrentLeaderEpoch
+				if code := CheckLeaderEpoch(rp.CurrentLeaderEpoch, epoch); code != 0 {
+					op.ErrorCode, stop = code, true
+					ot.Partitions = append(ot.Partitions, op)
+					continue
+				}
 			}
 			p := t.Partitions[rp.Partition]
 			hw := p.HighWatermark()

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 
 	"inlet/batchlog"
+	"inlet/wire"
 )
 
 // Reader reads the partitions of one node's batch log and, below a tiered partition's local
@@ -28,6 +29,9 @@ type Reader struct {
 	Node Node
 	// Woken counts a long poll woken by an advance of a partition it reads (nil: not counted).
 	Woken func()
+	// LeaderEpoch is every partition's leader epoch, which a Fetch's CurrentLeaderEpoch is
+	// checked against (CheckLeaderEpoch); nil: 0.
+	LeaderEpoch func() int32
 }
 
 // Node is the node's drain, as a long poll sees it (conn.Node).
@@ -76,4 +80,21 @@ func (rd *Reader) planRead(p *batchlog.Partition, offset, limit int64, maxBytes 
 		return rd.Remote.PlanRead(p, offset, limit, maxBytes, includeFirst, plan)
 	}
 	return err
+}
+
+// CheckLeaderEpoch is KIP-320's check of the leader epoch a request names for a partition
+// (Fetch v9+, ListOffsets v4+, OffsetForLeaderEpoch v2+: CurrentLeaderEpoch) against the
+// partition's, epoch (Partition.maybeThrowIfFenced): -1 names none and is served; a lower one
+// is FENCED_LEADER_EPOCH (the client's metadata is older than this leader, it refreshes it);
+// a higher one UNKNOWN_LEADER_EPOCH (the client saw a newer leader than this one, it
+// retries).
+func CheckLeaderEpoch(current, epoch int32) int16 {
+	switch {
+	case current == -1 || current == epoch:
+		return 0
+	case current < epoch:
+		return wire.ErrFencedLeaderEpoch
+	default:
+		return wire.ErrUnknownLeaderEpoch
+	}
 }
