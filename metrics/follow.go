@@ -23,7 +23,7 @@ type followerCollector struct{ f Follower }
 var (
 	standbyLagObjectsDesc = desc("standby_lag_objects", "Commit objects of the diskless commit log past its newest checkpoint that this standby has no copy of yet, as of its last look at the bucket (0 when caught up, and once the node writes): what a takeover now would read from the bucket.")
 	standbyLagBytesDesc   = desc("standby_lag_bytes", "Bytes of those commit objects.")
-	standbyLagSecondsDesc = desc("standby_lag_seconds", "How long this standby has been behind the commit log: since the first look that found an object it had no copy of, until a look that ends with none missing (0 when caught up).")
+	standbyLagSecondsDesc = desc("standby_lag_seconds", "How long the oldest of those commit objects has waited since this standby first listed it (0 when caught up).")
 	standbyFetchedDesc    = desc("standby_fetched_bytes_total", "Bytes of commit objects this standby read from the bucket into its copy while it stood by.")
 )
 

@@ -20,6 +20,9 @@
 // fsync: a copy that a crash left short or zeroed is told by its size or its CRC, and Recover
 // trusts none it has not checked (diskless.ObjectCache).
 //
+// Lag: the objects past the newest checkpoint with no copy as of the last look, their bytes, and
+// how long the oldest of them has waited since a look first listed it; all 0 when caught up.
+//
 // Memory: one buffer per reader, as large as the largest object read (Readers x
 // --diskless-commit-bytes at most: 128 MiB at the defaults). Disk: the objects past the newest
 // checkpoint, as the bucket holds them (about --diskless-checkpoint-interval-ms of the writer's
@@ -64,7 +67,7 @@ type Config struct {
 type Stats struct {
 	LagObjects int64         // objects past the newest checkpoint with no copy
 	LagBytes   int64         // their bytes
-	Behind     time.Duration // how long it has been behind (0: caught up)
+	Behind     time.Duration // how long the oldest of them has waited since it was listed
 	Objects    int64         // copies held
 	Bytes      int64         // their bytes
 	Fetched    int64         // objects read from the bucket
@@ -80,10 +83,10 @@ type Follower struct {
 	done   chan struct{}
 	bufs   chan []byte // the readers' buffers, reused
 
-	mu     sync.Mutex
-	held   map[uint64]int64 // the copies: number -> size
-	stats  Stats            // Behind unset: behind holds its start
-	behind time.Time
+	mu    sync.Mutex
+	held  map[uint64]int64     // the copies: number -> size
+	seen  map[uint64]time.Time // the objects missing a copy: when a look first listed them
+	stats Stats                // Behind unset: computed from seen
 }
 
 // Start makes the directory, takes the copies it holds (removing the temporary files a
@@ -105,7 +108,8 @@ func Start(cfg Config) (*Follower, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Follower{cfg: cfg, cache: Cache{Dir: cfg.Dir}, done: make(chan struct{}), bufs: make(chan []byte, cfg.Readers), held: map[uint64]int64{}}
+	f := &Follower{cfg: cfg, cache: Cache{Dir: cfg.Dir}, done: make(chan struct{}), bufs: make(chan []byte, cfg.Readers),
+		held: map[uint64]int64{}, seen: map[uint64]time.Time{}}
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), tmpSuffix) {
 			_ = os.Remove(filepath.Join(cfg.Dir, e.Name()))
@@ -130,7 +134,8 @@ func (f *Follower) Stop() {
 	f.cancel()
 	<-f.done
 	f.mu.Lock()
-	f.stats.LagObjects, f.stats.LagBytes, f.behind = 0, 0, time.Time{}
+	f.stats.LagObjects, f.stats.LagBytes = 0, 0
+	clear(f.seen)
 	f.mu.Unlock()
 }
 
@@ -139,8 +144,8 @@ func (f *Follower) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.stats
-	if !f.behind.IsZero() {
-		s.Behind = time.Since(f.behind)
+	for _, t := range f.seen {
+		s.Behind = max(s.Behind, time.Since(t))
 	}
 	return s
 }
@@ -206,16 +211,20 @@ func (f *Follower) look(ctx context.Context) error {
 	}
 	var missing []object
 	var lagBytes int64
+	now := time.Now()
+	was := f.seen
+	f.seen = make(map[uint64]time.Time, len(was))
 	for _, o := range objs { // the keys list in number order
 		if _, ok := f.held[o.n]; !ok && o.n > ck {
 			missing = append(missing, o)
 			lagBytes += o.size
+			f.seen[o.n] = now
+			if t, ok := was[o.n]; ok {
+				f.seen[o.n] = t
+			}
 		}
 	}
 	f.stats.LagObjects, f.stats.LagBytes = int64(len(missing)), lagBytes
-	if len(missing) > 0 && f.behind.IsZero() {
-		f.behind = time.Now()
-	}
 	f.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -238,11 +247,6 @@ func (f *Follower) look(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	f.mu.Lock()
-	if f.stats.LagObjects == 0 {
-		f.behind = time.Time{}
-	}
-	f.mu.Unlock()
 	select {
 	case err := <-errs:
 		return err
@@ -281,6 +285,7 @@ func (f *Follower) fetch(ctx context.Context, o object) error {
 	}
 	f.mu.Lock()
 	f.held[o.n] = o.size
+	delete(f.seen, o.n)
 	f.stats.LagObjects--
 	f.stats.LagBytes -= o.size
 	f.stats.Objects++
