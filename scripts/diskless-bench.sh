@@ -8,6 +8,14 @@
 #       with diskless.enable=true (acknowledged from the bucket); with KLITE set (the path of a
 #       klite binary), klite in its S3 mode on the same versitygw as a third; alternated round
 #       by round.
+#   scripts/diskless-bench.sh produce --standby [bench compare flags]
+#       inlet-diskless alone against inlet-diskless-standby: the same writer with a second node
+#       started beside it on its bucket prefix with --standby, following its commit log
+#       (docs/standby.md), alternated round by round. The standby runs in a session of its own,
+#       so the figures bench measures are the writer's alone; the standby's CPU seconds and its
+#       inlet_standby_* metrics at the end of each run are printed after the runs, and its
+#       requests (LISTs and GETs) are counted with the writer's in the per-node table (one
+#       prefix).
 #   scripts/diskless-bench.sh latency [bench latency flags]
 #       bench latency on inlet-diskless (default --of flat --rates 0.5: the diskless flat-out
 #       rate, then half of it, open loop).
@@ -52,6 +60,48 @@ set +e
 case $mode in
 produce)
   peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd" --peer "inlet-diskless[diskless.enable=true]=$node_cmd")
+  if [ "${1:-}" = --standby ]; then
+    shift
+    # pair.sh PORT DIR: the writer on PORT and DIR in this process group (the one bench
+    # measures and signals); once it accepts (it holds the prefix's lease), the standby on a
+    # free port, DIR's sibling standby/ (the same prefix) and a session of its own. On SIGTERM
+    # the standby is stopped first, so that the writer's stop is not a takeover; its CPU
+    # seconds and metrics go to $work/standby-PREFIX.txt.
+    { declare -p node_cmd work; cat <<'EOF'
+set -u
+port=$1 dir=$2
+run=$(basename "$(dirname "$dir")")
+sdir=$(dirname "$dir")/standby
+free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+sport=$(free)
+mport=$(free)
+w=${node_cmd//\{port\}/$port}
+w=${w//\{dir\}/$dir}
+s=${node_cmd//\{port\}/$sport}
+s=${s//\{dir\}/$sdir}
+sh -c "exec $w" &
+writer=$!
+for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+setsid sh -c "exec $s --node-id 2 --standby --metrics-listen 127.0.0.1:$mport" >"$work/standby-$run.log" 2>&1 &
+standby=$!
+stop() {
+  trap - TERM INT
+  {
+    awk -v hz="$(getconf CLK_TCK)" -v run="$run" '{printf "standby of %s: CPU %.2f s\n", run, ($14 + $15) / hz}' "/proc/$standby/stat"
+    curl -s "http://127.0.0.1:$mport/metrics" | grep -E '^inlet_standby_'
+  } >"$work/standby-$run.txt"
+  kill -TERM "$standby"
+  wait "$standby"
+  kill -TERM "$writer" 2>/dev/null
+  wait "$writer"
+  exit 0
+}
+trap stop TERM INT
+wait "$writer"
+EOF
+    } >"$work/pair.sh"
+    peers=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd" --peer "inlet-diskless-standby[diskless.enable=true]=bash $work/pair.sh {port} {dir}")
+  fi
   if [ -n "${KLITE:-}" ]; then
     # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
     peers+=(--peer "klite-s3=$KLITE --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --auto-create-topics --log-level warn --wal-max-disk-size 17179869184 --s3-bucket $bucket --s3-endpoint $endpoint --s3-region us-east-1 --s3-prefix $prefix")
@@ -59,6 +109,9 @@ produce)
   bin/bench compare --inlet-bin bin/inlet --targets '' --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
     "${peers[@]}" "$@"
   rc=$?
+  for f in "$work"/standby-*.txt; do
+    [ -e "$f" ] && sed 's/^/# /' "$f"
+  done
   ;;
 latency)
   [ $# -gt 0 ] || set -- --of flat --rates 0.5
