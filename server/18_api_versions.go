@@ -25,18 +25,19 @@ func handleAPIVersions(s *Server, r *request, req kmsg.Request) (kmsg.Response, 
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = SupportedAPIs()
 	if resp.Version >= 3 {
-		resp.SupportedFeatures, resp.FinalizedFeatures = s.features()
+		resp.SupportedFeatures, resp.FinalizedFeatures = Features(s.cfg.RebalanceProtocols)
 		resp.FinalizedFeaturesEpoch = 0
 	}
 	return resp, nil
 }
 
-// features is what ApiVersions v3+ lists (KIP-584), in one place.
-func (s *Server) features() ([]kmsg.ApiVersionsResponseSupportedFeature, []kmsg.ApiVersionsResponseFinalizedFeature) {
+// Features is what ApiVersions v3+ lists (KIP-584), in one place, for a node whose
+// Config.RebalanceProtocols is rebalanceProtocols (a standby's front lists the same).
+func Features(rebalanceProtocols []string) ([]kmsg.ApiVersionsResponseSupportedFeature, []kmsg.ApiVersionsResponseFinalizedFeature) {
 	sf := kmsg.NewApiVersionsResponseSupportedFeature()
 	sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, 1
 	var finalized []kmsg.ApiVersionsResponseFinalizedFeature
-	if s.consumerProtocolOn() {
+	if consumerProtocolOn(rebalanceProtocols) {
 		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", 1, 1
 		finalized = append(finalized, ff)

@@ -68,15 +68,15 @@ func authorizeConsumerGroupHeartbeat(s *Server, p authz.Subject, kreq kmsg.Reque
 
 // consumerProtocolOn is whether group.coordinator.rebalance.protocols lists "consumer" (nil:
 // Kafka 4's default, classic,consumer).
-func (s *Server) consumerProtocolOn() bool {
-	return s.cfg.RebalanceProtocols == nil || slices.Contains(s.cfg.RebalanceProtocols, "consumer")
+func consumerProtocolOn(rebalanceProtocols []string) bool {
+	return rebalanceProtocols == nil || slices.Contains(rebalanceProtocols, "consumer")
 }
 
 // consumerGroupConfig is the KIP-848 groups' settings: the configured ones, on if
 // group.coordinator.rebalance.protocols lists "consumer", and the topics from the log.
 func (s *Server) consumerGroupConfig() groups.ConsumerConfig {
 	cc := s.cfg.ConsumerGroups
-	cc.Enabled = s.consumerProtocolOn()
+	cc.Enabled = consumerProtocolOn(s.cfg.RebalanceProtocols)
 	meta := func(t *batchlog.Topic) groups.TopicMeta {
 		return groups.TopicMeta{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))}
 	}
