@@ -128,11 +128,15 @@ func Start(cfg Config) (*Follower, error) {
 	return f, nil
 }
 
-// Stop stops following, waits for the GETs in flight to end, and zeroes the lag: a node that
+// Stop stops following, waits for the GETs in flight to end, lets go of the readers' buffers
+// (the node that takes over keeps the Follower for its stats) and zeroes the lag: a node that
 // no longer stands by is not behind. The copies stay for Recover.
 func (f *Follower) Stop() {
 	f.cancel()
 	<-f.done
+	for len(f.bufs) > 0 {
+		<-f.bufs
+	}
 	f.mu.Lock()
 	f.stats.LagObjects, f.stats.LagBytes = 0, 0
 	clear(f.seen)
