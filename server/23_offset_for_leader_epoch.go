@@ -17,18 +17,18 @@ import (
 //     -1), as LeaderEpochFileCache.endOffsetFor answers;
 //   - e, or below e: the requested epoch and the high watermark. No history of epochs is
 //     kept, so the end of an earlier epoch is not known; the high watermark stands for it
-//     because nothing a consumer can have read is missing from the log: a takeover
-//     truncates nothing below the old writer's last high watermark. A diskless partition's
-//     high watermark is published only once the commit object holding its batches, and
-//     every object before it, is in the bucket and the node still holds the lease
-//     (diskless/committer.go), and the node that takes the prefix over restores every
-//     object in the bucket, so its log ends at or past every offset a consumer of the old
-//     writer read. (A local or tiered topic's tail that was not yet in the bucket is lost at
-//     a takeover: then the log end falls below the position of a consumer that read it, and
-//     the answer, below that position, tells it of the truncation as Kafka's would;
-//     docs/standby.md asks for diskless topics only.) A consumer is thus told of a
-//     truncation only where one happened, though later than Kafka would tell it (Kafka
-//     answers the end of the requested epoch itself).
+//     because nothing a consumer can have read of a diskless partition is missing from the
+//     log: a takeover truncates nothing below the old writer's last high watermark. A
+//     diskless partition's high watermark is published only once the commit object holding
+//     its batches, and every object before it, is in the bucket and the node still holds
+//     the lease (diskless/committer.go), and the node that takes the prefix over restores
+//     every object in the bucket, so its log ends at or past every offset a consumer of the
+//     old writer read. A consumer is thus never told of a truncation that did not happen.
+//     (A local or tiered topic's tail that was not yet in the bucket is lost at a takeover:
+//     the log end falls below the position of a consumer that read it, and the answer tells
+//     it of the truncation if it asks before new records reach its position; Kafka, which
+//     answers the end of the requested epoch itself, would tell it later too. Hence
+//     docs/standby.md asks for diskless topics only.)
 const offsetForLeaderEpochKey = 23
 
 func init() {
