@@ -78,7 +78,7 @@ func main() {
 	listeners := sec.listeners(*o.listen, *o.advertise)
 	maxConns := maxConnections(logger, *o.maxConnections, *o.dataDir, *o.workers)
 	memoryLimit(logger, o, rs, conn.AnySASL(listeners))
-	if rs != nil && rs.standby && !standBy(logger, rs, *o.dataDir) {
+	if rs != nil && rs.standby && !standBy(logger, rs, *o.dataDir, frontConfig(logger, o, listeners, cluster, maxConns, protocols), mon) {
 		mon.stop(context.Background())
 		os.Exit(0)
 	}
@@ -137,9 +137,14 @@ func main() {
 	mon.watchLease(rs)
 	mon.watchDiskless(rs)
 	mon.ready(blog, srv, remote)
+	mon.tookOver(logger, rs)
 
-	got := waitForStop(logger, srv, *o.config)
-	logger.Info("draining", "signal", got.String())
+	got, fenced := waitForStop(logger, srv, *o.config, fencedWhileStandby(rs))
+	if fenced {
+		logger.Warn("fenced: another node took the bucket prefix; stopping, to start again as a standby")
+	} else {
+		logger.Info("draining", "signal", got.String())
+	}
 	mon.draining()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -161,8 +166,13 @@ func main() {
 	if rs != nil {
 		rs.committer.Close() // after the log: the last groups it handed over go to the bucket
 	}
-	releaseLease(ctx, logger, rs) // after every writer of the bucket
+	if !fenced {
+		releaseLease(ctx, logger, rs) // after every writer of the bucket
+	}
 	stopProfiles()
+	if fenced {
+		restartAsStandby(logger) // front.go; does not return
+	}
 	logger.Info("stopped")
 	os.Exit(code)
 }
@@ -210,16 +220,22 @@ func newLogger(levelName string) *slog.Logger {
 }
 
 // waitForStop waits for SIGTERM or SIGINT, reloading the config file's users on each SIGHUP
-// meanwhile, and returns the signal that ends the wait.
-func waitForStop(logger *slog.Logger, srv *server.Server, configPath string) os.Signal {
+// meanwhile, and returns the signal that ends the wait; or for fenced to close (fencedWhileStandby),
+// and returns true.
+func waitForStop(logger *slog.Logger, srv *server.Server, configPath string, fenced <-chan struct{}) (os.Signal, bool) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	got := <-sig
-	for got == syscall.SIGHUP {
-		reloadUsers(logger, srv, configPath)
-		got = <-sig
+	for {
+		select {
+		case got := <-sig:
+			if got != syscall.SIGHUP {
+				return got, false
+			}
+			reloadUsers(logger, srv, configPath)
+		case <-fenced:
+			return nil, true
+		}
 	}
-	return got
 }
 
 // startProfiles starts the CPU profile and returns the function that ends it and writes the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"time"
 
 	"inlet/batchlog"
 	"inlet/metrics"
@@ -83,6 +84,26 @@ func (mo *monitor) disklessObserver(rs *remoteSettings) {
 func (mo *monitor) watchDiskless(rs *remoteSettings) {
 	if mo != nil && rs != nil && rs.committer != nil {
 		mo.m.WatchDiskless(rs.committer)
+	}
+}
+
+// standingBy tells /readyz that the node stands by, and who the writer is.
+func (mo *monitor) standingBy(writer func() string) {
+	if mo != nil {
+		mo.m.StandingBy(writer)
+	}
+}
+
+// tookOver counts a standby's takeover, once it serves (nothing for a node that did not
+// stand by).
+func (mo *monitor) tookOver(logger *slog.Logger, rs *remoteSettings) {
+	if rs == nil || rs.takenAt.IsZero() {
+		return
+	}
+	d := time.Since(rs.takenAt)
+	logger.Info("standby: took over and serving", "took", d)
+	if mo != nil {
+		mo.m.TookOver(d)
 	}
 }
 

@@ -35,6 +35,7 @@ type remoteSettings struct {
 	committer       *diskless.Committer
 	tier            atomic.Pointer[tier.Tier] // once openTier has opened it: the checkpoints' UploadedEnd
 	following       following                 // a --standby node's follower of the commit log (follow.go)
+	takenAt         time.Time                 // when a --standby node took the prefix (standby.go); zero otherwise
 
 	// The prefix's lease (lease.go): --bucket-lease-ms, this node's name in it, and the
 	// lease once openTier has taken it.

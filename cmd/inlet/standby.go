@@ -10,10 +10,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"inlet/lease"
 	"inlet/objstore"
 	"inlet/segfs"
+	"inlet/server/standby"
 )
 
 // --standby: a node that stands by beside the writer of its bucket prefix, and takes over when
@@ -23,17 +25,18 @@ import (
 // starts first writes, and a writer that is restarted comes back as the standby.
 //
 // The path that runs (standBy, before anything is opened): the prefix's lease is taken with
-// lease.Config.Wait, which waits for as long as a live writer renews it; the node listens on
-// nothing meanwhile (/readyz, with --metrics-listen, answers 503), and SIGTERM or SIGINT end
-// the wait and the process. Once it holds the prefix the node starts as any node with a
-// bucket does (openTier uses the lease taken here). If another writer held the prefix since
-// this data directory last did (each writer keeps its epoch in writerEpochFile), the
-// directory may hold batches that writer has since given other offsets (diskless.ErrDiverged):
-// it is emptied (but for the copy of the commit log the standby kept while it waited, which
-// the restore reads: follow.go), and the node restores from the bucket, as with
-// --restore-from-remote.
+// lease.Config.Wait, which waits for as long as a live writer renews it; meanwhile, with
+// --cluster-nodes, the node answers Kafka on its listeners and sends clients to the writer
+// (front.go; without it the node listens on nothing), /readyz answers 503 naming the writer,
+// and SIGTERM or SIGINT end the wait and the process. Once it holds the prefix the node
+// starts as any node with a bucket does (openTier uses the lease taken here). If another
+// writer held the prefix since this data directory last did (each writer keeps its epoch in
+// writerEpochFile), the directory may hold batches that writer has since given other offsets
+// (diskless.ErrDiverged): it is emptied (but for the copy of the commit log the standby kept
+// while it waited, which the restore reads: follow.go), and the node restores from the
+// bucket, as with --restore-from-remote.
 //
-// What a standby does not do yet: answer Kafka requests as a second broker, or serve reads.
+// What a standby does not do: serve reads (docs/standby.md says why).
 
 // writerEpochFile, in the data directory, holds the lease epoch this directory was last
 // written under (8 bytes, big-endian), synced with its directory.
@@ -41,7 +44,7 @@ const writerEpochFile = "writer.epoch"
 
 // standBy takes the prefix's lease for a --standby node, waiting for it; false when a signal
 // ended the wait.
-func standBy(logger *slog.Logger, rs *remoteSettings, dataDir string) bool {
+func standBy(logger *slog.Logger, rs *remoteSettings, dataDir string, fc *standby.Config, mon *monitor) bool {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	bucket, err := objstore.OpenS3(ctx, rs.s3)
@@ -50,8 +53,10 @@ func standBy(logger *slog.Logger, rs *remoteSettings, dataDir string) bool {
 		os.Exit(1)
 	}
 	logger.Info("standby: waiting for the bucket prefix", "prefix", rs.s3.Prefix)
+	stopFront := startFront(logger, fc, mon)                     // front.go
 	stopFollowing := startFollowing(logger, rs, bucket, dataDir) // follow.go
 	l, err := lease.Take(ctx, lease.Config{Bucket: bucket, Node: rs.leaseNode, Duration: rs.leaseDuration, Logger: logger, Wait: true})
+	stopFront() // before the server binds the same addresses
 	stopFollowing()
 	if ctx.Err() != nil {
 		if l != nil {
@@ -65,6 +70,7 @@ func standBy(logger *slog.Logger, rs *remoteSettings, dataDir string) bool {
 		os.Exit(1)
 	}
 	rs.lease.p.Store(l)
+	rs.takenAt = time.Now()
 	last, err := readWriterEpoch(dataDir)
 	if err != nil {
 		logger.Error("standby", "err", err)
