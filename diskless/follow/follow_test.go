@@ -190,6 +190,8 @@ func TestFollowerCatchesUpAndReportsLag(t *testing.T) {
 	for _, b := range objs {
 		size += int64(len(b))
 	}
+	writes := func() int64 { return mem.Calls(objstore.OpPut) + mem.Calls(objstore.OpPutIf) + mem.Calls(objstore.OpDelete) }
+	wrote := writes()
 	b := newCounting(mem)
 	b.hold = make(chan struct{})
 	dir := filepath.Join(t.TempDir(), "follow")
@@ -210,6 +212,9 @@ func TestFollowerCatchesUpAndReportsLag(t *testing.T) {
 		t.Fatalf("caught up: stats %+v", st)
 	}
 	checkCopies(t, dir, objs)
+	if writes() != wrote {
+		t.Errorf("the bucket was written to while only the follower ran: %d writes", writes()-wrote)
+	}
 
 	// It goes on following the writer, each object read once.
 	w.produce(t, 4)
