@@ -34,8 +34,8 @@ func frontConfig(logger *slog.Logger, o *options, listeners []conn.Listener, nod
 	if len(listeners) == 0 {
 		listeners = []conn.Listener{{Name: "PLAINTEXT", Address: *o.listen, Advertise: *o.advertise, Protocol: "PLAINTEXT"}}
 	}
-	if p := strings.ToUpper(listeners[0].Protocol); p != "" && p != "PLAINTEXT" {
-		logger.Warn("--cluster-nodes: the first listener is not PLAINTEXT, and a standby asks the other nodes for the writer at their first listeners without SASL or TLS", "listener", listeners[0].Name, "protocol", p)
+	if p := strings.ToUpper(listeners[0].Protocol); (p != "" && p != "PLAINTEXT") || listeners[0].Anonymous != nil {
+		logger.Warn("--cluster-nodes: a standby asks the other nodes for the writer at their first listeners as an unrestricted client without SASL or TLS, and this first listener is not one", "listener", listeners[0].Name, "protocol", p)
 	}
 	idle := msFlag(*o.connectionsMaxIdleMs)
 	if idle <= 0 || idle > standby.DefaultIdleTimeout {

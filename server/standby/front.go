@@ -18,9 +18,10 @@
 //     none, which is what a Kafka broker that coordinates nothing answers); every admin API:
 //     NOT_CONTROLLER. Each is retriable: a client refreshes its metadata and goes to the writer.
 //
-// A standby holds no users, so the front serves only listeners without SASL; it is plain Go
-// networking (a goroutine per connection, one request at a time) since it carries a few
-// metadata requests, not produce traffic.
+// The front asks the writer as an unauthenticated client, so it serves only the listeners
+// whose clients are that (notServed: no SASL, as a standby holds no users; no TLS client
+// certificates; no prefixes). It is plain Go networking (a goroutine per connection, one
+// request at a time) since it carries a few metadata requests, not produce traffic.
 //
 // Bounds, since any client can reach it: a frame's length is checked against MaxRequestBytes
 // before anything is allocated, and its bytes come out of a budget shared by every connection
@@ -103,6 +104,7 @@ type Front struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	done   chan struct{} // closed by Close
 
 	apis     []kmsg.ApiVersionsResponseApiKey // server.SupportedAPIs
 	versions map[int16][2]int16               // the same by key: min, max
@@ -131,7 +133,7 @@ func Start(cfg Config) (*Front, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Front{cfg: cfg, budget: newBudget(max(frameBudget, int64(cfg.MaxRequestBytes))), conns: map[net.Conn]struct{}{},
+	f := &Front{cfg: cfg, budget: newBudget(max(frameBudget, int64(cfg.MaxRequestBytes))), conns: map[net.Conn]struct{}{}, done: make(chan struct{}),
 		apis: server.SupportedAPIs(), versions: map[int16][2]int16{}}
 	for _, k := range f.apis {
 		f.versions[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
@@ -142,8 +144,8 @@ func Start(cfg Config) (*Front, error) {
 		}
 	}
 	for _, l := range cfg.Listeners {
-		if strings.HasPrefix(strings.ToUpper(l.Protocol), "SASL_") {
-			cfg.Logger.Info("standby: not answering on a SASL listener (a standby holds no users)", "listener", l.Name)
+		if why := notServed(l); why != "" {
+			cfg.Logger.Info("standby: not answering on a listener", "listener", l.Name, "why", why)
 			continue
 		}
 		ln, err := net.Listen("tcp", l.Address)
@@ -163,6 +165,23 @@ func Start(cfg Config) (*Front, error) {
 	return f, nil
 }
 
+// notServed is why the front does not serve l ("" when it does). It asks the writer as an
+// unauthenticated client of the writer's first listener, so it serves only clients that are
+// no more than that: none that authenticate (SASL: a standby holds no users; a TLS client
+// certificate names a principal) or that their listener restricts to prefixes. Their
+// requests would be answered for another principal than theirs.
+func notServed(l conn.Listener) string {
+	switch {
+	case strings.HasPrefix(strings.ToUpper(l.Protocol), "SASL_"):
+		return "SASL: a standby holds no users"
+	case l.TLS != nil && l.TLS.ClientAuth != tls.NoClientCert:
+		return "TLS client certificates name principals, which the writer would not see through a standby"
+	case l.Anonymous != nil:
+		return "its clients are restricted to prefixes, which the writer would not see through a standby"
+	}
+	return ""
+}
+
 // Addrs are the bound addresses, in the order of the listeners served.
 func (f *Front) Addrs() []string {
 	out := make([]string, len(f.lns))
@@ -176,6 +195,9 @@ func (f *Front) Addrs() []string {
 // returns once every goroutine of the front has ended: the ports are free for the server.
 func (f *Front) Close() {
 	f.mu.Lock()
+	if !f.closed {
+		close(f.done)
+	}
 	f.closed = true
 	for c := range f.conns {
 		_ = c.Close()
@@ -204,7 +226,13 @@ func (f *Front) accept(ln net.Listener) {
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			f.cfg.Logger.Warn("standby: accept", "err", err, "retry_in", backoff)
-			time.Sleep(backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-f.done:
+				t.Stop()
+				return
+			}
 			continue
 		}
 		backoff = 0

@@ -2,6 +2,7 @@ package standby
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"inlet/auth"
 	"inlet/batchlog"
 	"inlet/conn"
 	"inlet/meta"
@@ -423,5 +425,26 @@ func TestEveryServedAPIIsAnswered(t *testing.T) {
 		if got := refusal(key); got != want {
 			t.Errorf("api key %d refused %d, want %d", key, got, want)
 		}
+	}
+}
+
+// TestOnlyUnauthenticatedListenersAreServed: the front does not open a SASL listener, one
+// that asks for TLS client certificates, or one whose clients are restricted to prefixes:
+// the writer would answer their requests for another principal.
+func TestOnlyUnauthenticatedListenersAreServed(t *testing.T) {
+	open, _ := freeAddr(t)
+	ls := []conn.Listener{
+		{Name: "SASL", Address: "127.0.0.1:0", Protocol: "SASL_PLAINTEXT"},
+		{Name: "MTLS", Address: "127.0.0.1:0", Protocol: "SSL", TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}},
+		{Name: "PREFIXED", Address: "127.0.0.1:0", Protocol: "PLAINTEXT", Anonymous: &auth.Principal{Name: "ANONYMOUS", TopicPrefixes: []string{"a"}}},
+		{Name: "OPEN", Address: open, Protocol: "PLAINTEXT"},
+	}
+	f, err := Start(Config{Listeners: ls, NodeID: 1, Nodes: []server.Node{{ID: 1, Host: "127.0.0.1", Port: 1}}, MaxRequestBytes: 1 << 20, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := f.Addrs(); len(got) != 1 || got[0] != open {
+		t.Fatalf("served %v, want only %s", got, open)
 	}
 }
