@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -149,24 +150,42 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 		if !n.logged("diskless commit log recovered") {
 			t.Fatalf("loss %d: the new node did not recover the diskless commit log", k)
 		}
-		after := groupOffsets(t, ctx, adm, group, in)
-		behind := 0
-		for p, o := range before {
-			if after[p] < o {
-				behind++
-				t.Errorf("loss %d: partition %d: the group's committed offset is %d after the restore, but a transaction committing %d was acknowledged before the loss", k, p, after[p], o)
-			}
-		}
+		behind := checkGroupResumed(t, ctx, adm, group, in, before, fmt.Sprintf("loss %d", k))
 		t.Logf("loss %d at %v (a transaction held open: %v; bucket requests that landed after the freeze: %d): %d records acknowledged, %d sink transactions committed; group offsets of %d partitions checked after the restore, %d behind",
 			k, time.Since(began).Round(time.Millisecond), held, landed, np.ackedCount(), sk.commitCount(), len(before), behind)
 	}
 
 	np.finish(t, ctx)
+	total, aborted := checkSinkExactlyOnce(t, ctx, adminCl, n.addr(), np, sk, stopSink, partitions)
+	// What read_committed hid: the output of the transactions that aborted, those held open at
+	// a loss (acknowledged, so in the bucket, and aborted by the restore) among them.
+	if aborted < heldOut {
+		t.Fatalf("read_uncommitted reads %d output records beyond the committed ones, but the transactions held open at the losses had %d acknowledged", aborted, heldOut)
+	}
+	t.Logf("output: read_committed reads each of the %d inputs exactly once, after %d node losses; read_uncommitted reads %d records more, of aborted transactions (%d of those held open at a loss)",
+		total, losses, aborted, heldOut)
+}
+
+// checkSinkExactlyOnce checks a run of numbered producers (finished) and a txnSink on the
+// node at addr (cl a client of it), after node losses or takeovers:
+//   - every input partition holds 0, 1, 2, ... without a gap or a repeat, every acknowledged
+//     number among them;
+//   - the sink drains: the group's committed offsets reach the input's end offsets (it is
+//     stopped then);
+//   - read_committed reads each output partition as exactly the numbers of its input
+//     partition, in order, each once.
+//
+// It returns the input records read, and how many output records read_uncommitted reads
+// beyond the committed ones (those of aborted transactions).
+func checkSinkExactlyOnce(t *testing.T, ctx context.Context, cl *kgo.Client, addr string, np *numberedProducers, sk *txnSink, stopSink func(), partitions int32) (total, aborted int) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	began := time.Now()
 	hws := map[int32]int64{}
-	total, acked := 0, 0
+	acked := 0
 	for p := int32(0); p < partitions; p++ {
-		hw, _ := listOffsets(t, ctx, adminCl, in, p)
-		got := readPartition(t, ctx, n.addr(), in, p, hw)
+		hw, _ := listOffsets(t, ctx, cl, sk.in, p)
+		got := readPartition(t, ctx, addr, sk.in, p, hw)
 		a := np.check(t, p, got)
 		if a == 0 {
 			t.Fatalf("input partition %d: nothing acknowledged", p)
@@ -174,12 +193,12 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 		hws[p] = int64(len(got))
 		total, acked = total+len(got), acked+a
 	}
-	t.Logf("input: %d records in 16 partitions, %d of them acknowledged, each once", total, acked)
+	t.Logf("input: %d records in %d partitions, %d of them acknowledged, each once", total, partitions, acked)
 
 	// The sink drains: the group's offsets reach the input's ends.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		offs := groupOffsets(t, ctx, adm, group, in)
+		offs := groupOffsets(t, ctx, adm, sk.group, sk.in)
 		lag := int64(0)
 		for p, hw := range hws {
 			if offs[p] > hw {
@@ -202,17 +221,17 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 	// A plain record after the sink's last transaction closes each output partition: once it is
 	// read with read_committed, so is everything before it (no transaction is left open, or
 	// the last stable offset would hold it back).
-	end, err := kgo.NewClient(kgo.SeedBrokers(n.addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	end, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer end.Close()
 	for p := int32(0); p < partitions; p++ {
-		if err := end.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: p, Value: []byte("end")}).FirstErr(); err != nil {
+		if err := end.ProduceSync(ctx, &kgo.Record{Topic: sk.out, Partition: p, Value: []byte("end")}).FirstErr(); err != nil {
 			t.Fatalf("the end record of output partition %d: %v", p, err)
 		}
 	}
-	outs := readUntilEnd(t, ctx, n.addr(), out, partitions, kgo.ReadCommitted())
+	outs := readUntilEnd(t, ctx, addr, sk.out, partitions, kgo.ReadCommitted())
 	for p := int32(0); p < partitions; p++ {
 		vs := outs[p]
 		for i, v := range vs {
@@ -224,17 +243,26 @@ func TestNodeLossKeepsDisklessRecordsTransactionsAndOffsets(t *testing.T) {
 			t.Fatalf("output partition %d: %d records, the input partition %d", p, len(vs), hws[p])
 		}
 	}
-	// What read_committed hid: the output of the transactions that aborted, those held open at
-	// a loss (acknowledged, so in the bucket, and aborted by the restore) among them.
-	aborted := -total
-	for _, vs := range readUntilEnd(t, ctx, n.addr(), out, partitions, kgo.ReadUncommitted()) {
+	aborted = -total
+	for _, vs := range readUntilEnd(t, ctx, addr, sk.out, partitions, kgo.ReadUncommitted()) {
 		aborted += len(vs)
 	}
-	if aborted < heldOut {
-		t.Fatalf("read_uncommitted reads %d output records beyond the committed ones, but the transactions held open at the losses had %d acknowledged", aborted, heldOut)
+	return total, aborted
+}
+
+// checkGroupResumed fails the test for every partition of topic whose offset committed in the
+// group, as the node answers now, is below before's (the offsets of the transactions a sink was
+// told committed); it returns how many were.
+func checkGroupResumed(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, before map[int32]int64, what string) (behind int) {
+	t.Helper()
+	after := groupOffsets(t, ctx, adm, group, topic)
+	for p, o := range before {
+		if after[p] < o {
+			behind++
+			t.Errorf("%s: partition %d: the group's committed offset is %d, but a transaction committing %d was acknowledged before", what, p, after[p], o)
+		}
 	}
-	t.Logf("output: read_committed reads each of the %d inputs exactly once, after %d node losses; read_uncommitted reads %d records more, of aborted transactions (%d of those held open at a loss)",
-		total, losses, aborted, heldOut)
+	return behind
 }
 
 // groupOffsets is the group's committed offset of every partition of topic (0 where none),
@@ -309,7 +337,7 @@ func readUntilEnd(t *testing.T, ctx context.Context, addr, topic string, partiti
 // committed offsets.
 type txnSink struct {
 	t                    *testing.T
-	addr, in, out, group string
+	addr, in, out, group string // addr: one address, or several separated by commas (the seed brokers)
 	stop, done           chan struct{}
 	// hold asks for the next transaction with records to be held open once its output is
 	// acknowledged: the sink sends its output's count on held and waits for release.
@@ -333,7 +361,7 @@ func (s *txnSink) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(s.addr), kgo.TransactionalID("nodeloss-sink"),
+		sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(strings.Split(s.addr, ",")...), kgo.TransactionalID("nodeloss-sink"),
 			kgo.ConsumerGroup(s.group), kgo.InstanceID("nodeloss-sink-0"), kgo.ConsumeTopics(s.in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.TransactionTimeout(20*time.Second), kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(10*time.Second),

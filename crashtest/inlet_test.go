@@ -232,6 +232,28 @@ func (n *inlet) logged(s string) bool {
 	return i >= 0 && bytes.Contains(b[i:], []byte(s))
 }
 
+// logSize is the size of the log so far, a point for loggedSince.
+func (n *inlet) logSize() int64 {
+	st, err := os.Stat(n.logPath)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// loggedSince reports whether the current start's log, past its first from bytes (logSize),
+// contains s: what a process logged after a point, such as a node that re-executed itself
+// (its log goes on under the same start).
+func (n *inlet) loggedSince(from int64, s string) bool {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil || int64(len(b)) < from {
+		return false
+	}
+	marker := fmt.Sprintf("===== crashtest: start %d ", n.starts)
+	i := bytes.LastIndex(b, []byte(marker))
+	return i >= 0 && bytes.Contains(b[max(i, int(from)):], []byte(s))
+}
+
 // loggedAny reports whether any start's log contains s.
 func (n *inlet) loggedAny(s string) bool {
 	b, err := os.ReadFile(n.logPath)

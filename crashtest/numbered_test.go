@@ -20,8 +20,13 @@ type numberedProducers struct {
 	prods []*kgo.Client // one for every partition, or one for all
 	mu    sync.Mutex
 	acked []map[int]bool // by partition: the numbers acknowledged
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// since and firstAck: the first acknowledgement of a record sent at or after since (see
+	// markSent), zero until then; what a failover measures as producing again.
+	since, firstAck time.Time
+	failed          int   // records whose produce failed (retries or delivery timeout exhausted)
+	firstErr        error // the first of those failures
+	stop            chan struct{}
+	wg              sync.WaitGroup
 }
 
 // numberedPace is how each partition's goroutine writes: burst records, then a pause; with
@@ -76,12 +81,22 @@ func startNumberedProducersPaced(t *testing.T, ctx context.Context, addr, topic 
 				default:
 				}
 				v := append([]byte(fmt.Sprintf("%09d:", i)), pad...)
+				sent := time.Now()
 				prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: v}, func(r *kgo.Record, err error) {
 					if err == nil {
 						np.mu.Lock()
 						np.acked[p][i] = true
+						if np.firstAck.IsZero() && !np.since.IsZero() && !sent.Before(np.since) {
+							np.firstAck = time.Now()
+						}
 						np.mu.Unlock()
+						return
 					}
+					np.mu.Lock()
+					if np.failed++; np.firstErr == nil {
+						np.firstErr = fmt.Errorf("partition %d, number %d: %w", p, i, err)
+					}
+					np.mu.Unlock()
 				})
 				if i%pace.burst == pace.burst-1 {
 					time.Sleep(pace.pause)
@@ -104,6 +119,23 @@ func (np *numberedProducers) finish(t *testing.T, ctx context.Context) {
 	}
 }
 
+// markSent starts a measure and returns its start: firstAckSince reports when the first record
+// sent from then on was acknowledged.
+func (np *numberedProducers) markSent() time.Time {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	np.since, np.firstAck = time.Now(), time.Time{}
+	return np.since
+}
+
+// firstAckSince is when the first record sent since markSent was acknowledged; zero until
+// one is.
+func (np *numberedProducers) firstAckSince() time.Time {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	return np.firstAck
+}
+
 // ackedCount is how many records have been acknowledged so far, over every partition.
 func (np *numberedProducers) ackedCount() int {
 	np.mu.Lock()
@@ -123,7 +155,7 @@ func (np *numberedProducers) check(t *testing.T, p int32, got []int) (acked int)
 	defer np.mu.Unlock()
 	for i, num := range got {
 		if num != i {
-			t.Fatalf("partition %d: record %d is number %d (a record lost, or stored twice)", p, i, num)
+			t.Fatalf("partition %d: record %d is number %d (a record lost, or stored twice); %d records failed to produce, the first: %v", p, i, num, np.failed, np.firstErr)
 		}
 	}
 	for num := range np.acked[p] {

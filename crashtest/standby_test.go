@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"inlet/objstore/objtest"
 )
 
 // TestStandbyTakesOverAfterKillsAndStops: two nodes with the same flags but their ports and
@@ -25,36 +29,10 @@ import (
 // four takeovers, and the producers' retries stored nothing twice.
 func TestStandbyTakesOverAfterKillsAndStops(t *testing.T) {
 	s3 := versityEnv(t)
-	nodes := make([]*inlet, 2)
-	for i := range nodes {
-		n := &inlet{t: t, dir: filepath.Join(t.TempDir(), "data"), args: append(bucketFlags(s3, "standby/"), "--standby", "--node-id", fmt.Sprint(i+1)),
-			logPath: filepath.Join(t.TempDir(), fmt.Sprintf("inlet-%d.log", i)), port: freePort(t)}
-		nodes[i] = n
-		t.Cleanup(func() {
-			if n.running() {
-				n.kill()
-			}
-			if r := n.firstRace(); r != "" {
-				t.Errorf("the race detector reported a data race in node %d:\n%s", i, r)
-			}
-			if t.Failed() {
-				t.Logf("node %d's log tail:\n%s", i, n.logTail(30))
-			}
-		})
-	}
+	nodes := standbyNodes(t, s3, "standby/", false)
 	writer, standby := nodes[0], nodes[1]
 	writer.start()
-	standBy := func(n *inlet) {
-		t.Helper()
-		if err := n.launch(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 20*time.Second, "the node stands by", func() bool { return n.logged("standing by until its holder releases it") })
-		if n.listeningLogged() {
-			t.Fatal("a standby listens")
-		}
-	}
-	standBy(standby)
+	standby.standBy()
 
 	const topic, partitions = "orders", 2
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
@@ -100,7 +78,7 @@ func TestStandbyTakesOverAfterKillsAndStops(t *testing.T) {
 			t.Errorf("takeover %d after %s: serving %v after the stop, want at most %v", k, how, took, limit)
 		}
 		writer, standby = standby, writer
-		standBy(standby) // the stopped node, started again with its own flags
+		standby.standBy() // the stopped node, started again with its own flags
 	}
 	np.finish(t, ctx)
 
@@ -113,5 +91,63 @@ func TestStandbyTakesOverAfterKillsAndStops(t *testing.T) {
 		hw, _ := listOffsets(t, ctx, cl, topic, p)
 		want := np.check(t, p, readPartition(t, ctx, writer.addr(), topic, p, hw))
 		t.Logf("partition %d: %d acknowledged across %d takeovers, each read once", p, want, takeovers)
+	}
+}
+
+// standbyNodes is two nodes, none started, with the same flags (bucketFlags on prefix,
+// --standby, extra; with cluster, --cluster-nodes naming both) but their --node-id (1 and 2),
+// ports and data directories. When the test ends each is killed (resumed first, if it was
+// stopped), and its log tail printed if the test failed.
+func standbyNodes(t *testing.T, s3 *objtest.Server, prefix string, cluster bool, extra ...string) [2]*inlet {
+	t.Helper()
+	var nodes [2]*inlet
+	for i := range nodes {
+		args := append(bucketFlags(s3, prefix), "--standby", "--node-id", fmt.Sprint(i+1))
+		n := &inlet{t: t, dir: filepath.Join(t.TempDir(), "data"), args: append(args, extra...),
+			logPath: filepath.Join(t.TempDir(), fmt.Sprintf("inlet-%d.log", i+1)), port: freePort(t)}
+		nodes[i] = n
+		t.Cleanup(func() {
+			if n.running() {
+				_ = n.cmd.Process.Signal(syscall.SIGCONT)
+				n.kill()
+			}
+			if r := n.firstRace(); r != "" {
+				t.Errorf("the race detector reported a data race in node %d:\n%s", i+1, r)
+			}
+			if t.Failed() {
+				t.Logf("node %d's log tail:\n%s", i+1, n.logTail(30))
+			}
+		})
+	}
+	if cluster {
+		list := fmt.Sprintf("1@%s,2@%s", nodes[0].addr(), nodes[1].addr())
+		for _, n := range nodes {
+			n.args = append(n.args, "--cluster-nodes", list)
+		}
+	}
+	return nodes
+}
+
+// standBy starts n, a node of standbyNodes, and waits until it stands by.
+func (n *inlet) standBy() {
+	n.t.Helper()
+	if err := n.launch(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.waitStandingBy(0)
+}
+
+// waitStandingBy waits until the current start's log, past its first from bytes, says the node
+// stands by, and checks what it listens on meanwhile: nothing, or with --cluster-nodes the
+// standby's front (which logs its own line, not the server's "listening").
+func (n *inlet) waitStandingBy(from int64) {
+	n.t.Helper()
+	waitFor(n.t, 20*time.Second, "the node stands by", func() bool { return n.loggedSince(from, "standing by until its holder releases it") })
+	front := slices.Contains(n.args, "--cluster-nodes")
+	if n.loggedSince(from, "msg=listening") {
+		n.t.Fatal("a standby started the server's listeners")
+	}
+	if got := n.loggedSince(from, "standby: answering clients"); got != front {
+		n.t.Fatalf("a standby answers on its listeners: %v, want %v (--cluster-nodes given)", got, front)
 	}
 }
