@@ -152,6 +152,14 @@ func testFailoverChaos(t *testing.T, pause bool) {
 		}
 		stopped := np.markSent() // the writer is gone or frozen: nothing sent from now on reaches it
 		servedIn := waitLeads(t, standby, ids[standby], 30*time.Second)
+		// At once, before the sink commits on the new writer: the offsets the restore brought
+		// back.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(standby.addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGroupResumed(t, ctx, kadm.NewClient(cl), group, in, before, fmt.Sprintf("takeover %d", k))
+		cl.Close()
 		if pause {
 			// Resumed once the standby serves: the node finds itself fenced at its next
 			// renewal, stops serving and re-executes itself as a standby, by itself. Its
@@ -182,12 +190,6 @@ func testFailoverChaos(t *testing.T, pause bool) {
 		if limit := 15 * time.Second; servedIn > limit {
 			t.Errorf("takeover %d: the standby served %v after the %s, want at most %v", k, servedIn, how, limit)
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(standby.addr()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkGroupResumed(t, ctx, kadm.NewClient(cl), group, in, before, fmt.Sprintf("takeover %d", k))
-		cl.Close()
 		writer, standby = standby, writer
 		if !pause {
 			standby.standBy() // the killed node, started again with its own flags
