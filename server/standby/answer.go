@@ -15,6 +15,7 @@ import (
 // The API keys the front answers itself; every other served key is answered with an error
 // (refusals).
 const (
+	produceKey          = 0
 	metadataKey         = 3
 	findCoordinatorKey  = 10
 	listGroupsKey       = 16
@@ -121,6 +122,12 @@ func (f *Front) respond(hdr wire.RequestHeader, body []byte) ([]byte, error) {
 			w, found = f.findWriter(deadline)
 		}
 		return encode(hdr, findCoordinator(req.(*kmsg.FindCoordinatorRequest), w, found)), nil
+	case produceKey:
+		if req.(*kmsg.ProduceRequest).Acks == 0 {
+			// acks=0 is never answered: Kafka closes the connection on an error instead, and
+			// the client refreshes its metadata.
+			return nil, fmt.Errorf("produce with acks=0 to a standby")
+		}
 	case listGroupsKey, listTransactionsKey:
 		// Kafka's answer from a broker that coordinates no group or transaction: none.
 		return encode(hdr, req.ResponseKind()), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -446,5 +447,31 @@ func TestOnlyUnauthenticatedListenersAreServed(t *testing.T) {
 	defer f.Close()
 	if got := f.Addrs(); len(got) != 1 || got[0] != open {
 		t.Fatalf("served %v, want only %s", got, open)
+	}
+}
+
+// TestProduceWithoutAcksClosesTheConnection: a produce with acks=0 is never answered, so the
+// front closes the connection instead (as Kafka on an error), and the client refreshes.
+func TestProduceWithoutAcksClosesTheConnection(t *testing.T) {
+	f, _, _ := pair(t, true, nil)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 7, 0, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	rt.Partitions = append(rt.Partitions, kmsg.NewProduceRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	c, err := net.DialTimeout("tcp", f.Addrs()[0], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("t")).AppendRequest(nil, req, 1)
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := c.Read(make([]byte, 64))
+	if n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("after an acks=0 produce the front answered %d bytes, err %v; want the connection closed", n, err)
 	}
 }
