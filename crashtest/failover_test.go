@@ -184,7 +184,7 @@ func testFailoverChaos(t *testing.T, pause bool) {
 		producedIn := np.firstAckSince().Sub(stopped)
 		serving, producing = append(serving, servedIn), append(producing, producedIn)
 		t.Logf("takeover %d after %s at %v: node %d serving %v after the %s, the first record sent after it acknowledged %v after it",
-			k, how, time.Since(began).Round(time.Millisecond), ids[standby], servedIn.Round(time.Millisecond), how, producedIn.Round(time.Millisecond))
+			k, how, stopped.Sub(began).Round(time.Millisecond), ids[standby], servedIn.Round(time.Millisecond), how, producedIn.Round(time.Millisecond))
 		// The bound: the lease unrenewed (1 s), the standby's look at it (a second at most),
 		// the restore, and slack for a loaded machine.
 		if limit := 15 * time.Second; servedIn > limit {
