@@ -29,7 +29,9 @@ import (
 // four takeovers, and the producers' retries stored nothing twice.
 func TestStandbyTakesOverAfterKillsAndStops(t *testing.T) {
 	s3 := versityEnv(t)
-	nodes := standbyNodes(t, s3, "standby/", false)
+	// STANDBY_CLUSTER=1 runs the pair with --cluster-nodes (the standby answers clients);
+	// TestFailoverChaosKill and -Stop cover that mode, this test the one without.
+	nodes := standbyNodes(t, s3, "standby/", os.Getenv("STANDBY_CLUSTER") == "1")
 	writer, standby := nodes[0], nodes[1]
 	writer.start()
 	standby.standBy()

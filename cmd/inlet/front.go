@@ -21,9 +21,9 @@ import (
 // it cannot tell clients where the writer is.
 //
 // A writer that another node fenced (it took the prefix: the lease's Fenced) and that runs
-// with --standby stops serving, closes everything as at a SIGTERM but for the lease (not its
-// own any more), and re-executes itself with the same arguments: it comes back as a standby
-// waiting on the new writer, its data directory emptied at its next takeover (writer.epoch).
+// with --standby re-executes itself with the same arguments at once (main.go says why it
+// neither drains nor closes its log): it comes back as a standby waiting on the new writer,
+// its data directory emptied at its next takeover (writer.epoch).
 
 // frontConfig is the standby front's configuration; nil without --cluster-nodes.
 // protocols is group.coordinator.rebalance.protocols, for ApiVersions' features.

@@ -141,10 +141,18 @@ func main() {
 
 	got, fenced := waitForStop(logger, srv, *o.config, fencedWhileStandby(rs))
 	if fenced {
-		logger.Warn("fenced: another node took the bucket prefix; stopping, to start again as a standby")
-	} else {
-		logger.Info("draining", "signal", got.String())
+		// Nothing a fenced node does can be acknowledged any more, and its data directory is
+		// emptied before it writes again (standby.go): it neither drains (its requests would
+		// wait on bucket writes it can never make, and a draining node accepts connections
+		// only to close them, which clients do not retry) nor closes its log. Re-executing
+		// closes every listener and connection at once: clients are refused or cut off, and
+		// retry on the writer.
+		logger.Warn("fenced: another node took the bucket prefix; starting again as a standby")
+		mon.draining()
+		stopProfiles()
+		restartAsStandby(logger) // front.go; does not return
 	}
+	logger.Info("draining", "signal", got.String())
 	mon.draining()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -166,13 +174,8 @@ func main() {
 	if rs != nil {
 		rs.committer.Close() // after the log: the last groups it handed over go to the bucket
 	}
-	if !fenced {
-		releaseLease(ctx, logger, rs) // after every writer of the bucket
-	}
+	releaseLease(ctx, logger, rs) // after every writer of the bucket
 	stopProfiles()
-	if fenced {
-		restartAsStandby(logger) // front.go; does not return
-	}
 	logger.Info("stopped")
 	os.Exit(code)
 }
