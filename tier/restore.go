@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -38,6 +39,12 @@ import (
 //
 // Run it before Open and before the node serves.
 func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, logger *slog.Logger) (topics, objects int, err error) {
+	return RestoreWith(ctx, l, m, bucket, nil, logger)
+}
+
+// RestoreWith is Restore taking the records cache holds (nil: none) from it rather than from
+// the bucket: only the objects it does not hold (by key and size) are read.
+func RestoreWith(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, cache *RecordCache, logger *slog.Logger) (topics, objects int, err error) {
 	if len(l.Topics()) > 0 {
 		return 0, 0, errors.New("tier: restore needs an empty data directory; this one has topics")
 	}
@@ -75,7 +82,7 @@ func Restore(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstor
 	sort.Strings(names)
 	for _, tk := range names {
 		d := descs[tk]
-		n, err := restoreTopic(ctx, l, m, bucket, d, tk, parts, logger)
+		n, err := restoreTopic(ctx, l, m, bucket, cache, d, tk, parts, logger)
 		if err != nil {
 			return topics, objects, fmt.Errorf("tier: restore topic %q: %w", d.Name, err)
 		}
@@ -113,7 +120,7 @@ type keyedObject struct {
 	parsed parsedKey
 }
 
-func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, d topicDescription, tk string,
+func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket objstore.Bucket, cache *RecordCache, d topicDescription, tk string,
 	parts map[string][]keyedObject, logger *slog.Logger) (int, error) {
 	var id [16]byte
 	if b, err := hex.DecodeString(d.ID); err != nil || len(b) != 16 {
@@ -126,7 +133,7 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 	}
 	starts := make([]batchlog.RestoredStart, d.Partitions)
 	records := make([][]meta.RemoteObject, d.Partitions)
-	read := readRecords(ctx, bucket, tk, d.Partitions, parts)
+	read := readRecords(ctx, bucket, cache, tk, d.Partitions, parts)
 	for i := range starts {
 		objs := parts[fmt.Sprintf("%s/%d", tk, i)]
 		// By base offset, then the newest epoch, then the longest first where two begin
@@ -193,13 +200,20 @@ type readResult struct {
 const restoreReaders = 32
 
 // readRecords reads the record of every object of the topic's partitions (readRecord),
-// restoreReaders at a time, by key.
-func readRecords(ctx context.Context, bucket objstore.Bucket, tk string, partitions int, parts map[string][]keyedObject) map[string]readResult {
+// restoreReaders at a time, by key; those cache holds are taken from it.
+func readRecords(ctx context.Context, bucket objstore.Bucket, cache *RecordCache, tk string, partitions int, parts map[string][]keyedObject) map[string]readResult {
 	var objs []keyedObject
 	for i := range partitions {
 		objs = append(objs, parts[fmt.Sprintf("%s/%d", tk, i)]...)
 	}
 	out := make(map[string]readResult, len(objs))
+	objs = slices.DeleteFunc(objs, func(ko keyedObject) bool {
+		o, ok := cache.record(ko)
+		if ok {
+			out[ko.key] = readResult{o: o}
+		}
+		return ok
+	})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, restoreReaders)
