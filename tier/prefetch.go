@@ -54,8 +54,11 @@ type RecordCacheStats struct {
 	Hits    int64 // records a restore took from it rather than from the bucket
 }
 
-// Stats is c's stats.
+// Stats is c's stats (zero for a nil cache).
 func (c *RecordCache) Stats() RecordCacheStats {
+	if c == nil {
+		return RecordCacheStats{}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return RecordCacheStats{Records: len(c.recs), Read: c.read, Hits: c.hits}

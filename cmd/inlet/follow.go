@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"inlet/diskless"
 	"inlet/diskless/follow"
 	"inlet/objstore"
+	"inlet/tier"
 )
 
 // A --standby node follows the writer's diskless commit log while it waits (diskless/follow):
@@ -15,7 +18,8 @@ import (
 // lease; the copy, in followDir of the data directory, is kept by the takeover's emptying of
 // the directory (emptyDir), read by Recover (diskless.Config.Cache, given by withDiskless to a
 // --standby node only) and removed by it once it has recovered. The follower's lag is scraped
-// (inlet_standby_*) from following.
+// (inlet_standby_*) from following. Beside it, the records of the tiered objects are read
+// ahead (startReadingRecords), for the takeover's restore (tier.RestoreWith).
 
 // followDir is the copy's directory in the data directory.
 const followDir = "follow"
@@ -37,19 +41,57 @@ func (f *following) Stats() follow.Stats {
 // what stops it. Without a data directory, or if the copy's directory cannot be made, the
 // standby follows nothing (logged) and a takeover reads every object from the bucket.
 func startFollowing(logger *slog.Logger, rs *remoteSettings, bucket objstore.Bucket, dataDir string) (stop func()) {
+	stopRecords := startReadingRecords(logger, rs, bucket)
 	if dataDir == "" {
-		return func() {}
+		return stopRecords
 	}
 	f, err := follow.Start(follow.Config{Bucket: bucket, Dir: filepath.Join(dataDir, followDir), Logger: logger})
 	if err != nil {
 		logger.Warn("standby: not following the commit log: a takeover will read it all from the bucket", "err", err)
-		return func() {}
+		return stopRecords
 	}
 	rs.following.p.Store(f)
 	return func() {
+		stopRecords()
 		f.Stop()
 		s := f.Stats()
 		logger.Info("standby: stopped following the commit log", "copies", s.Objects, "copied_bytes", s.Bytes, "fetched", s.Fetched, "fetched_bytes", s.FetchedBytes)
+	}
+}
+
+// recordsEvery is how often a standby reads the records of the tiered objects uploaded since
+// its last look: a LIST of the prefix, and two range reads per new object.
+const recordsEvery = 2 * time.Second
+
+// startReadingRecords keeps rs.records, the records of the bucket's tiered objects (their
+// trailers and footers: tier.RecordCache), up to date every recordsEvery while the node stands
+// by, in memory (the standby becomes the writer in this process), so that a takeover's restore
+// reads only the objects uploaded since the last look; it returns what stops it.
+func startReadingRecords(logger *slog.Logger, rs *remoteSettings, bucket objstore.Bucket) (stop func()) {
+	c := tier.NewRecordCache()
+	rs.records = c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(recordsEvery)
+		defer tick.Stop()
+		for {
+			if _, err := c.Refresh(ctx, bucket); err != nil && ctx.Err() == nil {
+				logger.Warn("standby: reading the tiered objects' records ahead", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		s := c.Stats()
+		logger.Info("standby: stopped reading the tiered objects' records", "records", s.Records, "read", s.Read)
 	}
 }
 

@@ -35,6 +35,7 @@ type remoteSettings struct {
 	committer       *diskless.Committer
 	tier            atomic.Pointer[tier.Tier] // once openTier has opened it: the checkpoints' UploadedEnd
 	following       following                 // a --standby node's follower of the commit log (follow.go)
+	records         *tier.RecordCache         // a --standby node's records of the tiered objects, read ahead (follow.go); nil otherwise
 	takenAt         time.Time                 // when a --standby node took the prefix (standby.go); zero otherwise
 
 	// The prefix's lease (lease.go): --bucket-lease-ms, this node's name in it, and the
@@ -146,11 +147,11 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 		// its data directory is its own now.
 		logger.Info("--restore-from-remote: the data directory holds topics already; nothing restored")
 	} else if rs.restore {
-		topics, objects, err := tier.Restore(ctx, blog, cat, bucket, logger)
+		topics, objects, err := tier.RestoreWith(ctx, blog, cat, bucket, rs.records, logger)
 		if err != nil {
 			return nil, err
 		}
-		logger.Info("restored from the remote tier", "topics", topics, "objects", objects)
+		logger.Info("restored from the remote tier", "topics", topics, "objects", objects, "records_read_ahead", rs.records.Stats().Hits)
 	}
 	// Every start: the diskless topics' batches the local log lacks come from the commit
 	// objects (all of them after a restore), and those never PUT go up, before serving.
