@@ -88,6 +88,25 @@ func (s *Store) SaveRemoteObject(o RemoteObject) error {
 	return s.db.Set(remoteKey(o.Partition, o.Base), appendRemoteObject(nil, o), pebble.Sync)
 }
 
+// SaveRemoteObjects records objects in one batch, synced once (a restore's records: one
+// fsync rather than one an object).
+func (s *Store) SaveRemoteObjects(objs []RemoteObject) error {
+	if s.db == nil || len(objs) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, o := range objs {
+		if len(o.Key) > 1<<16-1 {
+			return fmt.Errorf("meta: object key of %d bytes", len(o.Key))
+		}
+		if err := b.Set(remoteKey(o.Partition, o.Base), appendRemoteObject(nil, o), nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
 // DeleteRemoteObject forgets the record of partition's object at base, synced.
 func (s *Store) DeleteRemoteObject(partition uint32, base int64) error {
 	if s.db == nil {

@@ -176,17 +176,18 @@ func restoreTopic(ctx context.Context, l *batchlog.Log, m *meta.Store, bucket ob
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	var all []meta.RemoteObject
 	for i, rs := range records {
 		for _, o := range rs {
 			o.Partition = t.Partitions[i].ID
-			if err := m.SaveRemoteObject(o); err != nil {
-				return n, err
-			}
-			n++
+			all = append(all, o)
 		}
 	}
-	return n, nil
+	// One synced batch: a topic's thousand records saved one fsync each took ~0.3 s.
+	if err := m.SaveRemoteObjects(all); err != nil {
+		return 0, err
+	}
+	return len(all), nil
 }
 
 type readResult struct {
