@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"inlet/diskless/follow"
+	"inlet/tier"
 )
 
 // Follower is what a standby's follower collector reads at scrape time: the follower of the
@@ -32,6 +33,28 @@ func (c followerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbyLagBytesDesc
 	ch <- standbyLagSecondsDesc
 	ch <- standbyFetchedDesc
+}
+
+// RecordCache is a standby's records of the tiered objects, read ahead for its takeover's
+// restore (tier.RecordCache).
+type RecordCache interface {
+	Stats() tier.RecordCacheStats
+}
+
+// WatchRecordCache adds a standby's records of the tiered objects (inlet_standby_tier_records)
+// to what is scraped.
+func (m *Metrics) WatchRecordCache(c RecordCache) {
+	m.Registry.MustRegister(recordCacheCollector{c})
+}
+
+type recordCacheCollector struct{ c RecordCache }
+
+var standbyTierRecordsDesc = desc("standby_tier_records", "Tiered objects whose records (trailer and footer) this standby holds, read ahead while it stands by: a takeover's restore reads only the others from the bucket.")
+
+func (c recordCacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- standbyTierRecordsDesc }
+
+func (c recordCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(standbyTierRecordsDesc, prometheus.GaugeValue, float64(c.c.Stats().Records))
 }
 
 func (c followerCollector) Collect(ch chan<- prometheus.Metric) {

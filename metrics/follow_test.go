@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"inlet/diskless/follow"
+	"inlet/tier"
 )
 
 type stubFollower struct{ s follow.Stats }
@@ -30,5 +31,23 @@ func TestStandbyLagFollowsTheFollower(t *testing.T) {
 		if got[names[i]] != want {
 			t.Errorf("caught up: %s = %v, want %v", names[i], got[names[i]], want)
 		}
+	}
+}
+
+type stubRecords struct{ s tier.RecordCacheStats }
+
+func (r *stubRecords) Stats() tier.RecordCacheStats { return r.s }
+
+// TestStandbyTierRecordsFollowsTheCache: the gauge reads the records held at each scrape.
+func TestStandbyTierRecordsFollowsTheCache(t *testing.T) {
+	m := New([]int16{0}, "test", "")
+	r := &stubRecords{s: tier.RecordCacheStats{Records: 1240, Read: 1300}}
+	m.WatchRecordCache(r)
+	if got := scrape(t, m, "inlet_standby_tier_records")["inlet_standby_tier_records"]; got != 1240 {
+		t.Fatalf("inlet_standby_tier_records = %v, want 1240", got)
+	}
+	r.s.Records = 3 // objects deleted from the bucket
+	if got := scrape(t, m, "inlet_standby_tier_records")["inlet_standby_tier_records"]; got != 3 {
+		t.Fatalf("after deletes inlet_standby_tier_records = %v, want 3", got)
 	}
 }

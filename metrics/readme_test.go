@@ -43,6 +43,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	m.WatchRemote(fakeRemote{})
 	m.WatchLease(&stubLease{})
 	m.WatchFollower(&stubFollower{})
+	m.WatchRecordCache(tier.NewRecordCache())
 	m.DisklessObserver()
 	m.WatchDiskless(diskless.New(diskless.Config{Bucket: objstore.NewMemory()}))
 	m.Requests.Error(0, 3) // error series appear with the first error

@@ -68,8 +68,10 @@ const recordsEvery = 2 * time.Second
 // by, in memory (the standby becomes the writer in this process), so that a takeover's restore
 // reads only the objects uploaded since the last look; it returns what stops it.
 func startReadingRecords(logger *slog.Logger, rs *remoteSettings, bucket objstore.Bucket) (stop func()) {
-	c := tier.NewRecordCache()
-	rs.records = c
+	c := rs.records
+	if c == nil {
+		return func() {}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -95,6 +97,15 @@ func startReadingRecords(logger *slog.Logger, rs *remoteSettings, bucket objstor
 	}
 }
 
+// newRecordCache is a --standby node's records of the tiered objects (nil otherwise): made
+// with the settings, before the metrics watch it.
+func newRecordCache(standby bool) *tier.RecordCache {
+	if !standby {
+		return nil
+	}
+	return tier.NewRecordCache()
+}
+
 // followCache is the committer's Config.Cache: the copy of a --standby node (nil otherwise).
 func followCache(rs *remoteSettings, dataDir string) diskless.ObjectCache {
 	if !rs.standby || dataDir == "" {
@@ -108,5 +119,6 @@ func followCache(rs *remoteSettings, dataDir string) diskless.ObjectCache {
 func (mo *monitor) watchFollower(rs *remoteSettings) {
 	if mo != nil && rs != nil && rs.standby {
 		mo.m.WatchFollower(&rs.following)
+		mo.m.WatchRecordCache(rs.records)
 	}
 }

@@ -66,6 +66,7 @@ func (o *options) remote() *remoteSettings {
 			Prefix: *o.s3Prefix, PathStyle: *o.s3PathStyle},
 		restore:        *o.restoreFromRemote,
 		standby:        *o.standby,
+		records:        newRecordCache(*o.standby),
 		objectBytes:    mustSize("remote-object-bytes", *o.remoteObjectBytes),
 		readCache:      mustSize("remote-read-cache", *o.remoteReadCache),
 		uploadRate:     mustSizeOrZero("remote-upload-max-bytes-per-sec", *o.remoteUploadRate),
