@@ -243,13 +243,11 @@ func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 // dropped (Pass.AdvanceLocalStart). Never below LogStartOffset.
 func (p *Partition) LocalLogStartOffset() int64 { return p.localStart.Load() }
 
-// LeaderEpoch is the leader epoch stamped into every batch the partition appends: 0. The
-// epoch clients are told (Metadata, ListOffsets, OffsetForLeaderEpoch: package server's
-// Config.LeaderEpoch) is the bucket prefix's lease epoch on a node with a bucket, which rises
-// at every takeover, and 0 without one: never below the batches' epoch, as in Kafka, whose
-// batches written under earlier leaders carry lower epochs. A client reads a batch's epoch
-// only to ask OffsetForLeaderEpoch, which package server answers for every epoch up to the
-// current one, so nothing needs to store it.
+// LeaderEpoch is the leader epoch stamped into every batch the partition appends: 0. Clients
+// are told the lease epoch (server's Config.LeaderEpoch; 0 without a bucket), which rises at
+// every takeover and is never below the batches' (in Kafka too, batches of earlier leaders
+// carry lower epochs); OffsetForLeaderEpoch answers every epoch up to the current one, so
+// nothing needs to store it.
 func (p *Partition) LeaderEpoch() int32 { return 0 }
 
 // Append is one batch of a produce request, for one partition.
