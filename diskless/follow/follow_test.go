@@ -190,7 +190,9 @@ func TestFollowerCatchesUpAndReportsLag(t *testing.T) {
 	for _, b := range objs {
 		size += int64(len(b))
 	}
-	writes := func() int64 { return mem.Calls(objstore.OpPut) + mem.Calls(objstore.OpPutIf) + mem.Calls(objstore.OpDelete) }
+	writes := func() int64 {
+		return mem.Calls(objstore.OpPut) + mem.Calls(objstore.OpPutIf) + mem.Calls(objstore.OpDelete)
+	}
 	wrote := writes()
 	b := newCounting(mem)
 	b.hold = make(chan struct{})
