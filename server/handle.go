@@ -212,9 +212,7 @@ func (s *Server) finishAndClose(r *request, out *transport.Out, delay time.Durat
 
 func encodeResponse(hdr wire.RequestHeader, resp kmsg.Response) *transport.Out {
 	resp.SetVersion(hdr.APIVersion)
-	// ApiVersions responses always use header v0 (KIP-511), whatever the request's version.
-	flexible := resp.IsFlexible() && hdr.APIKey != apiVersionsKey
-	out := newReply(hdr.CorrelationID, flexible, 4096)
+	out := newReply(hdr.CorrelationID, wire.ResponseHeaderFlexible(hdr.APIKey, hdr.APIVersion), 4096)
 	out.B = resp.AppendTo(out.B)
 	wire.PatchFrameLength(out.B)
 	return out

@@ -126,6 +126,13 @@ func isFlexible(apiKey, version int16) bool {
 	return fv >= 0 && version >= fv
 }
 
+// ResponseHeaderFlexible reports whether the response to apiKey at version has
+// header v1 (with its tag buffer): a flexible version, but never ApiVersions,
+// whose responses use header v0 always (KIP-511).
+func ResponseHeaderFlexible(apiKey, version int16) bool {
+	return isFlexible(apiKey, version) && apiKey != 18
+}
+
 // RequestHeader is a parsed request header. ClientID aliases the frame.
 type RequestHeader struct {
 	APIKey, APIVersion int16

@@ -143,7 +143,7 @@ func (f *Front) respond(hdr wire.RequestHeader, body []byte) ([]byte, error) {
 
 // relay is the writer's response body rb answering hdr.
 func relay(hdr wire.RequestHeader, rb []byte) []byte {
-	b := wire.AppendResponseHeader(make([]byte, 0, 9+len(rb)), hdr.CorrelationID, responseFlexible(hdr.APIKey, hdr.APIVersion))
+	b := wire.AppendResponseHeader(make([]byte, 0, 9+len(rb)), hdr.CorrelationID, wire.ResponseHeaderFlexible(hdr.APIKey, hdr.APIVersion))
 	b = append(b, rb...)
 	wire.PatchFrameLength(b)
 	return b

@@ -310,17 +310,12 @@ func (f *Front) answer(frame []byte) ([]byte, error) {
 // flexible version, but v0 for ApiVersions always (KIP-511).
 func encode(hdr wire.RequestHeader, resp kmsg.Response) []byte {
 	resp.SetVersion(hdr.APIVersion)
-	b := wire.AppendResponseHeader(make([]byte, 0, 512), hdr.CorrelationID, responseFlexible(hdr.APIKey, hdr.APIVersion))
+	b := wire.AppendResponseHeader(make([]byte, 0, 512), hdr.CorrelationID, wire.ResponseHeaderFlexible(hdr.APIKey, hdr.APIVersion))
 	b = resp.AppendTo(b)
 	wire.PatchFrameLength(b)
 	return b
 }
 
-// responseFlexible: whether the response header of key at version carries a tag buffer.
-func responseFlexible(key, version int16) bool {
-	fv := wire.FlexibleVersion(key)
-	return fv >= 0 && version >= fv && key != apiVersionsKey
-}
 
 // budget is a byte semaphore shared by the connections' frames.
 type budget struct {

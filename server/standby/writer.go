@@ -206,7 +206,7 @@ func (p *peer) exchange(key, version int16, body []byte, deadline time.Time) ([]
 		return nil, fmt.Errorf("correlation id %d, want %d", got, p.corr)
 	}
 	rb := frame[4:]
-	if responseFlexible(key, version) {
+	if wire.ResponseHeaderFlexible(key, version) {
 		var err error
 		if rb, err = skipTags(rb); err != nil {
 			return nil, err
