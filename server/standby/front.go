@@ -316,7 +316,6 @@ func encode(hdr wire.RequestHeader, resp kmsg.Response) []byte {
 	return b
 }
 
-
 // budget is a byte semaphore shared by the connections' frames.
 type budget struct {
 	mu     sync.Mutex
