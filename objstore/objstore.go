@@ -38,7 +38,9 @@ type Bucket interface {
 	// If-None-Match: *); it returns an error matching ErrExists if one does. body is read
 	// from its start (Put seeks it to 0) and must hold size bytes. The body is streamed,
 	// never copied whole into memory; how many times it is read is the implementation's
-	// to say (OpenS3: see there).
+	// to say (OpenS3: see there). A *Buffers body is read only until Put returns, so the
+	// caller may reuse the memory behind it at once (the diskless commit objects' request
+	// frames).
 	//
 	// ErrExists can also answer a Put whose own earlier attempt landed: a reply lost on
 	// the way back and the request retried, by the SDK within one call or by the caller

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -133,6 +134,9 @@ func OpenS3(ctx context.Context, cfg S3Config) (Bucket, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		// Set here, not in the loaded configuration: loading adds a CA bundle from the
+		// environment to the buildable client, which this one wraps.
+		o.HTTPClient = newVectoredClient(o.HTTPClient, timeout)
 		// Pinned (AWS_REQUEST_CHECKSUM_CALCULATION could change it) because Put's
 		// doc comment counts the body's reads under it: a CRC32 on every upload,
 		// trailing the body over https.
@@ -165,6 +169,21 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 			o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		})
+	}
+	if bufs, ok := body.(*Buffers); ok {
+		if b.plainHTTP {
+			// Written by vectoredClient from the slices, with no Expect: 100-continue (a
+			// round trip before every body).
+			ctx = context.WithValue(ctx, vectoredBodyKey{}, bufs)
+			optFns = append(optFns, func(o *s3.Options) { o.ContinueHeaderThresholdBytes = -1 })
+		} else {
+			// net/http may read a body after the call returns (vectored.go): a copy of its own.
+			flat := make([]byte, 0, bufs.Len())
+			for _, p := range bufs.Parts() {
+				flat = append(flat, p...)
+			}
+			body = bytes.NewReader(flat)
+		}
 	}
 	_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &b.bucket,

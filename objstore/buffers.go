@@ -1,0 +1,76 @@
+package objstore
+
+import (
+	"errors"
+	"io"
+)
+
+// Buffers is a Put body made of slices sent one after another and read in place: the diskless
+// commit objects, whose batches stay in the produce requests' frames until the object has
+// landed. Every Bucket reads it as any io.ReadSeeker; OpenS3's over plain http hands the
+// slices to the socket in vectored writes (vectored.go), with no copy in user space.
+//
+// The slices must not change until Put returns; Put reads none of them after it returns (the
+// Bucket contract).
+type Buffers struct {
+	parts [][]byte
+	size  int64
+	off   int64 // read position
+	i, at int   // the part holding off, and off's position in it
+}
+
+// NewBuffers is a body of parts, in order. It keeps parts (the slice, not a copy).
+func NewBuffers(parts [][]byte) *Buffers {
+	b := &Buffers{parts: parts}
+	for _, p := range parts {
+		b.size += int64(len(p))
+	}
+	return b
+}
+
+// Len is the body's size.
+func (b *Buffers) Len() int64 { return b.size }
+
+// Parts are the body's slices, in order (not a copy).
+func (b *Buffers) Parts() [][]byte { return b.parts }
+
+func (b *Buffers) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && b.i < len(b.parts) {
+		c := copy(p[n:], b.parts[b.i][b.at:])
+		n += c
+		b.at += c
+		if b.at == len(b.parts[b.i]) {
+			b.i, b.at = b.i+1, 0
+		}
+	}
+	b.off += int64(n)
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (b *Buffers) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += b.off
+	case io.SeekEnd:
+		offset += b.size
+	default:
+		return 0, errors.New("objstore: Buffers.Seek: invalid whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("objstore: Buffers.Seek: negative position")
+	}
+	b.off, b.i, b.at = offset, 0, 0
+	for rest := offset; b.i < len(b.parts); b.i++ {
+		if rest < int64(len(b.parts[b.i])) {
+			b.at = int(rest)
+			break
+		}
+		rest -= int64(len(b.parts[b.i]))
+	}
+	return offset, nil
+}
