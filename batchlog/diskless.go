@@ -1,8 +1,10 @@
 package batchlog
 
 // DisklessCommitter (package diskless) puts diskless partitions' batches into the bucket:
-// Commit, on the completer, takes a group durable here and copies its Appends' batches before
-// it returns, then calls Publish and Answer once each, groups in the given order.
+// Commit, on the completer, takes a group durable here, then calls Publish and Answer once
+// each, groups in the given order. It may keep its Appends' batches (slices of the produce
+// requests' frames) until it answers the group: a request's frame is given back only once
+// the request is answered.
 type DisklessCommitter interface{ Commit(*DisklessGroup) }
 
 // DisklessGroup is what a group holds back: its diskless appends, advances and requests.

@@ -160,17 +160,14 @@ func (c *Committer) CheckpointStats() CheckpointStats {
 	return c.ck.stats
 }
 
-// foldLanded folds commit object seq (obj, as PUT) in: the commit loop calls it once the
-// object has landed, in number order, before its groups are published; Recover for the
-// objects it writes.
-func (c *Committer) foldLanded(seq uint64, obj []byte) {
+// foldLanded folds commit object seq (its entries as PUT, object.entryList) in: the commit
+// loop calls it once the object has landed, in number order, before its groups are published;
+// Recover for the objects it writes.
+func (c *Committer) foldLanded(seq uint64, entries []Entry) {
 	if !c.ck.on {
 		return
 	}
-	_, entries, err := decodeChecked(obj)
-	if err == nil {
-		err = c.fold(seq, entries, true, time.Now().UnixMilli())
-	}
+	err := c.fold(seq, entries, true, time.Now().UnixMilli())
 	if err != nil { // never: the committer wrote it
 		c.cfg.Logger.Error("diskless: a landed commit object does not fold; checkpoints stop", "seq", seq, "err", err)
 		c.ck.mu.Lock()
@@ -591,7 +588,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
 	err = c.cfg.Bucket.Put(pctx, key, bytes.NewReader(body), int64(len(body)))
 	if errors.Is(err, objstore.ErrExists) {
 		var own bool
-		if own, err = isOwn(pctx, c.cfg.Bucket, key, body); err == nil && !own {
+		if own, err = isOwn(pctx, c.cfg.Bucket, key, objstore.NewBuffers([][]byte{body})); err == nil && !own {
 			err = fmt.Errorf("diskless: %s was written by another writer", key)
 		}
 	}

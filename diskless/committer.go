@@ -6,7 +6,10 @@
 // segments are the read cache), and then hands each group holding diskless appends to the
 // Committer (batchlog.DisklessCommitter) in place of publishing them. The Committer:
 //
-//	Commit (completer goroutine)   copy the group's batches into the open commit object
+//	Commit (completer goroutine)   add the group's batches to the open commit object: an
+//	                               entry's head in the object's buffer, and the batch itself
+//	                               where it lies, in the produce request's frame (held until
+//	                               the group is answered), unless it is small (copied)
 //	run (one goroutine)            at most once per CommitInterval: seal the oldest open
 //	                               object, number it (the next number; its header names the
 //	                               object sealed before it) and start its PUT (If-None-Match)
@@ -67,9 +70,17 @@
 // (checkpoint.go) folds each landed object's state, and once the tier covers a run of objects,
 // writes a checkpoint and deletes them.
 //
+// The frames: an object's batches are sent from the requests' frames (objstore.Buffers, written
+// in place), so no group may be answered while a PUT that sends its batches is in flight, for
+// an answered request's frame goes back to the transport's pool. Publishing answers an object's
+// groups only once it has landed; a fence answers once the loop's PUTs have ended (halt); the
+// reaper copies an object's batches into memory of its own (detach) before it answers a group
+// of it early, and leaves alone an object whose PUT is in flight or that has landed.
+//
 // Lock order: Committer.mu is a leaf; no call to the bucket, the log or a request's completion
-// is made holding it. An object's number, header and PUT state are the loop's alone (and
-// Recover's, before the loop starts); its buffer is written under mu until it is sealed.
+// is made holding it. An object's number and header are the loop's alone (and Recover's,
+// before the loop starts); its buffer and references are written under mu until it is sealed,
+// and its putting flag, which the reaper reads, is set under mu.
 package diskless
 
 import (
@@ -202,12 +213,20 @@ type Stats struct {
 	RecoverObjects, RecoverCached, RecoverReplayed, RecoverUploaded, RecoverNanos atomic.Int64
 }
 
+// object is a commit object as it is built: its bytes are buf with each reference's batch
+// inserted at its position (parts). A batch of smallBatch bytes or more stays in the request's
+// frame, referenced; smaller ones are copied into buf.
 type object struct {
-	buf     []byte
-	entries uint32
-	payload int64 // the entries' bytes
-	// sum is the CRC-32C of buf[headerLen:] while summed (entrySum; an object Recover
-	// uploads is not: seal reads it whole).
+	buf  []byte
+	refs []batchRef // in position order
+	// refBytes: the referenced batches' bytes; detached: how many of refs are copies of the
+	// object's own (detach), no longer in a frame.
+	refBytes int64
+	detached int
+	entries  uint32
+	payload  int64 // the entries' bytes
+	// sum is the CRC-32C of the object's bytes past its header while summed (entrySum; an
+	// object Recover uploads is not: seal reads it whole).
 	sum    uint32
 	summed bool
 	groups []*heldGroup
@@ -217,10 +236,77 @@ type object struct {
 	// header; a PUT in flight, landed; the PUTs failed in a row and when to try again;
 	// stale: its number holds a stale writer's object (renumbered).
 	seq, after, epoch uint64
-	putting, landed   bool
+	putting, landed   bool // written under mu (the reaper reads them)
 	stale             bool
 	failures          int
 	retryAt           time.Time
+}
+
+// batchRef is a batch an object holds by reference: it goes after buf[:at].
+type batchRef struct {
+	at    int
+	batch []byte
+}
+
+// smallBatch: a batch shorter than this is copied into the object's buffer rather than
+// referenced (a slice more for the vectored write costs about what copying 4 KiB does).
+const smallBatch = 4 << 10
+
+// size is the object's length.
+func (o *object) size() int64 { return int64(len(o.buf)) + o.refBytes }
+
+// parts are the object's bytes, in order: the buffer cut at each reference's position, the
+// batches between. Called holding mu, or by the loop once the object is sealed and its PUT
+// not in flight.
+func (o *object) parts() [][]byte {
+	ps := make([][]byte, 0, 2*len(o.refs)+1)
+	at := 0
+	for _, r := range o.refs {
+		ps = append(ps, o.buf[at:r.at], r.batch)
+		at = r.at
+	}
+	return append(ps, o.buf[at:])
+}
+
+// detach copies the referenced batches still in request frames into memory of the object's
+// own, so that their requests may be answered before it lands. Called holding mu, with no PUT
+// of o in flight.
+func (o *object) detach() {
+	for i := o.detached; i < len(o.refs); i++ {
+		o.refs[i].batch = bytes.Clone(o.refs[i].batch)
+	}
+	o.detached = len(o.refs)
+}
+
+// entryList walks the object's entries (which this process built: nothing is checked), the
+// batches and states aliasing it; for the fold of a landed object (checkpoint.go).
+func (o *object) entryList() []Entry {
+	body := o.buf[:len(o.buf)-trailerLen]
+	entries := make([]Entry, 0, o.entries)
+	k := 0
+	for pos := headerLen; pos < len(body); {
+		var e Entry
+		copy(e.TopicID[:], body[pos:])
+		e.Partition = int32(binary.BigEndian.Uint32(body[pos+16:]))
+		e.Base = int64(binary.BigEndian.Uint64(body[pos+20:]))
+		n := int(binary.BigEndian.Uint32(body[pos+28:]))
+		pos += entryLen
+		var data []byte
+		if k < len(o.refs) && o.refs[k].at == pos {
+			data = o.refs[k].batch
+			k++
+		} else {
+			data = body[pos : pos+n : pos+n]
+			pos += n
+		}
+		if e.Partition < 0 {
+			e.State = data
+		} else {
+			e.Batch = data
+		}
+		entries = append(entries, e)
+	}
+	return entries
 }
 
 type heldGroup struct {
@@ -280,8 +366,9 @@ func (c *Committer) Admit() (int16, string) {
 	return 0, ""
 }
 
-// Commit takes a group durable locally (batchlog.DisklessCommitter): its batches are copied
-// into the open object, and it is published and answered once that object is in the bucket.
+// Commit takes a group durable locally (batchlog.DisklessCommitter): its batches join the open
+// object (by reference, or copied if small), and it is published and answered once that
+// object is in the bucket.
 func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 	now := time.Now()
 	c.mu.Lock()
@@ -295,15 +382,22 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 		need += entryOverhead + len(a.Batch)
 	}
 	o := c.openObject(need)
-	before := len(o.buf)
+	before := o.size()
 	for _, a := range g.Appends {
 		at := len(o.buf)
-		o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
-		o.sum = entrySum(o.sum, o.buf[at:])
+		if len(a.Batch) < smallBatch {
+			o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
+			o.sum = entrySum(o.sum, o.buf[at:at+entryLen], o.buf[at+entryLen:])
+		} else {
+			o.buf = appendEntryHead(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, len(a.Batch))
+			o.refs = append(o.refs, batchRef{at: len(o.buf), batch: a.Batch})
+			o.refBytes += int64(len(a.Batch))
+			o.sum = entrySum(o.sum, o.buf[at:], a.Batch)
+		}
 		o.entries++
 	}
-	o.payload += int64(len(o.buf) - before)
-	c.pending.Add(int64(len(o.buf) - before))
+	o.payload += o.size() - before
+	c.pending.Add(o.size() - before)
 	o.groups = append(o.groups, &heldGroup{g: g, at: now})
 	c.mu.Unlock()
 	select {
@@ -317,34 +411,38 @@ const entryOverhead = 16 + 4 + 8 + 4
 
 // openObject is the object that takes need more bytes of entries: the open one while they fit
 // in CommitBytes (or it is empty), else a new one. A new object's buffer is one a landed
-// object left (recycle) or is made at CommitBytes, so that filling it never grows it: the
-// copies into growing buffers were most of a diskless node's CPU. Called holding mu.
+// object left (recycle), or a new one of objectBufBytes that grows as small batches are
+// copied in. Called holding mu.
 func (c *Committer) openObject(need int) *object {
 	if n := len(c.objects); n > 0 {
-		if o := c.objects[n-1]; !o.sealed && (len(o.buf) == headerLen || len(o.buf)+need <= c.cfg.CommitBytes) {
+		if o := c.objects[n-1]; !o.sealed && (o.size() == headerLen || o.size()+int64(need) <= int64(c.cfg.CommitBytes)) {
 			return o
 		}
 	}
-	size := max(c.cfg.CommitBytes, headerLen+need) + trailerLen
 	var buf []byte
-	if k := len(c.free); k > 0 && cap(c.free[k-1]) >= size {
+	if k := len(c.free); k > 0 {
 		buf, c.free = c.free[k-1], c.free[:k-1]
 	} else {
-		buf = make([]byte, 0, size)
+		buf = make([]byte, 0, objectBufBytes)
 	}
 	o := &object{buf: newObject(buf), summed: true}
 	c.objects = append(c.objects, o)
 	return o
 }
 
+// objectBufBytes is a new object buffer's capacity: the heads of a full object's entries
+// (32 bytes a batch) and some small batches.
+const objectBufBytes = 256 << 10
+
 // recycle keeps a landed object's buffer for a next object: MaxPutsInFlight+1 at most, the
 // objects being written and the one filling being all that a bucket that keeps up needs (and
-// one once the loop is idle). Called holding mu.
+// one once the loop is idle), and drops its references to the requests' frames. Called
+// holding mu.
 func (c *Committer) recycle(o *object) {
-	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) >= c.cfg.CommitBytes+trailerLen {
+	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) <= c.cfg.CommitBytes+trailerLen {
 		c.free = append(c.free, o.buf[:0])
 	}
-	o.buf = nil
+	o.buf, o.refs = nil, nil
 }
 
 // topicID is p's topic's id (the zero id for a topic deleted meanwhile: a restore skips it).
@@ -435,13 +533,14 @@ func (c *Committer) run() {
 				if errors.Is(err, errFenced) {
 					c.fence(err)
 					halt()
+					c.failQueued(wire.ErrNotLeaderOrFollower)
 					return
 				}
 				wake = now.Add(50 * time.Millisecond)
 				break
 			}
 			if objs[0].entries > 0 {
-				c.foldLanded(objs[0].seq, objs[0].buf) // checkpoint.go: before its groups are published
+				c.foldLanded(objs[0].seq, objs[0].entryList()) // checkpoint.go: before its groups are published
 			}
 			c.publish(objs[0])
 			objs = objs[1:]
@@ -475,19 +574,23 @@ func (c *Committer) run() {
 					if errors.Is(err, errFenced) {
 						c.fence(err)
 						halt()
+						c.failQueued(wire.ErrNotLeaderOrFollower)
 						return
 					}
 					c.failed(o, err, now)
 					continue
 				}
+				c.mu.Lock()
 				o.putting = true
+				body := objstore.NewBuffers(o.parts())
+				c.mu.Unlock()
 				inflight++
 				lastPut = now
 				if !closing {
 					notBefore = now.Add(c.cfg.CommitInterval)
 				}
 				go func(o *object, key string) {
-					results <- putResult{o, c.putOnce(ctx, key, o.buf, o.epoch)}
+					results <- putResult{o, c.putOnce(ctx, key, body, o.epoch)}
 				}(o, LogKey(o.seq))
 			}
 			if len(objs) > 0 && objs[0].landed {
@@ -537,6 +640,7 @@ func (c *Committer) run() {
 			}
 			if c.fenced.Load() {
 				halt()
+				c.failQueued(wire.ErrNotLeaderOrFollower)
 				return
 			}
 		case <-kick:
@@ -581,9 +685,9 @@ func (c *Committer) nextPut(objs []*object, now, notBefore time.Time) (o *object
 				return nil, notBefore
 			}
 			o.sealed = true
+			o.landed = empty
 			c.mu.Unlock()
 			if empty {
-				o.landed = true
 				continue
 			}
 			c.number(o)
@@ -626,9 +730,9 @@ func (c *Committer) number(o *object) {
 	c.after = o.seq
 	h := Header{Epoch: o.epoch, Incarnation: c.incarnation, Sequence: o.seq, Node: c.cfg.NodeID, Entries: o.entries, After: o.after}
 	if o.summed {
-		o.buf = sealSum(o.buf, h, o.sum)
+		o.buf = sealSum(o.buf, h, o.sum, o.size()-headerLen)
 	} else {
-		o.buf = seal(o.buf, h)
+		o.buf = seal(o.buf, h) // Recover's: no references
 	}
 }
 
@@ -653,7 +757,10 @@ func (c *Committer) renumber(objs []*object) {
 		c.cfg.Logger.Warn("diskless: commit object renumbered past a stale writer's object", "was", LogKey(o.seq), "after", LogKey(o.after))
 		o.buf = o.buf[:len(o.buf)-trailerLen]
 		c.number(o)
-		o.landed, o.stale, o.failures, o.retryAt = false, false, 0, time.Time{}
+		c.mu.Lock()
+		o.landed = false
+		c.mu.Unlock()
+		o.stale, o.failures, o.retryAt = false, 0, time.Time{}
 	}
 }
 
@@ -661,12 +768,15 @@ func (c *Committer) renumber(objs []*object) {
 // the number).
 func (c *Committer) landed(r putResult, now time.Time) bool {
 	o := r.o
+	c.mu.Lock()
 	o.putting = false
+	o.landed = r.err == nil
+	c.mu.Unlock()
 	switch {
 	case r.err == nil:
-		o.landed, o.failures = true, 0
+		o.failures = 0
 		c.stats.Puts.Add(1)
-		c.stats.PutBytes.Add(int64(len(o.buf)))
+		c.stats.PutBytes.Add(o.size())
 	case errors.Is(r.err, errStale):
 		// A writer that lost the prefix landed an object under this number after this node
 		// took it: void it, by naming the last object of the log in the next one.
@@ -727,7 +837,7 @@ func (c *Committer) put(o *object, deadline time.Time) bool {
 	for attempt := 1; ; attempt++ {
 		err := c.startable()
 		if err == nil {
-			err = c.putOnce(context.Background(), LogKey(o.seq), o.buf, o.epoch)
+			err = c.putOnce(context.Background(), LogKey(o.seq), objstore.NewBuffers(o.parts()), o.epoch)
 		}
 		if errors.Is(err, errStale) {
 			c.cfg.Logger.Warn("diskless: a stale writer's object under the next number; skipped", "key", LogKey(o.seq), "err", err)
@@ -738,10 +848,11 @@ func (c *Committer) put(o *object, deadline time.Time) bool {
 		}
 		if err == nil {
 			c.stats.Puts.Add(1)
-			c.stats.PutBytes.Add(int64(len(o.buf)))
+			c.stats.PutBytes.Add(o.size())
 			for err := c.writer(); err != nil; err = c.writer() {
 				if errors.Is(err, errFenced) {
 					c.fence(err)
+					c.failQueued(wire.ErrNotLeaderOrFollower)
 					return false
 				}
 				select {
@@ -754,6 +865,7 @@ func (c *Committer) put(o *object, deadline time.Time) bool {
 		}
 		if errors.Is(err, errFenced) {
 			c.fence(err)
+			c.failQueued(wire.ErrNotLeaderOrFollower)
 			return false
 		}
 		c.stats.PutFailures.Add(1)
@@ -824,11 +936,11 @@ func (c *Committer) describeNew() error {
 
 // putOnce makes one attempt at writing body under key. An object already there is this
 // writer's own (a lost reply: nil), one of an older epoch than this writer's (errStale), or
-// another writer's (errFenced).
-func (c *Committer) putOnce(ctx context.Context, key string, body []byte, epoch uint64) error {
+// another writer's (errFenced). body is not read once putOnce returns.
+func (c *Committer) putOnce(ctx context.Context, key string, body *objstore.Buffers, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	err := c.cfg.Bucket.Put(ctx, key, bytes.NewReader(body), int64(len(body)))
+	err := c.cfg.Bucket.Put(ctx, key, body, body.Len())
 	if !errors.Is(err, objstore.ErrExists) {
 		return err
 	}
@@ -851,8 +963,8 @@ func (c *Committer) putOnce(ctx context.Context, key string, body []byte, epoch 
 
 // isOwn reports whether the object at key holds exactly body: this writer's own PUT whose
 // reply was lost (the incarnation in the header tells its objects from any other's).
-func isOwn(ctx context.Context, b objstore.Bucket, key string, body []byte) (bool, error) {
-	got := make([]byte, len(body))
+func isOwn(ctx context.Context, b objstore.Bucket, key string, body *objstore.Buffers) (bool, error) {
+	got := make([]byte, body.Len())
 	err := b.ReadAt(ctx, key, 0, got)
 	if errors.Is(err, objstore.ErrOutOfRange) {
 		return false, nil // shorter
@@ -860,11 +972,14 @@ func isOwn(ctx context.Context, b objstore.Bucket, key string, body []byte) (boo
 	if err != nil {
 		return false, err
 	}
-	if !bytes.Equal(got, body) {
-		return false, nil
+	for _, p := range body.Parts() {
+		if !bytes.Equal(got[:len(p)], p) {
+			return false, nil
+		}
+		got = got[len(p):]
 	}
 	var one [1]byte
-	switch err := b.ReadAt(ctx, key, int64(len(body)), one[:]); {
+	switch err := b.ReadAt(ctx, key, body.Len(), one[:]); {
 	case errors.Is(err, objstore.ErrOutOfRange):
 		return true, nil
 	case err != nil:
@@ -873,13 +988,13 @@ func isOwn(ctx context.Context, b objstore.Bucket, key string, body []byte) (boo
 	return false, nil // longer
 }
 
-// fence stops the writer: nothing more is written, and every request held is answered
-// NOT_LEADER_OR_FOLLOWER (clients look for the partition's leader again).
+// fence stops the writer: nothing more is written. Its caller then answers every request
+// held NOT_LEADER_OR_FOLLOWER (failQueued: clients look for the partition's leader again),
+// once no PUT is in flight (the frames).
 func (c *Committer) fence(err error) {
 	c.fenced.Store(true)
 	c.stats.Fenced.Store(true)
 	c.cfg.Logger.Error("diskless: fenced: another writer holds the bucket prefix; diskless produce refused from now on", "err", err)
-	c.failQueued(wire.ErrNotLeaderOrFollower)
 }
 
 // failQueued answers every held request not answered yet with code and drops the queue (its
@@ -903,7 +1018,10 @@ func (c *Committer) failQueued(code int16) {
 	}
 }
 
-// reap answers REQUEST_TIMED_OUT to the requests held past RequestTimeout.
+// reap answers REQUEST_TIMED_OUT to the requests held past RequestTimeout. Their batches stay
+// queued for the bucket, so their object first takes copies of them (detach). The groups of
+// an object whose PUT is in flight wait for it to end (RequestTimeout bounds it too); those of
+// a landed one are answered as it is published.
 func (c *Committer) reap() {
 	defer close(c.reaped)
 	every := min(max(c.cfg.RequestTimeout/10, 10*time.Millisecond), time.Second)
@@ -919,10 +1037,14 @@ func (c *Committer) reap() {
 		var answer []*heldGroup
 		c.mu.Lock()
 		for _, o := range c.objects {
+			if o.putting || o.landed {
+				continue // its batches are being sent, or folded (foldLanded) before its groups are published
+			}
 			for _, h := range o.groups {
 				if !h.answered && h.at.Before(cutoff) {
 					h.answered = true
 					answer = append(answer, h)
+					o.detach()
 				}
 			}
 		}

@@ -118,11 +118,15 @@ func newObject(dst []byte) []byte { return append(dst[:0], make([]byte, headerLe
 
 // appendEntry adds one batch at base to an object begun by newObject.
 func appendEntry(obj []byte, topic [16]byte, partition int32, base int64, batch []byte) []byte {
+	return append(appendEntryHead(obj, topic, partition, base, len(batch)), batch...)
+}
+
+// appendEntryHead adds the head of an entry whose n bytes of batch follow it.
+func appendEntryHead(obj []byte, topic [16]byte, partition int32, base int64, n int) []byte {
 	obj = append(obj, topic[:]...)
 	obj = binary.BigEndian.AppendUint32(obj, uint32(partition))
 	obj = binary.BigEndian.AppendUint64(obj, uint64(base))
-	obj = binary.BigEndian.AppendUint32(obj, uint32(len(batch)))
-	return append(obj, batch...)
+	return binary.BigEndian.AppendUint32(obj, uint32(n))
 }
 
 // seal writes h into the object's header and appends the trailer.
@@ -131,11 +135,12 @@ func seal(obj []byte, h Header) []byte {
 	return binary.BigEndian.AppendUint32(obj, crc32.Checksum(obj, castagnoli))
 }
 
-// sealSum is seal for an object whose entries' CRC-32C (of obj[headerLen:]) is sum, kept by
-// entrySum as they were appended: only the header is read again.
-func sealSum(obj []byte, h Header, sum uint32) []byte {
+// sealSum is seal for an object whose entries' CRC-32C (of the n bytes past the header, some
+// of them held apart from obj: object.refs) is sum, kept by entrySum as they were added: only
+// the header is read again.
+func sealSum(obj []byte, h Header, sum uint32, n int64) []byte {
 	writeHeader(obj, h)
-	return binary.BigEndian.AppendUint32(obj, crcCombine(crc32.Checksum(obj[:headerLen], castagnoli), sum, len(obj)-headerLen))
+	return binary.BigEndian.AppendUint32(obj, crcCombine(crc32.Checksum(obj[:headerLen], castagnoli), sum, int(n)))
 }
 
 func writeHeader(obj []byte, h Header) {
@@ -154,20 +159,20 @@ func writeHeader(obj []byte, h Header) {
 	binary.BigEndian.PutUint64(obj[40:], h.After)
 }
 
-// entrySum continues sum, the CRC-32C of an object's entries so far, over entry, the bytes
-// appendEntry just added for one batch. A record batch carries the CRC-32C of its bytes from
+// entrySum continues sum, the CRC-32C of an object's entries so far, over one entry: its head
+// and its batch. A record batch carries the CRC-32C of its bytes from
 // 21 (attributes) to its end, which the produce path checked (wire.ValidateProduceBatch) and
 // the log keeps true (it changes only the base offset and leader epoch, before 21, or stamps
 // LogAppendTime and computes the CRC again): that CRC is combined in rather than the bytes
 // read a second time, which was most of the CPU of sealing an object. A batch of fewer than
 // combineMin bytes is read: the combination costs more than that.
-func entrySum(sum uint32, entry []byte) uint32 {
+func entrySum(sum uint32, head, batch []byte) uint32 {
 	const crcFrom, crcAt = 21, 17
-	batch := entry[entryLen:]
+	sum = crc32.Update(sum, castagnoli, head)
 	if len(batch) < crcFrom+combineMin {
-		return crc32.Update(sum, castagnoli, entry)
+		return crc32.Update(sum, castagnoli, batch)
 	}
-	sum = crc32.Update(sum, castagnoli, entry[:entryLen+crcFrom])
+	sum = crc32.Update(sum, castagnoli, batch[:crcFrom])
 	return crcCombine(sum, binary.BigEndian.Uint32(batch[crcAt:]), len(batch)-crcFrom)
 }
 

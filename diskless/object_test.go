@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"inlet/batchlog"
@@ -155,12 +156,17 @@ func TestSealSumIsTheObjectsCRC(t *testing.T) {
 			o.buf = o.buf[:len(o.buf)-trailerLen]
 		}
 		c.number(o)
-		body := o.buf[:len(o.buf)-trailerLen]
-		if want, got := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(o.buf[len(body):]); got != want {
+		whole := bytes.Join(o.parts(), nil)
+		body := whole[:len(whole)-trailerLen]
+		if want, got := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(whole[len(body):]); got != want {
 			t.Fatalf("renumbered %v: trailer %08x, the object's CRC %08x", renumbered, got, want)
 		}
-		if _, es, err := Decode(o.buf); err != nil || len(es) != int(o.entries) {
+		_, es, err := Decode(whole)
+		if err != nil || len(es) != int(o.entries) {
 			t.Fatalf("renumbered %v: %d entries, %v", renumbered, len(es), err)
+		}
+		if !reflect.DeepEqual(o.entryList(), es) {
+			t.Fatalf("renumbered %v: the object's own list of entries differs from its decoding", renumbered)
 		}
 	}
 }

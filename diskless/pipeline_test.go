@@ -28,11 +28,13 @@ type gated struct {
 	starts   []time.Time              // each commit object PUT, first tries and retries
 	keys     []string
 	inflight int
-	most     int // inflight at its highest
+	most     int                  // inflight at its highest
+	ended    map[string]time.Time // when the first PUT of each key returned
 }
 
 func newGated() *gated {
-	return &gated{Memory: objstore.NewMemory(), hold: map[string]chan struct{}{}, fail: map[string]int{}, lose: map[string]int{}}
+	return &gated{Memory: objstore.NewMemory(), hold: map[string]chan struct{}{}, fail: map[string]int{}, lose: map[string]int{},
+		ended: map[string]time.Time{}}
 }
 
 func (g *gated) Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error {
@@ -48,6 +50,9 @@ func (g *gated) Put(ctx context.Context, key string, body io.ReadSeeker, size in
 	defer func() {
 		g.mu.Lock()
 		g.inflight--
+		if _, ok := g.ended[key]; !ok {
+			g.ended[key] = time.Now()
+		}
 		g.mu.Unlock()
 	}()
 	if hold != nil {
@@ -206,8 +211,9 @@ func TestLostReplyInTheMiddle(t *testing.T) {
 }
 
 // TestFencedWithPutsInFlight: another writer's object under number 2 while object 1's PUT is
-// in flight fences the writer: both requests are answered NOT_LEADER_OR_FOLLOWER, nothing is
-// published, the PUT in flight is given up, and the loop stops.
+// in flight fences the writer: both requests are answered NOT_LEADER_OR_FOLLOWER, once the
+// PUT in flight is given up (it sends object 1's request's frame), nothing is published, and
+// the loop stops.
 func TestFencedWithPutsInFlight(t *testing.T) {
 	g := newGated()
 	n := openNode(t, t.TempDir(), g, Config{}, false)
@@ -220,13 +226,19 @@ func TestFencedWithPutsInFlight(t *testing.T) {
 	}
 	release := g.holdPut(1)
 	defer release()
-	a := n.send(appendOf(p, -1, 0, 1, 1))
+	a := n.send(largeAppend(p, -1, 0, 1, 1, 64<<10))
 	eventually(t, "object 1's PUT started", func() bool { return g.tries(1) == 1 })
 	b := n.send(appendOf(p, -1, 0, 1, 2))
 	for _, pr := range []*produce{a, b} {
 		if e := pr.wait(t, 5*time.Second); e.Err != wire.ErrNotLeaderOrFollower {
 			t.Fatalf("err %d, want NOT_LEADER_OR_FOLLOWER", e.Err)
 		}
+	}
+	g.mu.Lock()
+	ended, ok := g.ended[LogKey(1)]
+	g.mu.Unlock()
+	if !ok || a.at.Before(ended) {
+		t.Fatal("the request in object 1 was answered before object 1's PUT, which sends its frame, ended")
 	}
 	select {
 	case <-n.c.done:

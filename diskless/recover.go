@@ -202,7 +202,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		if !c.put(o, deadline) {
 			return st, fmt.Errorf("diskless: writing the object that voids %s..%s failed", LogKey(tail+1), LogKey(last))
 		}
-		c.foldLanded(o.seq, o.buf)
+		c.foldLanded(o.seq, o.entryList())
 	}
 	c.ck.mu.Lock()
 	c.ck.first = c.next
@@ -587,7 +587,7 @@ func (c *Committer) uploadLocal(ctx context.Context, l *batchlog.Log, t *batchlo
 		if !c.put(o, deadline) {
 			return n, fmt.Errorf("diskless: upload of %s partition %d's unsent batches failed", t.Name, p.Index)
 		}
-		c.foldLanded(o.seq, o.buf)
+		c.foldLanded(o.seq, o.entryList())
 		n += int(o.entries)
 	}
 	return n, nil
