@@ -34,7 +34,8 @@
 #
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
 # COMMIT_BYTES (--diskless-commit-bytes, default 32MiB), DISKLESS_ARGS (further inlet flags of
-# both nodes), KLITE (produce: klite's binary, a third target), LOADGEN_ARGS (profile: further
+# both nodes), KLITE (produce: klite's binary, a third target), BASELINE_INLET (produce: another
+# inlet binary, say an earlier commit's, run as inlet-diskless-baseline), LOADGEN_ARGS (profile: further
 # loadgen flags, --rate N to profile an offered load rather than flat out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +102,10 @@ wait "$writer"
 EOF
     } >"$work/pair.sh"
     peers=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd" --peer "inlet-diskless-standby[diskless.enable=true]=bash $work/pair.sh {port} {dir}")
+  fi
+  if [ -n "${BASELINE_INLET:-}" ]; then
+    # Another build of inlet (an earlier commit's binary) with the same flags, its topic diskless.
+    peers+=(--peer "inlet-diskless-baseline[diskless.enable=true]=${node_cmd/#$root\/bin\/inlet/$BASELINE_INLET}")
   fi
   if [ -n "${KLITE:-}" ]; then
     # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
