@@ -60,7 +60,15 @@ node_cmd="$root/bin/inlet --listen 127.0.0.1:{port} --data-dir {dir} --default-p
 set +e
 case $mode in
 produce)
-  peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd" --peer "inlet-diskless[diskless.enable=true]=$node_cmd")
+  peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd")
+  if [ -n "${BASELINE_INLET:-}" ]; then
+    # Another build of inlet (an earlier commit's binary) with the same flags, its topic
+    # diskless. It runs right after inlet-local and before inlet-diskless: the round after
+    # inlet-local meets the writeback of its 4 GB or so and runs slower, and a run with the
+    # baseline set puts that on the baseline (a run without it, on inlet-diskless).
+    peers+=(--peer "inlet-diskless-baseline[diskless.enable=true]=${node_cmd/#$root\/bin\/inlet/$BASELINE_INLET}")
+  fi
+  peers+=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd")
   if [ "${1:-}" = --standby ]; then
     shift
     # pair.sh PORT DIR: the writer on PORT and DIR in this process group (the one bench
@@ -102,10 +110,6 @@ wait "$writer"
 EOF
     } >"$work/pair.sh"
     peers=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd" --peer "inlet-diskless-standby[diskless.enable=true]=bash $work/pair.sh {port} {dir}")
-  fi
-  if [ -n "${BASELINE_INLET:-}" ]; then
-    # Another build of inlet (an earlier commit's binary) with the same flags, its topic diskless.
-    peers+=(--peer "inlet-diskless-baseline[diskless.enable=true]=${node_cmd/#$root\/bin\/inlet/$BASELINE_INLET}")
   fi
   if [ -n "${KLITE:-}" ]; then
     # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
