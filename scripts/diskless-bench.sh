@@ -63,9 +63,7 @@ produce)
   peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd")
   if [ -n "${BASELINE_INLET:-}" ]; then
     # Another build of inlet (an earlier commit's binary) with the same flags, its topic
-    # diskless. It runs right after inlet-local and before inlet-diskless: the round after
-    # inlet-local meets the writeback of its 4 GB or so and runs slower, and a run with the
-    # baseline set puts that on the baseline (a run without it, on inlet-diskless).
+    # diskless, run between inlet-local and inlet-diskless in each round.
     peers+=(--peer "inlet-diskless-baseline[diskless.enable=true]=${node_cmd/#$root\/bin\/inlet/$BASELINE_INLET}")
   fi
   peers+=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd")
