@@ -14,9 +14,9 @@ import (
 
 // TestObjectsReferenceLargeBatches: a batch of smallBatch bytes or more stays where it lies
 // (the object refers to the request's frame) and a smaller one is copied into the object's
-// buffer; referenced bytes count towards CommitBytes, so a group that would pass it opens the
-// next object; detach gives an object copies of its own; a landed object's buffer is taken by
-// the next one.
+// chunks; the buffer holds only the header and the entries' heads; all the batches' bytes count
+// towards CommitBytes, so a group that would pass it opens the next object; detach gives an
+// object copies of its own; a landed object's buffer and chunks are taken by the next one.
 func TestObjectsReferenceLargeBatches(t *testing.T) {
 	const commitBytes = 1 << 20
 	c := New(Config{Bucket: objstore.NewMemory(), CommitBytes: commitBytes})
@@ -24,11 +24,15 @@ func TestObjectsReferenceLargeBatches(t *testing.T) {
 	large, small := sizedBatch(smallBatch, 0), batch(1, 0, 1, 'a')
 	c.Commit(&batchlog.DisklessGroup{Appends: []*batchlog.Append{{Partition: p, Batch: large}, {Partition: p, Batch: small}}})
 	first := c.objects[0]
-	if len(first.refs) != 1 || &first.refs[0].batch[0] != &large[0] {
+	if len(first.refs) != 2 || &first.refs[0].batch[0] != &large[0] || first.refs[0].owned {
 		t.Fatalf("the large batch was not referenced in place (%d references)", len(first.refs))
 	}
-	if want := headerLen + 2*entryLen + len(small); len(first.buf) != want {
-		t.Fatalf("the object's buffer holds %d bytes, want the header, two heads and the small batch: %d", len(first.buf), want)
+	if r := first.refs[1]; !r.owned || &r.batch[0] == &small[0] || !bytes.Equal(r.batch, small) ||
+		len(first.chunks) != 1 || &first.chunks[0][:1][0] != &r.batch[0] {
+		t.Fatal("the small batch was not copied into the object's chunk")
+	}
+	if want := headerLen + 2*entryLen; len(first.buf) != want {
+		t.Fatalf("the object's buffer holds %d bytes, want the header and two heads: %d", len(first.buf), want)
 	}
 	if first.size() != int64(headerLen+2*entryLen+len(small)+len(large)) {
 		t.Fatalf("size %d", first.size())
@@ -50,25 +54,28 @@ func TestObjectsReferenceLargeBatches(t *testing.T) {
 	first.detach()
 	c.mu.Unlock()
 	for i, r := range first.refs {
-		if &r.batch[0] == &large[0] || !bytes.Equal(r.batch, large) {
+		if i == 1 {
+			continue // the small batch, in the chunk
+		}
+		if &r.batch[0] == &large[0] || !bytes.Equal(r.batch, large) || !r.owned {
 			t.Fatalf("reference %d after detach: still the frame's bytes, or not a copy of them", i)
 		}
 	}
-	landed := first.buf[:1]
+	landed, chunk := first.buf[:1], first.chunks[0][:1]
 	c.mu.Lock()
 	c.objects = c.objects[1:]
 	c.recycle(first)
 	c.objects[0].sealed = true
 	c.mu.Unlock()
 	c.Commit(&batchlog.DisklessGroup{Appends: []*batchlog.Append{{Partition: p, Batch: small}}})
-	if len(c.objects) != 2 || &c.objects[1].buf[:1][0] != &landed[0] {
-		t.Fatal("the next object did not take the landed object's buffer")
+	if len(c.objects) != 2 || &c.objects[1].buf[:1][0] != &landed[0] || &c.objects[1].chunks[0][:1][0] != &chunk[0] {
+		t.Fatal("the next object did not take the landed object's buffer and chunk")
 	}
 }
 
-// TestIdleKeepsOneBuffer: the buffers of objects landed together are kept for the next
-// objects while groups keep coming, and all but one are let go once the loop has been idle
-// for idleTrim.
+// TestIdleKeepsOneBuffer: the buffers and chunks of objects landed together are kept for the
+// next objects while groups keep coming; once the loop has been idle for idleTrim, one buffer is
+// kept and the chunks are let go.
 func TestIdleKeepsOneBuffer(t *testing.T) {
 	g := newGated()
 	n := openNode(t, t.TempDir(), g, Config{CommitBytes: 1 << 20}, false)
@@ -86,17 +93,17 @@ func TestIdleKeepsOneBuffer(t *testing.T) {
 	for _, pr := range append(rest, first) {
 		pr.wait(t, 5*time.Second)
 	}
-	free := func() int {
+	free := func() (int, int) {
 		n.c.mu.Lock()
 		defer n.c.mu.Unlock()
-		return len(n.c.free)
+		return len(n.c.free), len(n.c.freeChunks)
 	}
-	if k := free(); k < 3 {
-		t.Fatalf("%d free buffers after 4 objects landed together, want them kept", k)
+	if k, ch := free(); k < 3 || ch < 3 {
+		t.Fatalf("%d free buffers and %d chunks after 4 objects landed together, want them kept", k, ch)
 	}
 	time.Sleep(idleTrim + 200*time.Millisecond)
-	if k := free(); k != 1 {
-		t.Fatalf("%d free buffers after %v idle, want 1", k, idleTrim)
+	if k, ch := free(); k != 1 || ch != 0 {
+		t.Fatalf("%d free buffers and %d chunks after %v idle, want 1 and none", k, ch, idleTrim)
 	}
 }
 

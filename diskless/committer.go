@@ -9,7 +9,8 @@
 //	Commit (completer goroutine)   add the group's batches to the open commit object: an
 //	                               entry's head in the object's buffer, and the batch itself
 //	                               where it lies, in the produce request's frame (held until
-//	                               the group is answered), unless it is small (copied)
+//	                               the group is answered), or if it is small, copied into the
+//	                               object's chunks
 //	run (one goroutine)            at most once per CommitInterval: seal the oldest open
 //	                               object, number it (the next number; its header names the
 //	                               object sealed before it) and start its PUT (If-None-Match)
@@ -186,7 +187,9 @@ type Committer struct {
 	mu      sync.Mutex
 	objects []*object // oldest first; the last one takes new groups unless sealed
 	free    [][]byte  // landed objects' buffers, kept for the next ones (recycle)
-	ids     map[*batchlog.Partition][16]byte
+	// freeChunks: landed objects' chunks, kept for the next ones (recycle).
+	freeChunks [][]byte
+	ids        map[*batchlog.Partition][16]byte
 	// undescribed: topics whose description must be checked before the next PUT (a
 	// partition of theirs seen for the first time), so that no commit object names a topic
 	// the bucket has no description of.
@@ -215,10 +218,12 @@ type Stats struct {
 
 // object is a commit object as it is built: its bytes are buf with each reference's batch
 // inserted at its position (parts). A batch of smallBatch bytes or more stays in the request's
-// frame, referenced; smaller ones are copied into buf.
+// frame, referenced; a smaller one is copied into the object's chunks (chunkBytes each, handed
+// on when it lands) and referenced there, so that no buffer grows by copying itself.
 type object struct {
-	buf  []byte
-	refs []batchRef // in position order
+	buf    []byte
+	refs   []batchRef // in position order
+	chunks [][]byte
 	// refBytes: the referenced batches' bytes; detached: how many of refs are copies of the
 	// object's own (detach), no longer in a frame.
 	refBytes int64
@@ -242,15 +247,21 @@ type object struct {
 	retryAt           time.Time
 }
 
-// batchRef is a batch an object holds by reference: it goes after buf[:at].
+// batchRef is a batch an object holds by reference: it goes after buf[:at]. owned: in the
+// object's chunks (or a copy detach made), not in a request's frame.
 type batchRef struct {
 	at    int
 	batch []byte
+	owned bool
 }
 
-// smallBatch: a batch shorter than this is copied into the object's buffer rather than
-// referenced (a slice more for the vectored write costs about what copying 4 KiB does).
-const smallBatch = 4 << 10
+// smallBatch: a batch shorter than this is copied into the object's chunks rather than held in
+// its request's frame, which would keep a whole frame for a few records; chunkBytes: a chunk's
+// size.
+const (
+	smallBatch = 4 << 10
+	chunkBytes = 1 << 20
+)
 
 // size is the object's length.
 func (o *object) size() int64 { return int64(len(o.buf)) + o.refBytes }
@@ -273,7 +284,9 @@ func (o *object) parts() [][]byte {
 // of o in flight.
 func (o *object) detach() {
 	for i := o.detached; i < len(o.refs); i++ {
-		o.refs[i].batch = bytes.Clone(o.refs[i].batch)
+		if r := &o.refs[i]; !r.owned {
+			r.batch, r.owned = bytes.Clone(r.batch), true
+		}
 	}
 	o.detached = len(o.refs)
 }
@@ -385,15 +398,15 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 	before := o.size()
 	for _, a := range g.Appends {
 		at := len(o.buf)
+		o.buf = appendEntryHead(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, len(a.Batch))
+		r := batchRef{at: len(o.buf), batch: a.Batch}
 		if len(a.Batch) < smallBatch {
-			o.buf = appendEntry(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, a.Batch)
-			o.sum = entrySum(o.sum, o.buf[at:at+entryLen], o.buf[at+entryLen:])
-		} else {
-			o.buf = appendEntryHead(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, len(a.Batch))
-			o.refs = append(o.refs, batchRef{at: len(o.buf), batch: a.Batch})
-			o.refBytes += int64(len(a.Batch))
-			o.sum = entrySum(o.sum, o.buf[at:], a.Batch)
+			r.batch, r.owned = c.chunkSpace(o, len(a.Batch)), true
+			copy(r.batch, a.Batch)
 		}
+		o.refs = append(o.refs, r)
+		o.refBytes += int64(len(a.Batch))
+		o.sum = entrySum(o.sum, o.buf[at:], a.Batch)
 		o.entries++
 	}
 	o.payload += o.size() - before
@@ -431,8 +444,27 @@ func (c *Committer) openObject(need int) *object {
 }
 
 // objectBufBytes is a new object buffer's capacity: the heads of a full object's entries
-// (32 bytes a batch) and some small batches.
+// (32 bytes a batch) and its state entries.
 const objectBufBytes = 256 << 10
+
+// chunkSpace is n bytes at the end of o's last chunk, a new chunk (a landed object's, or
+// made) when they do not fit. Called holding mu.
+func (c *Committer) chunkSpace(o *object, n int) []byte {
+	k := len(o.chunks) - 1
+	if k < 0 || cap(o.chunks[k])-len(o.chunks[k]) < n {
+		var ch []byte
+		if f := len(c.freeChunks); f > 0 {
+			ch, c.freeChunks = c.freeChunks[f-1], c.freeChunks[:f-1]
+		} else {
+			ch = make([]byte, 0, chunkBytes)
+		}
+		o.chunks = append(o.chunks, ch)
+		k++
+	}
+	at := len(o.chunks[k])
+	o.chunks[k] = o.chunks[k][:at+n]
+	return o.chunks[k][at : at+n : at+n]
+}
 
 // recycle keeps a landed object's buffer for a next object: MaxPutsInFlight+1 at most, the
 // objects being written and the one filling being all that a bucket that keeps up needs (and
@@ -442,7 +474,18 @@ func (c *Committer) recycle(o *object) {
 	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) <= c.cfg.CommitBytes+trailerLen {
 		c.free = append(c.free, o.buf[:0])
 	}
-	o.buf, o.refs = nil, nil
+	for _, ch := range o.chunks {
+		if len(c.freeChunks) < c.maxFreeChunks() {
+			c.freeChunks = append(c.freeChunks, ch[:0])
+		}
+	}
+	o.buf, o.refs, o.chunks = nil, nil, nil
+}
+
+// maxFreeChunks bounds the chunks kept for next objects: as many as the objects in flight and
+// the one filling could hold.
+func (c *Committer) maxFreeChunks() int {
+	return (c.cfg.MaxPutsInFlight + 1) * (c.cfg.CommitBytes/chunkBytes + 1)
 }
 
 // topicID is p's topic's id (the zero id for a topic deleted meanwhile: a restore skips it).
@@ -602,17 +645,19 @@ func (c *Committer) run() {
 			open = open || !o.sealed
 		}
 		switch {
-		case len(objs) > 0 || inflight > 0 || len(c.free) <= 1:
+		case len(objs) > 0 || inflight > 0 || len(c.free) <= 1 && len(c.freeChunks) == 0:
 			idleSince = time.Time{}
 		case idleSince.IsZero():
 			idleSince = now
 			wake = earliest(wake, now.Add(idleTrim))
 		case now.Sub(idleSince) >= idleTrim:
-			// Idle a while: one buffer kept for the next object, the rest left to the
-			// collector. (Not at every empty queue: flat out, the queue empties between
-			// two groups, and new buffers of CommitBytes cost their zeroing.)
+			// Idle a while: one buffer kept for the next object, the other buffers and the
+			// chunks left to the collector. (Not at every empty queue: flat out, the queue
+			// empties between two groups, and new chunks cost their zeroing.)
 			clear(c.free[1:])
 			c.free = c.free[:1]
+			clear(c.freeChunks)
+			c.freeChunks = c.freeChunks[:0]
 		}
 		c.mu.Unlock()
 
