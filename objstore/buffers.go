@@ -3,12 +3,28 @@ package objstore
 import (
 	"errors"
 	"io"
+	"net"
 )
+
+// Streamed is a Put body that writes itself: WriteTo writes the body from its read position
+// to its end. OpenS3's Put over plain http hands it the connection (vectored.go), so that its
+// bytes reach the socket with no copy through net/http's 32 KiB buffer; elsewhere it is read
+// as any io.ReadSeeker. Its reads and writes all end before Put returns. StreamedPut marks a
+// type as one (a bytes.Reader, say, writes itself too, but is sent as ever). Buffers is one;
+// the remote tier's object body another.
+type Streamed interface {
+	io.ReadSeeker
+	io.WriterTo
+	StreamedPut()
+}
+
+// StreamedPut marks Buffers as Streamed.
+func (b *Buffers) StreamedPut() {}
 
 // Buffers is a Put body made of slices sent one after another and read in place: the diskless
 // commit objects, whose batches stay in the produce requests' frames until the object has
 // landed. Every Bucket reads it as any io.ReadSeeker; OpenS3's over plain http hands the
-// slices to the socket in vectored writes (vectored.go), with no copy in user space.
+// slices to the socket in vectored writes (vectored.go, WriteTo), with no copy in user space.
 //
 // The slices must not change until Put returns; Put reads none of them after it returns (the
 // Bucket contract).
@@ -49,6 +65,20 @@ func (b *Buffers) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// WriteTo writes the body from its read position with vectored writes where w takes them
+// (net.Buffers: writev on a TCP connection).
+func (b *Buffers) WriteTo(w io.Writer) (int64, error) {
+	if b.i >= len(b.parts) {
+		return 0, nil
+	}
+	bufs := make(net.Buffers, 0, len(b.parts)-b.i)
+	bufs = append(bufs, b.parts[b.i][b.at:])
+	bufs = append(bufs, b.parts[b.i+1:]...)
+	n, err := bufs.WriteTo(w)
+	_, _ = b.Seek(b.off+n, io.SeekStart)
+	return n, err
 }
 
 func (b *Buffers) Seek(offset int64, whence int) (int64, error) {

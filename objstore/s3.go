@@ -170,20 +170,18 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		})
 	}
-	if bufs, ok := body.(*Buffers); ok {
-		if b.plainHTTP {
-			// Written by vectoredClient from the slices, with no Expect: 100-continue (a
-			// round trip before every body).
-			ctx = context.WithValue(ctx, vectoredBodyKey{}, bufs)
-			optFns = append(optFns, func(o *s3.Options) { o.ContinueHeaderThresholdBytes = -1 })
-		} else {
-			// net/http may read a body after the call returns (vectored.go): a copy of its own.
-			flat := make([]byte, 0, bufs.Len())
-			for _, p := range bufs.Parts() {
-				flat = append(flat, p...)
-			}
-			body = bytes.NewReader(flat)
+	if sb, ok := body.(Streamed); ok && b.plainHTTP {
+		// Written by vectoredClient, with no Expect: 100-continue (a round trip before
+		// every body).
+		ctx = context.WithValue(ctx, vectoredBodyKey{}, sb)
+		optFns = append(optFns, func(o *s3.Options) { o.ContinueHeaderThresholdBytes = -1 })
+	} else if bufs, ok := body.(*Buffers); ok {
+		// net/http may read a body after the call returns (vectored.go): a copy of its own.
+		flat := make([]byte, 0, bufs.Len())
+		for _, p := range bufs.Parts() {
+			flat = append(flat, p...)
 		}
+		body = bytes.NewReader(flat)
 	}
 	_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &b.bucket,

@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// vectoredClient is the HTTP client OpenS3 gives the SDK. A PUT whose body is a *Buffers
-// (marked on its context by Put) going to a plain http endpoint is written here: the request
-// the SDK built and signed, its head and then the body's slices in vectored writes (writev)
-// straight from where they lie, on a connection of its own pool. Everything else goes to next.
+// vectoredClient is the HTTP client OpenS3 gives the SDK. A PUT whose body is Streamed (marked
+// on its context by Put) going to a plain http endpoint is written here: the request the SDK
+// built and signed, its head and then the body written by itself on the connection (a
+// *Buffers: its slices in vectored writes, writev, straight from where they lie), on a
+// connection of its own pool. Everything else goes to next.
 //
 // Why not net/http: with a known Content-Length, its Transport copies every body through a
 // 32 KiB buffer (io.LimitReader hides any WriterTo) and writes it in 32 KiB system calls. For
@@ -25,8 +26,8 @@ import (
 // write loop), which a body of request frames, given back once the object has landed or
 // failed, cannot allow: here the body is read only until Do returns.
 //
-// Over https the body is copied whole before it is sent (Put): TLS copies it anyway, and net/http
-// must not read the frames after Put returns.
+// Over https a *Buffers body is copied whole before it is sent (Put): TLS copies it anyway, and
+// net/http must not read the frames after Put returns.
 type vectoredClient struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
@@ -42,7 +43,7 @@ type vectoredConn struct {
 	br *bufio.Reader
 }
 
-// vectoredBodyKey marks a Put's context with its *Buffers body.
+// vectoredBodyKey marks a Put's context with its Streamed body.
 type vectoredBodyKey struct{}
 
 const (
@@ -58,15 +59,15 @@ func newVectoredClient(next interface {
 }
 
 func (v *vectoredClient) Do(req *http.Request) (*http.Response, error) {
-	body, _ := req.Context().Value(vectoredBodyKey{}).(*Buffers)
-	if body == nil || req.Method != http.MethodPut || req.URL.Scheme != "http" || req.ContentLength != body.Len() {
+	body, _ := req.Context().Value(vectoredBodyKey{}).(Streamed)
+	if body == nil || req.Method != http.MethodPut || req.URL.Scheme != "http" || req.ContentLength < 0 {
 		return v.next.Do(req)
 	}
 	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy != nil {
 		return v.next.Do(req) // through the proxy the environment names, as net/http goes
 	}
 	if req.Body != nil {
-		req.Body.Close() // the SDK's wrapper of body: the slices are sent from here
+		req.Body.Close() // the SDK's wrapper of body: it is sent from here
 	}
 	head := requestHead(req)
 	// A connection from the pool may have been closed by the server meanwhile: a failure on
@@ -137,7 +138,7 @@ type reply struct {
 // once and closes the connection, and the rest of the body meets a reset). c goes back to
 // the pool only after a whole exchange that keeps it alive; otherwise it is closed. body is
 // not read once roundTrip returns.
-func (v *vectoredClient) roundTrip(req *http.Request, c *vectoredConn, head []byte, body *Buffers) (*http.Response, bool, error) {
+func (v *vectoredClient) roundTrip(req *http.Request, c *vectoredConn, head []byte, body Streamed) (*http.Response, bool, error) {
 	ctx := req.Context()
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.c.SetDeadline(d)
@@ -146,10 +147,7 @@ func (v *vectoredClient) roundTrip(req *http.Request, c *vectoredConn, head []by
 	replies := make(chan reply, 1)
 	go func() { replies <- readReply(c.br, req) }()
 
-	bufs := make(net.Buffers, 0, 1+len(body.Parts()))
-	bufs = append(bufs, head)
-	bufs = append(bufs, body.Parts()...)
-	_, werr := bufs.WriteTo(c.c)
+	werr := writeRequest(c.c, head, body, req.ContentLength)
 	if werr == nil && v.timeout > 0 {
 		if d, ok := ctx.Deadline(); !ok || time.Until(d) > v.timeout {
 			_ = c.c.SetReadDeadline(time.Now().Add(v.timeout))
@@ -186,6 +184,22 @@ func (v *vectoredClient) roundTrip(req *http.Request, c *vectoredConn, head []by
 	default:
 		return nil, r.replied, ctxErr(ctx, r.err)
 	}
+}
+
+// writeRequest writes the request's head and then its body, from the start, which must be
+// size bytes.
+func writeRequest(c net.Conn, head []byte, body Streamed, size int64) error {
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if _, err := c.Write(head); err != nil {
+		return err
+	}
+	n, err := body.WriteTo(c)
+	if err == nil && n != size {
+		err = fmt.Errorf("objstore: a PUT body of %d bytes where %d were declared", n, size)
+	}
+	return err
 }
 
 // readReply reads the final reply to req from br (past any 1xx), its body whole.

@@ -308,6 +308,48 @@ func (b *objectBody) Read(dst []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo writes the body from the read position to its end, a chunk of batches at a time
+// straight from where fill read it (objstore.Streamed: over plain http the connection is
+// handed here, with no copy through net/http's 32 KiB buffer).
+func (b *objectBody) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for b.at < b.size {
+		if b.err != nil {
+			return n, b.err
+		}
+		var chunk []byte
+		switch {
+		case b.at >= b.dataLen:
+			if !b.complete() {
+				b.err = errors.New("tier: object footer read before its batches")
+				return n, b.err
+			}
+			chunk = b.footer[b.at-b.dataLen:]
+		default:
+			if b.at < b.bufAt || b.at >= b.bufAt+int64(len(b.buf)) {
+				if err := b.fill(); err != nil {
+					b.err = err
+					return n, err
+				}
+			}
+			chunk = b.buf[b.at-b.bufAt:]
+			if rest := b.dataLen - b.at; int64(len(chunk)) > rest {
+				chunk = chunk[:rest]
+			}
+		}
+		k, err := w.Write(chunk)
+		n += int64(k)
+		b.at += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// StreamedPut marks objectBody as an objstore.Streamed.
+func (b *objectBody) StreamedPut() {}
+
 // fill reads the chunk of batches that holds the read position, checks it against the
 // listing, and adds the footer entries of batches read for the first time in order.
 func (b *objectBody) fill() error {

@@ -76,6 +76,37 @@ func TestObjectBodyStreamsBatchesThenFooter(t *testing.T) {
 	}
 }
 
+// TestObjectBodyWritesItselfAsItReads: WriteTo (how an S3 bucket over plain http sends it)
+// gives the bytes reading gives, from the start and from the middle after a seek, leaving the
+// position at the end.
+func TestObjectBodyWritesItselfAsItReads(t *testing.T) {
+	refs, all, read := testBatches(50, 700)
+	whole, err := io.ReadAll(newObjectBody(refs, read))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := newObjectBody(refs, read)
+	var w bytes.Buffer
+	if n, err := body.WriteTo(&w); err != nil || n != body.size || !bytes.Equal(w.Bytes(), whole) {
+		t.Fatalf("WriteTo: %d bytes of %d, %v; equal to the read: %v", n, body.size, err, bytes.Equal(w.Bytes(), whole))
+	}
+	if _, err := body.Seek(int64(len(all)/2), io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	w.Reset()
+	if _, err := body.WriteTo(&w); err != nil || !bytes.Equal(w.Bytes(), whole[len(all)/2:]) {
+		t.Fatalf("WriteTo from the middle differs (%v)", err)
+	}
+	if at, _ := body.Seek(0, io.SeekCurrent); at != body.size {
+		t.Fatalf("position %d after WriteTo, want the end %d", at, body.size)
+	}
+	changed := append([]batchRef(nil), refs...)
+	changed[4].size++
+	if _, err := newObjectBody(changed, read).WriteTo(io.Discard); err == nil || !strings.Contains(err.Error(), "changed while uploaded") {
+		t.Fatalf("WriteTo of a changed batch: %v", err)
+	}
+}
+
 // TestObjectBodyRefusesAChangedBatch: a batch that is not what the index listed (moved,
 // rewritten, gone) fails the upload instead of writing an object that lies.
 func TestObjectBodyRefusesAChangedBatch(t *testing.T) {
