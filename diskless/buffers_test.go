@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/objstore"
 	"inlet/wire"
 )
@@ -31,10 +32,10 @@ func TestObjectsReferenceLargeBatches(t *testing.T) {
 		len(first.chunks) != 1 || &first.chunks[0][:1][0] != &r.batch[0] {
 		t.Fatal("the small batch was not copied into the object's chunk")
 	}
-	if want := headerLen + 2*entryLen; len(first.buf) != want {
+	if want := format.HeaderLen + 2*format.EntryLen; len(first.buf) != want {
 		t.Fatalf("the object's buffer holds %d bytes, want the header and two heads: %d", len(first.buf), want)
 	}
-	if first.size() != int64(headerLen+2*entryLen+len(small)+len(large)) {
+	if first.size() != int64(format.HeaderLen+2*format.EntryLen+len(small)+len(large)) {
 		t.Fatalf("size %d", first.size())
 	}
 	per := (commitBytes - int(first.size())) / (entryOverhead + len(large))

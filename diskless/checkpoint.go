@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/idem"
 	"inlet/objstore"
 	"inlet/wire"
@@ -80,12 +81,6 @@ const FoldMemoryBound = 48 << 20
 // ProducerIDExpiration is Kafka's producer.id.expiration.ms default (one day): a window idle
 // that long is dropped from the next checkpoint.
 const ProducerIDExpiration = 24 * time.Hour
-
-// The kinds of entry only a checkpoint holds (after the commit log's, object.go).
-const (
-	StatePartition  = lastStateKind + 1
-	StateCheckpoint = lastStateKind + 2
-)
 
 // CheckpointPrefix holds the checkpoints: CheckpointKey(n), n the last commit object folded.
 const CheckpointPrefix = "diskless/checkpoint/"
@@ -190,7 +185,7 @@ func (c *Committer) fold(seq uint64, entries []Entry, apply bool, nowMs int64) e
 			continue
 		}
 		if e.State != nil {
-			if kind := -e.Partition; kind > lastStateKind {
+			if kind := -e.Partition; kind > format.LastStateKind {
 				return fmt.Errorf("diskless: object %d: state entry of kind %d in a commit object", seq, kind)
 			} else if err := k.state.add(kind, e.State); err != nil {
 				return fmt.Errorf("diskless: object %d: %w", seq, err)
@@ -362,7 +357,7 @@ func (r *stateReader) u16() uint16 {
 func (f *stateFold) entries(obj []byte) ([]byte, uint32, error) {
 	var n uint32
 	add := func(kind int32, payload []byte) {
-		obj = appendState(obj, kind, payload)
+		obj = format.AppendState(obj, kind, payload)
 		n++
 	}
 	names := make([]string, 0, len(f.groups))
@@ -546,9 +541,9 @@ func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
 			endN[r] = max(endN[r], end)
 		}
 	}
-	obj := newObject(nil)
+	obj := format.NewObject(nil)
 	head := binary.BigEndian.AppendUint64(nil, k.through)
-	obj = appendState(obj, StateCheckpoint, binary.BigEndian.AppendUint64(head, uint64(now.UnixMilli())))
+	obj = format.AppendState(obj, StateCheckpoint, binary.BigEndian.AppendUint64(head, uint64(now.UnixMilli())))
 	obj, entries, err := k.state.entries(obj)
 	entries++
 	refs := make([]partRef, 0, len(k.parts))
@@ -568,7 +563,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
 		f.endN = max(f.endN, endN[r])
 		windows += len(f.windows)
 		part = encodePart(part[:0], r, &f)
-		obj = appendState(obj, StatePartition, part)
+		obj = format.AppendState(obj, StatePartition, part)
 		entries++
 	}
 	k.mu.Unlock()
@@ -579,7 +574,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
 	if c.cfg.Epoch != nil {
 		epoch = c.cfg.Epoch()
 	}
-	body := seal(obj, Header{Epoch: epoch, Incarnation: c.incarnation, Sequence: n, Node: c.cfg.NodeID, Entries: entries, After: n - 1})
+	body := format.Seal(obj, Header{Epoch: epoch, Incarnation: c.incarnation, Sequence: n, Node: c.cfg.NodeID, Entries: entries, After: n - 1})
 	key := CheckpointKey(n)
 	if err := c.writer(); err != nil {
 		return 0, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/idem"
 	"inlet/meta"
 	"inlet/objstore"
@@ -343,18 +344,18 @@ func TestStaleWritersCheckpointIsIgnored(t *testing.T) {
 	last := logKeys(bucket, LogPrefix)
 	after := last[len(last)-1]
 	// The old writer lands an object late, then a checkpoint folding it and a group offset.
-	stale := newObject(nil)
+	stale := format.NewObject(nil)
 	sb := batch(7, 3, 1, 'X')
 	binary.BigEndian.PutUint64(sb[0:], uint64(bp.HighWatermark()))
-	stale = appendEntry(stale, tp.ID, 0, bp.HighWatermark(), sb)
-	body := seal(stale, Header{Epoch: 1, Sequence: after + 1, After: after, Entries: 1})
+	stale = format.AppendEntry(stale, tp.ID, 0, bp.HighWatermark(), sb)
+	body := format.Seal(stale, Header{Epoch: 1, Sequence: after + 1, After: after, Entries: 1})
 	if err := bucket.Put(context.Background(), LogKey(after+1), strings.NewReader(string(body)), int64(len(body))); err != nil {
 		t.Fatal(err)
 	}
 	b.put(appendOf(bp, 7, 3, 1, 'd')) // voids it: the object after names `after`
-	ck := appendState(newObject(nil), StateCheckpoint, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, after+1), 0))
-	ck = appendState(ck, StateGroupOffsets, encodeGroupOp(nil, groupOp{Op: opCommit, Group: "stale", Offsets: []groupOffset{{Topic: "d", Offset: 9}}}))
-	body = seal(ck, Header{Epoch: 1, Sequence: after + 1, After: after, Entries: 2})
+	ck := format.AppendState(format.NewObject(nil), StateCheckpoint, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, after+1), 0))
+	ck = format.AppendState(ck, StateGroupOffsets, encodeGroupOp(nil, groupOp{Op: opCommit, Group: "stale", Offsets: []groupOffset{{Topic: "d", Offset: 9}}}))
+	body = format.Seal(ck, Header{Epoch: 1, Sequence: after + 1, After: after, Entries: 2})
 	if err := bucket.Put(context.Background(), CheckpointKey(after+1), strings.NewReader(string(body)), int64(len(body))); err != nil {
 		t.Fatal(err)
 	}
@@ -381,10 +382,10 @@ func FuzzCheckpoint(f *testing.F) {
 	w.TxnFirstOffset = 12
 	part := encodePart(nil, partRef{[16]byte{7}, 1}, &partFold{logStart: 2, endN: 13, end: 20, windows: map[int64]*idem.State{5: &w},
 		aborted: []batchlog.AbortedTxn{{ProducerID: 5, FirstOffset: 3, LastOffset: 4}}})
-	obj := appendState(newObject(nil), StateCheckpoint, make([]byte, 16))
-	obj = appendState(obj, StateGroupOffsets, encodeGroupOp(nil, groupOp{Op: opDeleteGroup, Group: "g"}))
-	obj = appendState(obj, StatePartition, part)
-	f.Add(seal(obj, Header{Sequence: 1, Entries: 3}))
+	obj := format.AppendState(format.NewObject(nil), StateCheckpoint, make([]byte, 16))
+	obj = format.AppendState(obj, StateGroupOffsets, encodeGroupOp(nil, groupOp{Op: opDeleteGroup, Group: "g"}))
+	obj = format.AppendState(obj, StatePartition, part)
+	f.Add(format.Seal(obj, Header{Sequence: 1, Entries: 3}))
 	f.Add(part)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = decodeCheckpoint("k", 1, b)

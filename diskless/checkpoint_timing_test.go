@@ -3,6 +3,7 @@ package diskless
 import (
 	"testing"
 
+	"inlet/diskless/format"
 	"inlet/idem"
 )
 
@@ -26,9 +27,9 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		obj := newObject(buf[:0])
+		obj := format.NewObject(buf[:0])
 		for r, f := range parts {
-			obj = appendState(obj, StatePartition, encodePart(nil, r, f))
+			obj = format.AppendState(obj, StatePartition, encodePart(nil, r, f))
 		}
 		b.SetBytes(int64(len(obj)))
 		buf = obj

@@ -97,6 +97,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/objstore"
 	"inlet/wire"
 )
@@ -294,16 +295,16 @@ func (o *object) detach() {
 // entryList walks the object's entries (which this process built: nothing is checked), the
 // batches and states aliasing it; for the fold of a landed object (checkpoint.go).
 func (o *object) entryList() []Entry {
-	body := o.buf[:len(o.buf)-trailerLen]
+	body := o.buf[:len(o.buf)-format.TrailerLen]
 	entries := make([]Entry, 0, o.entries)
 	k := 0
-	for pos := headerLen; pos < len(body); {
+	for pos := format.HeaderLen; pos < len(body); {
 		var e Entry
 		copy(e.TopicID[:], body[pos:])
 		e.Partition = int32(binary.BigEndian.Uint32(body[pos+16:]))
 		e.Base = int64(binary.BigEndian.Uint64(body[pos+20:]))
 		n := int(binary.BigEndian.Uint32(body[pos+28:]))
-		pos += entryLen
+		pos += format.EntryLen
 		var data []byte
 		if k < len(o.refs) && o.refs[k].at == pos {
 			data = o.refs[k].batch
@@ -398,7 +399,7 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 	before := o.size()
 	for _, a := range g.Appends {
 		at := len(o.buf)
-		o.buf = appendEntryHead(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, len(a.Batch))
+		o.buf = format.AppendEntryHead(o.buf, c.topicID(a.Partition), a.Partition.Index, a.BaseOffset, len(a.Batch))
 		r := batchRef{at: len(o.buf), batch: a.Batch}
 		if len(a.Batch) < smallBatch {
 			r.batch, r.owned = c.chunkSpace(o, len(a.Batch)), true
@@ -406,7 +407,7 @@ func (c *Committer) Commit(g *batchlog.DisklessGroup) {
 		}
 		o.refs = append(o.refs, r)
 		o.refBytes += int64(len(a.Batch))
-		o.sum = entrySum(o.sum, o.buf[at:], a.Batch)
+		o.sum = format.EntrySum(o.sum, o.buf[at:], a.Batch)
 		o.entries++
 	}
 	o.payload += o.size() - before
@@ -428,7 +429,7 @@ const entryOverhead = 16 + 4 + 8 + 4
 // copied in. Called holding mu.
 func (c *Committer) openObject(need int) *object {
 	if n := len(c.objects); n > 0 {
-		if o := c.objects[n-1]; !o.sealed && (o.size() == headerLen || o.size()+int64(need) <= int64(c.cfg.CommitBytes)) {
+		if o := c.objects[n-1]; !o.sealed && (o.size() == format.HeaderLen || o.size()+int64(need) <= int64(c.cfg.CommitBytes)) {
 			return o
 		}
 	}
@@ -438,7 +439,7 @@ func (c *Committer) openObject(need int) *object {
 	} else {
 		buf = make([]byte, 0, objectBufBytes)
 	}
-	o := &object{buf: newObject(buf), summed: true}
+	o := &object{buf: format.NewObject(buf), summed: true}
 	c.objects = append(c.objects, o)
 	return o
 }
@@ -471,7 +472,7 @@ func (c *Committer) chunkSpace(o *object, n int) []byte {
 // one once the loop is idle), and drops its references to the requests' frames. Called
 // holding mu.
 func (c *Committer) recycle(o *object) {
-	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) <= c.cfg.CommitBytes+trailerLen {
+	if len(c.free) <= c.cfg.MaxPutsInFlight && cap(o.buf) <= c.cfg.CommitBytes+format.TrailerLen {
 		c.free = append(c.free, o.buf[:0])
 	}
 	for _, ch := range o.chunks {
@@ -775,9 +776,9 @@ func (c *Committer) number(o *object) {
 	c.after = o.seq
 	h := Header{Epoch: o.epoch, Incarnation: c.incarnation, Sequence: o.seq, Node: c.cfg.NodeID, Entries: o.entries, After: o.after}
 	if o.summed {
-		o.buf = sealSum(o.buf, h, o.sum, o.size()-headerLen)
+		o.buf = format.SealSum(o.buf, h, o.sum, o.size()-format.HeaderLen)
 	} else {
-		o.buf = seal(o.buf, h) // Recover's: no references
+		o.buf = format.Seal(o.buf, h) // Recover's: no references
 	}
 }
 
@@ -800,7 +801,7 @@ func (c *Committer) renumber(objs []*object) {
 			first = false
 		}
 		c.cfg.Logger.Warn("diskless: commit object renumbered past a stale writer's object", "was", LogKey(o.seq), "after", LogKey(o.after))
-		o.buf = o.buf[:len(o.buf)-trailerLen]
+		o.buf = o.buf[:len(o.buf)-format.TrailerLen]
 		c.number(o)
 		c.mu.Lock()
 		o.landed = false
@@ -994,11 +995,11 @@ func (c *Committer) putOnce(ctx context.Context, key string, body *objstore.Buff
 	case err != nil:
 		return err
 	case !own:
-		var hb [headerLen]byte
+		var hb [format.HeaderLen]byte
 		if err := c.cfg.Bucket.ReadAt(ctx, key, 0, hb[:]); err != nil && !errors.Is(err, objstore.ErrOutOfRange) {
 			return err
 		}
-		if string(hb[:4]) == magic && binary.BigEndian.Uint64(hb[8:]) < epoch {
+		if string(hb[:4]) == format.Magic && binary.BigEndian.Uint64(hb[8:]) < epoch {
 			return fmt.Errorf("%w: %s of epoch %d, this writer's %d", errStale, key, binary.BigEndian.Uint64(hb[8:]), epoch)
 		}
 		return fmt.Errorf("%w: %s was written by another writer", errFenced, key)

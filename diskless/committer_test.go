@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/objstore"
 	"inlet/wire"
 )
@@ -160,7 +161,7 @@ func TestFencedByAnotherWritersObject(t *testing.T) {
 	n := openNode(t, t.TempDir(), m, Config{}, false)
 	defer n.close()
 	d := n.topic("d", true)
-	other := seal(appendEntry(newObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Incarnation: 12345, Sequence: 1, Entries: 1})
+	other := format.Seal(format.AppendEntry(format.NewObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Incarnation: 12345, Sequence: 1, Entries: 1})
 	if err := m.Put(context.Background(), LogKey(1), bytes.NewReader(other), int64(len(other))); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestStaleWritersObjectIsVoid(t *testing.T) {
 	m := objstore.NewMemory()
 	n := openNode(t, t.TempDir(), m, Config{Epoch: func() uint64 { return 2 }}, false)
 	d := n.topic("d", true)
-	stale := seal(appendEntry(newObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Epoch: 1, Incarnation: 5, Sequence: 1, Entries: 1})
+	stale := format.Seal(format.AppendEntry(format.NewObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Epoch: 1, Incarnation: 5, Sequence: 1, Entries: 1})
 	if err := m.Put(context.Background(), LogKey(1), bytes.NewReader(stale), int64(len(stale))); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/objstore"
 	"inlet/tier"
 )
@@ -138,7 +139,7 @@ func answered(pr *produce) bool {
 func objects(t *testing.T, m *objstore.Memory) (out [][]Entry) {
 	t.Helper()
 	for _, k := range m.Keys() {
-		if _, ok := parseLogKey(k); !ok {
+		if _, ok := format.ParseLogKey(k); !ok {
 			continue
 		}
 		b, _ := m.Object(k)

@@ -9,23 +9,24 @@ import (
 	"testing"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/idem"
 	"inlet/objstore"
 )
 
 func TestObjectRoundTrip(t *testing.T) {
 	id := [16]byte{1, 2, 3}
-	obj := newObject(nil)
-	obj = appendEntry(obj, id, 4, 0, batch(-1, 0, 2, 1))
+	obj := format.NewObject(nil)
+	obj = format.AppendEntry(obj, id, 4, 0, batch(-1, 0, 2, 1))
 	b2 := batch(5, 0, 3, 2)
 	b2[7] = 2 // base offset 2
-	obj = appendEntry(obj, id, 1, 2, b2)
-	obj = seal(obj, Header{Epoch: 9, Incarnation: 8, Sequence: 7, Node: 6, Entries: 2})
+	obj = format.AppendEntry(obj, id, 1, 2, b2)
+	obj = format.Seal(obj, Header{Epoch: 9, Incarnation: 8, Sequence: 7, Node: 6, Entries: 2})
 	h, es, err := Decode(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h != (Header{Version: version, Epoch: 9, Incarnation: 8, Sequence: 7, Node: 6, Entries: 2}) || len(es) != 2 ||
+	if h != (Header{Version: format.CurrentVersion, Epoch: 9, Incarnation: 8, Sequence: 7, Node: 6, Entries: 2}) || len(es) != 2 ||
 		es[0].Partition != 4 || es[1].Base != 2 || !bytes.Equal(es[1].Batch, b2) || es[0].TopicID != id {
 		t.Fatalf("%+v %+v", h, es)
 	}
@@ -45,20 +46,20 @@ func TestObjectRoundTrip(t *testing.T) {
 // before, and one claiming a state entry in version 1 is refused.
 func TestVersion1ObjectsStillDecode(t *testing.T) {
 	b := batch(-1, 0, 1, 1)
-	v1 := seal(appendEntry(newObject(nil), [16]byte{1}, 0, 0, b), Header{Version: 1, Sequence: 1, Entries: 1})
+	v1 := format.Seal(format.AppendEntry(format.NewObject(nil), [16]byte{1}, 0, 0, b), Header{Version: 1, Sequence: 1, Entries: 1})
 	h, es, err := Decode(v1)
 	if err != nil || h.Version != 1 || len(es) != 1 || !bytes.Equal(es[0].Batch, b) || es[0].State != nil {
 		t.Fatal(h, es, err)
 	}
-	st := seal(appendState(newObject(nil), StateGroupOffsets, []byte{1}), Header{Version: 1, Sequence: 1, Entries: 1})
+	st := format.Seal(format.AppendState(format.NewObject(nil), StateGroupOffsets, []byte{1}), Header{Version: 1, Sequence: 1, Entries: 1})
 	if _, _, err := Decode(st); err == nil {
 		t.Fatal("a version 1 object with a state entry decoded")
 	}
-	st = seal(appendState(newObject(nil), StateGroupOffsets, []byte{1}), Header{Sequence: 1, Entries: 1})
+	st = format.Seal(format.AppendState(format.NewObject(nil), StateGroupOffsets, []byte{1}), Header{Sequence: 1, Entries: 1})
 	if _, es, err := Decode(st); err != nil || len(es) != 1 || !bytes.Equal(es[0].State, []byte{1}) || es[0].Partition != -StateGroupOffsets {
 		t.Fatal(es, err)
 	}
-	unknown := seal(appendState(newObject(nil), StateCheckpoint+1, nil), Header{Sequence: 1, Entries: 1})
+	unknown := format.Seal(format.AppendState(format.NewObject(nil), StateCheckpoint+1, nil), Header{Sequence: 1, Entries: 1})
 	if _, _, err := Decode(unknown); err == nil {
 		t.Fatal("a state entry of an unknown kind decoded")
 	}
@@ -69,11 +70,11 @@ func TestLogKeys(t *testing.T) {
 		t.Fatal(k)
 	}
 	for _, k := range []string{"diskless/log/00000000000000000000", "diskless/log/0000000000000000004x", "diskless/log/42", "x/log/00000000000000000042"} {
-		if _, ok := parseLogKey(k); ok {
+		if _, ok := format.ParseLogKey(k); ok {
 			t.Fatalf("%s parsed", k)
 		}
 	}
-	if n, ok := parseLogKey(LogKey(7)); !ok || n != 7 {
+	if n, ok := format.ParseLogKey(LogKey(7)); !ok || n != 7 {
 		t.Fatal(n, ok)
 	}
 }
@@ -81,30 +82,30 @@ func TestLogKeys(t *testing.T) {
 // FuzzDecode: Decode never panics on any input; what it accepts re-encodes to the same bytes
 // (header and entries in order), and every batch it returns lies inside the input.
 func FuzzDecode(f *testing.F) {
-	obj := seal(appendEntry(newObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), Header{Sequence: 1, Entries: 1})
+	obj := format.Seal(format.AppendEntry(format.NewObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), Header{Sequence: 1, Entries: 1})
 	f.Add(obj)
 	f.Add(obj[:50])
-	f.Add(seal(newObject(nil), Header{Sequence: 2}))
-	f.Add(seal(appendState(appendEntry(newObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), StateGroupOffsets,
+	f.Add(format.Seal(format.NewObject(nil), Header{Sequence: 2}))
+	f.Add(format.Seal(format.AppendState(format.AppendEntry(format.NewObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), StateGroupOffsets,
 		encodeGroupOp(nil, groupOp{Op: opCommit, Group: "g", Offsets: []groupOffset{{Topic: "t", Offset: 5}}})), Header{Sequence: 3, Entries: 2}))
-	f.Add(seal(appendEntry(newObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), Header{Version: 1, Sequence: 1, Entries: 1}))
+	f.Add(format.Seal(format.AppendEntry(format.NewObject(nil), [16]byte{9}, 0, 0, batch(-1, 0, 1, 1)), Header{Version: 1, Sequence: 1, Entries: 1}))
 	// A checkpoint (checkpoint.go): its own kinds of state entry.
-	f.Add(seal(appendState(appendState(newObject(nil), StateCheckpoint, make([]byte, 16)), StatePartition,
+	f.Add(format.Seal(format.AppendState(format.AppendState(format.NewObject(nil), StateCheckpoint, make([]byte, 16)), StatePartition,
 		encodePart(nil, partRef{[16]byte{9}, 0}, &partFold{windows: map[int64]*idem.State{}})), Header{Sequence: 4, After: 3, Entries: 2}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, es, err := Decode(b)
 		if err != nil {
 			return
 		}
-		re := newObject(nil)
+		re := format.NewObject(nil)
 		for _, e := range es {
 			if e.State != nil {
-				re = appendState(re, -e.Partition, e.State)
+				re = format.AppendState(re, -e.Partition, e.State)
 				continue
 			}
-			re = appendEntry(re, e.TopicID, e.Partition, e.Base, e.Batch)
+			re = format.AppendEntry(re, e.TopicID, e.Partition, e.Base, e.Batch)
 		}
-		if re = seal(re, h); !bytes.Equal(re, b) {
+		if re = format.Seal(re, h); !bytes.Equal(re, b) {
 			t.Fatalf("accepted bytes do not re-encode the same")
 		}
 	})
@@ -121,8 +122,8 @@ func TestCRCCombine(t *testing.T) {
 	}
 	for _, n := range []int{0, 1, 2, 3, 7, 8, 9, 255, 256, 4095, 4096, 4097, 65535, 65536, 1 << 20, 1<<20 + 3} {
 		a, b := data[:rng.IntN(100)], data[len(data)-n:]
-		whole := crc32.Checksum(append(append([]byte(nil), a...), b...), castagnoli)
-		if got := crcCombine(crc32.Checksum(a, castagnoli), crc32.Checksum(b, castagnoli), len(b)); got != whole {
+		whole := crc32.Checksum(append(append([]byte(nil), a...), b...), format.Castagnoli)
+		if got := format.CRCCombine(crc32.Checksum(a, format.Castagnoli), crc32.Checksum(b, format.Castagnoli), len(b)); got != whole {
 			t.Fatalf("len(a) %d, len(b) %d: combined %08x, want %08x", len(a), n, got, whole)
 		}
 	}
@@ -153,12 +154,12 @@ func TestSealSumIsTheObjectsCRC(t *testing.T) {
 	o.sealed = true
 	for _, renumbered := range []bool{false, true} {
 		if renumbered {
-			o.buf = o.buf[:len(o.buf)-trailerLen]
+			o.buf = o.buf[:len(o.buf)-format.TrailerLen]
 		}
 		c.number(o)
 		whole := bytes.Join(o.parts(), nil)
-		body := whole[:len(whole)-trailerLen]
-		if want, got := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(whole[len(body):]); got != want {
+		body := whole[:len(whole)-format.TrailerLen]
+		if want, got := crc32.Checksum(body, format.Castagnoli), binary.BigEndian.Uint32(whole[len(body):]); got != want {
 			t.Fatalf("renumbered %v: trailer %08x, the object's CRC %08x", renumbered, got, want)
 		}
 		_, es, err := Decode(whole)

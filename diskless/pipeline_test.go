@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/objstore"
 	"inlet/tier"
 	"inlet/wire"
@@ -220,7 +221,7 @@ func TestFencedWithPutsInFlight(t *testing.T) {
 	defer n.close()
 	d := n.topic("d", true)
 	p := d.Partitions[0]
-	other := seal(appendEntry(newObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Incarnation: 12345, Sequence: 2, After: 1, Entries: 1})
+	other := format.Seal(format.AppendEntry(format.NewObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Incarnation: 12345, Sequence: 2, After: 1, Entries: 1})
 	if err := g.Memory.Put(context.Background(), LogKey(2), bytes.NewReader(other), int64(len(other))); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestStaleObjectWithPutsInFlight(t *testing.T) {
 	eventually(t, "object 2's PUT started", func() bool { return g.tries(2) == 1 })
 	c := n.send(appendOf(p, -1, 0, 1, 3))
 	eventually(t, "object 3 landed", func() bool { return g.has(3) })
-	stale := seal(appendEntry(newObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Epoch: 1, Incarnation: 5, Sequence: 2, After: 1, Entries: 1})
+	stale := format.Seal(format.AppendEntry(format.NewObject(nil), d.ID, 0, 0, batch(-1, 0, 1, 99)), Header{Epoch: 1, Incarnation: 5, Sequence: 2, After: 1, Entries: 1})
 	if err := g.Memory.Put(context.Background(), LogKey(2), bytes.NewReader(stale), int64(len(stale))); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +399,7 @@ func TestRecoverVoidsObjectsPastAGap(t *testing.T) {
 	restore()
 	at1 := batch(-1, 0, 1, 2)
 	binary.BigEndian.PutUint64(at1, 1) // the base offset the log gave it
-	late := seal(appendEntry(newObject(nil), d.ID, 0, 1, at1), Header{Sequence: 2, After: 1, Entries: 1})
+	late := format.Seal(format.AppendEntry(format.NewObject(nil), d.ID, 0, 1, at1), Header{Sequence: 2, After: 1, Entries: 1})
 	if err := g.Memory.Put(context.Background(), LogKey(2), bytes.NewReader(late), int64(len(late))); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,7 @@ func logOf(t *testing.T, m *objstore.Memory) (out [][]Entry) {
 	t.Helper()
 	var nums []uint64
 	for _, k := range m.Keys() {
-		n, ok := parseLogKey(k)
+		n, ok := format.ParseLogKey(k)
 		if !ok {
 			continue
 		}
@@ -450,7 +451,7 @@ func TestRecoverRefusesALogThatLostObjects(t *testing.T) {
 	put := func(seq, after uint64) {
 		b := batch(-1, 0, 1, byte(seq))
 		binary.BigEndian.PutUint64(b, seq-1)
-		o := seal(appendEntry(newObject(nil), d.ID, 0, int64(seq-1), b), Header{Sequence: seq, After: after, Entries: 1})
+		o := format.Seal(format.AppendEntry(format.NewObject(nil), d.ID, 0, int64(seq-1), b), Header{Sequence: seq, After: after, Entries: 1})
 		if err := m.Put(context.Background(), LogKey(seq), bytes.NewReader(o), int64(len(o))); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"inlet/batchlog"
+	"inlet/diskless/format"
 	"inlet/idem"
 	"inlet/objstore"
 	"inlet/tier"
@@ -198,7 +199,7 @@ func (c *Committer) Recover(ctx context.Context, l *batchlog.Log) (RecoverStats,
 		if !ok {
 			deadline = time.Now().Add(time.Minute)
 		}
-		o := &object{buf: newObject(nil)}
+		o := &object{buf: format.NewObject(nil)}
 		if !c.put(o, deadline) {
 			return st, fmt.Errorf("diskless: writing the object that voids %s..%s failed", LogKey(tail+1), LogKey(last))
 		}
@@ -337,16 +338,16 @@ func (c *Committer) chain(ctx context.Context, objs []listed, n, through, epoch 
 	for _, o := range objs {
 		h, ok := hdrs[o.n]
 		if !ok {
-			var hb [headerLen]byte
+			var hb [format.HeaderLen]byte
 			cached := c.cfg.Cache != nil && c.cfg.Cache.ReadAt(o.n, o.size, 0, hb[:]) &&
-				string(hb[:4]) == magic && binary.BigEndian.Uint64(hb[24:]) == o.n
+				string(hb[:4]) == format.Magic && binary.BigEndian.Uint64(hb[24:]) == o.n
 			if !cached {
 				if err := c.retrying(ctx, "reading "+o.key, func() error { return c.cfg.Bucket.ReadAt(ctx, o.key, 0, hb[:]) }); err != nil {
 					return nil, false, fmt.Errorf("diskless: %s: %w", o.key, err)
 				}
 			}
 			h = Header{Epoch: binary.BigEndian.Uint64(hb[8:]), After: binary.BigEndian.Uint64(hb[40:])}
-			if string(hb[:4]) != magic {
+			if string(hb[:4]) != format.Magic {
 				h.Epoch = 0 // never of the log: below every floor but the first
 				h.After = ^uint64(0)
 			}
@@ -516,8 +517,8 @@ func (c *Committer) readAhead(ctx context.Context, log []listed, hdrs map[uint64
 			go func() {
 				buf := make([]byte, o.size)
 				h := hdrs[o.n] // read only, once chain has filled it
-				if c.cfg.Cache != nil && c.cfg.Cache.ReadAt(o.n, o.size, 0, buf) && len(buf) >= headerLen+trailerLen &&
-					crc32.Checksum(buf[:len(buf)-trailerLen], castagnoli) == binary.BigEndian.Uint32(buf[len(buf)-trailerLen:]) && sameHeader(buf, o.n, h) {
+				if c.cfg.Cache != nil && c.cfg.Cache.ReadAt(o.n, o.size, 0, buf) && len(buf) >= format.HeaderLen+format.TrailerLen &&
+					crc32.Checksum(buf[:len(buf)-format.TrailerLen], format.Castagnoli) == binary.BigEndian.Uint32(buf[len(buf)-format.TrailerLen:]) && sameHeader(buf, o.n, h) {
 					out[i] <- objectBody{body: buf, slot: true, cached: true}
 					return
 				}
@@ -546,7 +547,7 @@ type objectBody struct {
 
 // sameHeader says whether obj is commit object n with the epoch and predecessor of h.
 func sameHeader(obj []byte, n uint64, h Header) bool {
-	return len(obj) >= headerLen && string(obj[:4]) == magic && binary.BigEndian.Uint64(obj[24:]) == n &&
+	return len(obj) >= format.HeaderLen && string(obj[:4]) == format.Magic && binary.BigEndian.Uint64(obj[24:]) == n &&
 		binary.BigEndian.Uint64(obj[8:]) == h.Epoch && binary.BigEndian.Uint64(obj[40:]) == h.After
 }
 
@@ -563,7 +564,7 @@ func (c *Committer) uploadLocal(ctx context.Context, l *batchlog.Log, t *batchlo
 		if err != nil {
 			return n, fmt.Errorf("diskless: read %s partition %d at %d: %w", t.Name, p.Index, from, err)
 		}
-		o := &object{buf: newObject(nil)}
+		o := &object{buf: format.NewObject(nil)}
 		for len(data) > 0 {
 			bh, err := wire.ParseBatchHeader(data)
 			size := int(bh.BatchLength) + 12
@@ -571,7 +572,7 @@ func (c *Committer) uploadLocal(ctx context.Context, l *batchlog.Log, t *batchlo
 				return n, fmt.Errorf("diskless: %s partition %d: a stored batch at %d does not read", t.Name, p.Index, from)
 			}
 			if end := bh.BaseOffset + int64(bh.LastOffsetDelta) + 1; end > from && bh.BaseOffset >= from {
-				o.buf = appendEntry(o.buf, t.ID, p.Index, bh.BaseOffset, data[:size])
+				o.buf = format.AppendEntry(o.buf, t.ID, p.Index, bh.BaseOffset, data[:size])
 				o.entries++
 				from = end
 			}

@@ -1,6 +1,7 @@
 package diskless
 
 import (
+	"inlet/diskless/format"
 	"testing"
 )
 
@@ -10,35 +11,35 @@ import (
 // (seal), and what entrySum adds to Commit per batch.
 func BenchmarkSeal(b *testing.B) {
 	const size, batchBytes = 32 << 20, 75 << 10
-	obj := newObject(make([]byte, 0, size+trailerLen))
+	obj := format.NewObject(make([]byte, 0, size+format.TrailerLen))
 	var sum uint32
 	one := sizedBatch(batchBytes, 0)
 	n := 0
-	for len(obj)+entryLen+batchBytes <= size {
+	for len(obj)+format.EntryLen+batchBytes <= size {
 		at := len(obj)
-		obj = appendEntry(obj, [16]byte{1}, 0, 0, one)
-		sum = entrySum(sum, obj[at:at+entryLen], obj[at+entryLen:])
+		obj = format.AppendEntry(obj, [16]byte{1}, 0, 0, one)
+		sum = format.EntrySum(sum, obj[at:at+format.EntryLen], obj[at+format.EntryLen:])
 		n++
 	}
 	h := Header{Sequence: 1, Entries: uint32(n)}
 	b.Run("sealSum", func(b *testing.B) {
 		b.SetBytes(int64(len(obj)))
 		for b.Loop() {
-			sealSum(obj, h, sum, int64(len(obj)-headerLen))
+			format.SealSum(obj, h, sum, int64(len(obj)-format.HeaderLen))
 		}
 	})
 	b.Run("seal", func(b *testing.B) {
 		b.SetBytes(int64(len(obj)))
 		for b.Loop() {
-			seal(obj, h)
+			format.Seal(obj, h)
 		}
 	})
 	b.Run("entrySum", func(b *testing.B) {
-		entry := appendEntry(nil, [16]byte{1}, 0, 0, one)
+		entry := format.AppendEntry(nil, [16]byte{1}, 0, 0, one)
 		b.SetBytes(int64(len(entry)))
 		b.ReportAllocs()
 		for b.Loop() {
-			entrySum(0, entry[:entryLen], entry[entryLen:])
+			format.EntrySum(0, entry[:format.EntryLen], entry[format.EntryLen:])
 		}
 	})
 }

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"inlet/diskless/format"
 	"inlet/meta"
 	"inlet/wire"
 )
 
 // Node state in the commit log. A node with the committer running carries its consumer
 // groups' committed offsets in the commit objects, as state entries beside the batches
-// (object.go, version 2), so that a node rebuilt from the bucket resumes every group from its
+// (diskless/format, version 2), so that a node rebuilt from the bucket resumes every group from its
 // last answered commit. An OffsetCommit (and a committed transaction's offsets, an
 // OffsetDelete, a group's deletion, offset expiry, a deleted topic's offsets) goes:
 //
@@ -180,8 +181,8 @@ func (c *Committer) commitState(kind int32, payload []byte) <-chan int16 {
 	}
 	o := c.openObject(entryOverhead + len(payload))
 	before := len(o.buf)
-	o.buf = appendState(o.buf, kind, payload)
-	o.sum = crc32.Update(o.sum, castagnoli, o.buf[before:])
+	o.buf = format.AppendState(o.buf, kind, payload)
+	o.sum = crc32.Update(o.sum, format.Castagnoli, o.buf[before:])
 	o.entries++
 	o.payload += int64(len(o.buf) - before)
 	c.pending.Add(int64(len(o.buf) - before))
