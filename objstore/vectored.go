@@ -64,7 +64,17 @@ func (v *vectoredClient) Do(req *http.Request) (*http.Response, error) {
 		return v.next.Do(req)
 	}
 	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy != nil {
-		return v.next.Do(req) // through the proxy the environment names, as net/http goes
+		// Through the proxy the environment names, as net/http goes; a *Buffers body as a
+		// copy of its own, which net/http may read after the call returns.
+		if bufs, ok := body.(*Buffers); ok {
+			flat := make([]byte, 0, bufs.Len())
+			for _, p := range bufs.Parts() {
+				flat = append(flat, p...)
+			}
+			req.Body = io.NopCloser(bytes.NewReader(flat))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(flat)), nil }
+		}
+		return v.next.Do(req)
 	}
 	if req.Body != nil {
 		req.Body.Close() // the SDK's wrapper of body: it is sent from here
