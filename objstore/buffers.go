@@ -47,6 +47,15 @@ func NewBuffers(parts [][]byte) *Buffers {
 // Len is the body's size.
 func (b *Buffers) Len() int64 { return b.size }
 
+// Bytes is a copy of the whole body in one slice.
+func (b *Buffers) Bytes() []byte {
+	flat := make([]byte, 0, b.size)
+	for _, p := range b.parts {
+		flat = append(flat, p...)
+	}
+	return flat
+}
+
 // Parts are the body's slices, in order (not a copy).
 func (b *Buffers) Parts() [][]byte { return b.parts }
 

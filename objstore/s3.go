@@ -177,11 +177,7 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 		optFns = append(optFns, func(o *s3.Options) { o.ContinueHeaderThresholdBytes = -1 })
 	} else if bufs, ok := body.(*Buffers); ok {
 		// net/http may read a body after the call returns (vectored.go): a copy of its own.
-		flat := make([]byte, 0, bufs.Len())
-		for _, p := range bufs.Parts() {
-			flat = append(flat, p...)
-		}
-		body = bytes.NewReader(flat)
+		body = bytes.NewReader(bufs.Bytes())
 	}
 	_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &b.bucket,

@@ -67,10 +67,7 @@ func (v *vectoredClient) Do(req *http.Request) (*http.Response, error) {
 		// Through the proxy the environment names, as net/http goes; a *Buffers body as a
 		// copy of its own, which net/http may read after the call returns.
 		if bufs, ok := body.(*Buffers); ok {
-			flat := make([]byte, 0, bufs.Len())
-			for _, p := range bufs.Parts() {
-				flat = append(flat, p...)
-			}
+			flat := bufs.Bytes()
 			req.Body = io.NopCloser(bytes.NewReader(flat))
 			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(flat)), nil }
 		}
