@@ -46,8 +46,9 @@ func memoryLimit(logger *slog.Logger, o *options, remote *remoteSettings, sasl b
 
 // autoMemoryLimit is --memory-limit auto: --inflight-budget + --fetch-cache, plus
 // --sasl-server-max-inflight-bytes with a SASL listener, plus, with a bucket,
-// --remote-read-cache and --diskless-max-pending-bytes (the copies of diskless batches in
-// commit objects not yet PUT: a slow bucket fills it while the budget's frames are answered),
+// --remote-read-cache and --diskless-max-pending-bytes (diskless batches in commit objects not
+// yet PUT, outside the budget where they are copies: the small batches' chunks, and the batches
+// of requests a slow bucket made time out, answered and their frames given back),
 // and, unless checkpoints are off, diskless.FoldMemoryBound (the checkpoints' fold).
 func autoMemoryLimit(o *options, remote *remoteSettings, sasl bool) int64 {
 	limit := mustSize("inflight-budget", *o.budget) + mustSizeOrZero("fetch-cache", *o.fetchCache)
