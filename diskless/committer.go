@@ -222,13 +222,10 @@ type Stats struct {
 // frame, referenced; a smaller one is copied into the object's chunks (chunkBytes each, handed
 // on when it lands) and referenced there, so that no buffer grows by copying itself.
 type object struct {
-	buf    []byte
-	refs   []batchRef // in position order
-	chunks [][]byte
-	// refBytes: the referenced batches' bytes; detached: how many of refs are copies of the
-	// object's own (detach), no longer in a frame.
-	refBytes int64
-	detached int
+	buf      []byte
+	refs     []batchRef // in position order
+	chunks   [][]byte
+	refBytes int64 // the referenced batches' bytes
 	entries  uint32
 	payload  int64 // the entries' bytes
 	// sum is the CRC-32C of the object's bytes past its header while summed (entrySum; an
@@ -284,12 +281,11 @@ func (o *object) parts() [][]byte {
 // own, so that their requests may be answered before it lands. Called holding mu, with no PUT
 // of o in flight.
 func (o *object) detach() {
-	for i := o.detached; i < len(o.refs); i++ {
+	for i := range o.refs {
 		if r := &o.refs[i]; !r.owned {
 			r.batch, r.owned = bytes.Clone(r.batch), true
 		}
 	}
-	o.detached = len(o.refs)
 }
 
 // entryList walks the object's entries (which this process built: nothing is checked), the

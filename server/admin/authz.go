@@ -5,6 +5,7 @@ import (
 
 	"inlet/acl"
 	"inlet/server/authz"
+	"inlet/server/errresp"
 	"inlet/wire"
 )
 
@@ -86,21 +87,8 @@ func authorizeIncrementalAlterConfigs(s *Server, p authz.Subject, kreq kmsg.Requ
 
 // authorizeElectLeaders: ALTER on the cluster.
 func authorizeElectLeaders(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
-	req := kreq.(*kmsg.ElectLeadersRequest)
 	if !p.Cluster(acl.Alter) {
-		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-		resp.ErrorCode = wire.ErrClusterAuthorizationFailed
-		for _, rt := range req.Topics {
-			ot := kmsg.NewElectLeadersResponseTopic()
-			ot.Topic = rt.Topic
-			for _, i := range rt.Partitions {
-				op := kmsg.NewElectLeadersResponseTopicPartition()
-				op.Partition, op.ErrorCode = i, wire.ErrClusterAuthorizationFailed
-				ot.Partitions = append(ot.Partitions, op)
-			}
-			resp.Topics = append(resp.Topics, ot)
-		}
-		return resp, nil
+		return errresp.For(kreq, wire.ErrClusterAuthorizationFailed), nil
 	}
 	return nil, nil
 }
@@ -118,27 +106,16 @@ func authorizeAlterPartitionAssignments(s *Server, p authz.Subject, kreq kmsg.Re
 
 // authorizeListPartitionReassignments: DESCRIBE on the cluster.
 func authorizeListPartitionReassignments(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
-	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	if !p.Cluster(acl.Describe) {
-		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-		resp.ErrorCode = wire.ErrClusterAuthorizationFailed
-		return resp, nil
+		return errresp.For(kreq, wire.ErrClusterAuthorizationFailed), nil
 	}
 	return nil, nil
 }
 
 // authorizeUpdateFeatures: ALTER on the cluster.
 func authorizeUpdateFeatures(s *Server, p authz.Subject, kreq kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
-	req := kreq.(*kmsg.UpdateFeaturesRequest)
 	if !p.Cluster(acl.Alter) {
-		resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
-		resp.ErrorCode = wire.ErrClusterAuthorizationFailed
-		for _, u := range req.FeatureUpdates {
-			res := kmsg.NewUpdateFeaturesResponseResult()
-			res.Feature, res.ErrorCode = u.Feature, wire.ErrClusterAuthorizationFailed
-			resp.Results = append(resp.Results, res)
-		}
-		return resp, nil
+		return errresp.For(kreq, wire.ErrClusterAuthorizationFailed), nil
 	}
 	return nil, nil
 }
