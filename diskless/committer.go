@@ -253,9 +253,11 @@ type batchRef struct {
 	owned bool
 }
 
-// smallBatch: a batch shorter than this is copied into the object's chunks rather than held in
-// its request's frame, which would keep a whole frame for a few records; chunkBytes: a chunk's
-// size.
+// smallBatch: a batch shorter than this is copied into the object's chunks rather than
+// referenced in its request's frame (the frame is held until the answer either way, and each
+// entry is two slices of the vectored write either way: the copy is not shown to gain anything
+// over a reference, and putting the small entries' heads in the chunk beside their batches, so
+// that a run of them goes out as one slice, is what would); chunkBytes: a chunk's size.
 const (
 	smallBatch = 4 << 10
 	chunkBytes = 1 << 20
