@@ -35,8 +35,11 @@
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
 # COMMIT_BYTES (--diskless-commit-bytes, default 32MiB), DISKLESS_ARGS (further inlet flags of
 # both nodes), KLITE (produce: klite's binary, a third target), BASELINE_INLET (produce: another
-# inlet binary, say an earlier commit's, run as inlet-diskless-baseline), LOADGEN_ARGS (profile: further
-# loadgen flags, --rate N to profile an offered load rather than flat out).
+# inlet binary, say an earlier commit's, run as inlet-diskless-baseline), STANDBY_PROFILE (produce
+# --standby: a path; each run's profiles of its standby, 10 s from the 5th second, go to
+# STANDBY_PROFILE-PREFIX.pprof and .perf (perf's, with the writer's in -writer.perf), and both
+# nodes' page faults and CPU, every second, to .cpu), LOADGEN_ARGS (profile: further loadgen
+# flags, --rate N to profile an offered load rather than flat out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -74,7 +77,7 @@ produce)
     # free port, DIR's sibling standby/ (the same prefix) and a session of its own. On SIGTERM
     # the standby is stopped first, so that the writer's stop is not a takeover; its CPU
     # seconds and metrics go to $work/standby-PREFIX.txt.
-    { declare -p node_cmd work; cat <<'EOF'
+    { declare -p node_cmd work; [ -z "${STANDBY_PROFILE:-}" ] || declare -p STANDBY_PROFILE; cat <<'EOF'
 set -u
 port=$1 dir=$2
 run=$(basename "$(dirname "$dir")")
@@ -89,8 +92,20 @@ s=${s//\{dir\}/$sdir}
 sh -c "exec $w" &
 writer=$!
 for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-setsid sh -c "exec $s --node-id 2 --standby --metrics-listen 127.0.0.1:$mport" >"$work/standby-$run.log" 2>&1 &
+setsid sh -c "exec $s --node-id 2 --standby --metrics-listen 127.0.0.1:$mport --pprof" >"$work/standby-$run.log" 2>&1 &
 standby=$!
+if [ -n "${STANDBY_PROFILE:-}" ]; then
+  # 10 s of the standby's CPU from the 5th second of the run: Go's profile, and perf's (with
+  # the kernel's side, which Go's undercounts in long system calls) where perf is installed,
+  # the writer's too (-writer.perf); and every second the time, then the standby's minor page
+  # faults, user and system CPU (clock ticks), then W and the writer's (.cpu).
+  (sleep 5; curl -s -o "$STANDBY_PROFILE-$run.pprof" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=10") &
+  if command -v perf >/dev/null; then
+    (sleep 5; perf record -g -p "$standby" -o "$STANDBY_PROFILE-$run.perf" -- sleep 10 >/dev/null 2>&1) &
+    (sleep 5; perf record -g -p "$writer" -o "$STANDBY_PROFILE-$run-writer.perf" -- sleep 10 >/dev/null 2>&1) &
+  fi
+  (while [ -e "/proc/$standby" ]; do echo "$(date +%s.%N) $(cut -d' ' -f10,14,15 "/proc/$standby/stat") W $(cut -d' ' -f10,14,15 "/proc/$writer/stat")"; sleep 1; done) >"$STANDBY_PROFILE-$run.cpu" 2>/dev/null &
+fi
 stop() {
   trap - TERM INT
   {

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -109,6 +110,16 @@ type File interface {
 
 // BlockSize is the alignment of direct writes.
 const BlockSize = 4096
+
+// AlignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
+func AlignedBuffer(n int) []byte {
+	b := make([]byte, n+BlockSize)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) & (BlockSize - 1)); r != 0 {
+		off = BlockSize - r
+	}
+	return b[off : off+n : off+n]
+}
 
 // ErrDirectRefused is OpenDirect's answer where the file system does not take O_DIRECT
 // (tmpfs, some overlay mounts).

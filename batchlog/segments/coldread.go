@@ -142,7 +142,7 @@ type directReadFS interface {
 // scratch holds the aligned buffers direct reads land in: one per read in progress (a
 // connection's worker holds one while it reads a fetch's cold batches), readChunk each.
 var scratch = sync.Pool{New: func() any {
-	b := alignedBuffer(readChunk)
+	b := segfs.AlignedBuffer(readChunk)
 	return &b
 }}
 

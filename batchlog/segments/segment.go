@@ -80,7 +80,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -813,7 +812,7 @@ func (s *Store) getStage(n int) *stageBuf {
 			return box
 		}
 	}
-	return &stageBuf{b: alignedBuffer(size)}
+	return &stageBuf{b: segfs.AlignedBuffer(size)}
 }
 
 // putStage hands a staging buffer back to the pool of its size.
@@ -821,16 +820,6 @@ func (s *Store) putStage(box *stageBuf) {
 	if c := stageClass(cap(box.b)); c < stageClasses {
 		s.stages[c].Put(box)
 	}
-}
-
-// alignedBuffer returns n bytes starting on a block boundary, as O_DIRECT requires.
-func alignedBuffer(n int) []byte {
-	b := make([]byte, n+blockSize)
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) & (blockSize - 1)); r != 0 {
-		off = blockSize - r
-	}
-	return b[off : off+n : off+n]
 }
 
 // writeStaged writes staged groups of one segment, adjacent in the file and in order: with

@@ -23,8 +23,10 @@
 // Lag: the objects past the newest checkpoint with no copy as of the last look, their bytes, and
 // how long the oldest of them has waited since a look first listed it; all 0 when caught up.
 //
-// Memory: one buffer per reader, as large as the largest object read (Readers x
-// --diskless-commit-bytes at most: 128 MiB at the defaults). Disk: the objects past the newest
+// Memory: one buffer per reader, as large as the largest object read rounded up to 4 MiB
+// (Readers x (--diskless-commit-bytes + 4 MiB) at most: 144 MiB at the defaults), kept while
+// following so that its pages stay the process's. The copies are written with O_DIRECT from it
+// (writeCopy), not through the page cache. Disk: the objects past the newest
 // checkpoint, as the bucket holds them (about --diskless-checkpoint-interval-ms of the writer's
 // diskless produce; without checkpoints, the whole commit log).
 package follow
@@ -40,8 +42,11 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"inlet/diskless"
 	"inlet/objstore"
+	"inlet/segfs"
 )
 
 // DefaultInterval is the time between looks: at the default commit interval (100 ms) a look
@@ -83,10 +88,11 @@ type Follower struct {
 	done   chan struct{}
 	bufs   chan []byte // the readers' buffers, reused
 
-	mu    sync.Mutex
-	held  map[uint64]int64     // the copies: number -> size
-	seen  map[uint64]time.Time // the objects missing a copy: when a look first listed them
-	stats Stats                // Behind unset: computed from seen
+	mu     sync.Mutex
+	held   map[uint64]int64     // the copies: number -> size
+	bufCap int                  // the largest reader's buffer made (bufferCap)
+	seen   map[uint64]time.Time // the objects missing a copy: when a look first listed them
+	stats  Stats                // Behind unset: computed from seen
 }
 
 // Start makes the directory, takes the copies it holds (removing the temporary files a
@@ -259,27 +265,27 @@ func (f *Follower) look(ctx context.Context) error {
 	}
 }
 
-// fetch GETs object o into its copy, through a temporary file.
+// fetch GETs object o into a reader's buffer and writes its copy from there (writeCopy),
+// through a temporary file.
 func (f *Follower) fetch(ctx context.Context, o object) error {
 	var buf []byte
 	select {
 	case buf = <-f.bufs:
 	default:
 	}
-	if int64(cap(buf)) < o.size {
-		buf = make([]byte, o.size)
+	if int64(cap(buf)) < blocks(o.size) {
+		buf = segfs.AlignedBuffer(f.bufferCap(o.size))
 	}
-	buf = buf[:o.size]
 	defer func() { f.bufs <- buf }()
 	key := diskless.LogKey(o.n)
-	if err := f.cfg.Bucket.ReadAt(ctx, key, 0, buf); err != nil {
+	if err := f.cfg.Bucket.ReadAt(ctx, key, 0, buf[:o.size]); err != nil {
 		if errors.Is(err, objstore.ErrNotFound) {
 			return nil // deleted since the listing: covered by a checkpoint
 		}
 		return fmt.Errorf("reading %s: %w", key, err)
 	}
 	path := f.cache.path(o.n)
-	err := os.WriteFile(path+tmpSuffix, buf, 0o644)
+	err := writeCopy(path+tmpSuffix, buf, o.size)
 	if err == nil {
 		err = os.Rename(path+tmpSuffix, path)
 	}
@@ -298,6 +304,56 @@ func (f *Follower) fetch(ctx context.Context, o object) error {
 	f.stats.FetchedBytes += o.size
 	f.mu.Unlock()
 	return nil
+}
+
+// bufferCap is the capacity of a new buffer for an object of size bytes: the largest made so far
+// if that holds it, else size rounded up to bufferStep, which becomes the largest. A reader's
+// buffer too small for an object is replaced, and every new one is made as large as any before,
+// so that a reader makes a new buffer only when an object is larger than every one before it:
+// a new buffer is memory the kernel hands over fresh, each page faulted and zeroed as the GET
+// fills it, which for buffers made to each object's size cost the standby more than the GETs.
+func (f *Follower) bufferCap(size int64) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bufCap = max(f.bufCap, int((size+bufferStep-1)/bufferStep*bufferStep))
+	return f.bufCap
+}
+
+// bufferStep: buffers grow in steps of 4 MiB.
+const bufferStep = 4 << 20
+
+// blocks is n rounded up to whole blocks of segfs.BlockSize.
+func blocks(n int64) int64 { return (n + segfs.BlockSize - 1) &^ (segfs.BlockSize - 1) }
+
+// writeCopy writes buf[:size] into a new file name with O_DIRECT, from buf (block-aligned, with
+// room for size rounded up to a block: the tail is zeroed, written, and cut off by truncating
+// the file to size). Written through the page cache, the copy cost the standby most of its CPU:
+// every page of the cache it fills is memory the kernel takes fresh (a standby that followed a
+// writer at 40 MB/s spent 0.4 of a core, two thirds of it copying into the page cache and a
+// quarter zeroing the pages its reads filled; profiles/standby-direct-20261207/), while the
+// copy is read only at a takeover. Where the file system refuses O_DIRECT (tmpfs), it is
+// written through the page cache.
+func writeCopy(name string, buf []byte, size int64) error {
+	fl, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_DIRECT, 0o644)
+	if errors.Is(err, unix.EINVAL) {
+		return os.WriteFile(name, buf[:size], 0o644)
+	}
+	if err != nil {
+		return err
+	}
+	padded := blocks(size)
+	clear(buf[size:padded])
+	_, err = fl.Write(buf[:padded])
+	if err == nil && padded != size {
+		err = fl.Truncate(size)
+	}
+	if cerr := fl.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, unix.EINVAL) { // a file system that takes the flag but not the write
+		return os.WriteFile(name, buf[:size], 0o644)
+	}
+	return err
 }
 
 // drop removes copy n; f.mu held.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"inlet/batchlog"
 	"inlet/diskless"
 	"inlet/objstore"
+	"inlet/segfs"
 	"inlet/tier"
 )
 
@@ -440,5 +442,30 @@ func TestRecoverStopsOnACopyWhoseHeaderLied(t *testing.T) {
 	}
 	if _, _, st, err := openLog(t, clone(t, mem), Cache{dir}, true); err != nil || st.Cached != 0 || st.Objects != 4 {
 		t.Fatalf("the next restore: stats %+v, err %v", st, err)
+	}
+}
+
+// The copy is the object's bytes exactly, whatever the reader's buffer held past them: a size
+// off the block boundary is written padded and cut back.
+func TestWriteCopyIsExact(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int64{1, 48, segfs.BlockSize - 1, segfs.BlockSize, 3*segfs.BlockSize + 17, 1<<20 + 5} {
+		buf := segfs.AlignedBuffer(int(blocks(size)) + segfs.BlockSize)
+		for i := range buf {
+			buf[i] = 0xff
+		}
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte(i * 7)
+		}
+		copy(buf, want)
+		name := filepath.Join(dir, fmt.Sprint(size))
+		if err := writeCopy(name, buf, size); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		got, err := os.ReadFile(name)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("size %d: copy of %d bytes (err %v), not the object's", size, len(got), err)
+		}
 	}
 }
