@@ -35,7 +35,8 @@
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
 # COMMIT_BYTES (--diskless-commit-bytes, default 32MiB), DISKLESS_ARGS (further inlet flags of
 # both nodes), KLITE (produce: klite's binary, a third target), BASELINE_INLET (produce: another
-# inlet binary, say an earlier commit's, run as inlet-diskless-baseline), STANDBY_PROFILE (produce
+# inlet binary, say an earlier commit's, run as inlet-diskless-baseline; with --standby, as both
+# nodes of inlet-diskless-standby-baseline), STANDBY_PROFILE (produce
 # --standby: a path; each run's profiles of its standby, 10 s from the 5th second, go to
 # STANDBY_PROFILE-PREFIX.pprof and .perf (perf's, with the writer's in -writer.perf), and both
 # nodes' page faults and CPU, every second, to .cpu), LOADGEN_ARGS (profile: further loadgen
@@ -72,7 +73,7 @@ produce)
   peers+=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd")
   if [ "${1:-}" = --standby ]; then
     shift
-    # pair.sh PORT DIR: the writer on PORT and DIR in this process group (the one bench
+    # pair.sh PORT DIR [INLET]: the writer on PORT and DIR in this process group (the one bench
     # measures and signals); once it accepts (it holds the prefix's lease), the standby on a
     # free port, DIR's sibling standby/ (the same prefix) and a session of its own. On SIGTERM
     # the standby is stopped first, so that the writer's stop is not a takeover; its CPU
@@ -80,6 +81,7 @@ produce)
     { declare -p node_cmd work; [ -z "${STANDBY_PROFILE:-}" ] || declare -p STANDBY_PROFILE; cat <<'EOF'
 set -u
 port=$1 dir=$2
+[ -z "${3:-}" ] || node_cmd=${node_cmd/#*\/bin\/inlet /$3 }
 run=$(basename "$(dirname "$dir")")
 sdir=$(dirname "$dir")/standby
 free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -123,6 +125,10 @@ wait "$writer"
 EOF
     } >"$work/pair.sh"
     peers=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd" --peer "inlet-diskless-standby[diskless.enable=true]=bash $work/pair.sh {port} {dir}")
+    if [ -n "${BASELINE_INLET:-}" ]; then
+      # The pair again with BASELINE_INLET as both nodes, a third target.
+      peers+=(--peer "inlet-diskless-standby-baseline[diskless.enable=true]=bash $work/pair.sh {port} {dir} $BASELINE_INLET")
+    fi
   fi
   if [ -n "${KLITE:-}" ]; then
     # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
