@@ -29,7 +29,9 @@
 # Every node has a fresh data directory and a key prefix of its own in the bucket. After the
 # runs, the requests each node made (versitygw's access log, by key prefix) are printed per
 # node: PUTs and GETs (and other calls), over the node's life in the log, and per second;
-# versitygw's CPU seconds (not counted in a broker's figures) too. The bucket is removed at exit.
+# versitygw's CPU seconds (not counted in a broker's figures) too, and what each node left in
+# the bucket: a run's objects are removed when the next run starts (node.sh, below), the last
+# run's and the bucket at exit.
 # Record with scripts/record.sh NAME scripts/diskless-bench.sh ....
 #
 # Settings (environment): COMMIT_INTERVAL_MS (--diskless-commit-interval-ms, default 100),
@@ -61,16 +63,32 @@ prefix='"$(basename "$(dirname {dir})")/"'
 window="--diskless-commit-interval-ms ${COMMIT_INTERVAL_MS:-100} --diskless-commit-bytes ${COMMIT_BYTES:-32MiB}"
 node_cmd="$root/bin/inlet --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --s3-bucket $bucket --s3-endpoint $endpoint --s3-path-style --s3-prefix $prefix $window ${DISKLESS_ARGS:-}"
 
+# node.sh CMD...: before it starts a node (exec CMD, so that bench measures the node alone),
+# notes what each earlier run left in the bucket (the prefixes there: one run goes at a time)
+# in $work/bucket-PREFIX.txt and removes it from versitygw's directory, so that a run set of
+# many rounds holds on disk only the objects of the run going on.
+cat >"$work/node.sh" <<NODE
+set -u
+for d in "$work/gw/$bucket"/*/; do
+  [ -d "\$d" ] || continue
+  p=\$(basename "\$d")
+  printf '# bucket: %s %.1f MiB in %d objects\\n' "\$p" "\$(du -sb "\$d" | awk '{print \$1 / 1048576}')" "\$(find "\$d" -type f | wc -l)" >"$work/bucket-\$p.txt"
+  rm -rf "\$d"
+done
+exec "\$@"
+NODE
+kept="bash $work/node.sh"
+
 set +e
 case $mode in
 produce)
-  peers=(--peer "inlet-local[diskless.enable=false]=$node_cmd")
+  peers=(--peer "inlet-local[diskless.enable=false]=$kept $node_cmd")
   if [ -n "${BASELINE_INLET:-}" ]; then
     # Another build of inlet (an earlier commit's binary) with the same flags, its topic
     # diskless, run between inlet-local and inlet-diskless in each round.
-    peers+=(--peer "inlet-diskless-baseline[diskless.enable=true]=${node_cmd/#$root\/bin\/inlet/$BASELINE_INLET}")
+    peers+=(--peer "inlet-diskless-baseline[diskless.enable=true]=$kept ${node_cmd/#$root\/bin\/inlet/$BASELINE_INLET}")
   fi
-  peers+=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd")
+  peers+=(--peer "inlet-diskless[diskless.enable=true]=$kept $node_cmd")
   if [ "${1:-}" = --standby ]; then
     shift
     # pair.sh PORT DIR [INLET]: the writer on PORT and DIR in this process group (the one bench
@@ -124,15 +142,15 @@ trap stop TERM INT
 wait "$writer"
 EOF
     } >"$work/pair.sh"
-    peers=(--peer "inlet-diskless[diskless.enable=true]=$node_cmd" --peer "inlet-diskless-standby[diskless.enable=true]=bash $work/pair.sh {port} {dir}")
+    peers=(--peer "inlet-diskless[diskless.enable=true]=$kept $node_cmd" --peer "inlet-diskless-standby[diskless.enable=true]=$kept bash $work/pair.sh {port} {dir}")
     if [ -n "${BASELINE_INLET:-}" ]; then
       # The pair again with BASELINE_INLET as both nodes, a third target.
-      peers+=(--peer "inlet-diskless-standby-baseline[diskless.enable=true]=bash $work/pair.sh {port} {dir} $BASELINE_INLET")
+      peers+=(--peer "inlet-diskless-standby-baseline[diskless.enable=true]=$kept bash $work/pair.sh {port} {dir} $BASELINE_INLET")
     fi
   fi
   if [ -n "${KLITE:-}" ]; then
     # klite's S3 mode on the same versitygw, as scripts/tier-bench.sh runs it.
-    peers+=(--peer "klite-s3=$KLITE --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --auto-create-topics --log-level warn --wal-max-disk-size 17179869184 --s3-bucket $bucket --s3-endpoint $endpoint --s3-region us-east-1 --s3-prefix $prefix")
+    peers+=(--peer "klite-s3=$kept $KLITE --listen 127.0.0.1:{port} --data-dir {dir} --default-partitions 16 --auto-create-topics --log-level warn --wal-max-disk-size 17179869184 --s3-bucket $bucket --s3-endpoint $endpoint --s3-region us-east-1 --s3-prefix $prefix")
   fi
   bin/bench compare --inlet-bin bin/inlet --targets '' --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
     "${peers[@]}" "$@"
@@ -144,7 +162,7 @@ EOF
 latency)
   [ $# -gt 0 ] || set -- --of flat --rates 0.5
   bin/bench latency --inlet-bin bin/inlet --tmp-dir "$work" --results-dir "${RESULTS_DIR:-$root/results}" \
-    --peer "inlet-diskless[diskless.enable=true]=$node_cmd" "$@"
+    --peer "inlet-diskless[diskless.enable=true]=$kept $node_cmd" "$@"
   rc=$?
   ;;
 idle | profile)
@@ -213,6 +231,7 @@ awk '$8 ~ /^s3_/ {
   }
   for (o in unk) printf "# not by a node key prefix (bucket-level calls): %s %d\n", o, unk[o]
 }' "$work/access.log" | sort
+cat "$work"/bucket-*.txt 2>/dev/null
 for d in "$work/gw/$bucket"/*/; do
   [ -d "$d" ] || continue
   printf '# bucket: %s %.1f MiB in %d objects\n' "$(basename "$d")" "$(du -sb "$d" | awk '{print $1 / 1048576}')" "$(find "$d" -type f | wc -l)"
