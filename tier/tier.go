@@ -65,8 +65,8 @@ type Config struct {
 	// UploadInterval is how long batches wait before they are uploaded in a smaller object
 	// (default 60 s); a topic's segment.ms, if shorter, sends them sooner.
 	UploadInterval time.Duration
-	// UploadBytesPerSec paces uploads (a tier catching up after an outage reads the disk and
-	// the network at most this fast); 0: unpaced.
+	// UploadBytesPerSec paces uploads, evenly, a chunk at a time (a tier catching up after an
+	// outage reads the disk and the network at most this fast); 0: unpaced.
 	UploadBytesPerSec int64
 	// PassInterval is how often the loop runs (default 1 s).
 	PassInterval time.Duration
@@ -171,6 +171,8 @@ type Tier struct {
 	cfg    Config
 	cache  *readCache
 
+	pace *pacer // the uploads' reads (upload.go)
+
 	mu        sync.Mutex
 	parts     map[uint32]*partState  // by node-wide partition id
 	described map[string]description // the description written last this run, by topic name
@@ -211,7 +213,8 @@ func Open(l *batchlog.Log, m *meta.Store, cfg Config) (*Tier, error) {
 	}
 	cfg.fill()
 	t := &Tier{log: l, meta: m, bucket: cfg.Bucket, cfg: cfg, parts: map[uint32]*partState{}, described: map[string]description{},
-		cache: newReadCache(cfg.ReadCacheBytes), stop: make(chan struct{}), done: make(chan struct{})}
+		cache: newReadCache(cfg.ReadCacheBytes), stop: make(chan struct{}), done: make(chan struct{}),
+		pace: &pacer{rate: float64(cfg.UploadBytesPerSec)}}
 	t.stats.lastPassOK.Store(true) // until a pass fails
 	err := m.RemoteObjects(func(o meta.RemoteObject) error {
 		ps := t.partLocked(o.Partition)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"time"
 
 	"inlet/batchlog"
@@ -125,12 +126,8 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		if data < target && now.Sub(ps.pendingSince) < wait {
 			return nil // not due yet
 		}
-		began := time.Now()
 		o, err := t.upload(ctx, tp, batches, limit)
 		if err != nil {
-			return err
-		}
-		if err := t.pace(ctx, o.Size, time.Since(began)); err != nil {
 			return err
 		}
 		ps.mu.Lock()
@@ -147,18 +144,37 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 	}
 }
 
-// pace waits after an upload of size bytes that took took, so that uploads go at most
-// Config.UploadBytesPerSec.
-func (t *Tier) pace(ctx context.Context, size int64, took time.Duration) error {
-	if t.cfg.UploadBytesPerSec <= 0 {
+// pacer spreads the uploads' reads of the log, and so their writes to the bucket, evenly over
+// time at Config.UploadBytesPerSec: before each chunk an object reads (readChunk), it waits
+// until the chunks before it are due at that rate. Paced per object, an upload went at full
+// speed and then waited, and each burst stalled the diskless commit PUTs sharing the bucket
+// (BENCHMARKS.md, "Diskless topics"). Time the uploads left idle is not made up in a burst.
+type pacer struct {
+	rate float64 // bytes a second; 0: unpaced
+	mu   sync.Mutex
+	next time.Time // when the chunks paced so far are due
+}
+
+// wait waits until a chunk of n bytes may be read.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p.rate <= 0 {
 		return nil
 	}
-	wait := time.Duration(float64(size)/float64(t.cfg.UploadBytesPerSec)*float64(time.Second)) - took
-	if wait <= 0 {
+	p.mu.Lock()
+	now := time.Now()
+	if p.next.Before(now) {
+		p.next = now
+	}
+	d := p.next.Sub(now)
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	p.mu.Unlock()
+	if d <= 0 {
 		return nil
 	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
 	select {
-	case <-time.After(wait):
+	case <-tm.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -169,6 +185,9 @@ func (t *Tier) pace(ctx context.Context, size int64, took time.Duration) error {
 func (t *Tier) upload(ctx context.Context, tp tieredPartition, batches []batchRef, limit int64) (meta.RemoteObject, error) {
 	p := tp.p
 	body := newObjectBody(batches, func(from int64, dst []byte) ([]byte, error) {
+		if err := t.pace.wait(ctx, readChunk); err != nil {
+			return nil, err
+		}
 		return t.log.ReadBatches(p, from, limit, readChunk, true, dst)
 	})
 	// The object's end is the offset after its last batch, known once the body has read it:

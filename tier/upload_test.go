@@ -2,10 +2,12 @@ package tier
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"inlet/wire"
 )
@@ -172,5 +174,40 @@ func TestReadCacheDropsBehind(t *testing.T) {
 	_, _ = c.get(cacheKey{"k", 3}, load, &st)
 	if c.has(cacheKey{"k", 2}) || !c.has(cacheKey{"k", 0}) || !c.has(cacheKey{"k", 1}) {
 		t.Fatal("the demoted chunk should have gone first")
+	}
+}
+
+// Uploads are paced a chunk at a time: chunks go no faster than the rate, and time left idle is
+// not made up in a burst.
+func TestPacerSpreadsChunks(t *testing.T) {
+	p := &pacer{rate: 100 << 20} // 100 MiB/s: a 1 MiB chunk each 10 ms
+	ctx := context.Background()
+	began := time.Now()
+	for range 6 {
+		if err := p.wait(ctx, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(began); took < 50*time.Millisecond {
+		t.Fatalf("6 chunks of 1 MiB at 100 MiB/s in %v, want at least 50 ms", took)
+	}
+	time.Sleep(100 * time.Millisecond) // idle: 10 chunks' worth
+	began = time.Now()
+	for range 3 {
+		if err := p.wait(ctx, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(began); took < 20*time.Millisecond {
+		t.Fatalf("3 chunks after an idle 100 ms in %v: the idle time was made up in a burst", took)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	p.next = time.Now().Add(time.Hour)
+	if err := p.wait(cctx, 1); err == nil {
+		t.Fatal("a wait under a cancelled context returned no error")
+	}
+	if err := (&pacer{}).wait(cctx, 1<<30); err != nil {
+		t.Fatalf("unpaced: %v", err)
 	}
 }
