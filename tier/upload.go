@@ -146,9 +146,9 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 
 // pacer spreads the uploads' reads of the log, and so their writes to the bucket, evenly over
 // time at Config.UploadBytesPerSec: before each chunk an object reads (readChunk), it waits
-// until the chunks before it are due at that rate. Paced per object, an upload went at full
-// speed and then waited, and each burst stalled the diskless commit PUTs sharing the bucket
-// (BENCHMARKS.md, "Diskless topics"). Time the uploads left idle is not made up in a burst.
+// until the chunks before it are due at that rate, so that the disk and the network never see
+// more than the rate (paced per object, each upload went at full speed, then waited). Time
+// the uploads left idle is not made up in a burst.
 type pacer struct {
 	rate float64 // bytes a second; 0: unpaced
 	mu   sync.Mutex
