@@ -57,6 +57,9 @@ work=$(mktemp -d "${TMPDIR:-/var/tmp}/diskless-bench-XXXXXX")
 bucket=disklessbench
 VERSITYGW_ACCESS_LOG="$work/access.log"
 source scripts/versitygw.sh # starts versitygw; sets gw, endpoint, node and the exit trap
+for v in COMMIT_INTERVAL_MS COMMIT_BYTES DISKLESS_ARGS KLITE BASELINE_INLET STANDBY_PROFILE LOADGEN_ARGS; do
+  [ -z "${!v:-}" ] || echo "# $v=${!v}"
+done
 
 # A run's prefix is the name of its fresh directory, the parent of {dir}.
 prefix='"$(basename "$(dirname {dir})")/"'
