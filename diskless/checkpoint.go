@@ -185,10 +185,21 @@ func (c *Committer) fold(seq uint64, entries []Entry, apply bool, nowMs int64) e
 			continue
 		}
 		if e.State != nil {
-			if kind := -e.Partition; kind > format.LastStateKind {
+			kind := -e.Partition
+			switch {
+			case !format.LogKind(kind):
 				return fmt.Errorf("diskless: object %d: state entry of kind %d in a commit object", seq, kind)
-			} else if err := k.state.add(kind, e.State); err != nil {
-				return fmt.Errorf("diskless: object %d: %w", seq, err)
+			case kind == StateLogStart:
+				r, start, err := decodeLogStart(e.State)
+				if err != nil {
+					return fmt.Errorf("diskless: object %d: %w", seq, err)
+				}
+				f := k.part(r)
+				f.logStart = max(f.logStart, start)
+			default:
+				if err := k.state.add(kind, e.State); err != nil {
+					return fmt.Errorf("diskless: object %d: %w", seq, err)
+				}
 			}
 			continue
 		}

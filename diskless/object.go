@@ -21,6 +21,7 @@ const (
 	StateGroupRecords  = format.StateGroupRecords
 	StatePartition     = format.StatePartition
 	StateCheckpoint    = format.StateCheckpoint
+	StateLogStart      = format.StateLogStart
 )
 
 // LogPrefix holds the commit objects: LogKey(n) for n = 1, 2, ...; the keys sort by number.

@@ -59,7 +59,7 @@ func TestVersion1ObjectsStillDecode(t *testing.T) {
 	if _, es, err := Decode(st); err != nil || len(es) != 1 || !bytes.Equal(es[0].State, []byte{1}) || es[0].Partition != -StateGroupOffsets {
 		t.Fatal(es, err)
 	}
-	unknown := format.Seal(format.AppendState(format.NewObject(nil), StateCheckpoint+1, nil), Header{Sequence: 1, Entries: 1})
+	unknown := format.Seal(format.AppendState(format.NewObject(nil), StateLogStart+1, nil), Header{Sequence: 1, Entries: 1})
 	if _, _, err := Decode(unknown); err == nil {
 		t.Fatal("a state entry of an unknown kind decoded")
 	}

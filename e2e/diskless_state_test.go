@@ -354,3 +354,57 @@ func TestDisklessGroupRecordsComeBackFromTheBucket(t *testing.T) {
 		t.Fatalf("the consumer group after the restore: %+v", dr.Groups)
 	}
 }
+
+// TestDisklessDeleteRecordsComesBackFromTheBucket: a DeleteRecords on a diskless topic is
+// answered only once its log start is in the bucket, so a node restored from the bucket alone
+// keeps it (there is no checkpoint after it here: the commit log alone carries it); with the
+// bucket down it is answered REQUEST_TIMED_OUT and the log start does not move (the node is
+// stopped before the bucket is back, so its queued entry never lands: one that lands later may
+// move the start at a restore, as a timed-out DeleteRecords may still take effect in Kafka).
+func TestDisklessDeleteRecordsComesBackFromTheBucket(t *testing.T) {
+	bucket := objstore.NewMemory()
+	dir := t.TempDir()
+	n := startDisklessNode(t, bucket, dir, "127.0.0.1:0", false)
+	addr := n.addr
+	adm := kadm.NewClient(tierClient(t, &broker{addr: addr}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"diskless.enable": kadm.StringPtr("true")}, "d"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	cl := tierClient(t, &broker{addr: addr}, kgo.DefaultProduceTopic("d"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{"d": {1: {Topic: "d", Partition: 1, At: 6}}})
+	if got, _ := dr.Lookup("d", 1); err != nil || got.Err != nil || got.LowWatermark != 6 {
+		t.Fatalf("delete records: %+v %v", got, err)
+	}
+	bucket.SetDown(errors.New("injected: bucket down"))
+	dr, err = adm.DeleteRecords(ctx, kadm.Offsets{"d": {1: {Topic: "d", Partition: 1, At: 8}}})
+	if got, _ := dr.Lookup("d", 1); err != nil || !errors.Is(got.Err, kerr.RequestTimedOut) {
+		t.Fatalf("delete records with the bucket down: %+v %v", got, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, "d")
+	if o, _ := starts.Lookup("d", 1); err != nil || o.Offset != 6 {
+		t.Fatalf("log start %+v (%v) after a refused DeleteRecords, want 6", o, err)
+	}
+
+	n.stop()
+	bucket.SetDown(nil)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := startDisklessNode(t, bucket, t.TempDir(), addr, true)
+	starts, err = adm.ListStartOffsets(ctx, "d")
+	if o, _ := starts.Lookup("d", 1); err != nil || o.Offset != 6 {
+		t.Fatalf("restored log start %+v (%v), want 6", o, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "d")
+	if o, _ := ends.Lookup("d", 1); err != nil || o.Offset != 10 {
+		t.Fatalf("restored end %+v (%v), want 10", o, err)
+	}
+	_ = r
+}

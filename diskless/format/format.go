@@ -22,8 +22,9 @@ import (
 //	         entry count u32, after u64 (the object this one follows)     48 bytes
 //	entries  topic id [16], partition i32, base offset i64, length u32,   32 bytes each
 //	         then the record batch as the log stores it (its base offset and leader epoch set);
-//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets..StateTxn;
-//	         in a checkpoint also StatePartition, StateCheckpoint), base offset 0, length u32,
+//	         or (version 2) a state entry: topic id zero, partition -kind (StateGroupOffsets..
+//	         StateGroupRecords, StateLogStart; in a checkpoint also StatePartition,
+//	         StateCheckpoint), base offset 0, length u32,
 //	         then the entry's payload (state.go, checkpoint.go)
 //	trailer  CRC-32C (Castagnoli) of every byte before it, u32
 //
@@ -91,6 +92,15 @@ const (
 	StatePartition  = LastStateKind + 1
 	StateCheckpoint = LastStateKind + 2
 )
+
+// StateLogStart: a diskless partition's log start moved by DeleteRecords (log_start.go). A
+// commit log's kind numbered after the checkpoint's, which were numbered before it was added.
+const StateLogStart = StateCheckpoint + 1
+
+// LogKind reports whether kind is a state entry of the commit log (not a checkpoint's own).
+func LogKind(kind int32) bool {
+	return kind >= StateGroupOffsets && kind <= LastStateKind || kind == StateLogStart
+}
 
 // AppendState adds a state entry of kind to an object begun by NewObject.
 func AppendState(obj []byte, kind int32, payload []byte) []byte {
@@ -299,7 +309,7 @@ func decodeChecked(b []byte) (Header, []Entry, error) {
 			return h, nil, fmt.Errorf("diskless: commit object entry %d of %d bytes past the end", i, n)
 		}
 		if e.Partition < 0 && v >= 2 {
-			if e.Partition < -StateCheckpoint || e.TopicID != ([16]byte{}) || e.Base != 0 {
+			if e.Partition < -StateLogStart || e.TopicID != ([16]byte{}) || e.Base != 0 {
 				return h, nil, fmt.Errorf("diskless: commit object entry %d is not a known state entry", i)
 			}
 			e.State = body[pos : pos+n : pos+n]

@@ -13,7 +13,8 @@ import (
 
 // DeleteRecords v0-v2: advances a partition's log start offset (-1: to the high watermark);
 // batches wholly below it are deleted, the one it falls in stays whole (as Kafka's log start
-// may fall inside a batch).
+// may fall inside a batch). On a diskless topic the new start is in the bucket first
+// (keepLogStart).
 const deleteRecordsKey = 21
 
 func init() {
@@ -36,7 +37,17 @@ func handleDeleteRecords(s *Server, r *Request, kreq kmsg.Request) (kmsg.Respons
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
-			low, err := s.blog.DeleteRecords(t.Partitions[rp.Partition], rp.Offset)
+			p := t.Partitions[rp.Partition]
+			offset := rp.Offset
+			if s.diskless != nil && t.Settings.Diskless {
+				var code int16
+				if offset, code = s.keepLogStart(t, p, offset); code != 0 {
+					op.ErrorCode = code
+					ot.Partitions = append(ot.Partitions, op)
+					continue
+				}
+			}
+			low, err := s.blog.DeleteRecords(p, offset)
 			switch {
 			case errors.Is(err, batchlog.ErrOffsetOutOfRange):
 				op.ErrorCode = wire.ErrOffsetOutOfRange
@@ -51,6 +62,27 @@ func handleDeleteRecords(s *Server, r *Request, kreq kmsg.Request) (kmsg.Respons
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// keepLogStart puts the log start a DeleteRecords to offset (-1: the high watermark) moves a
+// diskless partition to in the bucket before the log moves it (diskless/log_start.go), and
+// returns the offset to move it to: the high watermark it read, for -1, since the log's may have
+// moved on since. A start the partition has already passed, or an offset past the high
+// watermark, puts nothing (the log answers them). One not in the bucket in time is
+// REQUEST_TIMED_OUT, the log start unmoved: its entry may land later, and a restore then moves
+// the start (as a DeleteRecords that timed out in Kafka may still take effect).
+func (s *Server) keepLogStart(t *batchlog.Topic, p *batchlog.Partition, offset int64) (int64, int16) {
+	if offset == -1 {
+		offset = p.HighWatermark()
+	}
+	if offset <= p.LogStartOffset() || offset > p.HighWatermark() {
+		return offset, 0
+	}
+	if err := s.diskless.KeepLogStart(t.ID, p.Index, offset); err != nil {
+		s.log.Error("delete records: the log start not in the bucket", "topic", t.Name, "partition", p.Index, "err", err)
+		return offset, wire.ErrRequestTimedOut
+	}
+	return offset, 0
 }
 
 // authorizeDeleteRecords: DELETE on each topic (KafkaApis.handleDeleteRecordsRequest).

@@ -106,6 +106,9 @@ type Diskless interface {
 	// only once they return nil.
 	KeepTenants(st *tenants.State) error
 	KeepBrokerConfigs(level meta.BrokerLevel, configs map[string]string) error
+	// KeepLogStart puts a diskless partition's log start, moved by DeleteRecords, in the
+	// bucket; the log moves it and DeleteRecords answers only once it returns nil.
+	KeepLogStart(topicID [16]byte, partition int32, start int64) error
 }
 
 // DescribeCreated puts a new diskless topic's description in the bucket or, failing that,
