@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
-	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./server/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/... ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/... ./diskless/ ./lease/
+	$(GO) test -count=1 -race -timeout 10m ./idem/ ./batchlog/... ./meta/ ./server/... ./conn/ ./wire/ ./auth/ ./e2e/ ./groups/... ./tenants/ ./quota/ ./txn/ ./transport/ ./acl/ ./httplimit/ ./segfs/ ./tier/ ./objstore/... ./diskless/... ./lease/
 	scripts/franz-go-suite.sh
 	KILL_EVERY=2 KILLS=5 scripts/franz-go-suite.sh -test.run '^TestTxnEtl$$' -test.count 2
 	$(MAKE) fuzz FUZZTIME=200000x PROTOFUZZ_EXECS=2000

@@ -38,6 +38,7 @@ var refusals = map[int16]int16{
 	0:  wire.ErrNotLeaderOrFollower, // Produce
 	1:  wire.ErrNotLeaderOrFollower, // Fetch
 	2:  wire.ErrNotLeaderOrFollower, // ListOffsets
+	21: wire.ErrNotLeaderOrFollower, // DeleteRecords (sent to each partition's leader)
 	23: wire.ErrNotLeaderOrFollower, // OffsetForLeaderEpoch
 	61: wire.ErrNotLeaderOrFollower, // DescribeProducers
 

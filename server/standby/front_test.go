@@ -425,7 +425,7 @@ func TestEveryServedAPIIsAnswered(t *testing.T) {
 		}
 	}
 	// The kind of each refusal.
-	for key, want := range map[int16]int16{0: kerr.NotLeaderForPartition.Code, 11: kerr.NotCoordinator.Code, 22: kerr.NotCoordinator.Code, 19: kerr.NotController.Code} {
+	for key, want := range map[int16]int16{0: kerr.NotLeaderForPartition.Code, 21: kerr.NotLeaderForPartition.Code, 11: kerr.NotCoordinator.Code, 22: kerr.NotCoordinator.Code, 19: kerr.NotController.Code} {
 		if got := refusal(key); got != want {
 			t.Errorf("api key %d refused %d, want %d", key, got, want)
 		}
