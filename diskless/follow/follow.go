@@ -328,9 +328,8 @@ func blocks(n int64) int64 { return (n + segfs.BlockSize - 1) &^ (segfs.BlockSiz
 // writeCopy writes buf[:size] into a new file name with O_DIRECT, from buf (block-aligned, with
 // room for size rounded up to a block: the tail is zeroed, written, and cut off by truncating
 // the file to size). Written through the page cache, the copy cost the standby most of its CPU:
-// every page of the cache it fills is memory the kernel takes fresh (a standby that followed a
-// writer at 40 MB/s spent 0.4 of a core, two thirds of it copying into the page cache and a
-// quarter zeroing the pages its reads filled; profiles/standby-direct-20261207/), while the
+// every page of the cache it fills is memory the kernel takes fresh (28-93% of a following
+// standby's CPU went to that copy in the runs of profiles/standby-direct-20261207/), while the
 // copy is read only at a takeover. Where the file system refuses O_DIRECT (tmpfs), it is
 // written through the page cache.
 func writeCopy(name string, buf []byte, size int64) error {
