@@ -272,7 +272,8 @@ func TestFetchCappedByFetchMaxBytesAndBudget(t *testing.T) {
 				return s.encode()
 			}
 			one := len(mk(0))
-			b := startBroker(t, c.mod(one))
+			logger := failureLog(t) // once, it closed a connection mid-produce under load
+			b := startBroker(t, func(cfg *server.Config) { c.mod(one)(cfg); cfg.Logger = logger })
 			const topic = "fetch-capped"
 			b.createTopic(topic, 1)
 			rc := dialRaw(t, b.addr)

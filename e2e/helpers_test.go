@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,6 +147,40 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// failureLog is a logger whose lines (info and above) t prints if it fails, after its brokers
+// have stopped (INLET_E2E_LOG prints every line at once instead): for a test whose failure
+// the node's own reason explains, such as a connection it closed.
+func failureLog(t testing.TB) *slog.Logger {
+	if os.Getenv("INLET_E2E_LOG") != "" {
+		return testLogger()
+	}
+	w := &lockedBuffer{}
+	t.Cleanup(func() { // registered before the brokers' stops, so it runs after them
+		if t.Failed() {
+			t.Logf("the node's log:\n%s", w.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // stop drains the server and closes the log; it is idempotent.
