@@ -21,6 +21,11 @@
 #       rate, then half of it, open loop).
 #   scripts/diskless-bench.sh idle [SECONDS]
 #       one inlet-diskless with its topic created and nothing produced, for SECONDS (60).
+#   scripts/diskless-bench.sh steady RATE SECONDS
+#       one inlet-diskless under loadgen's 16 idempotent producers offering RATE records/s for
+#       SECONDS: long enough, at the defaults, for the remote tier's uploads, the checkpoints
+#       and the deletions of the commit objects they cover, which the request counts below
+#       show by kind (what a month of them costs: docs/diskless.md, "Cost").
 #   scripts/diskless-bench.sh profile OUT.pprof [local]
 #       one node under loadgen's 16 idempotent producers flat out for 25 s, its topic diskless
 #       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof; its
@@ -46,7 +51,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-mode=${1:?usage: scripts/diskless-bench.sh produce|latency|idle [flags]}
+mode=${1:?usage: scripts/diskless-bench.sh produce|latency|idle|steady|profile [flags]}
 shift
 
 go build -o bin/inlet ./cmd/inlet
@@ -168,7 +173,7 @@ latency)
     --peer "inlet-diskless[diskless.enable=true]=$kept $node_cmd" "$@"
   rc=$?
   ;;
-idle | profile)
+idle | profile | steady)
   dir="$work/inlet-bench-$mode-0/data"
   mkdir -p "$dir"
   kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -180,7 +185,14 @@ idle | profile)
   sh -c "exec $cmd --metrics-listen 127.0.0.1:$mport --pprof" >"$work/$mode-server.log" 2>&1 &
   node=$!
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$kport") 2>/dev/null && break; sleep 0.1; done
-  if [ "$mode" = idle ]; then
+  if [ "$mode" = steady ]; then
+    rate=${1:?usage: scripts/diskless-bench.sh steady RATE SECONDS}
+    secs=${2:?usage: scripts/diskless-bench.sh steady RATE SECONDS}
+    echo "# steady: node pid $node on 127.0.0.1:$kport, 16 idempotent producers offering $rate records/s for $secs s"
+    bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --rate "$rate" --duration "${secs}s" | tail -4
+    # The last uploads and checkpoints of what was produced, before the node stops.
+    sleep 15
+  elif [ "$mode" = idle ]; then
     secs=${1:-60}
     # One second of 100 records/s makes the topic and its first commit objects; then nothing.
     bin/loadgen --brokers "127.0.0.1:$kport" --topic idle --producers 1 --rate 100 --duration 1s | tail -1
@@ -201,7 +213,7 @@ idle | profile)
   node=
   ;;
 *)
-  echo "unknown mode $mode (produce, latency, idle or profile)" >&2
+  echo "unknown mode $mode (produce, latency, idle, steady or profile)" >&2
   exit 2
   ;;
 esac
@@ -233,6 +245,30 @@ awk '$8 ~ /^s3_/ {
     printf "# node %s %d %d %d %d %.2f %.2f; %d %.2f %d\n", p, span, put[p], get[p], other[p], put[p] / span, get[p] / span, logput[p], logput[p] / span, most[p]
   }
   for (o in unk) printf "# not by a node key prefix (bucket-level calls): %s %d\n", o, unk[o]
+}' "$work/access.log" | sort
+# The same requests by operation and kind of key: commit objects (log), checkpoints, the
+# lease, topic descriptions (json) and the remote tier's objects (tier), each with its count
+# and its rate over the node's span.
+echo "# requests per node by kind: node op kind count per_s"
+awk '$8 ~ /^s3_/ {
+  split($9, k, "/"); p = k[1]
+  if (p !~ /^inlet-bench-/) next
+  t = $3; sub(/^\[/, "", t); split(t, a, ":"); s = a[2] * 3600 + a[3] * 60 + a[4]
+  if (!(p in first)) first[p] = s
+  last[p] = s
+  kind = "tier"
+  if ($9 ~ /\/diskless\/log\//) kind = "log"
+  else if ($9 ~ /\/diskless\/checkpoint\//) kind = "checkpoint"
+  else if ($9 ~ /writer\.lease$/) kind = "lease"
+  else if ($9 ~ /\.json$/) kind = "json"
+  else if ($9 !~ /\/[0-9]+-[0-9]+-e[0-9]+$/) kind = "other"
+  op = $8; sub(/^s3_/, "", op)
+  n[p, op, kind]++
+} END {
+  for (x in n) {
+    split(x, f, SUBSEP)
+    printf "# kind %s %s %s %d %.3f\n", f[1], f[2], f[3], n[x], n[x] / (last[f[1]] - first[f[1]] + 1)
+  }
 }' "$work/access.log" | sort
 cat "$work"/bucket-*.txt 2>/dev/null
 for d in "$work/gw/$bucket"/*/; do
