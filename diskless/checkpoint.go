@@ -55,7 +55,9 @@ import (
 //
 // Windows idle for more than ProducerIDExpiration (and not in a transaction) are dropped as a
 // checkpoint is made, and at most batchlog.DefaultMaxProducerWindows are kept (the most recently
-// written), as a node keeps them; aborted transactions wholly below the log start go.
+// written), as a node keeps them; aborted transactions wholly below the log start go, and so do
+// the deletions of groups, offsets and transactional ids that the last checkpoint carried
+// (groupsFold.dropCarried says why that is safe).
 //
 // Validity (Recover, chooseCheckpoint): a checkpoint is used only if the objects after it are
 // numbered n+1, n+2, ... and form a log that continues it: no object after n names an object
@@ -111,6 +113,7 @@ type checkpointer struct {
 	through uint64          // L: the last object folded
 	landed  []landedObject  // objects folded and not yet in a checkpoint's 1..n, in order
 	last    uint64          // n of the last checkpoint (written or read); 0: none
+	carried uint64          // the state entries folded when the last checkpoint was made (stateFold.at)
 	first   uint64          // the lowest commit object that may still be in the bucket
 	on      bool            // checkpoints are written: the commit loop folds what lands
 	wg      sync.WaitGroup  // the loop
@@ -413,7 +416,7 @@ func (f *stateFold) entries(obj []byte) ([]byte, uint32, error) {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if v := f.txns[id]; v == nil {
+		if v := f.txns[id].record; v == nil {
 			add(StateTxn, encodeTxnOp(opTxnDelete, id, nil))
 		} else {
 			add(StateTxn, encodeTxnOp(opTxnSave, id, v))
@@ -484,6 +487,7 @@ func (k *checkpointer) seed(ck *checkpointFold) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.state, k.parts, k.through, k.last = ck.state, ck.parts, ck.through, ck.h.Sequence
+	k.carried = ck.state.at
 }
 
 // covered is the n a checkpoint may be written at now: the last landed object up to which
@@ -552,6 +556,10 @@ func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
 			endN[r] = max(endN[r], end)
 		}
 	}
+	// The deletions the last checkpoint carried go (stateFold.dropCarried); this one carries
+	// those folded since.
+	k.state.dropCarried(k.carried)
+	carrying := k.state.at
 	obj := format.NewObject(nil)
 	head := binary.BigEndian.AppendUint64(nil, k.through)
 	obj = format.AppendState(obj, StateCheckpoint, binary.BigEndian.AppendUint64(head, uint64(now.UnixMilli())))
@@ -614,6 +622,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (uint64, error) {
 	}
 	k.landed = slices.Delete(k.landed, 0, i)
 	k.last = n
+	k.carried = max(k.carried, carrying)
 	first := k.first
 	k.stats.Written++
 	k.stats.Last, k.stats.LastBytes, k.stats.Windows = n, len(body), windows

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -492,4 +495,129 @@ func TestFoldFitsItsMemoryBound(t *testing.T) {
 	}
 	runtime.KeepAlive(f)
 	runtime.KeepAlive(enc)
+}
+
+// TestCheckpointsLetGoOfDeletions: the deletions of groups, offsets and transactional ids
+// are carried by the next checkpoint and then leave the fold, so groups made and deleted by
+// the thousand leave nothing behind in it; a restore from the later checkpoint still has none
+// of what was deleted and all that was kept.
+func TestCheckpointsLetGoOfDeletions(t *testing.T) {
+	bucket := objstore.NewMemory()
+	n := openTiered(t, t.TempDir(), bucket, 0, false)
+	tp := n.topic("d", true)
+	p0 := tp.Partitions[0]
+	gs, ts := n.c.GroupStore(n.l.Meta()), n.c.TxnStore(n.l.Meta())
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	d0, d1 := meta.OffsetKey{Topic: "d"}, meta.OffsetKey{Topic: "d", Partition: 1}
+	const flood = 1000
+	ops := make(chan func() error, flood)
+	for i := range flood {
+		g := fmt.Sprintf("flood-%d", i)
+		ops <- func() error { // in order, as under the group's lock
+			if err := gs.CommitOffsets(g, map[meta.OffsetKey]meta.CommittedOffset{d0: {Offset: int64(i)}}); err != nil {
+				return err
+			}
+			return gs.DeleteGroup(g)
+		}
+	}
+	close(ops)
+	// Many groups at once, so that many changes share a commit window.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for op := range ops {
+				if err := op(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	must(<-errs)
+	must(gs.CommitOffsets("kept", map[meta.OffsetKey]meta.CommittedOffset{d0: {Offset: 3}, d1: {Offset: 4}}))
+	must(gs.DeleteOffsets("kept", []meta.OffsetKey{d1}))
+	must(ts.SaveTxn("gone", []byte("record")))
+	must(ts.DeleteTxn("gone"))
+	must(ts.SaveTxn("tx", []byte("record")))
+
+	deletions := func(seq uint64) (n int) {
+		t.Helper()
+		b, _, err := bucket.Get(context.Background(), CheckpointKey(seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, entries, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			switch -e.Partition {
+			case StateGroupOffsets:
+				if op, err := decodeGroupOp(e.State); err == nil && op.Op != opCommit {
+					n++
+				}
+			case StateTxn:
+				if op, _, _, err := decodeTxnOp(e.State); err == nil && op == opTxnDelete {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	n.put(appendOf(p0, 7, 0, 1, 'a'))
+	n.upload()
+	first := n.checkpoint()
+	if first == 0 {
+		t.Fatal("no checkpoint")
+	}
+	if got := deletions(first); got != flood+2 {
+		t.Fatalf("the first checkpoint carries %d deletions, want %d (each group's, kept's offset, the id's)", got, flood+2)
+	}
+	n.put(appendOf(p0, 7, 1, 1, 'b'))
+	n.upload()
+	second := n.checkpoint()
+	if second <= first {
+		t.Fatalf("no second checkpoint (%d after %d)", second, first)
+	}
+	if got := deletions(second); got != 0 {
+		t.Fatalf("the second checkpoint carries %d deletions again", got)
+	}
+	n.c.ck.mu.Lock()
+	groups, txns := len(n.c.ck.state.groups), len(n.c.ck.state.txns)
+	n.c.ck.mu.Unlock()
+	if groups != 1 || txns != 1 {
+		t.Fatalf("the fold holds %d groups and %d transactional ids after the deletions were carried, want 1 and 1", groups, txns)
+	}
+	n.close()
+	for _, k := range logKeys(bucket, CheckpointPrefix) {
+		if k != second {
+			t.Fatalf("checkpoint %d left beside %d", k, second)
+		}
+	}
+
+	r := openTiered(t, t.TempDir(), bucket, 0, true)
+	defer r.close()
+	all, err := r.l.Meta().LoadGroups()
+	must(err)
+	if len(all) != 1 || all["kept"] == nil {
+		t.Fatalf("restored groups %v, want kept alone", slices.Collect(maps.Keys(all)))
+	}
+	if got := all["kept"].Offsets; len(got) != 1 || got[d0].Offset != 3 {
+		t.Fatalf("kept restored with %+v", got)
+	}
+	stored, err := r.l.Meta().LoadTxns()
+	must(err)
+	if len(stored) != 1 || stored["tx"] == nil {
+		t.Fatalf("restored transactional ids %v, want tx alone", slices.Collect(maps.Keys(stored)))
+	}
 }

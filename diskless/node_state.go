@@ -68,16 +68,18 @@ type stateFold struct {
 	brokers [2]map[string]string
 	set     [2]bool
 	pidEnd  int64 // the end of the last block of producer ids reserved; 0: none
+	at      uint64 // the state entries folded: each deletion notes when it was
 }
 
 var errBadState = errors.New("diskless: a state entry does not decode")
 
 func (f *stateFold) add(kind int32, payload []byte) error {
+	f.at++
 	switch kind {
 	case StateGroupOffsets:
-		return f.groups.add(payload)
+		return f.groups.add(payload, f.at)
 	case StateTxn:
-		return f.txns.add(payload)
+		return f.txns.add(payload, f.at)
 	case StateGroupRecords:
 		return f.groups.addRecords(payload)
 	case StateTenants:
@@ -104,6 +106,12 @@ func (f *stateFold) add(kind int32, payload []byte) error {
 		return fmt.Errorf("%w: kind %d", errBadState, kind)
 	}
 	return nil
+}
+
+// dropCarried lets go of the deletions folded at or before entry through (groupsFold's).
+func (f *stateFold) dropCarried(through uint64) {
+	f.groups.dropCarried(through)
+	f.txns.dropCarried(through)
 }
 
 // apply writes the last tenants state and broker configs of the log over the node's (the

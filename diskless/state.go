@@ -309,25 +309,29 @@ func sortOffsets(os []groupOffset) {
 // groupsFold is the result of a log's group changes, replayed in order: per group, the last
 // word on each offset (nil: deleted), its record writes merged into one (group_records.go),
 // and whether the group was deleted since the log began (then the catalog's copy of the group
-// goes, whole, before the rest is written).
+// goes, whole, before the rest is written). Each deletion notes when it was folded (the
+// stateFold's count of entries), so that one a landed checkpoint carried can go (dropCarried).
 type groupsFold map[string]*foldedGroup
 
 type foldedGroup struct {
-	cleared bool
-	offsets map[meta.OffsetKey]*meta.CommittedOffset
-	records *meta.ConsumerGroupWrite // nil: none written since the log began or the deletion
+	cleared   bool
+	clearedAt uint64
+	offsets   map[meta.OffsetKey]*meta.CommittedOffset
+	goneAt    map[meta.OffsetKey]uint64 // when each nil in offsets was folded
+	records   *meta.ConsumerGroupWrite  // nil: none written since the log began or the deletion
 }
 
 func (f groupsFold) group(name string) *foldedGroup {
 	g := f[name]
 	if g == nil {
-		g = &foldedGroup{offsets: map[meta.OffsetKey]*meta.CommittedOffset{}}
+		g = &foldedGroup{offsets: map[meta.OffsetKey]*meta.CommittedOffset{}, goneAt: map[meta.OffsetKey]uint64{}}
 		f[name] = g
 	}
 	return g
 }
 
-func (f groupsFold) add(payload []byte) error {
+// add folds a group change in, folded as entry number at of the fold.
+func (f groupsFold) add(payload []byte, at uint64) error {
 	op, err := decodeGroupOp(payload)
 	if err != nil {
 		return err
@@ -335,19 +339,46 @@ func (f groupsFold) add(payload []byte) error {
 	g := f.group(op.Group)
 	switch op.Op {
 	case opDeleteGroup:
-		g.cleared, g.records = true, nil
+		g.cleared, g.clearedAt, g.records = true, at, nil
 		clear(g.offsets)
+		clear(g.goneAt)
 	case opDeleteOffsets:
 		for _, o := range op.Offsets {
-			g.offsets[meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}] = nil
+			k := meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}
+			g.offsets[k], g.goneAt[k] = nil, at
 		}
 	case opCommit:
 		for _, o := range op.Offsets {
-			g.offsets[meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}] = &meta.CommittedOffset{
-				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, CommitTime: o.CommitTime, Metadata: o.Metadata}
+			k := meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}
+			g.offsets[k] = &meta.CommittedOffset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, CommitTime: o.CommitTime, Metadata: o.Metadata}
+			delete(g.goneAt, k)
 		}
 	}
 	return nil
+}
+
+// dropCarried lets go of the deletions folded at or before entry through: a group's deletion,
+// an offset's, and a group left with nothing. A deletion is in the fold for a start on the
+// node's own disk whose catalog missed it; the catalog is written, synced, after the deletion's
+// PUT and before its answer, so one it missed was never answered success, and either outcome
+// of it is allowed; a restore on an empty disk has no catalog to delete from. So a deletion
+// need not outlive the checkpoint that carried it, and a flood of groups made and deleted
+// leaves nothing behind in the fold.
+func (f groupsFold) dropCarried(through uint64) {
+	for name, g := range f {
+		if g.cleared && g.clearedAt <= through {
+			g.cleared = false
+		}
+		for k, at := range g.goneAt {
+			if at <= through {
+				delete(g.offsets, k)
+				delete(g.goneAt, k)
+			}
+		}
+		if !g.cleared && len(g.offsets) == 0 && g.records == nil {
+			delete(f, name)
+		}
+	}
 }
 
 // apply writes the fold to the catalog: a group deleted in the log is deleted first, then

@@ -100,21 +100,35 @@ func (s *TxnStore) DeleteTxn(id string) error {
 }
 
 // txnFold is the last word of the log on each transactional id: its record, or nil once
-// deleted.
-type txnFold map[string][]byte
+// deleted, with when the deletion was folded (dropCarried).
+type txnFold map[string]foldedTxn
 
-func (f txnFold) add(payload []byte) error {
+type foldedTxn struct {
+	record []byte // nil: deleted
+	goneAt uint64
+}
+
+// add folds a record change in, folded as entry number at of the fold.
+func (f txnFold) add(payload []byte, at uint64) error {
 	op, id, v, err := decodeTxnOp(payload)
 	if err != nil {
 		return err
 	}
 	if op == opTxnDelete {
-		v = nil
+		f[id] = foldedTxn{goneAt: at}
 	} else {
-		v = bytes.Clone(v) // the object's buffer is dropped after its replay
+		f[id] = foldedTxn{record: bytes.Clone(v)} // the object's buffer is dropped after its replay
 	}
-	f[id] = v
 	return nil
+}
+
+// dropCarried lets go of the deletions folded at or before entry through, as groupsFold's.
+func (f txnFold) dropCarried(through uint64) {
+	for id, v := range f {
+		if v.record == nil && v.goneAt <= through {
+			delete(f, id)
+		}
+	}
 }
 
 // apply writes the fold to the catalog: an id deleted goes, a record the catalog does not
@@ -131,7 +145,8 @@ func (f txnFold) apply(m *meta.Store) (written int, maxPID int64, err error) {
 	if err != nil {
 		return 0, maxPID, err
 	}
-	for id, v := range f {
+	for id, ft := range f {
+		v := ft.record
 		if v == nil {
 			if _, ok := stored[id]; ok {
 				if err := m.DeleteTxn(id); err != nil {
