@@ -67,7 +67,7 @@ type stateFold struct {
 	tenants *tenants.State
 	brokers [2]map[string]string
 	set     [2]bool
-	pidEnd  int64 // the end of the last block of producer ids reserved; 0: none
+	pidEnd  int64  // the end of the last block of producer ids reserved; 0: none
 	at      uint64 // the state entries folded: each deletion notes when it was
 }
 
