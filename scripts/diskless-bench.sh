@@ -190,7 +190,10 @@ idle | profile | steady)
     secs=${2:?usage: scripts/diskless-bench.sh steady RATE SECONDS}
     echo "# steady: node pid $node on 127.0.0.1:$kport, 16 idempotent producers offering $rate records/s for $secs s"
     bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --rate "$rate" --duration "${secs}s" | tail -4
-    # The last uploads and checkpoints of what was produced, before the node stops.
+    # How far the remote tier is behind as sending ends (at a rate it cannot keep up with, it
+    # grows for as long as the run), then the last uploads and checkpoints of what was
+    # produced, before the node stops.
+    curl -s "http://127.0.0.1:$mport/metrics" | grep -E '^inlet_remote_upload_lag' | sed 's/^/# as sending ended: /' || true
     sleep 15
   elif [ "$mode" = idle ]; then
     secs=${1:-60}
@@ -206,7 +209,7 @@ idle | profile | steady)
     wait "$prof"
     echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
   fi
-  curl -s "http://127.0.0.1:$mport/metrics" | grep -iE '^inlet_(diskless|fsync_duration|group_commit_duration)' | sed 's/^/# metrics: /' || true
+  curl -s "http://127.0.0.1:$mport/metrics" | grep -iE '^inlet_(diskless|fsync_duration|group_commit_duration|remote_upload)' | sed 's/^/# metrics: /' || true
   kill -TERM "$node"
   wait "$node"
   rc=$?
