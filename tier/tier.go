@@ -8,10 +8,10 @@
 //   - At its first pass, and then every Config.CleanInterval, it lists the bucket and deletes
 //     what no record names: objects of an upload a crash cut short, of a deleted topic, or of
 //     a record retention deleted before its object (clean.go).
-//   - It uploads (upload.go): per partition, the batches from the end of the last recorded
-//     object up to the last stable offset go into a new object once they reach
-//     Config.ObjectBytes (or segment.bytes, if smaller) or have waited Config.UploadInterval
-//     (or segment.ms). The object is streamed from the segment files with a conditional PUT,
+//   - It uploads (upload.go), uploadWorkers partitions at a time: per partition, the batches
+//     from the end of the last recorded object up to the last stable offset go into a new
+//     object once they reach Config.ObjectBytes (or segment.bytes, if smaller) or have waited
+//     Config.UploadInterval (or segment.ms). The object is streamed from the segment files with a conditional PUT,
 //     and then recorded in the catalog (meta.RemoteObject), synced. Only then does UploadedEnd
 //     move, the offset below which the local retention (package upkeep) may drop batches.
 //   - It applies total retention (retention.go): objects wholly below the log start, older
@@ -171,7 +171,8 @@ type Tier struct {
 	cfg    Config
 	cache  *readCache
 
-	pace *pacer // the uploads' reads (upload.go)
+	pace   *pacer      // the uploads' reads (upload.go)
+	behind atomic.Bool // a partition had more than one object due in the last pass (upload.go)
 
 	mu        sync.Mutex
 	parts     map[uint32]*partState  // by node-wide partition id
@@ -189,7 +190,7 @@ type partState struct {
 	objects []meta.RemoteObject // recorded, by base offset, each starting at or after the last's End
 	end     int64               // the End of the last object recorded, also once retention deleted it
 
-	// Owned by the loop.
+	// Owned by the loop: during a pass, by the one worker uploading the partition.
 	pendingSince time.Time // when the loop first saw batches not yet uploaded
 	lagBytes     int64
 }

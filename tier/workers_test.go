@@ -1,0 +1,132 @@
+package tier
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"inlet/batchlog"
+	"inlet/objstore"
+)
+
+// meetingBucket holds each PUT of a tier object until another is in flight beside it (or
+// wait has passed), and counts the most in flight at once since reset.
+type meetingBucket struct {
+	objstore.Bucket
+
+	mu       sync.Mutex
+	wait     time.Duration
+	inFlight int
+	most     int
+	met      chan struct{}
+}
+
+func (b *meetingBucket) reset(wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wait, b.most, b.met = wait, 0, make(chan struct{})
+}
+
+func (b *meetingBucket) Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error {
+	if strings.HasSuffix(key, ".json") {
+		return b.Bucket.Put(ctx, key, body, size)
+	}
+	b.mu.Lock()
+	b.inFlight++
+	b.most = max(b.most, b.inFlight)
+	if b.inFlight == 2 {
+		close(b.met)
+		b.met = make(chan struct{}) // the next pair meets anew
+	}
+	met, wait := b.met, b.wait
+	if b.inFlight >= 2 {
+		met = nil
+	}
+	b.mu.Unlock()
+	if met != nil {
+		select {
+		case <-met:
+		case <-time.After(wait):
+		}
+	}
+	err := b.Bucket.Put(ctx, key, body, size)
+	b.mu.Lock()
+	b.inFlight--
+	b.mu.Unlock()
+	return err
+}
+
+// dataBatch is a record-batch-shaped value of one record (the log reads only the header).
+func dataBatch(tag byte) []byte {
+	b := make([]byte, 62)
+	b[61] = tag
+	binary.BigEndian.PutUint64(b[43:], ^uint64(0)) // producer id -1
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	b[16] = 2
+	binary.BigEndian.PutUint32(b[57:], 1)
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// TestUploadsCatchUpSideBySide: a pass uploads one partition at a time while the tier keeps
+// up, and uploadWorkers partitions at a time once a pass found a partition with more than one
+// object due, until a pass finds none; every object is recorded either way.
+func TestUploadsCatchUpSideBySide(t *testing.T) {
+	l, cat := openLog(t)
+	tp, err := l.CreateTopic("t", 4, map[string]string{"remote.storage.enable": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := int64(0)
+	produce := func(perPartition int) {
+		t.Helper()
+		for range perPartition {
+			done := make(chan struct{})
+			r := &batchlog.Request{Done: func(*batchlog.Request) { close(done) }}
+			for i, p := range tp.Partitions {
+				r.Appends = append(r.Appends, batchlog.Append{Partition: p, Batch: dataBatch(byte('a' + i)), ProducerID: -1, NumRecords: 1})
+			}
+			l.Submit(r)
+			<-done
+			for _, a := range r.Appends {
+				if a.Err != 0 {
+					t.Fatalf("append refused: error code %d", a.Err)
+				}
+			}
+		}
+		next += int64(perPartition)
+	}
+	bucket := &meetingBucket{Bucket: objstore.NewMemory()}
+	tr, err := Open(l, cat, Config{Bucket: bucket, Writer: &fakeWriter{epoch: 1, remaining: time.Minute},
+		ObjectBytes: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func(perPartition int, wait time.Duration, wantMost int) {
+		t.Helper()
+		produce(perPartition)
+		bucket.reset(wait)
+		if err := tr.RunOnce(context.Background(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if (wantMost == 1) != (bucket.most == 1) {
+			t.Fatalf("%d tier PUTs in flight at once at most, want %d", bucket.most, wantMost)
+		}
+		for _, p := range tp.Partitions {
+			if end := tr.UploadedEnd(p); end != next {
+				t.Fatalf("partition %d uploaded to %d, want %d", p.Index, end, next)
+			}
+		}
+	}
+	pass(1, 50*time.Millisecond, 1)       // keeping up: one at a time
+	pass(2, 50*time.Millisecond, 1)       // two objects due a partition, one at a time: behind
+	pass(2, 2*time.Second, uploadWorkers) // side by side
+	pass(1, 2*time.Second, uploadWorkers) // still, after a pass that was behind; caught up
+	pass(1, 50*time.Millisecond, 1)       // one at a time again
+}
