@@ -172,7 +172,7 @@ type Tier struct {
 	cache  *readCache
 
 	pace   *pacer      // the uploads' reads (upload.go)
-	behind atomic.Bool // a partition had more than one object due in the last pass (upload.go)
+	behind atomic.Bool // a partition had two objects' worth due in the last pass (upload.go)
 
 	mu        sync.Mutex
 	parts     map[uint32]*partState  // by node-wide partition id

@@ -32,9 +32,10 @@ import (
 // readChunk is how much of the log objectBody reads at once.
 const readChunk = 1 << 20
 
-// uploadWorkers is how many partitions upload at once while the tier is behind: when a pass
-// found a partition with more than one object due, the next pass uploads uploadWorkers
-// partitions at a time, and one at a time again once no partition had more than one. One at a
+// uploadWorkers is how many partitions upload at once while the tier is behind: from the
+// moment a pass finds a partition with two objects' worth of batches due, that pass and the
+// next upload uploadWorkers partitions at a time, and one at a time again after a pass that
+// found none. One at a
 // time, a node with diskless topics flat out on 2 cores uploaded 1.2 GB while it acknowledged
 // 4 GB, and fell further behind for as long as the load lasted, and local retention and the
 // diskless checkpoints wait for the tier; four at a time it kept up (2.5 of 3.8 GB, the rest
@@ -45,8 +46,8 @@ const readChunk = 1 << 20
 const uploadWorkers = 4
 
 // uploadAll uploads what is due of every tiered partition (each partition's objects in order,
-// by one worker; uploadWorkers partitions at a time when the last pass found the tier behind),
-// and writes the topics' descriptions that changed.
+// by one worker; uploadWorkers partitions at a time once the tier is behind: see there), and
+// writes the topics' descriptions that changed.
 func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 	var errs []error
 	described := map[string]bool{}
@@ -62,28 +63,44 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := make(chan tieredPartition)
-	workers := 1
-	if t.behind.Swap(false) {
-		workers = uploadWorkers
-	}
-	for range min(workers, len(parts)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for tp := range next {
-				if err := t.uploadPartition(ctx, tp, t.part(tp.p.ID), now); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("tier: upload %s/%d: %w", tp.topic.Name, tp.p.Index, err))
-					mu.Unlock()
-				}
+	behindNow := make(chan struct{}, 1)
+	worker := func() {
+		defer wg.Done()
+		for tp := range next {
+			if err := t.uploadPartition(ctx, tp, t.part(tp.p.ID), now, behindNow); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("tier: upload %s/%d: %w", tp.topic.Name, tp.p.Index, err))
+				mu.Unlock()
 			}
-		}()
+		}
+	}
+	// One worker, or uploadWorkers from the start if the last pass found the tier behind, or
+	// from the moment this one does (behindNow).
+	workers := 0
+	grow := func(n int) {
+		for ; workers < min(n, len(parts)); workers++ {
+			wg.Add(1)
+			go worker()
+		}
+	}
+	if t.behind.Swap(false) {
+		grow(uploadWorkers)
+	} else {
+		grow(1)
 	}
 	for _, tp := range parts {
 		if ctx.Err() != nil {
 			break
 		}
-		next <- tp
+	send:
+		for {
+			select {
+			case next <- tp:
+				break send
+			case <-behindNow:
+				grow(uploadWorkers)
+			}
+		}
 	}
 	close(next)
 	wg.Wait()
@@ -114,8 +131,9 @@ type batchRef struct {
 	size int
 }
 
-// uploadPartition uploads the objects of tp that are due.
-func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *partState, now time.Time) error {
+// uploadPartition uploads the objects of tp that are due, and tells behindNow (without
+// waiting) when two objects' worth of its batches are due.
+func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *partState, now time.Time, behindNow chan<- struct{}) error {
 	p, st := tp.p, tp.topic.Settings
 	target := t.cfg.ObjectBytes
 	if st.SegmentBytes > 0 {
@@ -125,7 +143,7 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 	if st.SegmentMs >= 0 {
 		wait = min(wait, time.Duration(st.SegmentMs)*time.Millisecond)
 	}
-	for uploaded := 0; ; uploaded++ {
+	for {
 		from := max(t.UploadedEnd(p), p.LocalLogStartOffset())
 		limit := min(p.LastStableOffset(), p.HighWatermark())
 		if from >= limit {
@@ -157,6 +175,14 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 			return err
 		}
 		ps.lagBytes = lag
+		if lag >= 2*target {
+			// An object past this one is due or nearly: the tier is behind the log.
+			t.behind.Store(true)
+			select {
+			case behindNow <- struct{}{}:
+			default:
+			}
+		}
 		if len(batches) == 0 {
 			ps.pendingSince = time.Time{}
 			return nil
@@ -166,9 +192,6 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		}
 		if data < target && now.Sub(ps.pendingSince) < wait {
 			return nil // not due yet
-		}
-		if uploaded > 0 {
-			t.behind.Store(true) // a second object due in one pass: the tier is behind the log
 		}
 		o, err := t.upload(ctx, tp, batches, limit)
 		if err != nil {

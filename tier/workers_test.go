@@ -75,8 +75,8 @@ func dataBatch(tag byte) []byte {
 }
 
 // TestUploadsCatchUpSideBySide: a pass uploads one partition at a time while the tier keeps
-// up, and uploadWorkers partitions at a time once a pass found a partition with more than one
-// object due, until a pass finds none; every object is recorded either way.
+// up, and uploadWorkers partitions at a time from the moment it finds a partition with two
+// objects' worth of batches due, and in the pass after; every object is recorded either way.
 func TestUploadsCatchUpSideBySide(t *testing.T) {
 	l, cat := openLog(t)
 	tp, err := l.CreateTopic("t", 4, map[string]string{"remote.storage.enable": "true"})
@@ -104,7 +104,7 @@ func TestUploadsCatchUpSideBySide(t *testing.T) {
 	}
 	bucket := &meetingBucket{Bucket: objstore.NewMemory()}
 	tr, err := Open(l, cat, Config{Bucket: bucket, Writer: &fakeWriter{epoch: 1, remaining: time.Minute},
-		ObjectBytes: 1, Logger: slog.New(slog.DiscardHandler)})
+		ObjectBytes: 100, Logger: slog.New(slog.DiscardHandler)}) // two test batches an object
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +124,8 @@ func TestUploadsCatchUpSideBySide(t *testing.T) {
 			}
 		}
 	}
-	pass(1, 50*time.Millisecond, 1)       // keeping up: one at a time
-	pass(2, 50*time.Millisecond, 1)       // two objects due a partition, one at a time: behind
-	pass(2, 2*time.Second, uploadWorkers) // side by side
-	pass(1, 2*time.Second, uploadWorkers) // still, after a pass that was behind; caught up
-	pass(1, 50*time.Millisecond, 1)       // one at a time again
+	pass(2, 50*time.Millisecond, 1)       // an object's worth a partition: one at a time
+	pass(4, 2*time.Second, uploadWorkers) // two objects' worth: side by side from then on
+	pass(2, 2*time.Second, uploadWorkers) // still, after a pass that was behind; caught up
+	pass(2, 50*time.Millisecond, 1)       // one at a time again
 }
