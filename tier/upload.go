@@ -35,14 +35,13 @@ const readChunk = 1 << 20
 // uploadWorkers is how many partitions upload at once while the tier is behind: from the
 // moment a pass finds a partition with two objects' worth of batches due, that pass and the
 // next upload uploadWorkers partitions at a time, and one at a time again after a pass that
-// found none. One at a
-// time, a node with diskless topics flat out on 2 cores uploaded 1.2 GB while it acknowledged
-// 4 GB, and fell further behind for as long as the load lasted, and local retention and the
-// diskless checkpoints wait for the tier; four at a time it kept up (2.5 of 3.8 GB, the rest
-// short of an object), at a tenth less produce. At half that load one at a time keeps up, and
-// four at once, always, doubled the produce ack p99 (the uploads' bursts on the shared cores).
-// Kafka's copier pool (remote.log.manager.copier.thread.pool.size) has 10 threads; 4 keeps the
-// read chunks (readChunk each) and the connections to the bucket few.
+// found none. One at a time, a node with diskless topics flat out on 2 cores uploaded 1.2 GB
+// in a run where it acknowledged 4 GB, so it fell further behind for as long as the load
+// lasted (and local retention and the diskless checkpoints wait for the tier); four at a time
+// it kept within an object a partition, at 4-8% less produce. Four at a time always made the
+// produce ack p99 at half that load worse (the uploads' bursts on the shared cores), where one
+// keeps up. Kafka's copier pool (remote.log.manager.copier.thread.pool.size) has 10 threads; 4
+// keeps the read chunks (readChunk each) and the connections to the bucket few.
 const uploadWorkers = 4
 
 // uploadAll uploads what is due of every tiered partition (each partition's objects in order,
