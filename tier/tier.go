@@ -8,12 +8,13 @@
 //   - At its first pass, and then every Config.CleanInterval, it lists the bucket and deletes
 //     what no record names: objects of an upload a crash cut short, of a deleted topic, or of
 //     a record retention deleted before its object (clean.go).
-//   - It uploads (upload.go), uploadWorkers partitions at a time: per partition, the batches
-//     from the end of the last recorded object up to the last stable offset go into a new
-//     object once they reach Config.ObjectBytes (or segment.bytes, if smaller) or have waited
-//     Config.UploadInterval (or segment.ms). The object is streamed from the segment files with a conditional PUT,
-//     and then recorded in the catalog (meta.RemoteObject), synced. Only then does UploadedEnd
-//     move, the offset below which the local retention (package upkeep) may drop batches.
+//   - It uploads (upload.go), several partitions at once while it is behind: per partition,
+//     the batches from the end of the last recorded object up to the last stable offset go
+//     into a new object once they reach Config.ObjectBytes (or segment.bytes, if smaller) or
+//     have waited Config.UploadInterval (or segment.ms). The object is streamed from the
+//     segment files with a conditional PUT, and then recorded in the catalog
+//     (meta.RemoteObject), synced. Only then does UploadedEnd move, the offset below which the
+//     local retention (package upkeep) may drop batches.
 //   - It applies total retention (retention.go): objects wholly below the log start, older
 //     than retention.ms or beyond retention.bytes counted over both tiers go, the log start
 //     first, then the record, then the object.

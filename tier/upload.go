@@ -23,7 +23,7 @@ import (
 // they reach the object size, or the first of them has waited the upload interval, an object
 // of them is written (objectBody streams it from the log, one chunk of batches at a time),
 // then recorded. One pass uploads what is due of every partition, several objects of one
-// partition if it is far behind, uploadWorkers partitions at a time.
+// partition if it is far behind, and uploadWorkers partitions at once while the tier is behind.
 //
 // Only batches below the last stable offset go: an object never holds a transaction that has
 // not ended, so the aborted-transaction index (kept by the log from the log start, across
