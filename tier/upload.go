@@ -124,6 +124,15 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 	return errors.Join(errs...)
 }
 
+// setLag sets ps's lag (the batch bytes due and not uploaded, as last listed) and moves the
+// metric's sum with it, so that it follows each listing and upload rather than waiting for the
+// pass to end (one partition at a time, a pass of a tier far behind lasts as long as its
+// uploads); uploadAll sums it afresh at the end of a pass.
+func (t *Tier) setLag(ps *partState, lag int64) {
+	t.stats.lagBytes.Add(lag - ps.lagBytes)
+	ps.lagBytes = lag
+}
+
 // batchRef is a batch listed from the index: its base offset and stored size.
 type batchRef struct {
 	base int64
@@ -146,7 +155,8 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		from := max(t.UploadedEnd(p), p.LocalLogStartOffset())
 		limit := min(p.LastStableOffset(), p.HighWatermark())
 		if from >= limit {
-			ps.pendingSince, ps.lagBytes = time.Time{}, 0
+			ps.pendingSince = time.Time{}
+			t.setLag(ps, 0)
 			return nil
 		}
 		if from > t.UploadedEnd(p) {
@@ -173,7 +183,7 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		if err != nil {
 			return err
 		}
-		ps.lagBytes = lag
+		t.setLag(ps, lag)
 		if lag >= 2*target {
 			// An object past this one is due or nearly: the tier is behind the log.
 			t.behind.Store(true)
@@ -200,7 +210,7 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		ps.objects = append(ps.objects, o)
 		ps.end = o.End
 		ps.mu.Unlock()
-		ps.lagBytes -= o.DataLen
+		t.setLag(ps, ps.lagBytes-o.DataLen)
 		ps.pendingSince = time.Time{}
 		if ps.lagBytes > 0 {
 			ps.pendingSince = now

@@ -25,6 +25,7 @@ type meetingBucket struct {
 	inFlight int
 	most     int
 	met      chan struct{}
+	onPut    func() // called at each tier object's PUT, before it waits
 }
 
 func (b *meetingBucket) reset(wait time.Duration) {
@@ -44,11 +45,14 @@ func (b *meetingBucket) Put(ctx context.Context, key string, body io.ReadSeeker,
 		close(b.met)
 		b.met = make(chan struct{}) // the next pair meets anew
 	}
-	met, wait := b.met, b.wait
+	met, wait, onPut := b.met, b.wait, b.onPut
 	if b.inFlight >= 2 {
 		met = nil
 	}
 	b.mu.Unlock()
+	if onPut != nil {
+		onPut()
+	}
 	if met != nil {
 		select {
 		case <-met:
@@ -124,7 +128,19 @@ func TestUploadsCatchUpSideBySide(t *testing.T) {
 			}
 		}
 	}
-	pass(2, 50*time.Millisecond, 1)       // an object's worth a partition: one at a time
+	// The lag metric follows the listings and uploads as the pass goes, not only its end:
+	// at the first PUT of a pass it holds that partition's batches.
+	var lagAtFirstPut int64 = -1
+	bucket.onPut = func() {
+		if lagAtFirstPut < 0 {
+			lagAtFirstPut = tr.Stats().LagBytes
+		}
+	}
+	pass(2, 50*time.Millisecond, 1) // an object's worth a partition: one at a time
+	if lagAtFirstPut <= 0 {
+		t.Fatalf("the upload lag at the pass's first PUT: %d bytes, want its partition's batches", lagAtFirstPut)
+	}
+	bucket.onPut = nil
 	pass(4, 2*time.Second, uploadWorkers) // two objects' worth: side by side from then on
 	pass(2, 2*time.Second, uploadWorkers) // still, after a pass that was behind; caught up
 	pass(2, 50*time.Millisecond, 1)       // one at a time again
