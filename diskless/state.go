@@ -324,7 +324,7 @@ type foldedGroup struct {
 func (f groupsFold) group(name string) *foldedGroup {
 	g := f[name]
 	if g == nil {
-		g = &foldedGroup{offsets: map[meta.OffsetKey]*meta.CommittedOffset{}, goneAt: map[meta.OffsetKey]uint64{}}
+		g = &foldedGroup{offsets: map[meta.OffsetKey]*meta.CommittedOffset{}}
 		f[name] = g
 	}
 	return g
@@ -343,6 +343,9 @@ func (f groupsFold) add(payload []byte, at uint64) error {
 		clear(g.offsets)
 		clear(g.goneAt)
 	case opDeleteOffsets:
+		if g.goneAt == nil {
+			g.goneAt = map[meta.OffsetKey]uint64{} // most groups never delete an offset
+		}
 		for _, o := range op.Offsets {
 			k := meta.OffsetKey{Topic: o.Topic, Partition: o.Partition}
 			g.offsets[k], g.goneAt[k] = nil, at

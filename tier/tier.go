@@ -172,8 +172,8 @@ type Tier struct {
 	cfg    Config
 	cache  *readCache
 
-	pace   *pacer      // the uploads' reads (upload.go)
-	behind atomic.Bool // a partition had two objects' worth due in the last pass (upload.go)
+	pace   *pacer // the uploads' reads (upload.go)
+	behind bool   // a partition had two objects' worth due in the last pass (upload.go; the loop's)
 
 	mu        sync.Mutex
 	parts     map[uint32]*partState  // by node-wide partition id

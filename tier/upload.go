@@ -35,13 +35,14 @@ const readChunk = 1 << 20
 // uploadWorkers is how many partitions upload at once while the tier is behind: from the
 // moment a pass finds a partition with two objects' worth of batches due, that pass and the
 // next upload uploadWorkers partitions at a time, and one at a time again after a pass that
-// found none. One at a time, a node with diskless topics flat out on 2 cores uploaded 1.2 GB
-// in a run where it acknowledged 4 GB, so it fell further behind for as long as the load
-// lasted (and local retention and the diskless checkpoints wait for the tier); four at a time
-// it kept within an object a partition, at 4-8% less produce. Four at a time always made the
-// produce ack p99 at half that load worse (the uploads' bursts on the shared cores), where one
-// keeps up. Kafka's copier pool (remote.log.manager.copier.thread.pool.size) has 10 threads; 4
-// keeps the read chunks (readChunk each) and the connections to the bucket few.
+// found none. One at a time, a node with diskless topics flat out on 2 cores had 3.6 of the
+// 5.7 GB it acknowledged in 40 s in the tier 15 s after the load stopped, and fell further
+// behind for as long as the load lasted (local retention and the diskless checkpoints wait for
+// the tier); this way it was within an object a partition, at 0.88 of the produce rate
+// (BENCHMARKS.md, "Diskless topics"). Four at a time in every pass, tried and not kept, made
+// the produce ack tail at half that load worse: one keeps up there. Kafka's copier pool
+// (remote.log.manager.copier.thread.pool.size) has 10 threads; 4 keeps the read chunks
+// (readChunk each) and the connections to the bucket few.
 const uploadWorkers = 4
 
 // uploadAll uploads what is due of every tiered partition (each partition's objects in order,
@@ -82,11 +83,12 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 			go worker()
 		}
 	}
-	if t.behind.Swap(false) {
+	if t.behind {
 		grow(uploadWorkers)
 	} else {
 		grow(1)
 	}
+	behind := false
 	for _, tp := range parts {
 		if ctx.Err() != nil {
 			break
@@ -97,12 +99,19 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 			case next <- tp:
 				break send
 			case <-behindNow:
+				behind = true
 				grow(uploadWorkers)
 			}
 		}
 	}
 	close(next)
 	wg.Wait()
+	select {
+	case <-behindNow: // told after the last partition was handed out
+		behind = true
+	default:
+	}
+	t.behind = behind
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -186,7 +195,6 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		t.setLag(ps, lag)
 		if lag >= 2*target {
 			// An object past this one is due or nearly: the tier is behind the log.
-			t.behind.Store(true)
 			select {
 			case behindNow <- struct{}{}:
 			default:
