@@ -172,8 +172,9 @@ type Tier struct {
 	cfg    Config
 	cache  *readCache
 
-	pace   *pacer // the uploads' reads (upload.go)
-	behind bool   // a partition had two objects' worth due in the last pass (upload.go; the loop's)
+	pace   *pacer     // the uploads' reads (upload.go)
+	passMu sync.Mutex // held by a pass (pass)
+	behind bool       // a partition had two objects' worth due in the last pass (upload.go); under passMu
 
 	mu        sync.Mutex
 	parts     map[uint32]*partState  // by node-wide partition id
@@ -191,7 +192,7 @@ type partState struct {
 	objects []meta.RemoteObject // recorded, by base offset, each starting at or after the last's End
 	end     int64               // the End of the last object recorded, also once retention deleted it
 
-	// Owned by the loop: during a pass, by the one worker uploading the partition.
+	// Owned by a pass (under passMu): by the one worker uploading the partition.
 	pendingSince time.Time // when the loop first saw batches not yet uploaded
 	lagBytes     int64
 }
@@ -364,6 +365,11 @@ func (t *Tier) loop() {
 // retain when due. A part that fails does not stop the others: with the bucket down, each
 // fails, and the lag still counts what waits.
 func (t *Tier) pass(ctx context.Context, now time.Time, cleaned, retained *time.Time) error {
+	// One pass at a time: RunOnce may be called while the loop runs, and a pass's state (each
+	// partition's lag, whether the tier is behind) and its order (no clean beside an upload)
+	// are one pass's.
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
 	if !t.writable() {
 		return errNotWriter
 	}
