@@ -26,6 +26,15 @@
 #       SECONDS: long enough, at the defaults, for the remote tier's uploads, the checkpoints
 #       and the deletions of the commit objects they cover, which the request counts below
 #       show by kind (what a month of them costs: docs/diskless.md, "Cost").
+#   scripts/diskless-bench.sh cores [ROUNDS [SECONDS]]
+#       where the two cores go: per round (3), one node at a time under loadgen's 16 idempotent
+#       producers flat out for SECONDS (60): inlet-local (its topic not diskless),
+#       inlet-diskless, and inlet-diskless-notier (the remote tier's upload held off for the
+#       run, so each batch goes to the bucket once, in its commit object). Over a window from
+#       the 15th second to 5 s before the end (past the start-up and the heap's first growth),
+#       each run prints the records made (the sum of the partitions' high watermarks) a second
+#       and the cores, and CPU seconds per million records, of the node, versitygw and loadgen
+#       (from /proc/PID/stat); then the median of each over the rounds.
 #   scripts/diskless-bench.sh profile OUT.pprof [local]
 #       one node under loadgen's 16 idempotent producers flat out for 25 s, its topic diskless
 #       (or local), and a 15 s CPU profile of it from the 5th second into OUT.pprof; its
@@ -51,7 +60,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-mode=${1:?usage: scripts/diskless-bench.sh produce|latency|idle|steady|profile [flags]}
+mode=${1:?usage: scripts/diskless-bench.sh produce|latency|idle|steady|cores|profile [flags]}
 shift
 
 go build -o bin/inlet ./cmd/inlet
@@ -210,13 +219,80 @@ idle | profile | steady)
     echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
   fi
   curl -s "http://127.0.0.1:$mport/metrics" | grep -iE '^inlet_(diskless|fsync_duration|group_commit_duration|remote_upload)' | sed 's/^/# metrics: /' || true
-  kill -TERM "$node"
+  # The node's page faults and CPU over its life (fields 10, 12, 14 and 15 of /proc/PID/stat):
+  # on a VM a fresh page can cost tens of microseconds, which shows in a profile as memmove.
+  awk -v hz="$(getconf CLK_TCK)" '{printf "# node: minor faults %d, major faults %d, CPU %.1f s (user %.1f, system %.1f)\n", $10, $12, ($14 + $15) / hz, $14 / hz, $15 / hz}' "/proc/$node/stat"
+  [ -z "${GODEBUG:-}" ] || echo "# node: GC cycles $(grep -c '^gc ' "$work/$mode-server.log") (GODEBUG=$GODEBUG)"
+  kill -TERM "$node"; [ -z "${KEEP_SERVER_LOG:-}" ] || cp "$work/$mode-server.log" "$KEEP_SERVER_LOG"
   wait "$node"
   rc=$?
   node=
   ;;
+cores)
+  rounds=${1:-3}
+  secs=${2:-60}
+  [ "$secs" -ge 30 ] || { echo "cores: SECONDS must be at least 30" >&2; exit 2; }
+  free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+  # ticks PID: its utime + stime, in clock ticks.
+  ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  hz=$(getconf CLK_TCK)
+  echo "# cores: $rounds rounds of inlet-local, inlet-diskless, inlet-diskless-notier, one at a time, ${secs} s flat out each; window from the 15th second to $((secs - 5))"
+  echo "# run target records_per_s node_cores gw_cores loadgen_cores node_cpu_s_per_M gw_cpu_s_per_M loadgen_cpu_s_per_M"
+  for r in $(seq "$rounds"); do
+    for target in inlet-local inlet-diskless inlet-diskless-notier; do
+      dir="$work/inlet-bench-cores-$r-$target/data"
+      mkdir -p "$dir"
+      kport=$(free)
+      mport=$(free)
+      cmd=${node_cmd//\{port\}/$kport}
+      cmd=${cmd//\{dir\}/$dir}
+      case $target in
+      inlet-diskless) cmd="$cmd --log-diskless-enable" ;;
+      inlet-diskless-notier) cmd="$cmd --log-diskless-enable --remote-object-bytes 4GiB --remote-upload-interval-ms 600000" ;;
+      esac
+      # node.sh removes what the run before left in the bucket, then execs the node (one pid
+      # throughout; the shell expands the command's prefix).
+      sh -c "exec bash $work/node.sh $cmd --metrics-listen 127.0.0.1:$mport" >"$work/cores-server.log" 2>&1 &
+      node=$!
+      for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$kport") 2>/dev/null && break; sleep 0.1; done
+      bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration "${secs}s" >"$work/cores-loadgen.txt" 2>&1 &
+      lg=$!
+      # snap: seconds since the epoch, the node's, versitygw's and loadgen's ticks, and the
+      # records made so far.
+      snap() {
+        echo "$(date +%s.%N) $(ticks "$node") $(ticks "$gw") $(ticks "$lg") $(curl -s "http://127.0.0.1:$mport/metrics" | awk '/^inlet_partition_high_watermark/ {s += $2} END {printf "%d", s}')"
+      }
+      sleep 15
+      kill -0 "$node" 2>/dev/null || { echo "$target did not start:" >&2; cat "$work/cores-server.log" >&2; exit 1; }
+      a=$(snap)
+      sleep $((secs - 20))
+      b=$(snap)
+      wait "$lg"
+      grep -E '^(records|errors)' "$work/cores-loadgen.txt" | sed "s/^/# $target round $r: /"
+      kill -TERM "$node"
+      wait "$node"
+      node=
+      rm -rf "$work/inlet-bench-cores-$r-$target"
+      echo "$a $b" | awk -v run="$r" -v t="$target" -v hz="$hz" '{
+        dt = $6 - $1; rec = $10 - $5
+        n = ($7 - $2) / hz; g = ($8 - $3) / hz; l = ($9 - $4) / hz
+        printf "run %d %s %.0f %.2f %.2f %.2f %.3f %.3f %.3f\n", run, t, rec / dt, n / dt, g / dt, l / dt, n / rec * 1e6, g / rec * 1e6, l / rec * 1e6
+      }' | tee -a "$work/cores.txt"
+    done
+  done
+  # Medians per target of each column.
+  echo "# median over the rounds: target records_per_s node_cores gw_cores loadgen_cores node_cpu_s_per_M gw_cpu_s_per_M loadgen_cpu_s_per_M"
+  for target in inlet-local inlet-diskless inlet-diskless-notier; do
+    line="median $target"
+    for c in 4 5 6 7 8 9 10; do
+      line="$line $(awk -v t="$target" -v c="$c" '$3 == t {print $c}' "$work/cores.txt" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')"
+    done
+    echo "$line"
+  done
+  rc=0
+  ;;
 *)
-  echo "unknown mode $mode (produce, latency, idle, steady or profile)" >&2
+  echo "unknown mode $mode (produce, latency, idle, steady, cores or profile)" >&2
   exit 2
   ;;
 esac
