@@ -55,7 +55,8 @@
 # nodes of inlet-diskless-standby-baseline), STANDBY_PROFILE (produce
 # --standby: a path; each run's profiles of its standby, 10 s from the 5th second, go to
 # STANDBY_PROFILE-PREFIX.pprof and .perf (perf's, with the writer's in -writer.perf), and both
-# nodes' page faults and CPU, every second, to .cpu), LOADGEN_ARGS (profile: further loadgen
+# nodes' page faults and CPU, every second, to .cpu), GW_PERF (profile: a path; versitygw's perf
+# profile over the node's profile's 15 s goes to GW_PERF.data, by symbol to GW_PERF.txt), LOADGEN_ARGS (profile: further loadgen
 # flags, --rate N to profile an offered load rather than flat out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,7 +72,7 @@ work=$(mktemp -d "${TMPDIR:-/var/tmp}/diskless-bench-XXXXXX")
 bucket=disklessbench
 VERSITYGW_ACCESS_LOG="$work/access.log"
 source scripts/versitygw.sh # starts versitygw; sets gw, endpoint, node and the exit trap
-for v in COMMIT_INTERVAL_MS COMMIT_BYTES DISKLESS_ARGS KLITE BASELINE_INLET STANDBY_PROFILE LOADGEN_ARGS; do
+for v in COMMIT_INTERVAL_MS COMMIT_BYTES DISKLESS_ARGS KLITE BASELINE_INLET STANDBY_PROFILE GW_PERF LOADGEN_ARGS; do
   [ -z "${!v:-}" ] || echo "# $v=${!v}"
 done
 
@@ -213,9 +214,18 @@ idle | profile | steady)
   else
     out=${1:?usage: scripts/diskless-bench.sh profile OUT.pprof [local]}
     (sleep 5 && curl -s -o "$out" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=15") &
+    # With GW_PERF (a path), versitygw's CPU by symbol over the same 15 s, from perf: its
+    # kernel side included (the page cache copies of what it writes).
+    gwperf=
+    if [ -n "${GW_PERF:-}" ]; then
+      (sleep 5 && perf record -q -F 999 -g -p "$gw" -o "$GW_PERF.data" -- sleep 15 &&
+        perf report -i "$GW_PERF.data" --no-children --stdio --sort sym -g none --percent-limit 0.5 >"$GW_PERF.txt" 2>/dev/null) &
+      gwperf=$!
+    fi
     prof=$!
     bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration 25s ${LOADGEN_ARGS:-} | tail -8
     wait "$prof"
+    [ -z "$gwperf" ] || wait "$gwperf"
     echo "# profile: node pid $node, topic ${2:-diskless}, 15 s CPU profile from the 5th second: $out"
   fi
   curl -s "http://127.0.0.1:$mport/metrics" | grep -iE '^inlet_(diskless|fsync_duration|group_commit_duration|remote_upload)' | sed 's/^/# metrics: /' || true
