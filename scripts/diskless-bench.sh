@@ -26,9 +26,9 @@
 #       SECONDS: long enough, at the defaults, for the remote tier's uploads, the checkpoints
 #       and the deletions of the commit objects they cover, which the request counts below
 #       show by kind (what a month of them costs: docs/diskless.md, "Cost").
-#   scripts/diskless-bench.sh cores [ROUNDS [SECONDS]]
+#   scripts/diskless-bench.sh cores [ROUNDS [SECONDS [RATE]]]
 #       where the two cores go: per round (3), one node at a time under loadgen's 16 idempotent
-#       producers flat out for SECONDS (60): inlet-local (its topic not diskless),
+#       producers flat out (or offering RATE records/s) for SECONDS (60): inlet-local (its topic not diskless),
 #       inlet-diskless, and inlet-diskless-notier (the remote tier's upload held off for the
 #       run, so each batch goes to the bucket once, in its commit object). Over a window from
 #       the 15th second to 5 s before the end (past the start-up and the heap's first growth),
@@ -241,12 +241,13 @@ idle | profile | steady)
 cores)
   rounds=${1:-3}
   secs=${2:-60}
+  rate=${3:-}
   [ "$secs" -ge 30 ] || { echo "cores: SECONDS must be at least 30" >&2; exit 2; }
   free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
   # ticks PID: its utime + stime, in clock ticks.
   ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
   hz=$(getconf CLK_TCK)
-  echo "# cores: $rounds rounds of inlet-local, inlet-diskless, inlet-diskless-notier, one at a time, ${secs} s flat out each; window from the 15th second to $((secs - 5))"
+  echo "# cores: $rounds rounds of inlet-local, inlet-diskless, inlet-diskless-notier, one at a time, ${secs} s ${rate:+at $rate records/s}${rate:-flat out} each; window from the 15th second to $((secs - 5))"
   echo "# run target records_per_s node_cores gw_cores loadgen_cores node_cpu_s_per_M gw_cpu_s_per_M loadgen_cpu_s_per_M"
   for r in $(seq "$rounds"); do
     for target in inlet-local inlet-diskless inlet-diskless-notier; do
@@ -265,7 +266,7 @@ cores)
       sh -c "exec bash $work/node.sh $cmd --metrics-listen 127.0.0.1:$mport" >"$work/cores-server.log" 2>&1 &
       node=$!
       for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$kport") 2>/dev/null && break; sleep 0.1; done
-      bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration "${secs}s" >"$work/cores-loadgen.txt" 2>&1 &
+      bin/loadgen --brokers "127.0.0.1:$kport" --topic bench --producers 16 --idempotent --duration "${secs}s" ${rate:+--rate $rate} >"$work/cores-loadgen.txt" 2>&1 &
       lg=$!
       # snap: seconds since the epoch, the node's, versitygw's and loadgen's ticks, and the
       # records made so far.
