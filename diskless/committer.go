@@ -151,6 +151,9 @@ type Config struct {
 	Logger       *slog.Logger
 	// Observer, when set, is told each group's commit latency (metrics.Diskless).
 	Observer Observer
+	// Gate, when set, is marked for each commit object's PUT, so that the remote tier's
+	// uploads give way to them (objstore.PutGate).
+	Gate *objstore.PutGate
 
 	// UploadedEnd, when set, is the remote tier's uploaded end of a partition
 	// (tier.Tier.UploadedEnd): the commit objects it covers are folded into a checkpoint and
@@ -984,7 +987,9 @@ func (c *Committer) describeNew() error {
 func (c *Committer) putOnce(ctx context.Context, key string, body *objstore.Buffers, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
+	c.cfg.Gate.Begin()
 	err := c.cfg.Bucket.Put(ctx, key, body, body.Len())
+	c.cfg.Gate.End()
 	if !errors.Is(err, objstore.ErrExists) {
 		return err
 	}

@@ -338,3 +338,27 @@ func TestStaleWritersObjectIsVoid(t *testing.T) {
 		t.Fatalf("restored: hw %d, %d bytes, %v", p.HighWatermark(), len(got), err)
 	}
 }
+
+// TestCommitPutsHoldTheGate: a commit object's PUT is marked on Config.Gate while in flight,
+// so that the remote tier's uploads give way to it, and the gate is idle once it has landed.
+func TestCommitPutsHoldTheGate(t *testing.T) {
+	m := objstore.NewMemory()
+	gate := &objstore.PutGate{}
+	n := openNode(t, t.TempDir(), m, Config{Gate: gate}, false)
+	defer n.close()
+	tp := n.topic("d", true)
+	m.SetDelay(300 * time.Millisecond)
+	pr := n.send(appendOf(tp.Partitions[0], -1, 0, 3, 7))
+	time.Sleep(150 * time.Millisecond)
+	gate.Wait(context.Background(), 0) // counted only if a PUT is in flight
+	if w, _ := gate.Waited(); w != 1 {
+		t.Fatalf("no commit PUT held the gate while one was in flight")
+	}
+	if a := pr.wait(t, 5*time.Second); a.Err != 0 {
+		t.Fatalf("err %d", a.Err)
+	}
+	gate.Wait(context.Background(), time.Hour)
+	if w, _ := gate.Waited(); w != 1 {
+		t.Fatalf("the gate was held after the PUT landed")
+	}
+}

@@ -247,7 +247,7 @@ cores)
   # ticks PID: its utime + stime, in clock ticks.
   ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
   hz=$(getconf CLK_TCK)
-  echo "# cores: $rounds rounds of inlet-local, inlet-diskless, inlet-diskless-notier, one at a time, ${secs} s ${rate:+at $rate records/s}${rate:-flat out} each; window from the 15th second to $((secs - 5))"
+  echo "# cores: $rounds rounds of inlet-local, inlet-diskless, inlet-diskless-notier, one at a time, ${secs} s $([ -n "$rate" ] && echo "at $rate records/s" || echo "flat out") each; window from the 15th second to $((secs - 5))"
   echo "# run target records_per_s node_cores gw_cores loadgen_cores node_cpu_s_per_M gw_cpu_s_per_M loadgen_cpu_s_per_M"
   for r in $(seq "$rounds"); do
     for target in inlet-local inlet-diskless inlet-diskless-notier; do

@@ -88,6 +88,10 @@ type Config struct {
 	// Writer is the holder of the prefix's lease (package lease's *Lease); nil: this node
 	// writes the prefix unconditionally, under epoch 0 (keys without an epoch).
 	Writer Writer
+	// Gate is the diskless commit log's (objstore.PutGate): while the tier is not behind, an
+	// upload waits before each chunk it reads until no commit PUT is in flight, at most
+	// gateWait (upload.go). Nil: it never waits.
+	Gate   *objstore.PutGate
 	Logger *slog.Logger
 }
 
@@ -172,9 +176,10 @@ type Tier struct {
 	cfg    Config
 	cache  *readCache
 
-	pace   *pacer     // the uploads' reads (upload.go)
-	passMu sync.Mutex // held by a pass (pass)
-	behind bool       // a partition had two objects' worth due in the last pass (upload.go); under passMu
+	pace    *pacer      // the uploads' reads (upload.go)
+	passMu  sync.Mutex  // held by a pass (pass)
+	behind  bool        // a partition had two objects' worth due in the last pass (upload.go); under passMu
+	giveWay atomic.Bool // the pass's uploads wait on Config.Gate: the tier is not behind (upload.go)
 
 	mu        sync.Mutex
 	parts     map[uint32]*partState  // by node-wide partition id

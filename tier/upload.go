@@ -45,6 +45,15 @@ const readChunk = 1 << 20
 // (readChunk each) and the connections to the bucket few.
 const uploadWorkers = 4
 
+// gateWait bounds how long an upload waits for the diskless commit PUTs in flight before each
+// chunk (Config.Gate), while the tier is not behind. On 2 cores beside versitygw, a tier
+// uploading beside the commit PUTs at half the diskless flat-out rate made the acknowledgement
+// p99 about twice what it was with the tier held off (BENCHMARKS.md, "Diskless topics"): the
+// tier's bursts (every partition's object falls due at once) took the bucket server's CPU from
+// the commit PUTs. Commit PUTs start at most every 100 ms by default, so a tier that keeps up
+// finds gaps between them; one that falls behind stops giving way (uploadAll).
+const gateWait = 200 * time.Millisecond
+
 // uploadAll uploads what is due of every tiered partition (each partition's objects in order,
 // by one worker; uploadWorkers partitions at a time once the tier is behind: see there), and
 // writes the topics' descriptions that changed.
@@ -88,6 +97,7 @@ func (t *Tier) uploadAll(ctx context.Context, now time.Time) error {
 	} else {
 		grow(1)
 	}
+	t.giveWay.Store(!t.behind)
 	behind := false
 	for _, tp := range parts {
 		if ctx.Err() != nil {
@@ -194,7 +204,9 @@ func (t *Tier) uploadPartition(ctx context.Context, tp tieredPartition, ps *part
 		}
 		t.setLag(ps, lag)
 		if lag >= 2*target {
-			// An object past this one is due or nearly: the tier is behind the log.
+			// An object past this one is due or nearly: the tier is behind the log, and no
+			// longer gives way to the commit PUTs.
+			t.giveWay.Store(false)
 			select {
 			case behindNow <- struct{}{}:
 			default:
@@ -269,6 +281,9 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 func (t *Tier) upload(ctx context.Context, tp tieredPartition, batches []batchRef, limit int64) (meta.RemoteObject, error) {
 	p := tp.p
 	body := newObjectBody(batches, func(from int64, dst []byte) ([]byte, error) {
+		if t.giveWay.Load() {
+			t.cfg.Gate.Wait(ctx, gateWait)
+		}
 		if err := t.pace.wait(ctx, readChunk); err != nil {
 			return nil, err
 		}

@@ -145,3 +145,87 @@ func TestUploadsCatchUpSideBySide(t *testing.T) {
 	pass(2, 2*time.Second, uploadWorkers) // still, after a pass that was behind; caught up
 	pass(2, 50*time.Millisecond, 1)       // one at a time again
 }
+
+// TestUploadsGiveWayToCommitPuts: while the tier keeps up, an upload waits before its chunks
+// until no commit PUT is in flight on Config.Gate, and at most gateWait; once a partition has
+// two objects' worth due, the pass does not wait.
+func TestUploadsGiveWayToCommitPuts(t *testing.T) {
+	l, cat := openLog(t)
+	tp, err := l.CreateTopic("t", 1, map[string]string{"remote.storage.enable": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tp.Partitions[0]
+	next := int64(0)
+	produce := func(n int) {
+		t.Helper()
+		for range n {
+			done := make(chan struct{})
+			r := &batchlog.Request{Done: func(*batchlog.Request) { close(done) },
+				Appends: []batchlog.Append{{Partition: p, Batch: dataBatch('a'), ProducerID: -1, NumRecords: 1}}}
+			l.Submit(r)
+			<-done
+			if r.Appends[0].Err != 0 {
+				t.Fatalf("append refused: error code %d", r.Appends[0].Err)
+			}
+		}
+		next += int64(n)
+	}
+	gate := &objstore.PutGate{}
+	tr, err := Open(l, cat, Config{Bucket: objstore.NewMemory(), Writer: &fakeWriter{epoch: 1, remaining: time.Minute},
+		ObjectBytes: 100, Gate: gate, Logger: slog.New(slog.DiscardHandler)}) // two test batches an object
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func() time.Duration {
+		t.Helper()
+		began := time.Now()
+		if err := tr.RunOnce(context.Background(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if end := tr.UploadedEnd(p); end != next {
+			t.Fatalf("uploaded to %d, want %d", end, next)
+		}
+		return time.Since(began)
+	}
+
+	// Keeping up, a commit PUT in flight: the upload waits for its end.
+	produce(2)
+	gate.Begin()
+	go func() {
+		time.Sleep(60 * time.Millisecond)
+		gate.End()
+	}()
+	if d := pass(); d < 60*time.Millisecond {
+		t.Fatalf("the pass took %v: it did not wait for the commit PUT in flight (60 ms)", d)
+	}
+	if n, d := gate.Waited(); n != 1 || d < 60*time.Millisecond {
+		t.Fatalf("Waited: %d, %v; want 1 wait of at least 60 ms", n, d)
+	}
+
+	// A commit PUT that does not end: the upload waits gateWait, then goes.
+	produce(2)
+	gate.Begin()
+	if d := pass(); d < gateWait {
+		t.Fatalf("the pass took %v, want at least gateWait (%v)", d, gateWait)
+	}
+	if n, _ := gate.Waited(); n != 2 {
+		t.Fatalf("%d waits, want 2", n)
+	}
+
+	// Behind (two objects' worth due), with the PUT still in flight: no wait, in this pass or
+	// the next; once a pass has found the tier caught up, the one after gives way again.
+	produce(4)
+	pass()
+	produce(2)
+	pass()
+	if n, _ := gate.Waited(); n != 2 {
+		t.Fatalf("%d waits after passes behind and just after, want still 2", n)
+	}
+	produce(2)
+	pass()
+	if n, _ := gate.Waited(); n != 3 {
+		t.Fatalf("%d waits once caught up, want 3", n)
+	}
+	gate.End()
+}

@@ -34,6 +34,7 @@ type remoteSettings struct {
 	diskless        diskless.Config
 	committer       *diskless.Committer
 	tier            atomic.Pointer[tier.Tier] // once openTier has opened it: the checkpoints' UploadedEnd
+	gate            *objstore.PutGate         // the commit PUTs', which the tier's uploads give way to
 	following       following                 // a --standby node's follower of the commit log (follow.go)
 	records         *tier.RecordCache         // a --standby node's records of the tiered objects, read ahead (follow.go); nil otherwise
 	takenAt         time.Time                 // when a --standby node took the prefix (standby.go); zero otherwise
@@ -64,6 +65,7 @@ func (o *options) remote() *remoteSettings {
 	return &remoteSettings{
 		s3: objstore.S3Config{Bucket: *o.s3Bucket, Endpoint: *o.s3Endpoint, Region: *o.s3Region,
 			Prefix: *o.s3Prefix, PathStyle: *o.s3PathStyle},
+		gate:           &objstore.PutGate{},
 		restore:        *o.restoreFromRemote,
 		standby:        *o.standby,
 		records:        newRecordCache(*o.standby),
@@ -112,6 +114,8 @@ func withDiskless(logger *slog.Logger, rs *remoteSettings, cfg *server.Config, o
 		return 0
 	}
 	dc.Cache = followCache(rs, opts.Dir) // a standby's copy of the commit log (follow.go)
+	// The tier's uploads give way to the commit PUTs while it keeps up (objstore.PutGate).
+	dc.Gate = rs.gate
 	rs.committer = diskless.New(dc)
 	cfg.Diskless, cfg.DisklessDefault, opts.Diskless = rs.committer, rs.disklessDefault, rs.committer
 	// Every group's offset changes go to the bucket before they are answered (diskless/state.go).
@@ -164,7 +168,7 @@ func openTier(logger *slog.Logger, blog *batchlog.Log, cat *meta.Store, rs *remo
 	// Each block of producer ids goes to the bucket before an id of it is handed out.
 	cat.SetProducerIDReserver(rs.committer.KeepProducerIDs)
 	t, err := tier.Open(blog, cat, tier.Config{Bucket: bucket, ObjectBytes: rs.objectBytes, UploadInterval: rs.uploadInterval,
-		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Logger: logger})
+		ReadCacheBytes: rs.readCache, UploadBytesPerSec: rs.uploadRate, Writer: writer, Gate: rs.gate, Logger: logger})
 	rs.tier.Store(t)
 	return t, err
 }
