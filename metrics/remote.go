@@ -35,12 +35,14 @@ var (
 	remoteStoredBytesDesc     = desc("remote_stored_bytes", "Bytes of the objects the remote tier's manifest records.")
 	remoteStoredObjectsDesc   = desc("remote_stored_objects", "Objects the remote tier's manifest records.")
 	remoteHealthyDesc         = desc("remote_healthy", "1 while the tier's last pass succeeded, 0 while it fails.")
+	remoteGateWaitsDesc       = desc("remote_upload_gate_waits_total", "Chunks of uploads that waited for a diskless commit PUT in flight (the tier gives way to them while it keeps up).")
+	remoteGateSecondsDesc     = desc("remote_upload_gate_wait_seconds_total", "Time uploads waited for diskless commit PUTs in flight.")
 )
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{remoteUploadedBytesDesc, remoteUploadedObjectsDesc, remoteErrorsDesc, remoteDeletedDesc,
 		remoteOrphansDesc, remoteLagBytesDesc, remoteLagSecondsDesc, remoteReadBytesDesc, remoteReadCallsDesc, remoteReadErrorsDesc,
-		remoteCacheDesc, remoteStoredBytesDesc, remoteStoredObjectsDesc, remoteHealthyDesc} {
+		remoteCacheDesc, remoteStoredBytesDesc, remoteStoredObjectsDesc, remoteHealthyDesc, remoteGateWaitsDesc, remoteGateSecondsDesc} {
 		ch <- d
 	}
 }
@@ -67,6 +69,8 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(remoteCacheDesc, s.CacheMisses, "miss")
 	gauge(remoteStoredBytesDesc, float64(s.RemoteBytes))
 	gauge(remoteStoredObjectsDesc, float64(s.RemoteObjects))
+	counter(remoteGateWaitsDesc, s.GateWaits)
+	ch <- prometheus.MustNewConstMetric(remoteGateSecondsDesc, prometheus.CounterValue, s.GateWaited.Seconds())
 	healthy := 0.0
 	if s.Healthy {
 		healthy = 1

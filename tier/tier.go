@@ -426,6 +426,10 @@ type Stats struct {
 	LastError string
 	// RemoteBytes and RemoteObjects are what the manifest records.
 	RemoteBytes, RemoteObjects int64
+	// GateWaits counts the chunks of uploads that waited for a diskless commit PUT in flight
+	// (Config.Gate), GateWaited how long they waited in all.
+	GateWaits  int64
+	GateWaited time.Duration
 }
 
 // Stats reads the counters.
@@ -439,6 +443,7 @@ func (t *Tier) Stats() Stats {
 		LagBytes: t.stats.lagBytes.Load(), LagSeconds: float64(t.stats.lagMs.Load()) / 1000,
 		Healthy: t.stats.lastPassOK.Load(),
 	}
+	s.GateWaits, s.GateWaited = t.cfg.Gate.Waited()
 	if e := t.stats.lastErr.Load(); e != nil && !s.Healthy {
 		s.LastError = *e
 	}
