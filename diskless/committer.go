@@ -269,6 +269,12 @@ const (
 // size is the object's length.
 func (o *object) size() int64 { return int64(len(o.buf)) + o.refBytes }
 
+// body is the sealed object as a PUT sends it (parts), with its CRC-32C, which the bucket
+// checks (objstore.Checksummed).
+func (o *object) body() *objstore.Buffers {
+	return objstore.NewBuffers(o.parts()).WithCRC32C(format.BodySum(o.buf))
+}
+
 // parts are the object's bytes, in order: the buffer cut at each reference's position, the
 // batches between. Called holding mu, or by the loop once the object is sealed and its PUT
 // not in flight.
@@ -627,7 +633,7 @@ func (c *Committer) run() {
 				}
 				c.mu.Lock()
 				o.putting = true
-				body := objstore.NewBuffers(o.parts())
+				body := o.body()
 				c.mu.Unlock()
 				inflight++
 				lastPut = now
@@ -884,7 +890,7 @@ func (c *Committer) put(o *object, deadline time.Time) bool {
 	for attempt := 1; ; attempt++ {
 		err := c.startable()
 		if err == nil {
-			err = c.putOnce(context.Background(), LogKey(o.seq), objstore.NewBuffers(o.parts()), o.epoch)
+			err = c.putOnce(context.Background(), LogKey(o.seq), o.body(), o.epoch)
 		}
 		if errors.Is(err, errStale) {
 			c.cfg.Logger.Warn("diskless: a stale writer's object under the next number; skipped", "key", LogKey(o.seq), "err", err)

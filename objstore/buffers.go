@@ -18,6 +18,15 @@ type Streamed interface {
 	StreamedPut()
 }
 
+// Checksummed is a Put body that may know its CRC-32C (Castagnoli) before it is sent, as a
+// Buffers given one by WithCRC32C. A Bucket sends the sum with the body (OpenS3's as
+// x-amz-checksum-crc32c, which S3 and versitygw check), and refuses a body that arrived other
+// than it left with ErrBadDigest, storing nothing. The S3 server then stores that checksum
+// rather than computing one of its own choosing (CRC-64/NVME by default) over the body.
+type Checksummed interface {
+	CRC32C() (sum uint32, ok bool)
+}
+
 // StreamedPut marks Buffers as Streamed.
 func (b *Buffers) StreamedPut() {}
 
@@ -29,11 +38,23 @@ func (b *Buffers) StreamedPut() {}
 // The slices must not change until Put returns; Put reads none of them after it returns (the
 // Bucket contract).
 type Buffers struct {
-	parts [][]byte
-	size  int64
-	off   int64 // read position
-	i, at int   // the part holding off, and off's position in it
+	parts  [][]byte
+	size   int64
+	off    int64 // read position
+	i, at  int   // the part holding off, and off's position in it
+	sum    uint32
+	summed bool // sum is the body's CRC-32C (WithCRC32C)
 }
+
+// WithCRC32C gives the body its CRC-32C (Castagnoli), known to its maker before it is sent
+// (Checksummed), and returns it.
+func (b *Buffers) WithCRC32C(sum uint32) *Buffers {
+	b.sum, b.summed = sum, true
+	return b
+}
+
+// CRC32C is the body's CRC-32C, if WithCRC32C gave it one.
+func (b *Buffers) CRC32C() (uint32, bool) { return b.sum, b.summed }
 
 // NewBuffers is a body of parts, in order. It keeps parts (the slice, not a copy).
 func NewBuffers(parts [][]byte) *Buffers {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,35 @@ var contract = []struct {
 	{"PutIfOfAMissingKeyIsNotFound", testPutIfMissing},
 	{"ConcurrentPutIfsOnOneETagOneWins", testConcurrentPutIfs},
 	{"GetMissingKeyIsNotFound", testGetMissing},
+	{"ChecksummedBodyIsChecked", testChecksummed},
+}
+
+// testChecksummed: a body sent with its CRC-32C (objstore.Checksummed, as the diskless commit
+// objects are) is stored; one whose sum is not its bytes' is refused with ErrBadDigest and
+// leaves nothing under the key, so the same PUT with the right sum then lands.
+func testChecksummed(t *testing.T, _ harness, b objstore.Bucket) {
+	ctx := context.Background()
+	data := pattern(300000, 7)
+	sum := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	body := func(sum uint32) *objstore.Buffers {
+		return objstore.NewBuffers([][]byte{data[:1000], data[1000:200000], data[200000:]}).WithCRC32C(sum)
+	}
+	err := b.Put(ctx, "bad", body(sum^1), int64(len(data)))
+	if !errors.Is(err, objstore.ErrBadDigest) {
+		t.Fatalf("a body with a wrong CRC-32C: %v, want ErrBadDigest", err)
+	}
+	if err := b.ReadAt(ctx, "bad", 0, make([]byte, 1)); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("read after the refused PUT: %v, want ErrNotFound", err)
+	}
+	for _, key := range []string{"bad", "good"} {
+		if err := b.Put(ctx, key, body(sum), int64(len(data))); err != nil {
+			t.Fatalf("put %s with its CRC-32C: %v", key, err)
+		}
+		got := make([]byte, len(data))
+		if err := b.ReadAt(ctx, key, 0, got); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read %s back: %v (bytes equal: %v)", key, err, bytes.Equal(got, data))
+		}
+	}
 }
 
 func runContract(t *testing.T, h harness) {

@@ -6,12 +6,15 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 )
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Memory is an in-process Bucket for unit tests, with the semantics of S3 as OpenS3 sees
 // them (Put-if-absent, PutIf on an ETag that is the quoted MD5 of the bytes as S3's is, ranges
@@ -160,6 +163,11 @@ func (m *Memory) Put(ctx context.Context, key string, body io.ReadSeeker, size i
 	data := make([]byte, size)
 	if _, err := io.ReadFull(body, data); err != nil {
 		return fmt.Errorf("objstore: put %s: reading %d bytes of body: %w", key, size, err)
+	}
+	if c, ok := body.(Checksummed); ok {
+		if sum, ok := c.CRC32C(); ok && crc32.Checksum(data, castagnoli) != sum {
+			return fmt.Errorf("objstore: put %s: %w", key, ErrBadDigest)
+		}
 	}
 	m.mu.Lock()
 	// Checked again: two Puts of one key may have read their bodies at once; as on S3,

@@ -85,6 +85,9 @@ var (
 	ErrNotFound = errors.New("objstore: object not found")
 	// ErrExists: a conditional Put found an object with the key already.
 	ErrExists = errors.New("objstore: object already exists")
+	// ErrBadDigest: the bucket received a body other than the one whose checksum came with it
+	// (Checksummed) and stored nothing; a PUT to try again.
+	ErrBadDigest = errors.New("objstore: the body does not match its checksum")
 	// ErrOutOfRange: a ReadAt asked for bytes outside the object.
 	ErrOutOfRange = errors.New("objstore: range outside the object")
 	// ErrPreconditionFailed: a PutIf's ifMatch is no longer the object's ETag (another

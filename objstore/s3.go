@@ -3,6 +3,8 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -170,6 +172,12 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		})
 	}
+	var crc *string
+	if c, ok := body.(Checksummed); ok {
+		if sum, ok := c.CRC32C(); ok {
+			crc = aws.String(base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, sum)))
+		}
+	}
 	if sb, ok := body.(Streamed); ok && b.plainHTTP {
 		// Written by vectoredClient, with no Expect: 100-continue (a round trip before
 		// every body).
@@ -185,6 +193,8 @@ func (b *s3Bucket) Put(ctx context.Context, key string, body io.ReadSeeker, size
 		Body:          body,
 		ContentLength: aws.Int64(size),
 		IfNoneMatch:   aws.String("*"),
+		// With a sum, the SDK computes none over https either (its trailing CRC32).
+		ChecksumCRC32C: crc,
 	}, optFns...)
 	if err != nil {
 		return wrapErr("put", key, err)
@@ -334,6 +344,8 @@ func wrapErr(op, key string, err error) error {
 			// races another write of the key in flight: transient, left unmapped.
 		case "InvalidRange":
 			sentinel = ErrOutOfRange
+		case "BadDigest":
+			sentinel = ErrBadDigest
 		}
 	}
 	var respErr *awshttp.ResponseError

@@ -166,6 +166,14 @@ func SealSum(obj []byte, h Header, sum uint32, n int64) []byte {
 	return binary.BigEndian.AppendUint32(obj, CRCCombine(crc32.Checksum(obj[:HeaderLen], Castagnoli), sum, int(n)))
 }
 
+// BodySum is the CRC-32C of a whole sealed object, its trailer included, from its trailer
+// alone (its last TrailerLen bytes, the CRC-32C of all before them): the checksum its PUT
+// sends (objstore.Checksummed).
+func BodySum(obj []byte) uint32 {
+	t := obj[len(obj)-TrailerLen:]
+	return crc32.Update(binary.BigEndian.Uint32(t), Castagnoli, t)
+}
+
 func writeHeader(obj []byte, h Header) {
 	copy(obj, Magic)
 	v := h.Version
