@@ -96,6 +96,8 @@ done
 exec "\$@"
 NODE
 kept="bash $work/node.sh"
+# free: a free loopback port.
+free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 set +e
 case $mode in
@@ -186,8 +188,8 @@ latency)
 idle | profile | steady)
   dir="$work/inlet-bench-$mode-0/data"
   mkdir -p "$dir"
-  kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  kport=$(free)
+  mport=$(free)
   cmd=${node_cmd//\{port\}/$kport}
   cmd=${cmd//\{dir\}/$dir}
   # --log-diskless-enable: the topic loadgen creates is diskless.
@@ -243,7 +245,6 @@ cores)
   secs=${2:-60}
   rate=${3:-}
   [ "$secs" -ge 30 ] || { echo "cores: SECONDS must be at least 30" >&2; exit 2; }
-  free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
   # ticks PID: its utime + stime, in clock ticks.
   ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
   hz=$(getconf CLK_TCK)
